@@ -1,0 +1,43 @@
+"""The platform's error hierarchy.
+
+Every error a user can cause is a :class:`HyperfleetError`; the CLI prints its message on one
+line and exits with status 2. ``assert`` is kept for internal invariants only.
+"""
+
+from __future__ import annotations
+
+
+class HyperfleetError(Exception):
+    """Base class of every error hyperfleet raises on purpose."""
+
+
+class ConfigError(HyperfleetError):
+    """A sweep file or command-line value is invalid.
+
+    ``problems`` holds one line per problem, each naming the field path, the bad value and what
+    is expected.
+    """
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class PoolError(HyperfleetError):
+    """The device pool cannot satisfy a request (for example more devices than exist)."""
+
+
+class LaunchError(HyperfleetError):
+    """A trial's processes could not be started."""
+
+
+class StorageError(HyperfleetError):
+    """The storage backend is unreachable or holds data this version cannot read."""
+
+
+class TrialPruned(Exception):  # noqa: N818 - the name users know from Optuna
+    """Raised inside a trial by ``ctx.report`` when the scheduler stops the trial early.
+
+    Not a :class:`HyperfleetError`: it is control flow, not a failure. Workloads let it
+    propagate; the runtime records the trial as PRUNED.
+    """

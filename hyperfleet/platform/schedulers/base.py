@@ -1,0 +1,105 @@
+"""The scheduler interface: schedulers return data, the sweep loop acts on it.
+
+A scheduler decides *what* to run and *whether a running trial goes on*; it never touches
+processes, files, devices or MLflow. The sweep loop (``platform.sweep``) launches what
+``suggest`` returns and ends what ``decide`` stops, and rank 0 of a running trial calls
+``report`` then ``decide`` at every ``ctx.report``. Because every scheduler keeps its state in
+storage, a scheduler object can be rebuilt anywhere from the sweep config and the storage URL:
+in the controller, inside a trial's rank 0, or on another host.
+
+This is the split of Optuna's ``trial.report`` / ``trial.should_prune`` and of Syne Tune's
+schedulers, and what lets a scheduler be tested without processes.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class TrialState(str, enum.Enum):
+    """A trial's state; the names are Optuna's."""
+
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    PRUNED = "PRUNED"
+    FAIL = "FAIL"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+class DecisionKind(str, enum.Enum):
+    CONTINUE = "continue"
+    PRUNE = "prune"  # stop now, trial ends PRUNED
+    EXPLOIT = "exploit"  # load the donor's latest checkpoint, continue with new params
+    PAUSE = "pause"  # checkpoint and give the devices back; resumed later by suggest()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a running trial does after a report. All ranks of the trial act on the same one."""
+
+    kind: DecisionKind = DecisionKind.CONTINUE
+    donor: int | None = None  # EXPLOIT: trial number whose latest checkpoint to load
+    params: Mapping[str, Any] | None = None  # EXPLOIT: the explored params, they win
+    reason: str = ""
+
+    @classmethod
+    def cont(cls) -> Decision:
+        return cls(DecisionKind.CONTINUE)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A trial to start or resume.
+
+    ``params`` are the sampled hyperparameters (workload params); ``overrides`` are sampled
+    trial-configuration keys by dotted path (``"trial.precision"``), applied to a copy of the
+    trial config before launch. ``resume`` is true when ``trial_number`` already ran and continues
+    from its latest checkpoint (an interrupted trial, a paused PBT member).
+    """
+
+    trial_number: int
+    params: Mapping[str, Any]
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    resume: bool = False
+
+
+class Scheduler(ABC):
+    """Base class of every scheduler. See the module docstring for the contract."""
+
+    #: True when ``decide`` may return EXPLOIT or PAUSE (the trial runtime then keeps
+    #: checkpoints at every report it is asked to).
+    time_sharing: bool = False
+
+    @abstractmethod
+    def suggest(self) -> Suggestion | None:
+        """The next trial to run, or None when nothing should start now."""
+
+    @abstractmethod
+    def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        """Record one report. Idempotent per (trial, step): a repeated step is ignored."""
+
+    @abstractmethod
+    def decide(self, trial_number: int, step: int) -> Decision:
+        """Whether the trial goes on after its report at ``step``."""
+
+    @abstractmethod
+    def on_trial_end(
+        self,
+        trial_number: int,
+        state: TrialState,
+        values: list[float] | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record how a trial ended (values: the objective values, for COMPLETE)."""
+
+    def budget_left(self) -> int | None:
+        """Trials that may still be suggested, or None if the scheduler doesn't limit them."""
+        return None

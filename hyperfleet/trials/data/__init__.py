@@ -1,0 +1,1 @@
+"""Datasets for trials: corpora turned once into cached, memory-mapped token files."""

@@ -1,0 +1,1 @@
+"""Models of the built-in workloads."""
