@@ -1,10 +1,22 @@
-"""Trial checkpoints: atomic, checksummed, the last ``keep`` retained.
+"""Trial checkpoints: atomic, checksummed, replicated, the last ``keep`` retained.
 
 A checkpoint is a dict of tensors, numbers, strings, lists and dicts saved with ``torch.save``
 and read back with ``torch.load(weights_only=True)``, so loading never runs pickled code. It is
 written under a temporary name, flushed, fsynced and renamed into place: a crash mid-write
 leaves the previous checkpoint intact. A SHA-256 of the file is stored beside it; a checkpoint
 whose checksum doesn't match is skipped with a warning and the previous one is used.
+
+Replication: with ``replica`` (a directory or a ``file://`` URI, for example on a shared file
+system) every save is also copied there, again under a temporary name then renamed, with its
+checksum. Restoring takes, newest step first, the primary copy if it is intact, else the
+replica's (and copies it back to the primary); so deleting or corrupting the primary directory
+of a paused trial loses nothing.
+
+RNG state: :func:`capture_rng_state` turns the Python, NumPy, torch CPU and CUDA generator
+states into tensors and plain numbers (what ``weights_only`` loading accepts), and
+:func:`restore_rng_state` puts them back, so dropout masks and shuffles continue exactly.
+
+Importing this module does not import torch (the platform imports :class:`CheckpointConfig`).
 """
 
 from __future__ import annotations
@@ -12,15 +24,49 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
-import torch
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^step-(\d{9})\.pt$")
+
+
+class CheckpointConfig(BaseModel):
+    """The ``checkpoint:`` section of a trial."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    every: int | None = Field(None, ge=1, description="steps between checkpoints")
+    keep: int = Field(2, ge=1, description="checkpoints kept (newest), in each location")
+    replica: str | None = Field(None, description="second location: a directory or file:// URI")
+
+    @field_validator("replica")
+    @classmethod
+    def _replica(cls, v: str | None) -> str | None:
+        if v is not None:
+            replica_path(v)
+        return v
+
+
+def replica_path(location: str | os.PathLike[str]) -> Path:
+    """The directory a replica location names: a plain path or a ``file://`` URI."""
+    text = os.fspath(location)
+    parsed = urlparse(text)
+    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # 1 letter: a Windows drive
+        if parsed.scheme == "file":
+            if parsed.netloc not in ("", "localhost"):
+                raise ValueError(f"file URI with a host is not supported: {text!r}")
+            return Path(unquote(parsed.path))
+        return Path(text)
+    raise ValueError(f"expected a directory or a file:// URI for the replica, got {text!r}")
 
 
 def _sha256(path: Path) -> str:
@@ -40,27 +86,87 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class CheckpointManager:
-    """Checkpoints of one trial in ``directory``, named by step."""
+def _atomic_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    with src.open("rb") as fin, tmp.open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, dst)
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 2) -> None:
-        if keep < 1:
-            raise ValueError(f"keep must be >= 1, got {keep}")
-        self.directory = Path(directory)
-        self.keep = keep
+
+class _Location:
+    """One directory of ``step-NNNNNNNNN.pt`` files with their ``.sha256`` beside them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, step: int) -> Path:
+        return self.directory / f"step-{step:09d}.pt"
 
     def steps(self) -> list[int]:
-        """Steps that have a checkpoint file, oldest first."""
         if not self.directory.is_dir():
             return []
         found = (_NAME.match(p.name) for p in self.directory.iterdir())
         return sorted(int(m.group(1)) for m in found if m)
 
+    def verify(self, step: int) -> bool:
+        path = self.path(step)
+        sums = path.with_suffix(".sha256")
+        if not path.is_file() or not sums.is_file():
+            return False
+        return sums.read_text().strip() == _sha256(path)
+
+    def copy_from(self, other: _Location, step: int) -> None:
+        src = other.path(step)
+        _atomic_copy(src, self.path(step))
+        _atomic_copy(src.with_suffix(".sha256"), self.path(step).with_suffix(".sha256"))
+
+    def prune(self, keep: int) -> None:
+        for step in self.steps()[:-keep]:
+            self.path(step).unlink(missing_ok=True)
+            self.path(step).with_suffix(".sha256").unlink(missing_ok=True)
+
+
+class CheckpointManager:
+    """Checkpoints of one trial in ``directory`` (and ``replica``), named by step."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        keep: int = 2,
+        replica: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.directory = Path(directory)
+        self.keep = keep
+        self._primary = _Location(self.directory)
+        self._replica = _Location(replica_path(replica)) if replica is not None else None
+
+    @classmethod
+    def from_config(cls, directory: str | os.PathLike[str], cfg: CheckpointConfig) -> CheckpointManager:
+        return cls(directory, keep=cfg.keep, replica=cfg.replica)
+
+    @property
+    def replica(self) -> Path | None:
+        return self._replica.directory if self._replica else None
+
+    def steps(self) -> list[int]:
+        """Steps that have a checkpoint file in either location, oldest first."""
+        found = set(self._primary.steps())
+        if self._replica:
+            found.update(self._replica.steps())
+        return sorted(found)
+
     def path(self, step: int) -> Path:
-        return self.directory / f"step-{step:09d}.pt"
+        return self._primary.path(step)
 
     def save(self, step: int, state: dict[str, Any]) -> Path:
         """Write ``state`` as the checkpoint of ``step``; call on one rank only."""
+        import torch
+
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(step)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -71,28 +177,98 @@ class CheckpointManager:
         digest = _sha256(tmp)
         os.replace(tmp, path)
         _atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
-        self._prune()
+        self._primary.prune(self.keep)
+        if self._replica:
+            try:
+                self._replica.copy_from(self._primary, step)
+                self._replica.prune(self.keep)
+            except OSError as exc:  # the trial goes on; the primary copy is intact
+                logger.warning("could not replicate checkpoint %s: %s", path, exc)
         return path
 
-    def _prune(self) -> None:
-        for step in self.steps()[: -self.keep]:
-            self.path(step).unlink(missing_ok=True)
-            self.path(step).with_suffix(".sha256").unlink(missing_ok=True)
+    def verify(self, step: int, replica: bool = False) -> bool:
+        """Whether the primary (or, with ``replica=True``, the replica) copy is intact."""
+        loc = self._replica if replica else self._primary
+        return loc is not None and loc.verify(step)
 
-    def verify(self, step: int) -> bool:
-        path = self.path(step)
-        sums = path.with_suffix(".sha256")
-        if not path.is_file() or not sums.is_file():
-            return False
-        return sums.read_text().strip() == _sha256(path)
+    def _intact(self, step: int) -> _Location | None:
+        if self._primary.verify(step):
+            return self._primary
+        if self._replica and self._replica.verify(step):
+            logger.warning(
+                "checkpoint %s is missing or corrupt; using the replica in %s",
+                self.path(step),
+                self._replica.directory,
+            )
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                self._primary.copy_from(self._replica, step)
+            except OSError as exc:
+                logger.warning("could not restore the primary copy from the replica: %s", exc)
+            return self._replica
+        return None
+
+    def load(self, step: int) -> dict[str, Any]:
+        """The checkpoint of ``step`` from an intact copy; FileNotFoundError if there is none."""
+        import torch
+
+        loc = self._intact(step)
+        if loc is None:
+            raise FileNotFoundError(f"no intact checkpoint of step {step} in {self.directory}")
+        return torch.load(loc.path(step), map_location="cpu", weights_only=True)
+
+    def latest_step(self) -> int | None:
+        """The newest step with an intact copy (corrupt newer ones are skipped with a warning)."""
+        for step in reversed(self.steps()):
+            if self._intact(step) is not None:
+                return step
+            logger.warning(
+                "checkpoint of step %d is corrupt or incomplete everywhere; trying the previous "
+                "one",
+                step,
+            )
+        return None
 
     def load_latest(self) -> tuple[int, dict[str, Any]] | None:
         """The newest intact checkpoint as ``(step, state)``, or None if there is none."""
-        for step in reversed(self.steps()):
-            if not self.verify(step):
-                logger.warning("checkpoint %s is corrupt or incomplete; trying the previous one",
-                               self.path(step))
-                continue
-            state = torch.load(self.path(step), map_location="cpu", weights_only=True)
-            return step, state
-        return None
+        step = self.latest_step()
+        return None if step is None else (step, self.load(step))
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Python, NumPy, torch CPU and CUDA generator states, as ``weights_only``-loadable values."""
+    import torch
+
+    version, mt, gauss = random.getstate()
+    _, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {
+        "python": {"version": version, "mt": torch.tensor(mt, dtype=torch.int64), "gauss": gauss},
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": list(cuda),
+    }
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Put back generator states captured by :func:`capture_rng_state`."""
+    import torch
+
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["mt"].tolist()), py["gauss"]))
+    npy = state["numpy"]
+    keys = npy["keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available():
+        n = min(len(cuda), torch.cuda.device_count())
+        for i in range(n):
+            torch.cuda.set_rng_state(cuda[i], i)
+        if n < len(cuda):
+            logger.warning("checkpoint holds %d CUDA RNG states, this host has %d", len(cuda), n)

@@ -1,0 +1,38 @@
+# Two commands do all set-up: `make sweep` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch. A GPU user sets TORCH_SPEC to the CUDA build they want (see README).
+TORCH_SPEC ?= torch==2.13.0
+SWEEP ?= examples/quickstart.yaml
+PYTEST_ARGS ?=
+
+.PHONY: sweep test install lint typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+sweep: install
+	$(VENV)/bin/hyperfleet sweep run $(SWEEP)
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check hyperfleet tests benchmarks examples
+	$(VENV)/bin/ruff format --check hyperfleet tests benchmarks examples
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) benchmarks/run_all.py --quick
+
+clean:
+	rm -rf hyperfleet-runs

@@ -1,0 +1,66 @@
+"""The hyperfleet dashboard (Streamlit, read-only): sweeps, their trials and learning curves.
+
+Run with ``hyperfleet dashboard --storage URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+import streamlit as st
+
+from hyperfleet.platform.results import summarize
+from hyperfleet.platform.storage import Storage
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--storage", default="sqlite:///hyperfleet-runs/hyperfleet.db")
+    return parser.parse_args(sys.argv[1:])
+
+
+def _curves(storage: Storage, name: str) -> pd.DataFrame:
+    import optuna
+
+    study = optuna.load_study(study_name=name, storage=storage.optuna)
+    rows = [
+        {"trial": t.number, "step": step, "value": value}
+        for t in study.get_trials(deepcopy=False)
+        for step, value in t.intermediate_values.items()
+    ]
+    return pd.DataFrame(rows, columns=["trial", "step", "value"])
+
+
+def main() -> None:
+    args = _args()
+    st.set_page_config(page_title="hyperfleet", layout="wide")
+    st.title("hyperfleet")
+    storage = Storage(args.storage)
+    sweeps = [r.name for r in storage.list_sweeps()]
+    if not sweeps:
+        st.info(f"No sweeps in {args.storage} yet: run `hyperfleet sweep run FILE`.")
+        return
+    name = st.sidebar.selectbox("Sweep", sweeps, index=len(sweeps) - 1)
+    summary = summarize(storage, name)
+    counts = summary.state_counts
+    cols = st.columns(len(counts))
+    for col, (state, n) in zip(cols, counts.items(), strict=True):
+        col.metric(state, n)
+    table = pd.DataFrame(
+        [
+            {"trial": t.number, "state": t.state, "value": t.values[0] if t.values else None,
+             **t.params}
+            for t in summary.trials
+        ]
+    )
+    st.subheader("Trials")
+    st.dataframe(table, use_container_width=True)
+    curves = _curves(storage, name)
+    if not curves.empty:
+        st.subheader("Objective by step")
+        st.line_chart(curves, x="step", y="value", color="trial")
+
+
+main()

@@ -1,0 +1,235 @@
+"""The ``hyperfleet`` command line.
+
+Every user error is one line on stderr and exit status 2 (``--debug`` shows the traceback);
+nothing is written to storage or MLflow before the sweep file has been validated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hyperfleet.errors import ConfigError, HyperfleetError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
+app.add_typer(sweep_app, name="sweep")
+
+out = Console()
+err = Console(stderr=True)
+DEFAULT_STORAGE = "sqlite:///hyperfleet-runs/hyperfleet.db"
+T = TypeVar("T")
+_state = {"debug": False}
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except ConfigError as exc:
+        for line in exc.problems:
+            err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+        if _state["debug"]:
+            raise
+        raise typer.Exit(2) from None
+    except HyperfleetError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        if _state["debug"]:
+            raise
+        raise typer.Exit(2) from None
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens.")] = False,
+) -> None:
+    _state["debug"] = debug
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@app.command()
+def validate(file: Path) -> None:
+    """Check a sweep file; exit 0 when valid, else 2 with one line per problem."""
+    from hyperfleet.platform.config import load_sweep
+
+    cfg = _guard(lambda: load_sweep(file))
+    out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.space)} parameters)")
+
+
+def _tool(name: str) -> str:
+    """The path of a console script installed beside this interpreter."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        return name
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _results_table(summary: Any) -> Table:
+    table = Table(title=f"sweep {summary.sweep}")
+    for col in ("trial", "state", "value", "params", "steps", "seconds"):
+        table.add_column(col)
+    best = summary.best()
+    for t in summary.trials:
+        value = ", ".join(f"{v:.4g}" for v in t.values) if t.values else "-"
+        mark = " *" if best is not None and t.number == best.number else ""
+        params = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()
+        )
+        table.add_row(
+            f"{t.number}{mark}",
+            t.state,
+            value,
+            params,
+            "-" if t.last_step is None else str(t.last_step),
+            "-" if t.duration_s is None else f"{t.duration_s:.1f}",
+        )
+    return table
+
+
+@sweep_app.command("run")
+def sweep_run(
+    file: Path,
+    storage: Annotated[str | None, typer.Option(help="Storage URL (overrides the file).")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
+    devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line.")] = False,
+) -> None:
+    """Create the sweep (or continue it) and run it to its budget."""
+    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.pool import parse_devices
+    from hyperfleet.platform.sweep import SweepRunner, default_urls
+
+    cfg = _guard(lambda: load_sweep(file))
+    _guard(lambda: parse_devices(devices))
+    default_storage, default_tracking = default_urls(cfg)
+    storage_url = storage or default_storage
+    tracking = tracking_uri or default_tracking
+    summary = _guard(lambda: _run_with_progress(cfg, storage_url, tracking, devices, SweepRunner))
+    console = err if as_json else out
+    console.print(_results_table(summary))
+    best = summary.best()
+    if best is not None and best.values:
+        console.print(f"best: trial {best.number}, {cfg.objective.metric} = {best.values[0]:.4g}")
+    console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
+    console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
+    if summary.interrupted:
+        console.print("interrupted: run the same command again to continue the sweep")
+    if as_json:
+        print(json.dumps(summary.to_json()), flush=True)
+    if summary.interrupted:
+        raise typer.Exit(130)
+
+
+def _run_with_progress(cfg: Any, storage_url: str, tracking: str, devices: str, runner_cls: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[running]} running"),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=err, transient=False) as bar:
+        task = bar.add_task(cfg.name, total=cfg.budget.trials, running=0)
+
+        def update(p: Any) -> None:
+            bar.update(task, completed=p.finished, running=p.running)
+
+        runner = runner_cls(cfg, storage_url, tracking, devices=devices, on_progress=update)
+        return runner.run()
+
+
+@sweep_app.command("status")
+def sweep_status(
+    name: str,
+    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Trials of a sweep, their states and values, the best one and the errors of failures."""
+    from hyperfleet.platform.results import summarize
+    from hyperfleet.platform.storage import Storage
+
+    summary = _guard(lambda: summarize(Storage(storage), name))
+    if as_json:
+        data = summary.to_json()
+        data["trials"] = [t.__dict__ for t in summary.trials]
+        print(json.dumps(data, default=str))
+        return
+    out.print(_results_table(summary))
+    for t in summary.trials:
+        if t.state == "FAIL" and t.error:
+            out.print(f"trial {t.number} failed:", style="bold red")
+            out.print(t.error, markup=False, highlight=False)
+    best = summary.best()
+    if best is not None and best.values:
+        out.print(f"best: trial {best.number} = {best.values[0]:.4g} {best.params}")
+
+
+@sweep_app.command("list")
+def sweep_list(
+    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+) -> None:
+    """Sweeps in a storage."""
+    from hyperfleet.platform.storage import Storage
+
+    rows = _guard(lambda: Storage(storage).list_sweeps())
+    table = Table()
+    for col in ("sweep", "status", "created"):
+        table.add_column(col)
+    import datetime as dt
+
+    for r in rows:
+        created = dt.datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds")
+        table.add_row(r.name, r.status, created)
+    out.print(table)
+
+
+@app.command()
+def train(
+    file: Path,
+    devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
+    param: Annotated[list[str] | None, typer.Option(help="NAME=VALUE (JSON value).")] = None,
+) -> None:
+    """One training run of the file's trial configuration, without search or tracking."""
+    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.single import run_single
+
+    cfg = _guard(lambda: load_sweep(file))
+    code = _guard(lambda: run_single(cfg, devices, param or []))
+    raise typer.Exit(code)
+
+
+@app.command()
+def dashboard(
+    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+) -> None:
+    """Open the Streamlit dashboard on a storage."""
+    import hyperfleet.dashboards.app as dash
+
+    os.execv(
+        sys.executable,
+        [sys.executable, "-m", "streamlit", "run", dash.__file__, "--server.port", str(port),
+         "--server.headless", "true", "--", "--storage", storage],
+    )
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,154 @@
+"""Start a trial's processes with PyTorch's elastic launcher (``torch.distributed.run``).
+
+One launch is one trial: ``python -m torch.distributed.run`` (torchrun) on this host with
+``nproc_per_node`` = the lease's device count, a c10d rendezvous on a free loopback port of its
+own, and ``hyperfleet.platform.trial_main`` as the script. The launcher's agent starts,
+monitors and tears down the workers; hyperfleet only owns the agent process:
+
+* it runs in a new session (its own process group), so ``stop`` and ``kill`` reach the agent
+  and every worker, and no trial process outlives the sweep;
+* Linux's parent-death signal is set on the agent, so even a controller killed with SIGKILL
+  takes its trials down;
+* stdout and stderr of every rank go to the trial's own log file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from hyperfleet.errors import LaunchError
+from hyperfleet.platform.pool import Lease
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What a launch needs: the spec file read by ``trial_main`` and where to log."""
+
+    name: str  # rendezvous id, unique per launch
+    spec_path: Path
+    log_path: Path
+    env: dict[str, str]
+
+
+class TrialHandle:
+    """A running trial: its torchrun agent process and log."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: IO[bytes], spec: TrialSpec) -> None:
+        self.proc = proc
+        self.spec = spec
+        self._log = log
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        if code is not None and not self._log.closed:
+            self._log.close()
+        return code
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, grace: float = 10.0) -> int:
+        """SIGTERM the whole trial, SIGKILL what is left after ``grace`` seconds."""
+        if self.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return self.kill()
+
+    def kill(self) -> int:
+        self._signal_group(signal.SIGKILL)  # workers too, even if the agent already exited
+        code = self.proc.wait()
+        self.poll()
+        return code
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.spec.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def torchrun_command(spec_path: Path, nproc: int, rdzv_id: str) -> list[str]:
+    """The torchrun command line of one trial on this host, on a free port of its own."""
+    port = free_port()
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port}",
+        f"--rdzv-id={rdzv_id}",
+        "--max-restarts=0",
+        "--monitor-interval=0.2",
+        "-m",
+        "hyperfleet.platform.trial_main",
+        str(spec_path),
+    ]
+
+
+def trial_env(extra: dict[str, str], lease: Lease, threads_per_process: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra)
+    env.update(lease.env(threads_per_process))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def launch(spec: TrialSpec, lease: Lease, threads_per_process: int) -> TrialHandle:
+    """Start the trial's processes on ``lease``'s devices; returns at once."""
+    cmd = torchrun_command(spec.spec_path, len(lease.devices), spec.name)
+    env = trial_env(spec.env, lease, threads_per_process)
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = spec.log_path.open("ab")
+    log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
+    log.flush()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+        )
+    except OSError as exc:
+        log.close()
+        raise LaunchError(f"cannot start torchrun for {spec.name}: {exc}") from None
+    return TrialHandle(proc, log, spec)

@@ -1,0 +1,137 @@
+"""Schedulers backed by an Optuna study: the samplers and pruners of ``scheduler:``/``pruner:``.
+
+The study lives in the platform's storage, so this object is cheap to rebuild in any process:
+the controller calls ``suggest`` and ``on_trial_end``; rank 0 of a trial calls ``report`` and
+``decide`` (Optuna's ``trial.report`` / ``trial.should_prune``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import TrialState as OptunaState
+
+from hyperfleet.platform import space as space_mod
+from hyperfleet.platform.schedulers.base import (
+    Decision,
+    DecisionKind,
+    Scheduler,
+    Suggestion,
+    TrialState,
+)
+from hyperfleet.platform.schedulers.samplers import build_pruner, build_sampler
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.config import SweepConfig
+
+logger = logging.getLogger(__name__)
+
+_COUNTED = (OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.FAIL, OptunaState.RUNNING)
+
+
+def _directions(cfg: SweepConfig) -> list[str]:
+    return ["maximize" if o.mode == "max" else "minimize" for o in cfg.objectives]
+
+
+def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
+    grid = space_mod.grid(cfg.space)
+    sampler = build_sampler(cfg.scheduler, grid=grid, n_objectives=len(cfg.objectives))
+    pruner = build_pruner(cfg.pruner)
+    if create:
+        return optuna.create_study(
+            storage=storage,
+            study_name=cfg.name,
+            sampler=sampler,
+            pruner=pruner,
+            directions=_directions(cfg),
+            load_if_exists=True,
+        )
+    return optuna.load_study(study_name=cfg.name, storage=storage, sampler=sampler, pruner=pruner)
+
+
+class OptunaScheduler(Scheduler):
+    """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
+
+    def __init__(self, cfg: SweepConfig, study: optuna.Study) -> None:
+        self.cfg = cfg
+        self.study = study
+        self._ids: dict[int, int] = {}
+
+    def _trial_id(self, number: int) -> int:
+        if number not in self._ids:
+            storage = self.study._storage
+            study_id = storage.get_study_id_from_name(self.study.study_name)
+            self._ids[number] = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+        return self._ids[number]
+
+    def budget_left(self) -> int | None:
+        limit = self.cfg.budget.trials
+        if limit is None:
+            return None
+        counted = self.study.get_trials(deepcopy=False, states=_COUNTED)
+        return max(0, limit - len(counted))
+
+    def _grid_exhausted(self) -> bool:
+        sampler = self.study.sampler
+        return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(
+            self.study
+        )
+
+    def _has_waiting(self) -> bool:
+        return bool(self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,)))
+
+    def suggest(self) -> Suggestion | None:
+        waiting = self._has_waiting()
+        if not waiting and (self.budget_left() == 0 or self._grid_exhausted()):
+            return None
+        trial = self.study.ask()
+        params = space_mod.sample(trial, self.cfg.space)
+        return Suggestion(trial_number=trial.number, params=params)
+
+    def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        if len(self.cfg.objectives) != 1:
+            return  # Optuna keeps no intermediate values for multi-objective studies
+        value = metrics.get(self.cfg.objective.metric)
+        if value is None:
+            return
+        trial_id = self._trial_id(trial_number)
+        frozen = self.study._storage.get_trial(trial_id)
+        if step in frozen.intermediate_values:
+            return  # idempotent per (trial, step)
+        self.study._storage.set_trial_intermediate_value(trial_id, step, float(value))
+
+    def decide(self, trial_number: int, step: int) -> Decision:
+        if len(self.cfg.objectives) != 1:
+            return Decision.cont()
+        trial = optuna.trial.Trial(self.study, self._trial_id(trial_number))
+        if trial.should_prune():
+            return Decision(DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}")
+        return Decision.cont()
+
+    def on_trial_end(
+        self,
+        trial_number: int,
+        state: TrialState,
+        values: list[float] | None = None,
+        error: str | None = None,
+    ) -> None:
+        if state is TrialState.WAITING:
+            # interrupted: back in the queue with its params; the next ask() resumes it
+            self.study._storage.set_trial_state_values(
+                self._trial_id(trial_number), OptunaState.WAITING
+            )
+            return
+        mapping = {
+            TrialState.COMPLETE: OptunaState.COMPLETE,
+            TrialState.PRUNED: OptunaState.PRUNED,
+            TrialState.FAIL: OptunaState.FAIL,
+        }
+        self.study.tell(
+            trial_number,
+            values if state is TrialState.COMPLETE else None,
+            state=mapping[state],
+            skip_if_finished=True,
+        )

@@ -1,0 +1,590 @@
+"""Population-based training (Jaderberg et al., 2017) as a data-only scheduler.
+
+PBT trains a population of members together. Every ``perturbation_interval`` steps (after
+``burn_in``) a member is *ready*: it is ranked by its latest score among the population, and if
+it is in the bottom ``quantile_fraction`` it **exploits** a random member of the top quantile
+(continues from that donor's latest checkpoint: weights, optimiser, scaler, data position)
+and **explores** (perturbs the donor's hyperparameters: each float/int is resampled with
+``resample_probability`` or multiplied by a factor from ``perturbation_factors``, clipped to its
+bounds, rounded for ints; a categorical moves to a neighbouring choice or is resampled). The
+population so discovers hyperparameter *schedules* for the compute of one training run.
+Asynchronous by default: a ready member acts at once against the others' latest scores. With
+``synchronous`` a ready member pauses until every member is ready, then the bottom quantile
+exploits. A population larger than ``max_concurrent`` time-shares the devices: a ready member
+pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained.
+
+All state is in a :class:`~.population.PopulationStore`; the scheduler never touches processes
+or files. Trial numbers are member numbers (0 .. population-1).
+
+What the runtime and the sweep loop must do (the contract):
+
+* ``suggest()`` -> :class:`MemberSuggestion`. ``resume=False``: a new member, start fresh with
+  ``params``. ``resume=True``: load the checkpoint of member ``checkpoint_member`` at
+  ``checkpoint_step`` (None: start fresh), **not** the member's own latest one (after an
+  exploit it is stale), then train with ``params``, which win over any hyperparameter stored
+  in the checkpoint. If that step is gone, load that member's latest checkpoint.
+* Rank 0 saves the checkpoint of a report *before* calling ``report`` (every report of a PBT
+  member keeps a checkpoint: donors are chosen at their latest report), then calls ``decide``
+  and broadcasts the decision:
+  - CONTINUE: go on.
+  - EXPLOIT (``donor``, ``donor_step``, ``params``): every rank loads the donor's checkpoint
+    at ``donor_step`` (its latest if that is gone), rank 0 deletes the member's own
+    checkpoints newer than ``donor_step`` and saves the loaded state as the member's
+    checkpoint at ``donor_step``; the workload restarts in the same processes with
+    ``ctx.params = params`` (they win over the checkpoint) and continues from ``donor_step``.
+  - PAUSE without ``donor``: the checkpoint of this step is already saved; exit, release the
+    devices, end the trial's processes; ``on_trial_end(COMPLETE)`` keeps it paused.
+  - PAUSE with ``donor``: the member exploited and pauses; its weights are now the donor's
+    (``suggest`` will point there), so exit without saving anything.
+* ``on_trial_end``: COMPLETE/PRUNED end the member (DONE; a paused one stays paused); FAIL puts
+  it back to WAITING, to be resumed from its checkpoint pointer (DONE after ``max_failures``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.schedulers.base import (
+    Decision,
+    DecisionKind,
+    Scheduler,
+    Suggestion,
+    TrialState,
+)
+from hyperfleet.platform.schedulers.population import (
+    LineageEvent,
+    Member,
+    MemberState,
+    PopulationStore,
+    PopulationTxn,
+    now,
+    replay_schedule,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["MemberSuggestion", "PBTConfig", "PBTDecision", "PBTScheduler", "replay_schedule"]
+
+Space = Mapping[str, Mapping[str, Any]]
+
+
+class _PopulationFields(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    population: int = Field(4, ge=2)
+    """Members trained together (the sweep's trials)."""
+    perturbation_interval: int = Field(100, ge=1)
+    """Steps between a member's ready checks (exploit/explore, pause)."""
+    burn_in: int = Field(0, ge=0)
+    """No member is ready before this step."""
+    quantile_fraction: float = Field(0.25, gt=0.0, le=0.5)
+    """Bottom fraction that exploits, top fraction that donates."""
+    resample_probability: float = Field(0.25, ge=0.0, le=1.0)
+    """Probability that explore resamples a parameter from the space instead of perturbing it."""
+    perturbation_factors: tuple[Annotated[float, Field(gt=0)], ...] = Field((0.8, 1.2), min_length=1)
+    """Explore multiplies a float/int parameter by one of these, chosen at random."""
+    synchronous: bool = False
+    """Wait (paused) at each interval until every member is ready, then exploit."""
+    seed: int | None = None
+    """Seed of the initial sampling and of explore; None: fresh randomness."""
+    initial: tuple[dict[str, Any], ...] = ()
+    """Initial params of the first members (missing parameters are sampled)."""
+
+    @model_validator(mode="after")
+    def _initial_fits(self) -> _PopulationFields:
+        if len(self.initial) > self.population:
+            raise ValueError(
+                f"initial gives {len(self.initial)} members, more than population ({self.population})"
+            )
+        return self
+
+
+class PBTConfig(_PopulationFields):
+    """Population-based training (``scheduler.type: pbt``)."""
+
+    type: Literal["pbt"]
+
+
+@dataclass(frozen=True)
+class MemberSuggestion(Suggestion):
+    """A member to start or resume; on resume, load this checkpoint (see module docstring)."""
+
+    checkpoint_member: int | None = None
+    checkpoint_step: int | None = None
+
+
+@dataclass(frozen=True)
+class PBTDecision(Decision):
+    """A decision with the step of the donor's checkpoint to load (EXPLOIT, PAUSE with donor)."""
+
+    donor_step: int | None = None
+
+
+# --------------------------------------------------------------------------- the space
+
+
+def _quantise(value: float, spec: Mapping[str, Any]) -> float:
+    step = spec.get("step")
+    low, high = spec["low"], spec["high"]
+    if step:
+        value = low + round((value - low) / step) * step
+    return min(max(value, low), high)
+
+
+def sample_value(spec: Mapping[str, Any], rng: random.Random) -> Any:
+    """One value drawn from ``spec`` (uniform, log-uniform for ``log``)."""
+    if spec["type"] == "categorical":
+        return rng.choice(list(spec["choices"]))
+    low, high = spec["low"], spec["high"]
+    if spec.get("log"):
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    else:
+        value = rng.uniform(low, high)
+    if spec["type"] == "int":
+        return int(_quantise(round(value), spec))
+    return float(_quantise(value, spec))
+
+
+def sample_params(space: Space, rng: random.Random) -> dict[str, Any]:
+    return {name: sample_value(spec, rng) for name, spec in space.items()}
+
+
+def perturb_value(
+    value: Any,
+    spec: Mapping[str, Any],
+    rng: random.Random,
+    resample_probability: float,
+    factors: Sequence[float],
+) -> Any:
+    """Explore one value: resample, or multiply (float/int) / step to a neighbour (categorical)."""
+    if rng.random() < resample_probability:
+        return sample_value(spec, rng)
+    if spec["type"] == "categorical":
+        choices = list(spec["choices"])
+        if value not in choices or len(choices) == 1:
+            return rng.choice(choices)
+        i = choices.index(value) + rng.choice((-1, 1))
+        i = 1 if i < 0 else len(choices) - 2 if i >= len(choices) else i
+        return choices[i]
+    factor = rng.choice(list(factors))
+    new = float(value) * factor  # a shift in log space: symmetric for log parameters
+    if spec["type"] == "int":
+        moved = round(new)
+        if moved == value and factor != 1.0:  # too small to move an int: step by one
+            moved = value + (1 if factor > 1.0 else -1)
+        return int(_quantise(moved, spec))
+    return float(_quantise(new, spec))
+
+
+def explore_params(
+    params: Mapping[str, Any],
+    space: Space,
+    rng: random.Random,
+    resample_probability: float,
+    factors: Sequence[float],
+) -> dict[str, Any]:
+    """``params`` with every parameter of ``space`` explored (others are kept)."""
+    out = dict(params)
+    for name, spec in space.items():
+        if name in out:
+            out[name] = perturb_value(out[name], spec, rng, resample_probability, factors)
+        else:
+            out[name] = sample_value(spec, rng)
+    return out
+
+
+def _check_initial(initial: Sequence[Mapping[str, Any]], space: Space) -> list[str]:
+    problems = []
+    for i, entry in enumerate(initial):
+        for name, value in entry.items():
+            path = f"scheduler.initial[{i}].{name}"
+            spec = space.get(name)
+            if spec is None:
+                problems.append(f"{path}: not a parameter of the space ({sorted(space)})")
+            elif spec["type"] == "categorical" and value not in list(spec["choices"]):
+                problems.append(f"{path}: expected one of {list(spec['choices'])} (got {value!r})")
+            elif spec["type"] != "categorical" and not (
+                isinstance(value, int | float) and spec["low"] <= value <= spec["high"]
+            ):
+                problems.append(
+                    f"{path}: expected a number in [{spec['low']}, {spec['high']}] (got {value!r})"
+                )
+    return problems
+
+
+# --------------------------------------------------------------------------- the scheduler
+
+
+class PBTScheduler(Scheduler):
+    """PBT over a :class:`PopulationStore` (see the module docstring for the contract)."""
+
+    time_sharing = True
+
+    def __init__(
+        self,
+        config: _PopulationFields,
+        *,
+        store: PopulationStore,
+        sweep: str,
+        space: Space,
+        metric: str,
+        mode: Literal["min", "max"],
+        max_steps: int,
+        max_concurrent: int | None = None,
+        max_failures: int = 3,
+    ) -> None:
+        problems = _check_initial(config.initial, space)
+        if mode not in ("min", "max"):
+            problems.append(f"objective.mode: expected 'min' or 'max' (got {mode!r})")
+        if problems:
+            raise ConfigError(problems)
+        self.config = config
+        self.store = store
+        self.sweep = sweep
+        self.space = {name: dict(spec) for name, spec in space.items()}
+        self.metric = metric
+        self.mode = mode
+        self.max_steps = max_steps
+        self.max_concurrent = max_concurrent
+        self.max_failures = max_failures
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _rng(self, *parts: object) -> random.Random:
+        if self.config.seed is None:
+            return random.Random()
+        return random.Random("|".join(map(str, (self.config.seed, self.sweep, *parts))))
+
+    def _value(self, m: Member) -> float:
+        """Higher is better; members without a finite score rank last."""
+        if m.score is None or not math.isfinite(m.score):
+            return -math.inf
+        return m.score if self.mode == "max" else -m.score
+
+    def _time_shared(self) -> bool:
+        return self.max_concurrent is not None and self.max_concurrent < self.config.population
+
+    def _explore(
+        self, donor: Member, members: Mapping[int, Member], step: int, rng: random.Random
+    ) -> dict[str, Any]:
+        """New params for a member that copies ``donor`` (PB2 overrides this)."""
+        cfg = self.config
+        return explore_params(
+            donor.params, self.space, rng, cfg.resample_probability, cfg.perturbation_factors
+        )
+
+    # -- suggest -----------------------------------------------------------------------------
+
+    def suggest(self) -> MemberSuggestion | None:
+        with self.store.transaction(self.sweep) as txn:
+            members = txn.members()
+            running = sum(m.state == MemberState.RUNNING for m in members.values())
+            if self.max_concurrent is not None and running >= self.max_concurrent:
+                return None
+            if len(members) < self.config.population:
+                return self._new_member(txn, len(members))
+            waiting = [
+                m
+                for m in members.values()
+                if m.state in (MemberState.WAITING, MemberState.PAUSED) and not m.barrier
+            ]
+            if not waiting:
+                return None
+            m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
+            txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
+            return MemberSuggestion(
+                m.number,
+                dict(m.params),
+                resume=True,
+                checkpoint_member=m.ckpt_member,
+                checkpoint_step=m.ckpt_step,
+            )
+
+    def _new_member(self, txn: PopulationTxn, number: int) -> MemberSuggestion:
+        params = sample_params(self.space, self._rng(number, "initial"))
+        if number < len(self.config.initial):
+            params.update(self.config.initial[number])
+        txn.put(Member(number, params, dict(params), state=MemberState.RUNNING, updated=now()))
+        logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
+        return MemberSuggestion(number, dict(params))
+
+    # -- report --------------------------------------------------------------------------------
+
+    def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        score = metrics.get(self.metric)
+        if score is None:
+            logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
+        with self.store.transaction(self.sweep) as txn:
+            m = txn.members().get(trial_number)
+            if m is None:
+                logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
+                return
+            if step <= m.step or self._is_retry(m, step, score):
+                return
+            txn.put(
+                replace(
+                    m,
+                    step=step,
+                    score=m.score if score is None else float(score),
+                    check_score=m.check_score if m.reports else score,
+                    steps_trained=m.steps_trained + step - m.step,
+                    reports=m.reports + 1,
+                    failures=0,
+                    ckpt_member=m.number,
+                    ckpt_step=step,
+                    updated=now(),
+                )
+            )
+
+    @staticmethod
+    def _is_retry(m: Member, step: int, score: float | None) -> bool:
+        """A report repeated after its decision rewound the member (an exploit from behind)."""
+        d = m.decision
+        return (
+            d is not None
+            and d["step"] == step
+            and d["reports"] == m.reports
+            and d.get("score") == (None if score is None else float(score))
+        )
+
+    # -- decide --------------------------------------------------------------------------------
+
+    def decide(self, trial_number: int, step: int) -> Decision:
+        with self.store.transaction(self.sweep) as txn:
+            members = txn.members()
+            m = members.get(trial_number)
+            if m is None:
+                return Decision.cont()
+            d = m.decision
+            if d is not None and d["step"] == step and d["reports"] == m.reports:
+                return _decision_from(d)  # a retried decide: the same answer, nothing new
+            ready = (
+                m.state != MemberState.DONE
+                and step == m.step
+                and step < self.max_steps
+                and step >= self.config.burn_in
+                and step - m.last_check >= self.config.perturbation_interval
+            )
+            if not ready:
+                return Decision.cont()
+            score = m.score
+            m = self._checked(m, step)
+            members[m.number] = m
+            if self.config.synchronous:
+                decision = self._decide_sync(txn, members, m)
+            else:
+                decision = self._decide_async(txn, members, m)
+            m = members[m.number]
+            record = {
+                "step": step,
+                "reports": m.reports,
+                "score": score if score is None or math.isfinite(score) else None,
+                "kind": decision.kind.value,
+                "donor": decision.donor,
+                "donor_step": getattr(decision, "donor_step", None),
+                "params": None if decision.params is None else dict(decision.params),
+                "reason": decision.reason,
+            }
+            txn.put(replace(m, decision=record, updated=now()))
+            return decision
+
+    def _checked(self, m: Member, step: int) -> Member:
+        """``m`` after a ready check at ``step``: remember the interval's improvement (PB2)."""
+        history = list(m.history)
+        if m.check_score is not None and m.score is not None:
+            delta = self._value(m) - (m.check_score if self.mode == "max" else -m.check_score)
+            if math.isfinite(delta):
+                history.append([step, dict(m.params), delta])
+        return replace(m, last_check=step, check_score=m.score, history=history)
+
+    def _pick(self, members: Mapping[int, Member], m: Member) -> Member | None:
+        """A donor for ``m`` if ``m`` is in the bottom quantile, else None."""
+        live = [
+            x
+            for x in members.values()
+            if x.state != MemberState.DONE
+            and x.score is not None
+            and x.ckpt_member == x.number  # trained since its last exploit: its own checkpoint
+        ]
+        if m.number not in {x.number for x in live} or len(live) < 2:
+            return None
+        ranked = sorted(live, key=lambda x: (-self._value(x), x.number))
+        k = min(math.ceil(len(ranked) * self.config.quantile_fraction), len(ranked) // 2)
+        if k == 0 or m.number not in {x.number for x in ranked[-k:]}:
+            return None
+        return self._rng(m.number, m.step, m.generation, "donor").choice(ranked[:k])
+
+    def _exploit(
+        self, txn: PopulationTxn, members: dict[int, Member], m: Member, donor: Member
+    ) -> Member:
+        """Make ``m`` a copy of ``donor`` with explored params, recording both events."""
+        rng = self._rng(m.number, m.step, m.generation, "explore")
+        new_params = self._explore(donor, members, m.step, rng)
+        gen = m.generation + 1
+        common = dict(
+            sweep=self.sweep,
+            member=m.number,
+            generation=gen,
+            step=m.step,
+            donor=donor.number,
+            donor_step=donor.step,
+            member_score=m.score,
+            donor_score=donor.score,
+            time=now(),
+        )
+        txn.add_lineage(LineageEvent(kind="exploit", old_params=m.params, new_params=donor.params, **common))
+        txn.add_lineage(LineageEvent(kind="explore", old_params=donor.params, new_params=new_params, **common))
+        logger.info(
+            "PBT %s: member %d (score %s, step %d) exploits member %d (score %s, step %d): %s",
+            self.sweep, m.number, m.score, m.step, donor.number, donor.score, donor.step, new_params,
+        )  # fmt: skip
+        m = replace(
+            m,
+            params=new_params,
+            step=donor.step,
+            score=donor.score,
+            check_score=donor.score,
+            last_check=donor.step,
+            ckpt_member=donor.number,
+            ckpt_step=donor.step,
+            generation=gen,
+        )
+        members[m.number] = m
+        return m
+
+    def _should_pause(self, members: Mapping[int, Member], m: Member) -> bool:
+        if not self._time_shared():
+            return False
+        running = sum(x.state == MemberState.RUNNING for x in members.values())
+        if running < (self.max_concurrent or 0):
+            return False  # a slot is free: the sweep loop starts the others anyway
+        if len(members) < self.config.population:
+            return True  # unborn members have trained nothing
+        return any(
+            x.state in (MemberState.WAITING, MemberState.PAUSED)
+            and not x.barrier
+            and x.steps_trained < m.steps_trained
+            for x in members.values()
+        )
+
+    def _decide_async(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
+        donor = self._pick(members, m)
+        if donor is not None:
+            m = self._exploit(txn, members, m, donor)
+        if self._should_pause(members, m):
+            members[m.number] = replace(m, state=MemberState.PAUSED)
+            if donor is None:
+                return PBTDecision(DecisionKind.PAUSE, reason="time-sharing: a member trained less")
+            return PBTDecision(
+                DecisionKind.PAUSE,
+                donor=donor.number,
+                params=dict(m.params),
+                donor_step=donor.step,
+                reason=f"exploited member {donor.number} at step {donor.step}; time-sharing",
+            )
+        if donor is None:
+            return PBTDecision(DecisionKind.CONTINUE)
+        return PBTDecision(
+            DecisionKind.EXPLOIT,
+            donor=donor.number,
+            params=dict(m.params),
+            donor_step=donor.step,
+            reason=f"exploit member {donor.number} at step {donor.step}",
+        )
+
+    def _decide_sync(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
+        members[m.number] = m = replace(m, barrier=True)
+        alive = [x for x in members.values() if x.state != MemberState.DONE]
+        if len(members) < self.config.population or not all(x.barrier for x in alive):
+            members[m.number] = replace(m, state=MemberState.PAUSED)
+            return PBTDecision(DecisionKind.PAUSE, reason="synchronous: waiting for the population")
+        # everyone is at the barrier: rank once, then the bottom quantile exploits
+        donors = {x.number: self._pick(members, x) for x in alive}
+        exploited: dict[int, Member] = {}
+        for number, donor in donors.items():
+            if donor is not None:
+                exploited[number] = self._exploit(txn, members, members[number], donor)
+        for x in alive:
+            members[x.number] = replace(members[x.number], barrier=False)
+            if x.number != m.number:
+                txn.put(members[x.number])
+        donor = donors[m.number]
+        if donor is None:
+            return PBTDecision(DecisionKind.CONTINUE, reason="synchronous: generation done")
+        return PBTDecision(
+            DecisionKind.EXPLOIT,
+            donor=donor.number,
+            params=dict(members[m.number].params),
+            donor_step=donor.step,
+            reason=f"exploit member {donor.number} at step {donor.step}",
+        )
+
+    # -- end -----------------------------------------------------------------------------------
+
+    def on_trial_end(
+        self,
+        trial_number: int,
+        state: TrialState,
+        values: list[float] | None = None,
+        error: str | None = None,
+    ) -> None:
+        with self.store.transaction(self.sweep) as txn:
+            m = txn.members().get(trial_number)
+            if m is None or m.state == MemberState.DONE:
+                return
+            if m.state == MemberState.PAUSED and m.step < self.max_steps:
+                return  # the processes of a paused member ended; it waits for suggest()
+            if state == TrialState.FAIL:
+                failures = m.failures + 1
+                gone = failures > self.max_failures
+                new_state = MemberState.DONE if gone else MemberState.WAITING
+                logger.warning(
+                    "PBT %s: member %d failed (%s); %s", self.sweep, trial_number, error,
+                    "giving up" if gone else "it restarts from its checkpoint",
+                )  # fmt: skip
+                txn.put(replace(m, state=new_state, failures=failures, updated=now()))
+                return
+            txn.put(replace(m, state=MemberState.DONE, updated=now()))
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def members(self) -> dict[int, Member]:
+        return self.store.members(self.sweep)
+
+    def budget_left(self) -> int:
+        """Members still to start plus members waiting to be resumed."""
+        members = self.members()
+        waiting = sum(m.state in (MemberState.WAITING, MemberState.PAUSED) for m in members.values())
+        return self.config.population - len(members) + waiting
+
+    def finished(self) -> bool:
+        members = self.members()
+        return len(members) == self.config.population and all(
+            m.state == MemberState.DONE for m in members.values()
+        )
+
+    def pinned_checkpoints(self) -> set[tuple[int, int]]:
+        """``(member, step)`` checkpoints some member will still load: do not prune them."""
+        return {
+            (m.ckpt_member, m.ckpt_step)
+            for m in self.members().values()
+            if m.ckpt_member is not None and m.ckpt_step is not None and m.state != MemberState.DONE
+        }
+
+
+def _decision_from(record: Mapping[str, Any]) -> PBTDecision:
+    return PBTDecision(
+        DecisionKind(record["kind"]),
+        donor=record["donor"],
+        params=record["params"],
+        donor_step=record["donor_step"],
+        reason=record["reason"],
+    )

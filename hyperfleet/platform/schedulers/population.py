@@ -1,0 +1,380 @@
+"""The population state of a PBT / PB2 sweep, kept in storage.
+
+A population-based scheduler holds no state in memory: every member's hyperparameters, latest
+score, progress and checkpoint pointer live in a :class:`PopulationStore`, so a scheduler object
+can be rebuilt in any process (the controller, rank 0 of a member's processes, another host)
+and several of them may report and decide at the same time.
+
+Concurrency. Every read-modify-write goes through :meth:`PopulationStore.transaction`, which
+serialises the transactions *of one sweep*: the in-memory store with a lock, the SQL store by
+updating the sweep's row in ``hf_pbt_populations`` first. On PostgreSQL that UPDATE takes a row
+lock held to commit (and the member rows are read ``FOR UPDATE``); on SQLite the UPDATE is the
+transaction's first statement, so it takes the database's write lock before anything is read
+(with the connection's busy timeout as the wait) and WAL lets readers go on meanwhile. PBT
+decisions are small and rare (one per report), so serialising them per sweep costs nothing and
+rules out lost updates.
+
+Lineage. Every exploit and explore is a :class:`LineageEvent`, unique by
+``(sweep, member, generation, kind)`` where ``generation`` counts the member's exploits. The
+event is written in the same transaction that changes the member, and a retried decision finds
+it there, so a crash and retry neither loses nor duplicates one.
+
+Tables (created with ``metadata.create_all`` on the given engine): ``hf_pbt_populations`` (one
+lock row per sweep), ``hf_pbt_members`` (one row per member) and ``hf_lineage``.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from hyperfleet.errors import StorageError
+
+
+class MemberState(str, enum.Enum):
+    WAITING = "waiting"  # created or crashed: (re)start from its checkpoint pointer
+    RUNNING = "running"  # has processes
+    PAUSED = "paused"  # checkpointed and gave its devices back; resumed by suggest()
+    DONE = "done"  # reached its step budget (or ended for good)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of a population, as stored. Change it with ``dataclasses.replace``."""
+
+    number: int
+    params: dict[str, Any]
+    initial: dict[str, Any]
+    state: MemberState = MemberState.RUNNING
+    step: int = 0  # step of the weights the member holds (last report, or the donor's step)
+    score: float | None = None  # objective at ``step`` (the donor's after an exploit)
+    steps_trained: int = 0  # steps this member computed itself (time-sharing fairness)
+    last_check: int = 0  # step of the last ready check (next one at + perturbation_interval)
+    ckpt_member: int | None = None  # whose checkpoint holds this member's weights ...
+    ckpt_step: int | None = None  # ... and at which step (None: start fresh)
+    reports: int = 0  # reports recorded so far (tells a retried decide from a new one)
+    decision: dict[str, Any] | None = None  # the last decision, returned again on retry
+    generation: int = 0  # exploits so far (part of the lineage key)
+    barrier: bool = False  # synchronous PBT: waiting for the rest of the population
+    failures: int = 0
+    check_score: float | None = None  # score at the last ready check (PB2's improvement)
+    history: list[list[Any]] = field(default_factory=list)  # PB2 data: [step, params, delta]
+    updated: float = 0.0
+
+
+@dataclass(frozen=True)
+class LineageEvent:
+    """One exploit (member copies donor) or explore (member perturbs the copied params)."""
+
+    sweep: str
+    member: int
+    generation: int
+    kind: str  # "exploit" | "explore"
+    step: int  # the member's step when it decided
+    donor: int
+    donor_step: int  # the step of the donor's checkpoint the member continues from
+    old_params: dict[str, Any]
+    new_params: dict[str, Any]
+    member_score: float | None
+    donor_score: float | None
+    time: float = 0.0
+    seq: int = 0  # order of insertion (set by the store)
+
+
+class PopulationTxn(ABC):
+    """The view of one sweep inside a transaction."""
+
+    @abstractmethod
+    def members(self) -> dict[int, Member]:
+        """Every member of the sweep, by number."""
+
+    @abstractmethod
+    def put(self, member: Member) -> None:
+        """Insert or replace a member."""
+
+    @abstractmethod
+    def add_lineage(self, event: LineageEvent) -> bool:
+        """Record ``event``; False (and nothing written) if its key is already there."""
+
+
+class PopulationStore(ABC):
+    """Where population state lives (see the module docstring)."""
+
+    @abstractmethod
+    def transaction(self, sweep: str) -> Any:
+        """A context manager yielding a :class:`PopulationTxn`; commits on a clean exit."""
+
+    @abstractmethod
+    def lineage(self, sweep: str, member: int | None = None) -> list[LineageEvent]:
+        """The sweep's lineage events in the order they were written."""
+
+    def members(self, sweep: str) -> dict[int, Member]:
+        with self.transaction(sweep) as txn:
+            return txn.members()
+
+
+def _lineage_key(e: LineageEvent) -> tuple[str, int, int, str]:
+    return (e.sweep, e.member, e.generation, e.kind)
+
+
+# --------------------------------------------------------------------------- in memory
+
+
+class _MemoryTxn(PopulationTxn):
+    def __init__(self, members: dict[int, Member], events: list[LineageEvent]) -> None:
+        self._members = members
+        self._events = events
+        self._keys = {_lineage_key(e) for e in events}
+
+    def members(self) -> dict[int, Member]:
+        return dict(self._members)
+
+    def put(self, member: Member) -> None:
+        self._members[member.number] = member  # frozen, and never changed in place
+
+    def add_lineage(self, event: LineageEvent) -> bool:
+        if _lineage_key(event) in self._keys:
+            return False
+        self._keys.add(_lineage_key(event))
+        self._events.append(event)
+        return True
+
+
+class MemoryPopulationStore(PopulationStore):
+    """A process-local store for tests; transactions are serialised by a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._members: dict[str, dict[int, Member]] = {}
+        self._events: dict[str, list[LineageEvent]] = {}
+
+    @contextmanager
+    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
+        with self._lock:  # changes are made on copies and kept only on a clean exit
+            members = dict(self._members.get(sweep, {}))
+            events = list(self._events.get(sweep, []))
+            n_before = len(events)
+            yield _MemoryTxn(members, events)
+            stamped = [
+                LineageEvent(**{**asdict(e), "seq": n_before + i + 1})
+                for i, e in enumerate(events[n_before:])
+            ]
+            self._members[sweep] = members
+            self._events[sweep] = events[:n_before] + stamped
+
+    def lineage(self, sweep: str, member: int | None = None) -> list[LineageEvent]:
+        with self._lock:
+            events = list(self._events.get(sweep, []))
+        return [e for e in events if member is None or e.member == member]
+
+
+# --------------------------------------------------------------------------- SQL
+
+metadata = sa.MetaData()
+
+populations_table = sa.Table(
+    "hf_pbt_populations",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False, default=0),
+)
+
+members_table = sa.Table(
+    "hf_pbt_members",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("member", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("initial", sa.JSON, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("score", sa.Float, nullable=True),
+    sa.Column("steps_trained", sa.Integer, nullable=False),
+    sa.Column("last_check", sa.Integer, nullable=False),
+    sa.Column("ckpt_member", sa.Integer, nullable=True),
+    sa.Column("ckpt_step", sa.Integer, nullable=True),
+    sa.Column("reports", sa.Integer, nullable=False),
+    sa.Column("decision", sa.JSON, nullable=True),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("barrier", sa.Boolean, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("check_score", sa.Float, nullable=True),
+    sa.Column("history", sa.JSON, nullable=False),
+    sa.Column("updated", sa.Float, nullable=False),
+)
+
+lineage_table = sa.Table(
+    "hf_lineage",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sweep", sa.String(255), nullable=False, index=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("member", sa.Integer, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("donor", sa.Integer, nullable=False),
+    sa.Column("donor_step", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("old_params", sa.JSON, nullable=False),
+    sa.Column("new_params", sa.JSON, nullable=False),
+    sa.Column("member_score", sa.Float, nullable=True),
+    sa.Column("donor_score", sa.Float, nullable=True),
+    sa.UniqueConstraint("sweep", "member", "generation", "kind", name="uq_hf_lineage_event"),
+)
+
+_MEMBER_FIELDS = [c.name for c in members_table.columns if c.name not in ("sweep", "member")]
+
+
+def _member_from_row(row: Mapping[str, Any]) -> Member:
+    values = {k: row[k] for k in _MEMBER_FIELDS}
+    values["state"] = MemberState(values["state"])
+    values["barrier"] = bool(values["barrier"])
+    return Member(number=row["member"], **values)
+
+
+def _member_to_row(sweep: str, m: Member) -> dict[str, Any]:
+    row = {k: getattr(m, k) for k in _MEMBER_FIELDS}
+    row["state"] = m.state.value
+    return {"sweep": sweep, "member": m.number, **row}
+
+
+class _SqlTxn(PopulationTxn):
+    def __init__(self, conn: Connection, sweep: str) -> None:
+        self._conn = conn
+        self._sweep = sweep
+        self._known: set[int] = set()
+
+    def members(self) -> dict[int, Member]:
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member).with_for_update()
+        rows = self._conn.execute(query).mappings().all()
+        found = {r["member"]: _member_from_row(r) for r in rows}
+        self._known |= set(found)
+        return found
+
+    def put(self, member: Member) -> None:
+        t = members_table
+        row = _member_to_row(self._sweep, member)
+        if member.number not in self._known:
+            exists = self._conn.execute(
+                sa.select(t.c.member).where(t.c.sweep == self._sweep, t.c.member == member.number)
+            ).first()
+            if exists is None:
+                self._conn.execute(t.insert().values(**row))
+                self._known.add(member.number)
+                return
+        self._conn.execute(
+            t.update().where(t.c.sweep == self._sweep, t.c.member == member.number).values(**row)
+        )
+
+    def add_lineage(self, event: LineageEvent) -> bool:
+        t = lineage_table
+        exists = self._conn.execute(
+            sa.select(t.c.id).where(
+                t.c.sweep == event.sweep,
+                t.c.member == event.member,
+                t.c.generation == event.generation,
+                t.c.kind == event.kind,
+            )
+        ).first()
+        if exists is not None:
+            return False
+        values = asdict(event)
+        values.pop("seq")
+        self._conn.execute(t.insert().values(**values))
+        return True
+
+
+class SqlPopulationStore(PopulationStore):
+    """Population state in SQL tables beside the platform's own (SQLite or PostgreSQL).
+
+    ``engine`` is the platform's SQLAlchemy engine; the tables are created if missing. On
+    SQLite the database is switched to WAL; give the engine a busy timeout
+    (``connect_args={"timeout": 30}``) so that concurrent writers wait instead of failing.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        if engine.dialect.name == "sqlite":
+            with engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        metadata.create_all(engine)
+        self._known_sweeps: set[str] = set()
+
+    def _ensure_sweep(self, sweep: str) -> None:
+        if sweep in self._known_sweeps:
+            return
+        try:  # an INSERT first: on SQLite it waits for the write lock instead of failing
+            with self.engine.begin() as conn:
+                conn.execute(populations_table.insert().values(sweep=sweep, version=0))
+        except sa.exc.IntegrityError:
+            pass  # it exists (maybe another process created it just now)
+        self._known_sweeps.add(sweep)
+
+    @contextmanager
+    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
+        self._ensure_sweep(sweep)
+        t = populations_table
+        bump = t.update().where(t.c.sweep == sweep).values(version=t.c.version + 1)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(bump)  # the per-sweep lock, held to commit
+                yield _SqlTxn(conn, sweep)
+        except sa.exc.OperationalError as exc:
+            raise StorageError(f"population store: {exc.orig}") from exc
+
+    def lineage(self, sweep: str, member: int | None = None) -> list[LineageEvent]:
+        t = lineage_table
+        query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.id)
+        if member is not None:
+            query = query.where(t.c.member == member)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        names = set(LineageEvent.__dataclass_fields__) - {"seq"}
+        return [LineageEvent(**{k: r[k] for k in names}, seq=r["id"]) for r in rows]
+
+
+def now() -> float:
+    return time.time()
+
+
+def replay_schedule(store: PopulationStore, sweep: str, member: int) -> list[tuple[int, dict[str, Any]]]:
+    """The piecewise hyperparameter schedule that produced ``member``'s current weights.
+
+    Returns ``[(start_step, params), ...]``, steps ascending: train with ``params`` from
+    ``start_step`` until the next entry's step. It follows the lineage back through donors: the
+    member's last exploit replaced its weights by the donor's at ``donor_step``, so what came
+    before is the donor's schedule up to that step (as it stood when the exploit happened),
+    and so on to some member's initial parameters at step 0. Re-running it as one plain run
+    (``hyperfleet sweep replay``) retrains the member's weights without a population.
+    """
+    members = store.members(sweep)
+    if member not in members:
+        raise KeyError(f"sweep {sweep!r} has no member {member}")
+    explores = [e for e in store.lineage(sweep) if e.kind == "explore"]
+    pieces: list[tuple[int, dict[str, Any]]] = []
+    current, before = member, float("inf")
+    while True:
+        earlier = [e for e in explores if e.member == current and e.seq < before]
+        if not earlier:
+            pieces.append((0, dict(members[current].initial)))
+            break
+        last = max(earlier, key=lambda e: e.seq)
+        pieces.append((last.donor_step, dict(last.new_params)))
+        current, before = last.donor, last.seq
+    schedule: list[tuple[int, dict[str, Any]]] = []
+    for step, params in reversed(pieces):
+        if schedule and schedule[-1][0] >= step:
+            schedule.pop()  # a later segment starting at the same step wins
+        if not schedule or schedule[-1][1] != params:
+            schedule.append((step, params))
+    return schedule

@@ -1,0 +1,348 @@
+"""Bayesian optimisation with scikit-optimize, as an Optuna sampler.
+
+Bayesian optimisation fits a cheap surrogate model of the objective (a Gaussian process, or a
+forest / boosted trees that also predict a spread) to the finished trials and suggests the point
+that maximises an acquisition function such as expected improvement, which trades predicted
+value against uncertainty. ``skopt.Optimizer`` does the modelling; this module makes it an
+Optuna ``BaseSampler`` so the study's storage, pruners and dashboards work unchanged.
+
+How it maps onto Optuna:
+
+* Relative sampling over the intersection search space (the parameters every finished trial
+  has). Floats become ``Real`` (``prior="log-uniform"`` for log parameters), ints ``Integer``,
+  stepped floats/ints the ``Integer`` index of their grid, categoricals a ``Categorical`` over
+  choice indices. Parameters outside that space, and every parameter of the first
+  ``n_initial_points`` trials, come from an internal ``TPESampler`` (random in its start-up).
+* The optimizer is re-created for every suggestion from the study's COMPLETE trials
+  (``max_history`` keeps the best half and the most recent), so any process can suggest from
+  storage alone; its random state is derived from ``seed`` and the trial number.
+* Concurrency: RUNNING trials are told to the optimizer with a constant lie (``cl_min``: the
+  best value so far, ``cl_mean``, ``cl_max``), all in one ``tell`` so the model is fitted once.
+  A point that is being evaluated then looks known, and the next suggestion moves elsewhere.
+  This needs the running trials' parameters in storage: suggest them right after ``ask``.
+* Cost: a GP fit is O(n^3) in observations. The seconds spent are stored on the trial (user
+  attr ``hyperfleet.suggest_time_s``, with ``hyperfleet.sampler`` = ``skopt`` or ``tpe``). Once
+  the latest skopt suggestion took longer than ``time_budget_s``, later trials are sampled by
+  TPE, and the trial gets ``hyperfleet.sampler_fallback`` (a sentence) plus a log warning. A
+  model error (a space skopt can't fit) falls back for that trial the same way.
+* ``acq_func="gp_hedge"`` chooses among EI, LCB and PI by their past gains; since the optimizer
+  is rebuilt for each suggestion those gains start at zero, so the choice is uniform.
+
+Compatibility fix for scikit-optimize 0.10.2 with scikit-learn >= 1.6: skopt's
+``GradientBoostingQuantileRegressor`` lists ``BaseEstimator`` before ``RegressorMixin``, so
+scikit-learn's tag-based ``is_regressor`` says no and ``base_estimator="GBRT"`` fails with "has
+to be a regressor". ``_GBRTQuantile`` fixes the base-class order. numpy 2 scalars
+(``np.int64``, ``np.str_``) coming back from ``ask`` are converted to Python values.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+from sklearn.base import RegressorMixin
+
+logger = logging.getLogger(__name__)
+
+ATTR_TIME = "hyperfleet.suggest_time_s"
+ATTR_SAMPLER = "hyperfleet.sampler"
+ATTR_FALLBACK = "hyperfleet.sampler_fallback"
+
+_LIARS = {"cl_min": np.min, "cl_mean": np.mean, "cl_max": np.max}
+
+
+def _gbrt_quantile(random_state: int) -> Any:
+    from sklearn.ensemble import GradientBoostingRegressor
+    from skopt.learning import GradientBoostingQuantileRegressor
+
+    class _GBRTQuantile(RegressorMixin, GradientBoostingQuantileRegressor):  # type: ignore[misc]
+        pass
+
+    gbrt = GradientBoostingRegressor(n_estimators=30, loss="quantile")
+    return _GBRTQuantile(base_estimator=gbrt, random_state=random_state)
+
+
+def derive_seed(seed: int, *parts: int | str) -> int:
+    """A 32-bit seed from ``seed`` and ``parts`` (trial number, parameter name, ...)."""
+    words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF]
+    words += [p if isinstance(p, int) else zlib.crc32(p.encode()) for p in parts]
+    return int(np.random.SeedSequence(words).generate_state(1)[0])
+
+
+class _Codec:
+    """Converts between Optuna parameter values and skopt dimension values."""
+
+    def __init__(self, space: dict[str, BaseDistribution]) -> None:
+        from skopt.space import Categorical, Integer, Real
+
+        self.names = sorted(space)
+        self.dists = [space[n] for n in self.names]
+        self.dimensions: list[Any] = []
+        for d in self.dists:
+            if isinstance(d, CategoricalDistribution):
+                self.dimensions.append(Categorical([str(i) for i in range(len(d.choices))]))
+            elif d.step is not None and d.step != 1:
+                n_steps = int(round((d.high - d.low) / d.step))
+                self.dimensions.append(Integer(0, n_steps))
+            elif isinstance(d, IntDistribution):
+                self.dimensions.append(Integer(d.low, d.high, prior=_prior(d.log)))
+            elif isinstance(d, FloatDistribution):
+                self.dimensions.append(Real(d.low, d.high, prior=_prior(d.log)))
+            else:
+                raise TypeError(f"unsupported distribution {d!r}")
+        self.has_categorical = any(isinstance(d, CategoricalDistribution) for d in self.dists)
+
+    def encode(self, params: dict[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        for name, d in zip(self.names, self.dists, strict=True):
+            v = params[name]
+            if isinstance(d, CategoricalDistribution):
+                out.append(str(d.choices.index(v)))
+            elif d.step is not None and d.step != 1:
+                out.append(int(round((v - d.low) / d.step)))
+            elif isinstance(d, IntDistribution):
+                out.append(int(v))
+            else:
+                out.append(float(v))
+        return out
+
+    def decode(self, x: Sequence[Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, d, v in zip(self.names, self.dists, x, strict=True):
+            if isinstance(d, CategoricalDistribution):
+                out[name] = d.choices[int(v)]
+            elif d.step is not None and d.step != 1:
+                value = d.low + int(v) * d.step
+                out[name] = min(max(value, d.low), d.high)
+                if isinstance(d, IntDistribution):
+                    out[name] = int(out[name])
+            elif isinstance(d, IntDistribution):
+                out[name] = int(min(max(int(v), d.low), d.high))
+            else:
+                out[name] = float(min(max(float(v), d.low), d.high))
+        return out
+
+
+def _prior(log: bool) -> str:
+    return "log-uniform" if log else "uniform"
+
+
+class SkoptSampler(optuna.samplers.BaseSampler):
+    """An Optuna sampler driven by ``skopt.Optimizer``; see the module docstring.
+
+    Single-objective only. Arguments are those of ``configs.SkoptConfig``.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_estimator: str = "GP",
+        acq_func: str = "EI",
+        n_initial_points: int = 10,
+        liar: str = "cl_min",
+        max_history: int | None = None,
+        time_budget_s: float | None = None,
+        n_candidates: int = 2000,
+        acq_optimizer: str = "auto",
+        n_restarts_optimizer: int = 5,
+        xi: float = 0.01,
+        kappa: float = 1.96,
+        seed: int | None = None,
+    ) -> None:
+        if liar not in _LIARS:
+            raise ValueError(f"liar must be one of {sorted(_LIARS)}, got {liar!r}")
+        self._base_estimator = base_estimator
+        self._acq_func = acq_func
+        self._n_initial_points = n_initial_points
+        self._liar = liar
+        self._max_history = max_history
+        self._time_budget_s = time_budget_s
+        self._n_candidates = n_candidates
+        self._acq_optimizer = acq_optimizer
+        self._n_restarts = n_restarts_optimizer
+        self._acq_func_kwargs = {"xi": xi, "kappa": kappa}
+        self._seed = seed
+        self._tpe = optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=n_initial_points, constant_liar=True
+        )
+        self._search_space = IntersectionSearchSpace()
+        # In-process bookkeeping per trial id, dropped in after_trial.
+        self._skopt_trials: set[int] = set()
+        self._tpe_time: dict[int, float] = {}
+
+    def reseed_rng(self) -> None:
+        self._tpe.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return {
+            name: d
+            for name, d in self._search_space.calculate(study).items()
+            if not d.single()
+        }
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        self._raise_error_if_multi_objective(study)
+        if not search_space:
+            return {}
+        trials = study._get_trials(deepcopy=False, use_cache=True)
+        complete = [
+            t
+            for t in trials
+            if t.state == TrialState.COMPLETE and all(n in t.params for n in search_space)
+        ]
+        if len(complete) < self._n_initial_points:
+            return {}
+        reason = self._over_budget(trials)
+        if reason is None:
+            start = time.perf_counter()
+            try:
+                params = self._ask(study, trial, search_space, complete, trials)
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                reason = f"skopt could not suggest ({type(exc).__name__}: {exc}); used TPE"
+            else:
+                elapsed = time.perf_counter() - start
+                self._set_attrs(study, trial, {ATTR_TIME: elapsed, ATTR_SAMPLER: "skopt"})
+                self._skopt_trials.add(trial._trial_id)
+                return params
+        logger.warning("trial %d: %s", trial.number, reason)
+        self._set_attrs(study, trial, {ATTR_FALLBACK: reason})
+        return {}
+
+    def _over_budget(self, trials: list[FrozenTrial]) -> str | None:
+        if self._time_budget_s is None:
+            return None
+        for t in reversed(trials):
+            if t.user_attrs.get(ATTR_SAMPLER) == "skopt" and ATTR_TIME in t.user_attrs:
+                spent = float(t.user_attrs[ATTR_TIME])
+                if spent > self._time_budget_s:
+                    return (
+                        f"skopt suggestion for trial {t.number} took {spent:.2f} s, over "
+                        f"time_budget_s={self._time_budget_s:g}; sampling with TPE from now on"
+                    )
+                return None
+        return None
+
+    def _ask(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        search_space: dict[str, BaseDistribution],
+        complete: list[FrozenTrial],
+        trials: list[FrozenTrial],
+    ) -> dict[str, Any]:
+        from skopt import Optimizer
+
+        codec = _Codec(search_space)
+        sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
+        history = self._history(complete, sign)
+        xs = [codec.encode(t.params) for t in history]
+        ys = np.array([sign * float(t.value) for t in history])  # type: ignore[arg-type]
+        ys = _finite(ys)
+        pending = [
+            codec.encode(t.params)
+            for t in trials
+            if t.state == TrialState.RUNNING
+            and t.number != trial.number
+            and all(n in t.params for n in search_space)
+        ]
+        lie = float(_LIARS[self._liar](ys))
+        rng = np.random.RandomState(
+            None if self._seed is None else derive_seed(self._seed, trial.number, "skopt")
+        )
+        estimator: Any = self._base_estimator
+        if estimator == "GBRT":
+            estimator = _gbrt_quantile(int(rng.randint(0, 2**31 - 1)))
+        acq_optimizer = self._acq_optimizer
+        if acq_optimizer == "auto":
+            use_lbfgs = self._base_estimator == "GP" and not codec.has_categorical
+            acq_optimizer = "lbfgs" if use_lbfgs else "sampling"
+        opt = Optimizer(
+            codec.dimensions,
+            base_estimator=estimator,
+            n_initial_points=0,
+            acq_func=self._acq_func,
+            acq_optimizer=acq_optimizer,
+            random_state=rng,
+            acq_func_kwargs=self._acq_func_kwargs,
+            acq_optimizer_kwargs={
+                "n_points": self._n_candidates,
+                "n_restarts_optimizer": self._n_restarts,
+            },
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opt.tell(xs + pending, [float(y) for y in ys] + [lie] * len(pending))
+            x = opt.ask()
+        return codec.decode(x)
+
+    def _history(self, complete: list[FrozenTrial], sign: float) -> list[FrozenTrial]:
+        cap = self._max_history
+        if cap is None or len(complete) <= cap:
+            return complete
+        by_value = sorted(complete, key=lambda t: sign * float(t.value))  # type: ignore[arg-type]
+        best = by_value[: cap // 2]
+        kept = {t.number for t in best}
+        recent = [t for t in sorted(complete, key=lambda t: -t.number) if t.number not in kept]
+        return best + recent[: cap - len(best)]
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        start = time.perf_counter()
+        value = self._tpe.sample_independent(study, trial, param_name, param_distribution)
+        if trial._trial_id not in self._skopt_trials:
+            # TPE made this trial's suggestion (start-up or fallback): its time is the sum.
+            spent = self._tpe_time.get(trial._trial_id, 0.0) + time.perf_counter() - start
+            self._tpe_time[trial._trial_id] = spent
+            self._set_attrs(study, trial, {ATTR_TIME: spent, ATTR_SAMPLER: "tpe"})
+        return value
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._tpe.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self._skopt_trials.discard(trial._trial_id)
+        self._tpe_time.pop(trial._trial_id, None)
+        self._tpe.after_trial(study, trial, state, values)
+
+    @staticmethod
+    def _set_attrs(study: Study, trial: FrozenTrial, attrs: dict[str, Any]) -> None:
+        for key, value in attrs.items():
+            study._storage.set_trial_user_attr(trial._trial_id, key, value)
+
+
+def _finite(ys: np.ndarray) -> np.ndarray:
+    """Replace +-inf by the largest / smallest finite value (a GP can't fit infinities)."""
+    finite = ys[np.isfinite(ys)]
+    if finite.size == 0:
+        return np.zeros_like(ys)
+    return np.nan_to_num(ys, nan=finite.max(), posinf=finite.max(), neginf=finite.min())

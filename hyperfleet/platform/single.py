@@ -1,0 +1,81 @@
+"""``hyperfleet train``: one run of a sweep file's trial configuration, no search, no tracking.
+
+Searched parameters take the workload's default, else a representative value of their range
+(the geometric middle of a log range, the middle of a linear one, the first choice);
+``--param NAME=VALUE`` overrides any of them. The trial runs under torchrun exactly as in a
+sweep, with its output on this terminal and its metrics printed at every report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config import CategoricalParam, FloatParam, IntParam, ParamSpec, SweepConfig
+from hyperfleet.platform.launch import torchrun_command, trial_env
+from hyperfleet.platform.pool import LocalPool
+from hyperfleet.trials.workloads.registry import declared_params, merged_params
+
+
+def representative(spec: ParamSpec) -> Any:
+    if isinstance(spec, CategoricalParam):
+        return spec.choices[0]
+    mid = math.sqrt(spec.low * spec.high) if spec.log else (spec.low + spec.high) / 2
+    return int(round(mid)) if isinstance(spec, IntParam) else float(mid)
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--param: {item!r} is not NAME=VALUE; e.g. --param lr=0.01")
+        try:
+            parsed[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed[name] = raw
+    return parsed
+
+
+def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]:
+    defaults = declared_params(cfg.trial.workload) or {}
+    searched = {n: representative(s) for n, s in cfg.space.items() if n not in defaults}
+    params = merged_params(cfg.trial.workload, cfg.trial.params, searched)
+    known = set(params) | set(cfg.space)
+    unknown = sorted(set(overrides) - known) if defaults else []
+    if unknown:
+        raise ConfigError(f"--param: unknown parameter {', '.join(unknown)}; expected one of "
+                          f"{', '.join(sorted(known))}")
+    params.update(overrides)
+    return params
+
+
+def run_single(cfg: SweepConfig, devices: str, overrides: Sequence[str]) -> int:
+    params = single_params(cfg, parse_overrides(overrides))
+    k = cfg.trial.resources.devices
+    pool = LocalPool.from_spec(devices, min_cpu_slots=k)
+    lease = pool.try_acquire(k)
+    assert lease is not None
+    with tempfile.TemporaryDirectory(prefix="hyperfleet-train-") as tmp:
+        spec = {
+            "sweep": cfg.name,
+            "number": 0,
+            "config": cfg.model_dump(mode="json"),
+            "params": params,
+            "storage": None,
+            "tracking_uri": None,
+            "run_id": None,
+            "trial_dir": str(Path(tmp) / "trial"),
+            "reported_through": None,
+        }
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        cmd = torchrun_command(spec_path, k, f"train-{cfg.name}")
+        env = trial_env({}, lease, pool.threads_per_process())
+        return subprocess.run(cmd, env=env, check=False).returncode  # noqa: S603

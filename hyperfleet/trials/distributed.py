@@ -1,0 +1,74 @@
+"""Reading and tearing down the distributed environment of a trial process.
+
+torchrun sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``;
+``init`` reads them once, picks the device (``cuda:LOCAL_RANK`` under CUDA, else CPU) and the
+backend (NCCL on CUDA, gloo on CPU), and starts the default process group when there is more
+than one process. ``teardown`` destroys it. Everything else asks ``DistEnv``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def init() -> DistEnv:
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group(backend=backend, device_id=device if backend == "nccl" else None)
+    return DistEnv(rank, world, local, device, backend)
+
+
+def broadcast_object(obj: Any, env: DistEnv) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if not env.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_reduce_mean(value: float, env: DistEnv) -> float:
+    if not env.distributed:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=env.device)
+    dist.all_reduce(t)
+    return float(t.item()) / env.world_size
+
+
+def teardown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

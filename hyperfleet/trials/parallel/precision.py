@@ -1,0 +1,109 @@
+"""Mixed precision: autocast, fp16 loss scaling, and an overflow decision all ranks share.
+
+Under ``torch.autocast`` matrix products and convolutions run in 16 bits while reductions and
+the weights stay in fp32. ``bf16`` has fp32's exponent range, so gradients do not underflow and
+no scaling is needed. ``fp16`` has 5 exponent bits: small gradients flush to zero. The fix
+(``torch.amp.GradScaler``) multiplies the loss by a large scale ``S`` before backward, divides
+the gradients by ``S`` before the optimizer step (*unscale*), and when any gradient is inf/NaN
+skips that step and halves ``S``; after ``growth_interval`` clean steps it doubles ``S``.
+
+With several ranks each rank sees only its own gradients (a pipeline stage its own layers), so
+the overflow verdict is all-reduced (MAX) over every rank before anyone steps: either all ranks
+step or all skip, and every scaler backs off the same way, keeping replicas identical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+
+from hyperfleet.trials.parallel.config import Precision
+
+_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(precision: Precision, device_type: str) -> contextlib.AbstractContextManager[None]:
+    """The autocast context for ``precision`` on ``device_type`` (a no-op for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=_DTYPES[precision])
+
+
+class MixedPrecision:
+    """Autocast plus, for fp16 (or when ``use_scaler``), a GradScaler with a shared verdict.
+
+    ``use_scaler=True`` with fp32 runs the scaler's logic without autocast; tests use it to
+    check the overflow agreement on CPU.
+    """
+
+    def __init__(
+        self,
+        precision: Precision,
+        device: torch.device,
+        use_scaler: bool | None = None,
+        group: dist.ProcessGroup | None = None,
+        init_scale: float = 2.0**16,
+    ) -> None:
+        self.precision = precision
+        self.device = torch.device(device)
+        enabled = precision == "fp16" if use_scaler is None else use_scaler
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, init_scale=init_scale, enabled=enabled
+        )
+        self.group = group
+        self.skipped_steps = 0
+
+    @property
+    def scaling(self) -> bool:
+        return self.scaler.is_enabled()
+
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        return autocast(self.precision, self.device.type)
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss to call ``backward`` on (multiplied by the scale when scaling)."""
+        return self.scaler.scale(loss) if self.scaling else loss
+
+    @property
+    def loss_scale(self) -> float:
+        return float(self.scaler.get_scale()) if self.scaling else 1.0
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Unscale the gradients in place; return True when *any* rank found inf/NaN."""
+        if not self.scaling:
+            return False
+        self.scaler.unscale_(optimizer)
+        state = self.scaler._per_optimizer_states[id(optimizer)]  # noqa: SLF001
+        per_device = state["found_inf_per_device"]
+        local = sum((t.float() for t in per_device.values()), torch.zeros((), device=self.device))
+        verdict = local.reshape(1).clone()
+        if dist.is_initialized():
+            dist.all_reduce(verdict, op=dist.ReduceOp.MAX, group=self.group)
+        # Write the shared verdict back so that step() skips and update() backs off everywhere.
+        if per_device:
+            for t in per_device.values():
+                t.fill_(verdict.item())
+        else:  # no gradients on this rank at all: record the verdict for update()
+            per_device[self.device] = verdict.reshape(()).to(torch.float32)
+        return bool(verdict.item() > 0)
+
+    def step(self, optimizer: torch.optim.Optimizer, found_inf: bool) -> bool:
+        """Optimizer step unless the shared verdict says overflow; update the scale; stepped?"""
+        if not self.scaling:
+            optimizer.step()
+            return True
+        if found_inf:
+            self.skipped_steps += 1
+        else:
+            self.scaler.step(optimizer)
+        self.scaler.update()
+        return not found_inf
+
+    def state_dict(self) -> dict[str, object]:
+        return self.scaler.state_dict()
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.scaler.load_state_dict(state)
+

@@ -1,0 +1,109 @@
+"""Run a function on N real processes joined in a gloo process group (test helper).
+
+``run_distributed(fn, world_size, *args)`` spawns ``world_size`` processes with
+``torch.multiprocessing``, joins them through a *file* rendezvous in a fresh temporary directory
+(no ports, so tests can run side by side), calls ``fn(rank, world_size, *args)`` on each and
+returns the per-rank results in rank order. ``fn`` must be importable (a module-level function)
+and its result picklable. If any rank raises, the test fails with that rank's traceback; if the
+ranks do not finish within ``timeout`` seconds, they are killed and the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _worker(
+    rank: int,
+    world_size: int,
+    rdzv_dir: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    timeout: float,
+) -> None:
+    out = Path(rdzv_dir) / f"result-{rank}.pkl"
+    torch.set_num_threads(1)
+    try:
+        from datetime import timedelta
+
+        dist.init_process_group(
+            "gloo",
+            init_method=f"file://{rdzv_dir}/rdzv",
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout),
+        )
+        result: tuple[str, Any] = ("ok", fn(rank, world_size, *args))
+    except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
+        result = ("error", traceback.format_exc())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(result))
+    os.replace(tmp, out)
+
+
+def run_distributed(
+    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 60
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` gloo processes; results by rank."""
+    with tempfile.TemporaryDirectory(prefix="hf-dist-") as rdzv_dir:
+        ctx = mp.start_processes(
+            _worker,
+            args=(world_size, rdzv_dir, fn, args, timeout),
+            nprocs=world_size,
+            join=False,
+            start_method="spawn",
+        )
+        failure: str | None = None
+        try:
+            if not _join(ctx, timeout):
+                failure = f"distributed run of {fn.__name__} timed out after {timeout}s"
+        except mp.ProcessRaisedException as exc:  # pragma: no cover - _worker catches
+            failure = str(exc)
+        except mp.ProcessExitedException as exc:
+            failure = f"a rank of {fn.__name__} died: {exc}"
+        finally:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+        results: list[Any] = []
+        errors: list[str] = []
+        for rank in range(world_size):
+            path = Path(rdzv_dir) / f"result-{rank}.pkl"
+            if not path.exists():
+                results.append(None)
+                continue
+            status, value = pickle.loads(path.read_bytes())
+            if status == "error":
+                errors.append(f"--- rank {rank} raised:\n{value}")
+            results.append(value)
+        if errors:
+            pytest.fail("\n".join(errors), pytrace=False)
+        if failure:
+            pytest.fail(failure, pytrace=False)
+        return results
+
+
+def _join(ctx: mp.ProcessContext, timeout: float) -> bool:
+    """Wait for all processes; False on timeout."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
+        if time.monotonic() > deadline:
+            return False
+    return True
