@@ -1,7 +1,7 @@
 """Run a function on N real processes joined in a gloo process group (test helper).
 
 ``run_distributed(fn, world_size, *args)`` spawns ``world_size`` processes with
-``torch.multiprocessing``, joins them through a *file* rendezvous in a fresh temporary directory
+``torch.multiprocessing`` (forked from a fork server that has imported torch once), joins them through a *file* rendezvous in a fresh temporary directory
 (no ports, so tests can run side by side), calls ``fn(rank, world_size, *args)`` on each and
 returns the per-rank results in rank order. ``fn`` must be importable (a module-level function)
 and its result picklable. If any rank raises, the test fails with that rank's traceback; if the
@@ -10,9 +10,12 @@ ranks do not finish within ``timeout`` seconds, they are killed and the test fai
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
+import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -53,23 +56,32 @@ def _worker(
     tmp = out.with_suffix(".tmp")
     tmp.write_bytes(pickle.dumps(result))
     os.replace(tmp, out)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the result is written: skip the interpreter's slow teardown
+
+
+_PRELOAD = ["torch", "torch.distributed", "torch.distributed.pipelining", "torch.nn.parallel"]
 
 
 def run_distributed(
     fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 60
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` gloo processes; results by rank."""
+    # A fork server imports torch once per test session; every rank is then a cheap fork of it
+    # (spawning would re-import torch in each rank, seconds per process).
+    multiprocessing.set_forkserver_preload(_PRELOAD)
     with tempfile.TemporaryDirectory(prefix="hf-dist-") as rdzv_dir:
         ctx = mp.start_processes(
             _worker,
             args=(world_size, rdzv_dir, fn, args, timeout),
             nprocs=world_size,
             join=False,
-            start_method="spawn",
+            start_method="forkserver",
         )
         failure: str | None = None
         try:
-            if not _join(ctx, timeout):
+            if not _join(ctx, timeout, Path(rdzv_dir)):
                 failure = f"distributed run of {fn.__name__} timed out after {timeout}s"
         except mp.ProcessRaisedException as exc:  # pragma: no cover - _worker catches
             failure = str(exc)
@@ -98,12 +110,27 @@ def run_distributed(
         return results
 
 
-def _join(ctx: mp.ProcessContext, timeout: float) -> bool:
-    """Wait for all processes; False on timeout."""
-    import time
-
+def _join(ctx: mp.ProcessContext, timeout: float, rdzv_dir: Path) -> bool:
+    """Wait for all processes; False on timeout. Once a rank has failed, the others get a few
+    seconds to finish (they usually fail too, on a closed connection) before being killed."""
     deadline = time.monotonic() + timeout
-    while not ctx.join(timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
-        if time.monotonic() > deadline:
+    while not ctx.join(timeout=0.25):
+        now = time.monotonic()
+        if now > deadline:
             return False
+        if deadline - now > _GRACE_AFTER_FAILURE and _any_rank_failed(rdzv_dir):
+            deadline = now + _GRACE_AFTER_FAILURE
     return True
+
+
+_GRACE_AFTER_FAILURE = 3.0
+
+
+def _any_rank_failed(rdzv_dir: Path) -> bool:
+    for path in rdzv_dir.glob("result-*.pkl"):
+        try:
+            if pickle.loads(path.read_bytes())[0] == "error":
+                return True
+        except (OSError, EOFError, pickle.UnpicklingError):
+            continue
+    return False

@@ -54,7 +54,7 @@ class PB2Config(_PopulationFields):
     """Weight of the GP's standard deviation in the upper confidence bound (exploration)."""
     n_candidates: int = Field(256, ge=8)
     """Random points at which the acquisition is evaluated."""
-    window: int = Field(200, ge=4)
+    window: int = Field(64, ge=4)
     """The most recent (time, hyperparameters, improvement) points given to the GP."""
     min_observations: int = Field(4, ge=1)
     """Below this many points, explore perturbs at random as PBT does."""
@@ -127,6 +127,7 @@ class PB2Scheduler(PBTScheduler):
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+        from threadpoolctl import threadpool_limits
 
         seed = rng.getrandbits(32)
         scale = float(np.std(y)) or 1.0
@@ -135,8 +136,8 @@ class PB2Scheduler(PBTScheduler):
         kernel = ConstantKernel(1.0, (1e-2, 1e2)) * RBF(
             np.full(dims, 0.5), (1e-2, 1e2)
         ) + WhiteKernel(1e-2, (1e-6, 1.0))
-        gp = GaussianProcessRegressor(kernel, random_state=seed)
-        with warnings.catch_warnings():
+        gp = GaussianProcessRegressor(kernel, optimizer=_lbfgs, random_state=seed)
+        with warnings.catch_warnings(), threadpool_limits(1):  # tiny matrices: one thread
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(x, y_n)
             if busy:  # pseudo-observations at the predicted mean: spread concurrent explores
@@ -149,8 +150,17 @@ class PB2Scheduler(PBTScheduler):
         near = np.clip(np.array(donor) + gen.normal(0.0, 0.1, (n // 2, dims)), 0.0, 1.0)
         cand[: n // 2] = near
         cand[:, 0] = donor[0]  # the bandit chooses h for the coming interval, at time t
-        mu, sigma = gp.predict(cand, return_std=True)
+        with threadpool_limits(1):
+            mu, sigma = gp.predict(cand, return_std=True)
         return cand[int(np.argmax(mu + self.config.ucb_kappa * sigma))]
+
+
+def _lbfgs(obj: Any, theta0: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, float]:
+    """sklearn's kernel fit (L-BFGS-B on the log marginal likelihood), capped at 50 iterations."""
+    from scipy.optimize import minimize
+
+    res = minimize(obj, theta0, method="L-BFGS-B", jac=True, bounds=bounds, options={"maxiter": 50})
+    return res.x, float(res.fun)
 
 
 def gp_mean(gp: Any, x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:

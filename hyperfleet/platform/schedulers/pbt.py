@@ -89,7 +89,9 @@ class _PopulationFields(BaseModel):
     """Bottom fraction that exploits, top fraction that donates."""
     resample_probability: float = Field(0.25, ge=0.0, le=1.0)
     """Probability that explore resamples a parameter from the space instead of perturbing it."""
-    perturbation_factors: tuple[Annotated[float, Field(gt=0)], ...] = Field((0.8, 1.2), min_length=1)
+    perturbation_factors: tuple[Annotated[float, Field(gt=0)], ...] = Field(
+        (0.8, 1.2), min_length=1
+    )
     """Explore multiplies a float/int parameter by one of these, chosen at random."""
     synchronous: bool = False
     """Wait (paused) at each interval until every member is ready, then exploit."""
@@ -440,8 +442,12 @@ class PBTScheduler(Scheduler):
             donor_score=donor.score,
             time=now(),
         )
-        txn.add_lineage(LineageEvent(kind="exploit", old_params=m.params, new_params=donor.params, **common))
-        txn.add_lineage(LineageEvent(kind="explore", old_params=donor.params, new_params=new_params, **common))
+        txn.add_lineage(
+            LineageEvent(kind="exploit", old_params=m.params, new_params=donor.params, **common)
+        )
+        txn.add_lineage(
+            LineageEvent(kind="explore", old_params=donor.params, new_params=new_params, **common)
+        )
         logger.info(
             "PBT %s: member %d (score %s, step %d) exploits member %d (score %s, step %d): %s",
             self.sweep, m.number, m.score, m.step, donor.number, donor.score, donor.step, new_params,
@@ -562,7 +568,9 @@ class PBTScheduler(Scheduler):
     def budget_left(self) -> int:
         """Members still to start plus members waiting to be resumed."""
         members = self.members()
-        waiting = sum(m.state in (MemberState.WAITING, MemberState.PAUSED) for m in members.values())
+        waiting = sum(
+            m.state in (MemberState.WAITING, MemberState.PAUSED) for m in members.values()
+        )
         return self.config.population - len(members) + waiting
 
     def finished(self) -> bool:

@@ -347,7 +347,9 @@ def now() -> float:
     return time.time()
 
 
-def replay_schedule(store: PopulationStore, sweep: str, member: int) -> list[tuple[int, dict[str, Any]]]:
+def replay_schedule(
+    store: PopulationStore, sweep: str, member: int
+) -> list[tuple[int, dict[str, Any]]]:
     """The piecewise hyperparameter schedule that produced ``member``'s current weights.
 
     Returns ``[(start_step, params), ...]``, steps ascending: train with ``params`` from

@@ -138,6 +138,7 @@ class PipelineRunner:
     ) -> None:
         self.groups = groups
         self.precision = precision
+        self._precision = precision
         self.grad_clip = grad_clip
         p = groups.layout.pipeline
         n_stages = parallel.n_stages
@@ -145,35 +146,64 @@ class PipelineRunner:
         self.bounds = partition(costs, n_stages)
         _log_split(self.bounds, costs)
         self.stage_ids = list(range(groups.pipeline_rank, n_stages, p))
+        self.n_stages = n_stages
+        self.n_microbatches = parallel.n_microbatches
+        self.schedule_name = parallel.schedule
+        self.device = device
+        self.layers = list(layers)
         self.modules: list[nn.Module] = []
-        self.stages: list[PipelineStage] = []
         self.hook_states: list[object | None] = []
         for s in self.stage_ids:
             module = _StageModule(layers[self.bounds[s] : self.bounds[s + 1]], precision)
             wrapped, state = wrap_model(module, comm, device, groups.data_group, counter)
             self.modules.append(wrapped)
             self.hook_states.append(state)
-            self.stages.append(
-                PipelineStage(wrapped, s, n_stages, device, group=groups.pipeline_group)
-            )
         self.has_first = 0 in self.stage_ids
         self.has_last = n_stages - 1 in self.stage_ids
 
         def scaled_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return precision.scale(loss_fn(output.float(), target))
 
-        m = parallel.n_microbatches
-        if parallel.schedule == "interleaved-1f1b":
-            self.schedule: Any = ScheduleInterleaved1F1B(self.stages, m, loss_fn=scaled_loss)
-        else:
-            self.schedule = _SCHEDULES[parallel.schedule](self.stages[0], m, loss_fn=scaled_loss)
+        self._loss_fn = scaled_loss
+        self.schedule: Any = None
         self.optimizer = optimizer_factory(self.parameters())
+
+    def _build_schedule(self, inputs: torch.Tensor) -> None:
+        """Stages with static shapes (one local forward of a micro-batch), then the schedule.
+
+        Static metadata keeps the stages from running a shape-inference forward/backward of
+        their (DDP-wrapped) modules, which DDP would count as a training iteration.
+        """
+        example = inputs.tensor_split(self.n_microbatches)[0]
+        boundaries = _stage_boundaries(self.layers, self.bounds, example, self._precision)
+        stages = [
+            PipelineStage(
+                module,
+                s,
+                self.n_stages,
+                self.device,
+                input_args=boundaries[s],
+                output_args=boundaries[s + 1],
+                group=self.groups.pipeline_group,
+            )
+            for s, module in zip(self.stage_ids, self.modules, strict=True)
+        ]
+        m = self.n_microbatches
+        if self.schedule_name == "interleaved-1f1b":
+            self.schedule = ScheduleInterleaved1F1B(stages, m, loss_fn=self._loss_fn)
+        else:
+            self.schedule = _SCHEDULES[self.schedule_name](stages[0], m, loss_fn=self._loss_fn)
 
     def parameters(self) -> list[nn.Parameter]:
         return [q for module in self.modules for q in module.parameters()]
 
     def forward_backward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Run the schedule once; the mean micro-batch loss on every rank of the pipeline."""
+        """Run the schedule once; the mean micro-batch loss on every rank of the pipeline.
+
+        Every rank passes the batch (only its shape matters off the first and last stage).
+        """
+        if self.schedule is None:
+            self._build_schedule(inputs)
         losses: list[torch.Tensor] = []
         if self.has_first and self.has_last:
             self.schedule.step(inputs, target=targets, losses=losses)
@@ -209,6 +239,26 @@ class PipelineRunner:
             dist.all_reduce(loss, group=data_group)
             loss /= dist.get_world_size(data_group)
         return StepOutcome(loss=float(loss.item()), grad_norm=norm, skipped=not stepped)
+
+
+def _stage_boundaries(
+    layers: Sequence[nn.Module],
+    bounds: Sequence[int],
+    example: torch.Tensor,
+    precision: MixedPrecision,
+) -> list[torch.Tensor]:
+    """Meta tensors shaped like the activation at each stage boundary, for one micro-batch."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    out = [example.to("meta")]
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
+        x = mode.from_tensor(example)
+        for s in range(len(bounds) - 1):
+            stage = _StageModule(layers[bounds[s] : bounds[s + 1]], precision)
+            x = stage(x)
+            grad = torch.is_floating_point(x)
+            out.append(torch.empty(x.shape, dtype=x.dtype, device="meta", requires_grad=grad))
+    return out
 
 
 def _log_split(bounds: Sequence[int], costs: Sequence[float]) -> None:

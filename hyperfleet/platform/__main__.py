@@ -1,0 +1,3 @@
+from hyperfleet.platform.cli import main
+
+main()

@@ -1,0 +1,148 @@
+"""Shared fixtures: a scratch working directory and sweep files built from a base mapping."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+BASE_SWEEP: dict[str, Any] = {
+    "name": "t",
+    "objective": {"metric": "val_accuracy", "mode": "max"},
+    "scheduler": {"type": "tpe", "seed": 0},
+    "budget": {"trials": 2, "max_concurrent": 2},
+    "space": {
+        "lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True},
+        "hidden": {"type": "int", "low": 32, "high": 64},
+    },
+    "trial": {
+        "workload": "digits",
+        "params": {"batch_size": 64},
+        "steps": 100,
+        "eval_every": 50,
+        "resources": {"devices": 2},
+        "parallel": {"data": 2},
+    },
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Iterator[Path]:
+    """Run the test inside an empty directory (stores default to ./hyperfleet-runs)."""
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        os.chdir(old)
+
+
+def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path) -> Callable[..., Path]:
+    """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML."""
+
+    def make(changes: dict[str, Any] | None = None, filename: str = "sweep.yaml") -> Path:
+        data = deep_update(BASE_SWEEP, changes or {})
+        data.setdefault("storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+        data.setdefault("tracking", {"uri": f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"})
+        data.setdefault("workdir", str(tmp_path / "runs"))
+        path = tmp_path / filename
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return make
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+def _pg_bin() -> Path | None:
+    import glob
+    import shutil
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A real PostgreSQL server on loopback for this test session; yields its base URL.
+
+    Uses ``HYPERFLEET_TEST_POSTGRES_URL`` when set; otherwise starts a throwaway cluster with
+    the local ``initdb``/``pg_ctl`` (Debian's ``postgresql`` package, installed by .ci/run).
+    """
+    import shutil
+    import socket
+    import subprocess
+
+    url = os.environ.get("HYPERFLEET_TEST_POSTGRES_URL")
+    if url:
+        yield url
+        return
+    bindir = _pg_bin()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
+        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+    import tempfile
+
+    # not under pytest's tmp dir: its 0700 parents would keep the postgres user out
+    root = Path(tempfile.mkdtemp(prefix="hyperfleet-pg-"))
+    data = root / "data"
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(root, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)  # noqa: E731
+    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hf", "--no-sync")
+    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    try:
+        yield f"postgresql://hf@127.0.0.1:{port}"
+    finally:
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(f"{postgres_server}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return f"{postgres_server}/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Both storage backends: a SQLite file and a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres_url")

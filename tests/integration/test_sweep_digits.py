@@ -1,0 +1,71 @@
+"""End to end: a digits sweep of 2-process DDP trials under torchrun, read back from storage
+and MLflow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from hyperfleet.platform.storage import Storage
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hyperfleet.platform", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def test_digits_ddp_sweep_completes_and_is_logged(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
+    path = sweep_file({"name": "digits-e2e", "budget": {"trials": 4, "max_concurrent": 2},
+                       "trial": {"steps": 150}})
+    proc = run_cli("sweep", "run", str(path), "--json", "--devices", "cpu:4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["sweep"] == "digits-e2e"
+    assert result["state_counts"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
+    assert result["best"]["value"] >= 0.95
+    assert set(result["best"]["params"]) == {"lr", "hidden"}
+
+    # storage: every trial COMPLETE, each ran 2 ranks (DDP world size recorded by the log)
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    study = optuna.load_study(study_name="digits-e2e", storage=storage.optuna)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
+    for rec in storage.trials("digits-e2e"):
+        log = Path(rec.log_path).read_text()
+        assert "--nproc-per-node=2" in log and rec.last_step == 150
+
+    # MLflow: one parent, four children with step curves and final states
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    exp_id = result["mlflow"]["experiment_id"]
+    runs = client.search_runs([exp_id], max_results=100)
+    parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == result["mlflow"]["parent_run_id"]]
+    assert len(parent) == 1 and parent[0].info.run_id == result["mlflow"]["parent_run_id"]
+    assert parent[0].info.status == "FINISHED"
+    assert len(children) == 4
+    for child in children:
+        assert child.info.status == "FINISHED"
+        assert child.data.tags["hyperfleet.sweep"] == "digits-e2e"
+        assert {"lr", "hidden", "batch_size", "trial.steps", "trial.parallel.data"} <= set(child.data.params)
+        history = client.get_metric_history(child.info.run_id, "val_accuracy")
+        assert sorted(m.step for m in history) == [50, 100, 150]
+        number = int(child.data.tags["hyperfleet.trial"])
+        assert child.data.metrics["final/val_accuracy"] == pytest.approx(study.trials[number].value)
+
+    status = run_cli("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
+    assert status.returncode == 0
+    assert json.loads(status.stdout)["state_counts"]["COMPLETE"] == 4

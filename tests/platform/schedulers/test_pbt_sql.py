@@ -1,0 +1,152 @@
+"""The SQL population store: same behaviour as in memory, safe under concurrent processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from hyperfleet.platform.schedulers.base import DecisionKind
+from hyperfleet.platform.schedulers.pbt import PBTConfig, PBTScheduler
+from hyperfleet.platform.schedulers.population import (
+    LineageEvent,
+    MemberState,
+    MemoryPopulationStore,
+    SqlPopulationStore,
+    lineage_table,
+    replay_schedule,
+)
+from tests.platform.schedulers.test_pbt import (
+    TOY_INITIAL,
+    TOY_SPACE,
+    best_q,
+    run_toy,
+    toy_q,
+    toy_scheduler,
+    toy_step,
+)
+
+
+def _engine(path: Path) -> sa.Engine:
+    return sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 60})
+
+
+def test_sqlite_store_runs_the_toy_like_the_memory_store(tmp_path: Path) -> None:
+    sql = SqlPopulationStore(_engine(tmp_path / "hf.db"))
+    mem = MemoryPopulationStore()
+    on_sql = run_toy(toy_scheduler(sql, max_steps=80))
+    in_mem = run_toy(toy_scheduler(mem, max_steps=80))
+    assert on_sql.final == in_mem.final  # same seed, same decisions
+    assert [(e.member, e.kind, e.step, e.donor) for e in sql.lineage("toy")] == [
+        (e.member, e.kind, e.step, e.donor) for e in mem.lineage("toy")
+    ]
+    best = max(on_sql.final, key=lambda n: toy_q(on_sql.final[n]))
+    assert replay_schedule(sql, "toy", best) == replay_schedule(mem, "toy", best)
+    assert best_q(on_sql) > 0.9
+    with sql.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_rebuilt_scheduler_continues_where_the_first_left(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "hf.db")
+    first = toy_scheduler(SqlPopulationStore(engine), max_steps=40)
+    a, b = first.suggest(), first.suggest()
+    assert a is not None and b is not None
+    for step in range(1, 5):
+        first.report(a.trial_number, step, {"Q": 0.1})
+        first.report(b.trial_number, step, {"Q": 0.2})
+    again = toy_scheduler(SqlPopulationStore(_engine(tmp_path / "hf.db")), max_steps=40)
+    d = again.decide(a.trial_number, 4)  # another process, another object: same state
+    assert d.kind == DecisionKind.EXPLOIT and d.donor == b.trial_number
+    assert first.decide(a.trial_number, 4) == d
+    assert first.members() == again.members()
+
+
+def test_lineage_key_is_unique_in_the_database(tmp_path: Path) -> None:
+    store = SqlPopulationStore(_engine(tmp_path / "hf.db"))
+    event = LineageEvent("s", 1, 1, "exploit", 4, 0, 4, {"a": 1}, {"a": 2}, 0.1, 0.2, time=1.0)
+    with store.transaction("s") as txn:
+        assert txn.add_lineage(event)
+        assert not txn.add_lineage(event)
+    values = {k: v for k, v in event.__dict__.items() if k != "seq"}
+    with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
+        conn.execute(lineage_table.insert().values(**values))
+    assert len(store.lineage("s")) == 1
+
+
+# --------------------------------------------------------------------------- two processes
+
+
+def _scheduler(db: str) -> PBTScheduler:
+    return PBTScheduler(
+        PBTConfig(type="pbt", population=4, perturbation_interval=4, seed=3, initial=TOY_INITIAL),
+        store=SqlPopulationStore(_engine(Path(db))),
+        sweep="toy",
+        space=TOY_SPACE,
+        metric="Q",
+        mode="max",
+        max_steps=32,
+    )
+
+
+def _save(ckpt: Path, member: int, step: int, theta: Any) -> None:
+    tmp = ckpt / f".{member}-{step}.tmp"
+    tmp.write_text(json.dumps(list(theta)))
+    os.replace(tmp, ckpt / f"{member}-{step}.json")
+
+
+def _drive(db: str, ckpt_dir: str, numbers: list[int], out: str) -> None:
+    """One process running some members step by step, retrying every report and decide."""
+    sched, ckpt = _scheduler(db), Path(ckpt_dir)
+    members = sched.members()
+    run = {n: [(0.9, 0.9), 0, dict(members[n].params)] for n in numbers}
+    exploits = []
+    while run:
+        for n in list(run):
+            theta, step, params = run[n]
+            theta, step = toy_step(theta, params), step + 1
+            _save(ckpt, n, step, theta)
+            sched.report(n, step, {"Q": toy_q(theta)})
+            d = sched.decide(n, step)
+            sched.report(n, step, {"Q": toy_q(theta)})  # a retry changes nothing
+            assert sched.decide(n, step) == d
+            if d.kind == DecisionKind.EXPLOIT:
+                exploits.append([n, step, d.donor, d.donor_step])
+                theta = tuple(json.loads((ckpt / f"{d.donor}-{d.donor_step}.json").read_text()))
+                step, params = d.donor_step, dict(d.params)
+                _save(ckpt, n, step, theta)
+            if step >= sched.max_steps:
+                del run[n]
+            else:
+                run[n] = [theta, step, params]
+    Path(out).write_text(json.dumps(exploits))
+
+
+def test_two_processes_report_and_decide_concurrently(tmp_path: Path) -> None:
+    db = str(tmp_path / "hf.db")
+    sched = _scheduler(db)
+    assert [sched.suggest().trial_number for _ in range(4)] == [0, 1, 2, 3]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_drive, args=(db, str(tmp_path), nums, str(tmp_path / f"out{i}")))
+        for i, nums in enumerate([[0, 2], [1, 3]])
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    exploits = [e for i in range(2) for e in json.loads((tmp_path / f"out{i}").read_text())]
+    assert exploits, "no exploit happened"
+    events = sched.store.lineage("toy")
+    keys = [(e.member, e.generation, e.kind) for e in events]
+    assert len(keys) == len(set(keys)) == 2 * len(exploits)
+    got = sorted([e.member, e.step, e.donor, e.donor_step] for e in events if e.kind == "exploit")
+    assert got == sorted(exploits)
+    members = sched.members()
+    assert all(m.step == 32 and m.state == MemberState.RUNNING for m in members.values())

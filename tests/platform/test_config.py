@@ -1,0 +1,228 @@
+"""Sweep-file validation: every malformed file exits 2 with one line per problem naming the
+field, never a traceback, and writes nothing to storage or MLflow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.cli import app
+from hyperfleet.platform.config import load_sweep
+from tests.conftest import BASE_SWEEP, deep_update
+
+
+def _drop(path: str) -> dict[str, Any]:
+    data = deep_update(BASE_SWEEP, {})
+    *parents, last = path.split(".")
+    node = data
+    for p in parents:
+        node = node[p]
+    del node[last]
+    return data
+
+
+def _set(path: str, value: Any) -> dict[str, Any]:
+    data = deep_update(BASE_SWEEP, {})
+    *parents, last = path.split(".")
+    node = data
+    for p in parents:
+        node = node[p]
+    node[last] = value
+    return data
+
+
+# (case id, file text, a substring the error line must contain)
+CASES: list[tuple[str, str, str]] = [
+    ("yaml-syntax", "name: t\nspace: {lr: [1, 2\n", "YAML syntax error at line"),
+    ("not-a-mapping", "- just\n- a list\n", "expected a mapping"),
+    ("unknown-top-key", yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})), "bogus: unknown key"),
+    (
+        "unknown-nested-key",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"trails": 3}})),
+        "budget.trails: unknown key",
+    ),
+    (
+        "wrong-type",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"steps": "many"}})),
+        "trial.steps:",
+    ),
+    (
+        "low-gt-high",
+        yaml.safe_dump(
+            deep_update(BASE_SWEEP, {"space": {"lr": {"type": "float", "low": 1.0, "high": 0.1}}})
+        ),
+        "space.lr: low (1.0) must be <= high (0.1)",
+    ),
+    (
+        "log-low-nonpositive",
+        yaml.safe_dump(
+            deep_update(
+                BASE_SWEEP, {"space": {"lr": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}}
+            )
+        ),
+        "space.lr: log: true needs low > 0",
+    ),
+    ("empty-space", yaml.safe_dump(_set("space", {})), "space: the search space is empty"),
+    (
+        "unknown-scheduler",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"scheduler": {"type": "magic"}})),
+        "scheduler:",
+    ),
+    (
+        "unknown-param-type",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"space": {"lr": {"type": "real", "low": 1, "high": 2}}})),
+        "space.lr:",
+    ),
+    (
+        "unknown-workload",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"workload": "nosuchthing"}})),
+        "trial.workload: unknown workload 'nosuchthing'",
+    ),
+    (
+        "unimportable-workload",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"workload": "no_such_pkg.train:main"}})),
+        "trial.workload: cannot import module 'no_such_pkg.train'",
+    ),
+    (
+        "missing-function",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"workload": "json:no_such_fn"}})),
+        "trial.workload: module 'json' has no function 'no_such_fn'",
+    ),
+    (
+        "devices-zero",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": 0}}})),
+        "trial.resources.devices:",
+    ),
+    (
+        "devices-vs-layout",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": 3}}})),
+        "trial.resources.devices: 3 does not match the parallel layout",
+    ),
+    (
+        "duplicate-key",
+        "name: t\nname: u\n",
+        "name: duplicate key at line 2",
+    ),
+    (
+        "duplicate-param",
+        yaml.safe_dump(BASE_SWEEP).replace("  lr:", "  hidden:\n    type: int\n    low: 1\n    high: 2\n  lr:", 1),
+        "hidden: duplicate key",
+    ),
+    ("missing-objective", yaml.safe_dump(_drop("objective")), "objective: required field is missing"),
+    (
+        "bad-mode",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"objective": {"mode": "maximize"}})),
+        "objective.mode:",
+    ),
+    (
+        "unknown-workload-param",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"space": {"momentum": {"type": "float", "low": 0.1, "high": 0.9}}})),
+        "space.momentum: unknown parameter of workload 'digits'",
+    ),
+    (
+        "fixed-and-searched",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"params": {"lr": 0.1}}})),
+        "trial.params.lr: also in space",
+    ),
+    (
+        "bad-timeout",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"timeout": "soon"}})),
+        "budget.timeout: expected a duration",
+    ),
+    ("bad-name", yaml.safe_dump(deep_update(BASE_SWEEP, {"name": "my sweep!"})), "name: expected letters"),
+    (
+        "no-budget",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"trials": None}})),
+        "budget: give trials or timeout",
+    ),
+]
+
+
+def _write(tmp_path: Path, text: str, rewrite: bool = True) -> Path:
+    # every case points its stores into tmp_path/runs so the test can see nothing was written
+    if rewrite:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        if isinstance(data, dict):
+            data["storage"] = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+            data["tracking"] = {"uri": f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"}
+            data["workdir"] = str(tmp_path / "runs")
+            text = yaml.safe_dump(data, sort_keys=False)
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_there_are_at_least_15_malformed_cases() -> None:
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize(("case", "text", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_malformed_file_exits_2_with_field_and_writes_nothing(
+    case: str, text: str, expected: str, tmp_path: Path, workdir: Path
+) -> None:
+    path = _write(tmp_path, text, rewrite=not case.startswith("duplicate"))
+    runner = CliRunner()
+    for args in (["validate", str(path)], ["sweep", "run", str(path)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (case, args, result.output)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines, case
+        assert all(line.startswith("error: ") for line in lines), lines
+        assert any(expected in line for line in lines), (expected, lines)
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "runs").exists(), f"{case} wrote to the stores"
+    assert not (workdir / "hyperfleet-runs").exists()
+
+
+def test_unreadable_path_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["validate", str(tmp_path / "missing.yaml")])
+    assert result.exit_code == 2
+    assert "cannot read the sweep file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_several_problems_are_all_reported(tmp_path: Path) -> None:
+    data = deep_update(BASE_SWEEP, {"budget": {"trials": 0}, "trial": {"steps": -1}})
+    path = _write(tmp_path, yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    fields = " ".join(info.value.problems)
+    assert "budget.trials" in fields and "trial.steps" in fields
+
+
+def test_real_process_exit_code_and_no_traceback(tmp_path: Path) -> None:
+    path = _write(tmp_path, yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: bogus: unknown key; remove it or check its spelling"
+
+
+def test_valid_file_parses_to_frozen_typed_objects(tmp_path: Path) -> None:
+    path = _write(tmp_path, yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"timeout": "30m"}})))
+    cfg = load_sweep(path)
+    assert cfg.budget.timeout == 1800
+    assert cfg.trial.parallel.data == 2
+    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+        cfg.name = "other"  # type: ignore[misc]
+
+
+def test_quickstart_example_is_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_sweep(root / "examples" / "quickstart.yaml")
+    assert cfg.budget.trials == 8 and cfg.budget.max_concurrent == 2
+    assert cfg.trial.resources.devices == 2

@@ -1,0 +1,79 @@
+"""Storage conformance: the same behaviour on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+import optuna
+import pytest
+
+from hyperfleet.platform.storage import Storage, worker_identity
+
+
+def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
+    st = Storage(db_url)
+    st.create_sweep("s", {"name": "s", "space": {"x": 1}})
+    assert st.get_sweep("s").config["space"] == {"x": 1}
+    st.update_sweep("s", mlflow_experiment_id="7", status="running")
+    assert st.get_sweep("s").mlflow_experiment_id == "7"
+    assert [r.name for r in st.list_sweeps()] == ["s"]
+    st.upsert_trial("s", 0, state="RUNNING", params={"lr": 0.1}, attempts=1)
+    st.record_report("s", 0, 50, {"val": 0.5})
+    t = st.get_trial("s", 0)
+    assert (t.state, t.last_step, t.metrics, t.params) == ("RUNNING", 50, {"val": 0.5}, {"lr": 0.1})
+    assert st.get_trial("s", 1) is None
+    st.close()
+
+
+def test_stale_running_finds_dead_worker(db_url: str) -> None:
+    st = Storage(db_url)
+    st.create_sweep("s", {})
+    host, pid = worker_identity()
+    proc = mp.get_context("spawn").Process(target=os.getpid)
+    proc.start()
+    proc.join()
+    st.upsert_trial("s", 0, state="RUNNING", host=host, pid=proc.pid, heartbeat_at=1e18)
+    st.upsert_trial("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
+    st.upsert_trial("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
+    assert sorted(t.number for t in st.stale_running("s")) == [0, 2]
+    st.close()
+
+
+def _report_many(url: str, number: int, n: int) -> None:
+    st = Storage(url)
+    for step in range(n):
+        st.record_report("s", number, step, {"v": float(step)})
+    st.close()
+
+
+def test_concurrent_writers_do_not_lock_each_other_out(db_url: str) -> None:
+    st = Storage(db_url)
+    st.create_sweep("s", {})
+    for n in range(3):
+        st.upsert_trial("s", n, state="RUNNING")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_report_many, args=(db_url, n, 30)) for n in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert [t.last_step for t in st.trials("s")] == [29, 29, 29]
+    st.close()
+
+
+def test_optuna_study_lives_in_the_same_database(db_url: str) -> None:
+    st = Storage(db_url)
+    study = optuna.create_study(storage=st.optuna, study_name="s", direction="maximize")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    again = optuna.load_study(study_name="s", storage=Storage(db_url).optuna)
+    assert len(again.trials) == 3
+    st.close()
+
+
+def test_bad_url_is_a_storage_error(tmp_path) -> None:
+    from hyperfleet.errors import StorageError
+
+    with pytest.raises(StorageError, match="not a database URL"):
+        Storage("not a url")
