@@ -57,7 +57,11 @@ def sweep_file(tmp_path: Path) -> Callable[..., Path]:
     """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML."""
 
     def make(changes: dict[str, Any] | None = None, filename: str = "sweep.yaml") -> Path:
-        data = deep_update(BASE_SWEEP, changes or {})
+        changes = dict(changes or {})
+        space = changes.pop("space", None)
+        data = deep_update(BASE_SWEEP, changes)
+        if space is not None:
+            data["space"] = space  # a given space replaces the base one
         data.setdefault("storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
         data.setdefault("tracking", {"uri": f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"})
         data.setdefault("workdir", str(tmp_path / "runs"))

@@ -76,7 +76,7 @@ def _from_unit(u: float, spec: Mapping[str, Any]) -> float | int:
         else low + u * (high - low)
     )
     value = min(max(value, low), high)
-    return int(round(value)) if spec["type"] == "int" else value
+    return round(value) if spec["type"] == "int" else value
 
 
 class PB2Scheduler(PBTScheduler):

@@ -38,6 +38,13 @@ What the runtime and the sweep loop must do (the contract):
     (``suggest`` will point there), so exit without saving anything.
 * ``on_trial_end``: COMPLETE/PRUNED end the member (DONE; a paused one stays paused); FAIL puts
   it back to WAITING, to be resumed from its checkpoint pointer (DONE after ``max_failures``).
+* ``requeue()`` when ``sweep run`` starts again after an interruption (members the store thinks
+  are running have no processes); never prune a checkpoint in ``pinned_checkpoints()``.
+
+"Ready" means ``step - last_check >= perturbation_interval`` at a report, so report cadences
+that do not divide the interval, and exploits from a donor at another step, work too. Reports
+and decisions are idempotent: a repeated ``report`` is ignored and a repeated ``decide`` at the
+same step returns the stored decision without writing a second lineage event.
 """
 
 from __future__ import annotations
@@ -104,7 +111,8 @@ class _PopulationFields(BaseModel):
     def _initial_fits(self) -> _PopulationFields:
         if len(self.initial) > self.population:
             raise ValueError(
-                f"initial gives {len(self.initial)} members, more than population ({self.population})"
+                f"initial gives {len(self.initial)} members, more than the population "
+                f"({self.population})"
             )
         return self
 
@@ -431,26 +439,28 @@ class PBTScheduler(Scheduler):
         rng = self._rng(m.number, m.step, m.generation, "explore")
         new_params = self._explore(donor, members, m.step, rng)
         gen = m.generation + 1
-        common = dict(
+        exploit = LineageEvent(
             sweep=self.sweep,
             member=m.number,
             generation=gen,
+            kind="exploit",
             step=m.step,
             donor=donor.number,
             donor_step=donor.step,
+            old_params=m.params,
+            new_params=donor.params,
             member_score=m.score,
             donor_score=donor.score,
             time=now(),
         )
+        txn.add_lineage(exploit)
         txn.add_lineage(
-            LineageEvent(kind="exploit", old_params=m.params, new_params=donor.params, **common)
-        )
-        txn.add_lineage(
-            LineageEvent(kind="explore", old_params=donor.params, new_params=new_params, **common)
+            replace(exploit, kind="explore", old_params=donor.params, new_params=new_params)
         )
         logger.info(
             "PBT %s: member %d (score %s, step %d) exploits member %d (score %s, step %d): %s",
-            self.sweep, m.number, m.score, m.step, donor.number, donor.score, donor.step, new_params,
+            self.sweep, m.number, m.score, m.step,
+            donor.number, donor.score, donor.step, new_params,
         )  # fmt: skip
         m = replace(
             m,
@@ -559,6 +569,24 @@ class PBTScheduler(Scheduler):
                 txn.put(replace(m, state=new_state, failures=failures, updated=now()))
                 return
             txn.put(replace(m, state=MemberState.DONE, updated=now()))
+
+    def requeue(self, trial_number: int | None = None) -> int:
+        """Put a RUNNING member (None: every one) back to WAITING, to be resumed by suggest().
+
+        For a sweep loop that starts again after an interruption (no member's processes
+        survive), or that relaunches a member's processes instead of restarting in place.
+        Returns how many members were requeued.
+        """
+        with self.store.transaction(self.sweep) as txn:
+            running = [
+                m
+                for m in txn.members().values()
+                if m.state == MemberState.RUNNING
+                and (trial_number is None or m.number == trial_number)
+            ]
+            for m in running:
+                txn.put(replace(m, state=MemberState.WAITING, updated=now()))
+        return len(running)
 
     # -- queries -------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import enum
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -234,7 +234,7 @@ lineage_table = sa.Table(
 _MEMBER_FIELDS = [c.name for c in members_table.columns if c.name not in ("sweep", "member")]
 
 
-def _member_from_row(row: Mapping[str, Any]) -> Member:
+def _member_from_row(row: Any) -> Member:
     values = {k: row[k] for k in _MEMBER_FIELDS}
     values["state"] = MemberState(values["state"])
     values["barrier"] = bool(values["barrier"])

@@ -9,6 +9,7 @@ slot back). The workload is the toy problem of the PBT paper (Jaderberg et al., 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -212,7 +213,7 @@ def test_replay_schedule_reproduces_the_best_member() -> None:
     assert schedule[0][0] == 0 and len(schedule) > 1
     assert [s for s, _ in schedule] == sorted({s for s, _ in schedule})
     theta, pieces = (0.9, 0.9), [*schedule, (200, None)]
-    for (start, params), (end, _) in zip(pieces, pieces[1:], strict=False):
+    for (start, params), (end, _) in itertools.pairwise(pieces):
         for _ in range(start, end):
             theta = toy_step(theta, params)
     assert toy_q(theta) == pytest.approx(toy_q(backend.final[best]), abs=1e-12)
@@ -303,6 +304,28 @@ def test_member_dying_before_its_exploit_resumes_from_the_donor() -> None:
     assert len(events) == len(set(events))
     assert all(m.state == MemberState.DONE for m in sched.members().values())
     assert best_q(backend) >= 1.19
+
+
+def test_interrupted_sweep_resumes_the_population() -> None:
+    store = MemoryPopulationStore()
+    first = toy_scheduler(store, population=4, initial=())
+    backend = SimBackend(first, 2, (0.9, 0.9), toy_step, lambda th: {"Q": toy_q(th)}, max_steps=200)
+    first.max_concurrent = 2
+    for _ in range(300):  # run a while, then the controller dies with 2 members running
+        backend._fill()
+        backend._advance(min(backend.running, key=lambda k: (backend.running[k].clock, k)))
+    assert len(backend.running) == 2
+    again = toy_scheduler(store, population=4, initial=())  # a new controller
+    again.max_concurrent = 2
+    assert again.suggest() is None  # the store still thinks two members run
+    assert again.requeue() == 2
+    resumed = SimBackend(
+        again, 2, (0.9, 0.9), toy_step, lambda th: {"Q": toy_q(th)}, max_steps=200,
+        checkpoints=backend.checkpoints,
+    )  # fmt: skip
+    resumed.run()
+    members = again.members()
+    assert all(m.state == MemberState.DONE and m.step == 200 for m in members.values())
 
 
 def test_failing_member_restarts_from_its_checkpoint_then_gives_up() -> None:
