@@ -145,6 +145,11 @@ class MetricSink:
         with self._lock:
             self._buf.extend(items)
 
+    def logged_through(self, key: str) -> int:
+        """The last step of ``key`` already in the run (-1 if none)."""
+        history = self.client.get_metric_history(self.run_id, key)
+        return max((m.step for m in history), default=-1)
+
     def flush(self) -> None:
         with self._lock:
             pending, self._buf = self._buf, []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,16 +54,21 @@ class RankZeroReporter:
         self.storage = Storage(spec["storage"])
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink = MetricSink(spec["tracking_uri"], spec["run_id"]) if spec["run_id"] else None
-        self.reported_through = spec.get("reported_through")
-        if self.reported_through is None:
-            self.reported_through = -1
+        # Each store skips the steps it already holds from before an interruption: storage
+        # is written at once, MLflow in batches, so the two can differ by a few reports.
+        prior = spec.get("reported_through")
+        self.reported_through = -1 if prior is None else int(prior)
+        self.logged_through = -1
+        if self.sink is not None and prior is not None:
+            self.logged_through = self.sink.logged_through(cfg.objectives[0].metric)
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> tuple[str, str]:
+        if self.sink is not None and step > self.logged_through:
+            self.logged_through = step
+            self.sink.log_metrics(step, metrics)
         if step <= self.reported_through:
             return ("continue", "")  # already recorded before the interruption
         self.reported_through = step
-        if self.sink is not None:
-            self.sink.log_metrics(step, metrics)
         self.storage.record_report(self.sweep, self.number, step, metrics)
         self.scheduler.report(self.number, step, metrics)
         decision = self.scheduler.decide(self.number, step)
@@ -83,9 +89,20 @@ def _setup_logging(rank: int) -> None:
     )
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (the launcher stopping the trial) unwinds the stack, so buffered metrics are
+    flushed and the process group is torn down instead of dying mid-write."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 @record
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    _exit_on_sigterm()
     spec = json.loads(Path(args[0]).read_text())
     cfg = SweepConfig.model_validate(spec["config"])
     env = distributed.init()
