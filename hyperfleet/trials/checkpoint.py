@@ -146,7 +146,9 @@ class CheckpointManager:
         self._replica = _Location(replica_path(replica)) if replica is not None else None
 
     @classmethod
-    def from_config(cls, directory: str | os.PathLike[str], cfg: CheckpointConfig) -> CheckpointManager:
+    def from_config(
+        cls, directory: str | os.PathLike[str], cfg: CheckpointConfig
+    ) -> CheckpointManager:
         return cls(directory, keep=cfg.keep, replica=cfg.replica)
 
     @property

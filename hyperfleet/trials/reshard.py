@@ -41,7 +41,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_state_dict,
     set_model_state_dict,
-    set_state_dict,
+    set_optimizer_state_dict,
 )
 
 from hyperfleet.trials.checkpoint import CheckpointManager, capture_rng_state, restore_rng_state
@@ -152,21 +152,22 @@ def restore_trial_state(
         meta, opts = state, StateDictOptions(full_state_dict=True)
     if meta.get("version") != STATE_VERSION:
         raise ValueError(f"trial state version {meta.get('version')}, expected {STATE_VERSION}")
-    model_sd = state["model"] if state is not None and rank == 0 else {}
+    # Model and optimizer separately: ``set_state_dict`` treats an empty model dict (what the
+    # ranks other than 0 pass with ``broadcast_from_rank0``) as "optimizer only".
+    full = state is not None and rank == 0
+    set_model_state_dict(model, state["model"] if full else {}, options=opts)  # type: ignore[index]
     if optimizer is not None:
-        optim_sd = state["optimizer"] if state is not None and rank == 0 else {}
-        set_state_dict(
-            model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd, options=opts
-        )
-    else:
-        set_model_state_dict(model, model_sd, options=opts)
+        optim_sd = state["optimizer"] if full else {}  # type: ignore[index]
+        set_optimizer_state_dict(model, optimizer, optim_sd, options=opts)
     for obj, key in ((scaler, "scaler"), (scheduler, "scheduler"), (loader, "data")):
         if obj is not None and meta.get(key) is not None:
             obj.load_state_dict(meta[key])
     step = int(meta["step"])
     _restore_rng(meta["rng"], step, rank)
     if meta["world_size"] != world:
-        logger.info("resumed step %d saved at %d ranks on %d ranks", step, meta["world_size"], world)
+        logger.info(
+            "resumed step %d saved at %d ranks on %d ranks", step, meta["world_size"], world
+        )
     return step, meta["extra"]
 
 

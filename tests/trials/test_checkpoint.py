@@ -39,7 +39,10 @@ def test_save_load_roundtrip_and_keep_last_k(tmp_path: Path) -> None:
         mgr.save(step, _state(step))
     assert mgr.steps() == [20, 30]
     assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == [
-        "step-000000020.pt", "step-000000020.sha256", "step-000000030.pt", "step-000000030.sha256",
+        "step-000000020.pt",
+        "step-000000020.sha256",
+        "step-000000030.pt",
+        "step-000000030.sha256",
     ]
     step, state = mgr.load_latest()  # type: ignore[misc]
     assert step == 30 and torch.equal(state["w"], torch.full((4,), 30.0))

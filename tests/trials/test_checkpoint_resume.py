@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from torch.nn import functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn import functional as F  # noqa: N812 - the usual name
+from torch.nn.parallel import DistributedDataParallel
 
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.data import TokenLoader, prepare_corpus
@@ -35,21 +35,29 @@ def make_corpus(root: Path) -> Path:
     return src
 
 
-def train(
-    rank: int, world: int, root: str, stop: int, checkpoint_at: int | None
-) -> dict[str, Any]:
+def train(rank: int, world: int, root: str, stop: int, checkpoint_at: int | None) -> dict[str, Any]:
     """Train to ``stop`` (resuming from ``root/ck`` if it holds a checkpoint)."""
     torch.use_deterministic_algorithms(True)
-    corpus = prepare_corpus(Path(root) / "corpus", cache_dir=Path(root) / "cache", shard_tokens=2000)
+    corpus = prepare_corpus(
+        Path(root) / "corpus", cache_dir=Path(root) / "cache", shard_tokens=2000
+    )
     loader = TokenLoader(corpus, seq_len=SEQ, batch_size=4, rank=rank, world_size=world, seed=1)
     torch.manual_seed(0)
-    model: torch.nn.Module = GPT(GPTConfig(seq_len=SEQ, n_layer=1, n_head=2, n_embd=32, dropout=0.1))
+    model: torch.nn.Module = GPT(
+        GPTConfig(seq_len=SEQ, n_layer=1, n_head=2, n_embd=32, dropout=0.1)
+    )
     if world > 1:
-        model = DDP(model)
+        model = DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20))
     scaler = torch.amp.GradScaler("cpu", enabled=False)
-    parts = {"model": model, "optimizer": opt, "scheduler": sched, "scaler": scaler, "loader": loader}
+    parts = {
+        "model": model,
+        "optimizer": opt,
+        "scheduler": sched,
+        "scaler": scaler,
+        "loader": loader,
+    }
     mgr = CheckpointManager(Path(root) / "ck", keep=2, replica=Path(root) / "replica")
     resumed = load_trial_state(mgr, **parts)
     start = resumed[0] if resumed else 0
@@ -70,9 +78,17 @@ def train(
         losses[step] = mean.item() / world
         if step == checkpoint_at:
             save_trial_state(mgr, step, extra={"best": losses[step]}, **parts)
-    inner = model.module if isinstance(model, DDP) else model
+    inner = model.module if isinstance(model, DistributedDataParallel) else model
     params = torch.cat([p.detach().flatten() for p in inner.parameters()])
-    return {"start": start, "losses": losses, "params": params, "data": loader.state_dict()}
+    moments = [opt.state[p]["exp_avg"].flatten() for p in inner.parameters() if p in opt.state]
+    return {
+        "start": start,
+        "losses": losses,
+        "params": params,
+        "exp_avg": torch.cat(moments) if moments else None,
+        "data": loader.state_dict(),
+        "lr": sched.get_last_lr(),
+    }
 
 
 def stop_and_resume(rank: int, world: int, root: str) -> dict[str, Any]:

@@ -61,7 +61,9 @@ class EpochSampler:
     def epoch_indices(self, epoch: int, start: int = 0) -> np.ndarray:
         """What this rank takes of ``epoch`` from global position ``start`` (for inspection)."""
         count = (self.n_items - start) // self.world_size
-        return self.order(epoch)[start + self.rank : start + count * self.world_size : self.world_size]
+        return self.order(epoch)[
+            start + self.rank : start + count * self.world_size : self.world_size
+        ]
 
     def take(self, k: int) -> np.ndarray:
         """This rank's next ``k`` indices, rolling into the next epoch when one runs out."""

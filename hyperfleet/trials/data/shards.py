@@ -198,7 +198,9 @@ def prepare_corpus(
     the others wait and then find a verified cache hit.
     """
     if shard_tokens < 1 or max_bytes < 1:
-        raise ValueError(f"shard_tokens and max_bytes must be >= 1, got {shard_tokens}, {max_bytes}")
+        raise ValueError(
+            f"shard_tokens and max_bytes must be >= 1, got {shard_tokens}, {max_bytes}"
+        )
     if tokenizer not in TOKENIZERS:
         raise ValueError(f"unknown tokenizer {tokenizer!r}; known: {sorted(TOKENIZERS)}")
     tokenize, dtype = TOKENIZERS[tokenizer]

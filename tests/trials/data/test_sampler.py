@@ -26,7 +26,7 @@ def test_ranks_are_disjoint_balanced_and_cover_the_epoch(world: int) -> None:
 def test_take_follows_the_epoch_partition_and_rolls_over() -> None:
     world, n = 2, 21
     samplers = [EpochSampler(n, r, world, seed=3) for r in range(world)]
-    for r, s in enumerate(samplers):
+    for s in samplers:
         per_epoch = n // world
         got = s.take(per_epoch + 4)
         assert np.array_equal(got[:per_epoch], s.epoch_indices(0))
@@ -102,8 +102,8 @@ def test_token_loader_from_config(tmp_path: Path) -> None:
 
 
 def test_array_loader_batches_rows() -> None:
-    X = np.arange(30, dtype=np.float32).reshape(15, 2)
+    feats = np.arange(30, dtype=np.float32).reshape(15, 2)
     y = np.arange(15)
-    loader = ArrayLoader([X, y], batch_size=3, rank=0, world_size=2, seed=1)
+    loader = ArrayLoader([feats, y], batch_size=3, rank=0, world_size=2, seed=1)
     xb, yb = loader.next_batch()
     assert torch.equal(xb[:, 0], 2 * yb.float())

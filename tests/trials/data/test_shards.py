@@ -38,8 +38,10 @@ def test_first_prepare_builds_shards_with_index(source: Path, tmp_path: Path) ->
     assert index["config"]["shard_tokens"] == 4096
     assert [s["tokens"] for s in index["shards"]][:-1] == [4096] * (len(index["shards"]) - 1)
     data = np.concatenate(corpus.shards())
-    assert corpus.total_tokens == len(data) == sum(
-        p.stat().st_size for p in (source / "pkg").glob("*.py")
+    assert (
+        corpus.total_tokens
+        == len(data)
+        == sum(p.stat().st_size for p in (source / "pkg").glob("*.py"))
     )
     assert bytes(data[:10]) == b"# module 0"
 
@@ -49,7 +51,7 @@ def test_second_prepare_is_a_cache_hit_without_tokenisation(source: Path, tmp_pa
     calls = shards.TOKENIZE_CALLS
     second = _prepare(source, tmp_path / "cache")
     assert not second.prepared
-    assert shards.TOKENIZE_CALLS == calls
+    assert calls == shards.TOKENIZE_CALLS
     assert second.directory == first.directory
     assert np.array_equal(np.concatenate(second.shards()), np.concatenate(first.shards()))
 
@@ -77,7 +79,7 @@ def test_damaged_cache_is_rebuilt_not_read(source: Path, tmp_path: Path, damage:
         (good.directory / "index.json").write_text('{"format": ')
     calls = shards.TOKENIZE_CALLS
     again = _prepare(source, tmp_path / "cache")
-    assert again.prepared and shards.TOKENIZE_CALLS == calls + 1
+    assert again.prepared and calls + 1 == shards.TOKENIZE_CALLS
     assert np.array_equal(np.concatenate(again.shards()), expected)
 
 
@@ -93,9 +95,7 @@ def test_concurrent_prepares_build_once(source: Path, tmp_path: Path) -> None:
     with ctx.Manager() as manager:
         barrier = manager.Barrier(n)
         with ctx.Pool(n) as pool:
-            results = pool.starmap(
-                _race, [(str(source), str(tmp_path / "cache"), barrier)] * n
-            )
+            results = pool.starmap(_race, [(str(source), str(tmp_path / "cache"), barrier)] * n)
     assert sorted(p for p, _ in results) == [False, False, True]
     assert sum(calls for _, calls in results) == 1
 
@@ -106,7 +106,7 @@ def test_text_corpus_wrapper_keeps_its_contract(source: Path, tmp_path: Path) ->
     assert len(tokens) == 10_000 and not tokens.flags.writeable
     calls = shards.TOKENIZE_CALLS
     again = prepare_text_corpus(source, cache_dir=tmp_path / "cache", max_bytes=10_000)
-    assert shards.TOKENIZE_CALLS == calls and np.array_equal(tokens, again)
+    assert calls == shards.TOKENIZE_CALLS and np.array_equal(tokens, again)
 
 
 def test_missing_source_files_is_an_error(tmp_path: Path) -> None:
