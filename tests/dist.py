@@ -1,8 +1,9 @@
 """Run a function on N real processes joined in a gloo process group (test helper).
 
-``run_distributed(fn, world_size, *args)`` spawns ``world_size`` processes with
-``torch.multiprocessing`` (forked from a fork server that has imported torch once), joins them through a *file* rendezvous in a fresh temporary directory
-(no ports, so tests can run side by side), calls ``fn(rank, world_size, *args)`` on each and
+``run_distributed(fn, world_size, *args)`` starts ``world_size`` processes with
+``torch.multiprocessing`` (forked from a fork server that has imported torch once), joins them
+through a *file* rendezvous in a fresh temporary directory (no ports, so tests can run side by
+side), calls ``fn(rank, world_size, *args)`` on each and
 returns the per-rank results in rank order. ``fn`` must be importable (a module-level function)
 and its result picklable. If any rank raises, the test fails with that rank's traceback; if the
 ranks do not finish within ``timeout`` seconds, they are killed and the test fails.
@@ -48,7 +49,7 @@ def _worker(
             timeout=timedelta(seconds=timeout),
         )
         result: tuple[str, Any] = ("ok", fn(rank, world_size, *args))
-    except BaseException:  # noqa: BLE001 - reported to the parent with its traceback
+    except BaseException:
         result = ("error", traceback.format_exc())
     finally:
         if dist.is_initialized():

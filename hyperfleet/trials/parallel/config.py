@@ -125,6 +125,22 @@ def validate_layout(
     return problems
 
 
+def validate_comm(comm: CommConfig, parallel: ParallelConfig, backend: str) -> list[str]:
+    """One line per problem with this communication setup (empty when valid)."""
+    problems: list[str] = []
+    if comm.hook == "bf16" and backend not in FP16_BACKENDS:
+        problems.append(
+            f"comm.hook: bf16 needs CUDA with nccl (torch's bf16_compress_hook), backend is "
+            f"{backend!r}; use comm.hook: fp16 or allreduce"
+        )
+    if comm.hook != "allreduce" and parallel.data == 1:
+        problems.append(
+            f"comm.hook: {comm.hook} has no effect with parallel.data 1; expected data > 1 "
+            f"or hook: allreduce"
+        )
+    return problems
+
+
 def check_layout(
     devices: int,
     parallel: ParallelConfig,

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Layout:
-    """A validated ``data x pipeline`` layout of ``world_size`` ranks (torchtitan's ParallelDims)."""
+    """A validated ``data x pipeline`` layout of ``world_size`` ranks (torchtitan ParallelDims)."""
 
     data: int
     pipeline: int
@@ -81,6 +81,8 @@ class ParallelGroups:
 def build_groups(layout: Layout, device_type: str) -> ParallelGroups:
     """Create the process groups of ``layout`` (collective: every rank must call it)."""
     if not dist.is_initialized():
+        if layout.world_size == 1:  # a single process without a process group
+            return ParallelGroups(layout, 0, 0, 0, None, None, None)
         raise RuntimeError("build_groups needs an initialised default process group")
     if dist.get_world_size() != layout.world_size:
         raise ConfigError(

@@ -49,9 +49,7 @@ class MixedPrecision:
         self.precision = precision
         self.device = torch.device(device)
         enabled = precision == "fp16" if use_scaler is None else use_scaler
-        self.scaler = torch.amp.GradScaler(
-            self.device.type, init_scale=init_scale, enabled=enabled
-        )
+        self.scaler = torch.amp.GradScaler(self.device.type, init_scale=init_scale, enabled=enabled)
         self.group = group
         self.skipped_steps = 0
 
@@ -75,7 +73,7 @@ class MixedPrecision:
         if not self.scaling:
             return False
         self.scaler.unscale_(optimizer)
-        state = self.scaler._per_optimizer_states[id(optimizer)]  # noqa: SLF001
+        state = self.scaler._per_optimizer_states[id(optimizer)]
         per_device = state["found_inf_per_device"]
         local = sum((t.float() for t in per_device.values()), torch.zeros((), device=self.device))
         verdict = local.reshape(1).clone()
@@ -106,4 +104,3 @@ class MixedPrecision:
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.scaler.load_state_dict(state)
-

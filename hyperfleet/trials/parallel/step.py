@@ -182,7 +182,9 @@ class TrainStep:
             self.grad_hook(self.model)
         found_inf = self.precision.unscale_(self.optimizer)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        norm = float("inf") if found_inf else clip_grad_norm(params, self.grad_clip, self.clip_group)
+        norm = (
+            float("inf") if found_inf else clip_grad_norm(params, self.grad_clip, self.clip_group)
+        )
         stepped = self.precision.step(self.optimizer, found_inf)
         self.optimizer.zero_grad(set_to_none=True)
         loss = mean_loss.reshape(1).clone()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
+from torch.nn import functional as F  # noqa: N812
 
 from hyperfleet.trials.models.gpt import GPT, GPTConfig
 

@@ -48,7 +48,7 @@ def _reference_grads() -> tuple[float, dict[str, torch.Tensor]]:
     x, y = batch(8)
     loss = gpt_loss(model(x), y)
     loss.backward()
-    return float(loss), {k: p.grad for k, p in model.named_parameters()}
+    return float(loss.detach()), {k: p.grad for k, p in model.named_parameters()}
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_hybrid_data2_pipeline2_trains_and_matches_the_unsplit_model() -> None:
         loss.backward()
         opt.step()
         opt.zero_grad()
-        ref_losses.append(float(loss))
+        ref_losses.append(float(loss.detach()))
     ref = {k: p.detach() for k, p in model.named_parameters()}
     results = run_distributed(_hybrid_worker, 4, steps)
     for d in (0, 1):
