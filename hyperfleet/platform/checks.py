@@ -1,14 +1,83 @@
-"""Semantic checks of a structurally valid sweep: what pydantic can't see field by field."""
+"""Semantic checks of a structurally valid sweep: what pydantic can't see field by field.
+
+Each check returns one line per problem, naming the field path, the value and the fix.
+System knobs (space keys such as ``trial.precision``) are checked here for every choice that
+can be checked statically; a sampled combination that breaks a layout rule is caught again
+before its launch and recorded as a FAIL with the reason.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.trials.workloads.registry import BUILTIN, declared_params, load_workload
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.platform.config import SweepConfig, TrialConfig
+
+KNOB_PREFIX = "trial."
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sampled values as (workload params, trial-config overrides by dotted path)."""
+    workload = {k: v for k, v in params.items() if not k.startswith(KNOB_PREFIX)}
+    knobs = {k: v for k, v in params.items() if k.startswith(KNOB_PREFIX)}
+    return workload, knobs
+
+
+def apply_overrides(trial: TrialConfig, knobs: Mapping[str, Any]) -> TrialConfig:
+    """A copy of ``trial`` with ``{"trial.a.b": v}`` set; ``ConfigError`` naming the key."""
+    from hyperfleet.platform.config import TrialConfig
+
+    data = trial.model_dump(mode="json")
+    for key, value in knobs.items():
+        node = data
+        *parents, last = key[len(KNOB_PREFIX) :].split(".")
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError(f"space.{key}: trial config has no section {part!r}")
+            node = node[part]
+        if last not in node:
+            raise ConfigError(f"space.{key}: trial config has no key {last!r}")
+        node[last] = value
+    try:
+        return TrialConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(
+            f"space: trial.{path} = {first.get('input')!r} is invalid: {first['msg']}"
+        ) from None
+
+
+def _knob_problems(cfg: SweepConfig) -> list[str]:
+    from hyperfleet.platform.config import CategoricalParam
+
+    problems: list[str] = []
+    for name, spec in cfg.space.items():
+        if not name.startswith(KNOB_PREFIX):
+            continue
+        if cfg.is_population:
+            problems.append(f"space.{name}: PBT explores workload params only; fix it in trial")
+            continue
+        if name == "trial.resources.devices":
+            problems.append(
+                f"space.{name}: devices are leased per sweep, not searched; search layouts "
+                f"(trial.parallel.*) of the same device count instead"
+            )
+            continue
+        values = spec.choices if isinstance(spec, CategoricalParam) else [spec.low, spec.high]
+        for value in values:
+            try:
+                apply_overrides(cfg.trial, {name: value})
+            except ConfigError as exc:
+                problems.append(exc.problems[0])
+                break
+    return problems
 
 
 def _workload_problems(cfg: SweepConfig) -> list[str]:
@@ -20,41 +89,95 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         except ConfigError as exc:
             return exc.problems
     known = declared_params(trial.workload, fn)
-    problems: list[str] = []
-    for name in trial.params:
-        if name in cfg.space:
-            problems.append(
-                f"trial.params.{name}: also in space; a parameter is either fixed or searched"
-            )
+    searched = [n for n in cfg.space if not n.startswith(KNOB_PREFIX)]
+    problems = [
+        f"trial.params.{name}: also in space; a parameter is either fixed or searched"
+        for name in trial.params
+        if name in cfg.space
+    ]
     if known is None:
         return problems
     expected = ", ".join(sorted(known))
-    for where, names in (("trial.params", trial.params), ("space", cfg.space)):
-        for name in names:
-            if name not in known:
-                problems.append(
-                    f"{where}.{name}: unknown parameter of workload {trial.workload!r}; "
-                    f"expected one of {expected}"
-                )
+    for where, names in (("trial.params", list(trial.params)), ("space", searched)):
+        problems += [
+            f"{where}.{name}: unknown parameter of workload {trial.workload!r}; "
+            f"expected one of {expected}"
+            for name in names
+            if name not in known
+        ]
     return problems
 
 
-def _layout_problems(cfg: SweepConfig) -> list[str]:
-    devices = cfg.trial.resources.devices
-    data = cfg.trial.parallel.data
-    if devices != data:
-        return [
-            f"trial.resources.devices: {devices} does not match the parallel layout "
-            f"(parallel.data={data} needs {data} devices); make them equal"
-        ]
-    return []
+def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[str]:
+    """Devices vs the parallel layout, precision vs the backend, async-ps constraints."""
+    from hyperfleet.platform.pool import count_gpus
+    from hyperfleet.trials.parallel.config import validate_comm, validate_layout
+
+    t = trial or cfg.trial
+    devices = t.resources.devices
+    if devices == 0:
+        if t.parallel.data * t.parallel.pipeline != 1:
+            return [
+                "trial.resources.devices: 0 runs the trial in-process, which has no parallel "
+                "layout; set parallel.data and parallel.pipeline to 1 or give devices"
+            ]
+        return []
+    backend = "nccl" if count_gpus() else "gloo"
+    n_layers = None
+    if t.workload == "charlm":
+        n_layers = int({**(BUILTIN["charlm"].params or {}), **t.params}["n_layer"]) + 2
+    problems = [
+        f"trial.{line}"  # the parallel module names fields relative to the trial section
+        for line in validate_layout(
+            devices, t.parallel, t.precision, n_layers, backend, grad_accum=t.grad_accum
+        )
+        + validate_comm(t.comm, t.parallel, backend)
+    ]
+    if t.sync.mode == "async-ps":
+        if devices < 2 or t.parallel.pipeline != 1:
+            problems.append(
+                "trial.sync.mode: async-ps needs 1 server + >= 1 worker (devices >= 2) and no "
+                "pipeline; add devices or use allreduce"
+            )
+        if t.workload != "digits":
+            problems.append(
+                f"trial.sync.mode: async-ps is built into the digits workload, not "
+                f"{t.workload!r}; use allreduce"
+            )
+    return problems
 
 
-def _budget_problems(cfg: SweepConfig) -> list[str]:
-    if cfg.budget.trials is None and cfg.budget.timeout is None:
-        return ["budget: give trials or timeout (or both), or the sweep would never end"]
-    return []
+def _scheduler_problems(cfg: SweepConfig) -> list[str]:
+    problems: list[str] = []
+    budget = cfg.budget
+    if cfg.is_population:
+        population = cfg.scheduler.population  # type: ignore[union-attr]
+        if budget.trials is not None and budget.trials != population:
+            problems.append(
+                f"budget.trials: {budget.trials} differs from scheduler.population "
+                f"({population}); omit it for PBT"
+            )
+        if cfg.trial.checkpoint.every is not None:
+            problems.append(
+                "trial.checkpoint.every: PBT keeps a checkpoint at every report; remove it"
+            )
+        if cfg.pruner.type != "none":
+            problems.append("pruner: PBT decides by itself; use pruner: {type: none}")
+        if cfg.objectives is not None:
+            problems.append("objectives: PBT ranks members by one objective; use objective")
+        from hyperfleet.platform.schedulers.pbt import _check_initial
+
+        space = {n: s.model_dump() for n, s in cfg.space.items()}
+        problems += _check_initial(cfg.scheduler.initial, space)  # type: ignore[union-attr]
+    elif budget.trials is None and budget.timeout is None:
+        problems.append("budget: give trials or timeout (or both), or the sweep would never end")
+    if cfg.objectives is not None and cfg.pruner.type != "none":
+        problems.append("pruner: Optuna prunes single-objective sweeps only; use type: none")
+    return problems
 
 
 def semantic_problems(cfg: SweepConfig) -> list[str]:
-    return _budget_problems(cfg) + _layout_problems(cfg) + _workload_problems(cfg)
+    problems = _scheduler_problems(cfg) + _knob_problems(cfg)
+    if not problems:
+        problems = layout_problems(cfg)
+    return problems + _workload_problems(cfg)

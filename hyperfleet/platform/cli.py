@@ -125,7 +125,7 @@ def sweep_run(
     console.print(_results_table(summary))
     best = summary.best()
     if best is not None and best.values:
-        console.print(f"best: trial {best.number}, {cfg.objective.metric} = {best.values[0]:.4g}")
+        console.print(f"best: trial {best.number}, {cfg.all_objectives[0].metric} = {best.values[0]:.4g}")
     console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
     console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
     if summary.interrupted:
@@ -147,10 +147,10 @@ def _run_with_progress(cfg: Any, storage_url: str, tracking: str, devices: str, 
         TimeElapsedColumn(),
     ]
     with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task(cfg.name, total=cfg.budget.trials, running=0)
+        task = bar.add_task(cfg.name, total=None, running=0)
 
         def update(p: Any) -> None:
-            bar.update(task, completed=p.finished, running=p.running)
+            bar.update(task, completed=p.finished, running=p.running, total=p.budget)
 
         runner = runner_cls(cfg, storage_url, tracking, devices=devices, on_progress=update)
         return runner.run()
@@ -199,6 +199,38 @@ def sweep_list(
         created = dt.datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds")
         table.add_row(r.name, r.status, created)
     out.print(table)
+
+
+@sweep_app.command("replay")
+def sweep_replay(
+    name: str,
+    member: Annotated[int, typer.Option(help="PBT member (trial number) to replay.")],
+    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
+) -> None:
+    """Re-run a PBT member's hyperparameter schedule as one plain training run."""
+    from hyperfleet.platform.config import parse_sweep
+    from hyperfleet.platform.schedulers.population import SqlPopulationStore, replay_schedule
+    from hyperfleet.platform.single import run_single
+    from hyperfleet.platform.storage import Storage
+
+    def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
+        st = Storage(storage)
+        row = st.get_sweep(name)
+        if row is None:
+            raise ConfigError(f"sweep: no sweep named {name!r} in {storage}")
+        cfg = parse_sweep(row.config)
+        if not cfg.is_population:
+            raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
+        schedule = replay_schedule(SqlPopulationStore(st.engine), name, member)
+        if not schedule:
+            raise ConfigError(f"--member: sweep {name!r} has no member {member}")
+        return cfg, schedule
+
+    cfg, schedule = _guard(plan)
+    for start, params in schedule:
+        err.print(f"from step {start}: {params}", markup=False, highlight=False)
+    raise typer.Exit(_guard(lambda: run_single(cfg, devices, [], schedule)))
 
 
 @app.command()

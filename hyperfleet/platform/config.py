@@ -24,6 +24,11 @@ from hyperfleet.platform.schedulers.configs import (
     SchedulerConfig,
     TPEConfig,
 )
+from hyperfleet.platform.schedulers.pb2 import PB2Config
+from hyperfleet.platform.schedulers.pbt import PBTConfig
+from hyperfleet.trials.async_ps import SyncConfig
+from hyperfleet.trials.checkpoint import CheckpointConfig
+from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig, Precision
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
@@ -117,11 +122,9 @@ class Budget(_Frozen):
 
 
 class Resources(_Frozen):
-    devices: int = Field(1, ge=1, description="processes of one trial (GPUs, or CPU slots)")
-
-
-class ParallelConfig(_Frozen):
-    data: int = Field(1, ge=1, description="data-parallel degree (DDP)")
+    devices: int = Field(
+        1, ge=0, description="processes of one trial (GPUs, or CPU slots); 0: in-process"
+    )
 
 
 class TrialConfig(_Frozen):
@@ -129,11 +132,14 @@ class TrialConfig(_Frozen):
     params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
     steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
     eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")
-    checkpoint_every: int | None = Field(
-        None, ge=1, description="steps between checkpoints; default: at every report"
-    )
     resources: Resources = Field(default_factory=Resources)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    precision: Precision = Field("fp32", description="fp32 | bf16 | fp16 (autocast)")
+    grad_accum: int = Field(1, ge=1, description="micro-batches accumulated per optimizer step")
+    grad_clip: float | None = Field(None, gt=0, description="clip the gradient norm to this")
+    comm: CommConfig = Field(default_factory=CommConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
 
 class TrackingConfig(_Frozen):
@@ -141,10 +147,23 @@ class TrackingConfig(_Frozen):
     experiment: str | None = Field(None, description="MLflow experiment; default: sweep name")
 
 
+def _scheduler_union() -> Any:
+    """Optuna-based scheduler configs plus the population-based ones, by ``type``."""
+    import typing
+
+    optuna_based = typing.get_args(typing.get_args(SchedulerConfig)[0])
+    members = (*optuna_based, PBTConfig, PB2Config)
+    return Annotated[typing.Union[members], Field(discriminator="type")]  # noqa: UP007
+
+
+AnyScheduler = _scheduler_union()
+
+
 class SweepConfig(_Frozen):
     name: str
-    objective: Objective
-    scheduler: SchedulerConfig = Field(default_factory=lambda: TPEConfig(type="tpe"))
+    objective: Objective | None = None
+    objectives: list[Objective] | None = Field(None, min_length=2)
+    scheduler: AnyScheduler = Field(default_factory=lambda: TPEConfig(type="tpe"))  # type: ignore[valid-type]
     pruner: PrunerConfig = Field(default_factory=NoPrunerConfig)
     budget: Budget = Field(default_factory=Budget)
     space: dict[str, ParamSpec]
@@ -170,9 +189,24 @@ class SweepConfig(_Frozen):
             raise ValueError("the search space is empty; add at least one parameter")
         return v
 
+    @model_validator(mode="after")
+    def _one_objective_key(self) -> SweepConfig:
+        if (self.objective is None) == (self.objectives is None):
+            raise ValueError(
+                "objective: required field is missing; give objective: {metric, mode} "
+                "(or objectives: [...] for several)"
+                if self.objective is None
+                else "objectives: given beside objective; keep one of them"
+            )
+        return self
+
     @property
-    def objectives(self) -> list[Objective]:
-        return [self.objective]
+    def all_objectives(self) -> list[Objective]:
+        return [self.objective] if self.objective is not None else list(self.objectives or [])
+
+    @property
+    def is_population(self) -> bool:
+        return self.scheduler.type in ("pbt", "pb2")
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -234,8 +268,10 @@ def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
 
 
 def _problem(err: Mapping[str, Any], data: Any) -> str:
-    path = _loc_path(tuple(err["loc"]), data)
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if not err["loc"]:
+        return msg  # a whole-file rule; its message starts with the field it is about
+    path = _loc_path(tuple(err["loc"]), data)
     kind = err["type"]
     if kind == "extra_forbidden":
         return f"{path}: unknown key; remove it or check its spelling"

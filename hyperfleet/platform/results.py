@@ -1,4 +1,8 @@
-"""Read-side summaries of a sweep, shared by ``sweep run``, ``sweep status`` and the dashboard."""
+"""Read-side summaries of a sweep, shared by ``sweep run``, ``sweep status`` and the dashboard.
+
+They read the platform's own trial table, which every scheduler fills the same way (Optuna's
+samplers and PBT alike): state, params, the last report's metrics, timings and errors.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperfleet.platform.storage import Storage
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.storage import Storage, TrialRecord
 
 
 @dataclass(frozen=True)
@@ -18,80 +23,107 @@ class TrialSummary:
     duration_s: float | None
     last_step: int | None
     error: str | None
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class SweepSummary:
     sweep: str
-    directions: list[str]
+    metrics: list[str]
+    directions: list[str]  # "maximize" | "minimize", one per objective
     trials: list[TrialSummary]
     experiment_id: str | None = None
     parent_run_id: str | None = None
     interrupted: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def state_counts(self) -> dict[str, int]:
-        counts = Counter(t.state for t in self.trials)
-        base = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
-        base.update(counts)
-        return base
+        counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        counts.update(Counter(t.state for t in self.trials))
+        return counts
+
+    def _key(self, t: TrialSummary) -> list[float]:
+        assert t.values is not None
+        return [-v if d == "maximize" else v for v, d in zip(t.values, self.directions, strict=True)]
 
     def best(self) -> TrialSummary | None:
+        """The best COMPLETE trial (single objective only)."""
         if len(self.directions) != 1:
             return None
         done = [t for t in self.trials if t.state == "COMPLETE" and t.values]
-        if not done:
-            return None
-        sign = -1.0 if self.directions[0] == "maximize" else 1.0
-        return min(done, key=lambda t: sign * t.values[0])  # type: ignore[index]
+        return min(done, key=self._key) if done else None
+
+    def pareto_front(self) -> list[TrialSummary]:
+        """COMPLETE trials that no other COMPLETE trial dominates."""
+        done = [t for t in self.trials if t.state == "COMPLETE" and t.values]
+        keys = {t.number: self._key(t) for t in done}
+
+        def dominated(a: TrialSummary) -> bool:
+            ka = keys[a.number]
+            return any(
+                all(x <= y for x, y in zip(keys[b.number], ka, strict=True)) and keys[b.number] != ka
+                for b in done
+            )
+
+        return [t for t in done if not dominated(t)]
 
     def to_json(self) -> dict[str, Any]:
         best = self.best()
-        return {
+        data: dict[str, Any] = {
             "sweep": self.sweep,
             "state_counts": self.state_counts,
             "best": None
-            if best is None
-            else {"number": best.number, "value": best.values[0], "params": best.params},  # type: ignore[index]
+            if best is None or not best.values
+            else {"number": best.number, "value": best.values[0], "params": best.params},
             "mlflow": {"experiment_id": self.experiment_id, "parent_run_id": self.parent_run_id},
             "interrupted": self.interrupted,
         }
+        if len(self.directions) > 1:
+            data["pareto_front"] = [
+                {"number": t.number, "values": t.values, "params": t.params}
+                for t in self.pareto_front()
+            ]
+        return data
+
+
+def _objectives(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    objectives = config.get("objectives") or [config["objective"]]
+    metrics = [o["metric"] for o in objectives]
+    directions = ["maximize" if o["mode"] == "max" else "minimize" for o in objectives]
+    return metrics, directions
+
+
+def _summary(t: TrialRecord, metrics: list[str], searched: set[str]) -> TrialSummary:
+    values = None
+    if t.state == "COMPLETE" and all(m in t.metrics for m in metrics):
+        values = [float(t.metrics[m]) for m in metrics]
+    duration = None
+    if t.started_at is not None and t.ended_at is not None:
+        duration = t.ended_at - t.started_at
+    return TrialSummary(
+        number=t.number,
+        state=t.state,
+        values=values,
+        params={k: v for k, v in t.params.items() if k in searched} or dict(t.params),
+        duration_s=duration,
+        last_step=t.last_step,
+        error=t.error,
+        metrics=dict(t.metrics),
+    )
 
 
 def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSummary:
-    import optuna
-
     row = storage.get_sweep(name)
     if row is None:
-        from hyperfleet.errors import ConfigError
-
         known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
         raise ConfigError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
-    study = optuna.load_study(study_name=row.study_name, storage=storage.optuna)
-    records = {t.number: t for t in storage.trials(name)}
-    trials = []
-    for t in study.get_trials(deepcopy=False):
-        duration = None
-        if t.datetime_start and t.datetime_complete:
-            duration = (t.datetime_complete - t.datetime_start).total_seconds()
-        rec = records.get(t.number)
-        trials.append(
-            TrialSummary(
-                number=t.number,
-                state=t.state.name,
-                values=list(t.values) if t.values else None,
-                params=dict(t.params),
-                duration_s=duration,
-                last_step=rec.last_step if rec else None,
-                error=rec.error if rec else None,
-            )
-        )
-    directions = [d.name.lower() for d in study.directions]
+    metrics, directions = _objectives(row.config)
+    searched = set(row.config.get("space", {}))
     return SweepSummary(
         sweep=name,
+        metrics=metrics,
         directions=directions,
-        trials=trials,
+        trials=[_summary(t, metrics, searched) for t in storage.trials(name)],
         experiment_id=row.mlflow_experiment_id,
         parent_run_id=row.mlflow_parent_run_id,
         interrupted=interrupted,

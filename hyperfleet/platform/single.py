@@ -56,9 +56,18 @@ def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]
     return params
 
 
-def run_single(cfg: SweepConfig, devices: str, overrides: Sequence[str]) -> int:
+def run_single(
+    cfg: SweepConfig,
+    devices: str,
+    overrides: Sequence[str],
+    schedule: Sequence[tuple[int, dict[str, Any]]] | None = None,
+) -> int:
+    """One run under torchrun, output on this terminal; ``schedule``: ``[(start_step,
+    params), ...]`` changes the params at those steps (a replayed PBT member)."""
     params = single_params(cfg, parse_overrides(overrides))
-    k = cfg.trial.resources.devices
+    if schedule:
+        params = merged_params(cfg.trial.workload, cfg.trial.params, schedule[0][1])
+    k = max(1, cfg.trial.resources.devices)
     pool = LocalPool.from_spec(devices, min_cpu_slots=k)
     lease = pool.try_acquire(k)
     assert lease is not None
@@ -73,6 +82,7 @@ def run_single(cfg: SweepConfig, devices: str, overrides: Sequence[str]) -> int:
             "run_id": None,
             "trial_dir": str(Path(tmp) / "trial"),
             "reported_through": None,
+            "schedule": [[int(step), dict(p)] for step, p in schedule] if schedule else None,
         }
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(json.dumps(spec))

@@ -1,11 +1,17 @@
 """Entry point of every trial process: ``torchrun ... -m hyperfleet.platform.trial_main SPEC``.
 
-It joins the process group, builds the :class:`~hyperfleet.trials.context.TrialContext`, and
+It joins the process group, builds the :class:`~hyperfleet.trials.context.TrialContext` and
 runs the workload. Rank 0 also rebuilds the sweep's scheduler from storage and opens the
 trial's MLflow run, so that each ``ctx.report`` is recorded (storage), logged (MLflow, batched)
-and decided (scheduler) before the decision is broadcast. When the workload returns, rank 0
-records the outcome; the controller turns it into the trial's final state. A workload that
-raises makes the process exit non-zero, its traceback in the trial's log.
+and decided (scheduler) before the decision is broadcast to every rank.
+
+The workload function may run several times in the same processes: an EXPLOIT decision
+(population-based training) copies the donor's checkpoint into this trial's directory and
+calls the workload again with the explored params, which win over anything in the checkpoint;
+no process is relaunched. A replayed schedule (``sweep replay``) runs it once per segment.
+When the workload returns, rank 0 records the outcome (complete, pruned, paused or fail); the
+controller turns it into the trial's final state. A workload that raises makes the process exit
+non-zero, its traceback in the trial's log.
 """
 
 from __future__ import annotations
@@ -18,28 +24,30 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from hyperfleet.errors import TrialPruned
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.paths import checkpoint_dir
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
-from hyperfleet.trials.context import TrialContext
-from hyperfleet.trials.workloads.registry import load_workload
+from hyperfleet.trials.context import CONTINUE, Exploit, Pause, TrialContext, _load_from
+from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
 logger = logging.getLogger("hyperfleet.trial")
 
 
 class PrintReporter:
-    """``hyperfleet train``: no storage, no scheduler; each report is printed."""
+    """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> tuple[str, str]:
-        shown = "  ".join(f"{k}={v:.5g}" for k, v in metrics.items())
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> dict[str, Any]:
+        shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
         print(f"step {step}: {shown}", flush=True)
-        return ("continue", "")
+        return CONTINUE
+
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        pass
 
     def finish(self, outcome: str) -> None:
         print(f"run {outcome}", flush=True)
@@ -54,25 +62,47 @@ class RankZeroReporter:
         self.storage = Storage(spec["storage"])
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink = MetricSink(spec["tracking_uri"], spec["run_id"]) if spec["run_id"] else None
+        self.params: Mapping[str, Any] = spec["params"]
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
         prior = spec.get("reported_through")
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1
         if self.sink is not None and prior is not None:
-            self.logged_through = self.sink.logged_through(cfg.objectives[0].metric)
+            self.logged_through = self.sink.logged_through(cfg.all_objectives[0].metric)
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> tuple[str, str]:
+    def _hp_metrics(self) -> dict[str, float]:
+        """Hyperparameters as step metrics, for schedulers that change them during a run."""
+        if not self.scheduler.time_sharing:
+            return {}
+        return {
+            f"hp/{k}": float(v)
+            for k, v in self.params.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> dict[str, Any]:
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
-            self.sink.log_metrics(step, metrics)
+            self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
         if step <= self.reported_through:
-            return ("continue", "")  # already recorded before the interruption
+            return CONTINUE  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
         self.scheduler.report(self.number, step, metrics)
-        decision = self.scheduler.decide(self.number, step)
-        return (decision.kind.value, decision.reason)
+        return self.scheduler.decide(self.number, step).to_wire()
+
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        """After an exploit the trial continues from the donor's ``step`` with ``params``:
+        its record takes the new params and, if the donor reported at that step, the
+        donor's metrics there (what the adopted weights score)."""
+        self.params = params
+        self.reported_through = self.logged_through = step
+        fields: dict[str, Any] = {"params": dict(params), "last_step": step}
+        theirs = self.storage.get_trial(self.sweep, donor)
+        if theirs is not None and theirs.last_step == step:
+            fields["metrics"] = dict(theirs.metrics)
+        self.storage.upsert_trial(self.sweep, self.number, **fields)
 
     def finish(self, outcome: str) -> None:
         if self.sink is not None:
@@ -99,11 +129,43 @@ def _exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-@record
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    _exit_on_sigterm()
-    spec = json.loads(Path(args[0]).read_text())
+def _adopt_donor(own: CheckpointManager, donor_dir: Path, donor_step: int | None,
+                 env: distributed.DistEnv) -> int:
+    """Rank 0 copies the donor's checkpoint into this trial's directory; returns its step.
+
+    The trial's own checkpoints after that step are dropped: they belong to the weights it
+    just gave up, and must never be resumed from.
+    """
+    step = -1
+    if env.is_main:
+        found = _load_from(donor_dir, donor_step)
+        if found is None:
+            raise RuntimeError(f"exploit: the donor has no checkpoint in {donor_dir}")
+        step, state = found
+        for newer in [s for s in own.steps() if s > step]:
+            own.path(newer).unlink(missing_ok=True)
+            own.path(newer).with_suffix(".sha256").unlink(missing_ok=True)
+        own.save(step, state)
+    return int(distributed.broadcast_object(step, env))
+
+
+def _segments(spec: Mapping[str, Any], cfg: SweepConfig) -> list[tuple[int, dict[str, Any]]]:
+    """``(max_steps, params)`` per run of the workload: one, or a replayed schedule's."""
+    schedule = spec.get("schedule")
+    if not schedule:
+        return [(cfg.trial.steps, dict(spec["params"]))]
+    ends = [int(start) for start, _ in schedule[1:]] + [cfg.trial.steps]
+    return [
+        (end, merged_params(cfg.trial.workload, cfg.trial.params, params))
+        for end, (_, params) in zip(ends, schedule, strict=True)
+    ]
+
+
+def run_trial(spec_path: Path, install_signals: bool = False) -> str:
+    """Run one trial described by the spec file; returns its outcome."""
+    if install_signals:
+        _exit_on_sigterm()
+    spec = json.loads(Path(spec_path).read_text())
     cfg = SweepConfig.model_validate(spec["config"])
     env = distributed.init()
     _setup_logging(env.rank)
@@ -111,31 +173,62 @@ def main(argv: list[str] | None = None) -> int:
     if env.is_main:
         reporter = RankZeroReporter(spec, cfg) if spec["storage"] else PrintReporter()
     trial_dir = Path(spec["trial_dir"])
-    ctx = TrialContext(
-        params=spec["params"],
-        env=env,
-        max_steps=cfg.trial.steps,
-        eval_every=cfg.trial.eval_every,
-        trial_number=int(spec["number"]),
-        sweep=spec["sweep"],
-        config=cfg.trial,
-        workdir=trial_dir,
-        checkpoints=CheckpointManager(trial_dir / "checkpoints"),
-        checkpoint_every=cfg.trial.checkpoint_every,
-        reporter=reporter,
-    )
+    own = CheckpointManager(trial_dir / "checkpoints")
+    restore: tuple[Path, int | None] | None = None
+    if spec.get("restore"):
+        point = spec["restore"]
+        restore = (checkpoint_dir(cfg.workdir, cfg.name, point["trial"]), point["step"])
     fn = load_workload(cfg.trial.workload)
     outcome = "fail"
     try:
-        fn(ctx)
-        outcome = "complete"
+        for max_steps, params in _segments(spec, cfg):
+            while True:
+                ctx = TrialContext(
+                    params=params,
+                    env=env,
+                    max_steps=max_steps,
+                    eval_every=cfg.trial.eval_every,
+                    trial_number=int(spec["number"]),
+                    sweep=spec["sweep"],
+                    config=cfg.trial,
+                    workdir=trial_dir,
+                    checkpoints=own,
+                    checkpoint_every=cfg.trial.checkpoint.every,
+                    reporter=reporter,
+                    restore=restore,
+                )
+                try:
+                    fn(ctx)
+                    outcome = "complete"
+                    break
+                except Exploit as change:
+                    d = change.decision
+                    donor = checkpoint_dir(cfg.workdir, cfg.name, int(d["donor"]))
+                    step = _adopt_donor(own, donor, d["donor_step"], env)
+                    params = merged_params(cfg.trial.workload, cfg.trial.params, d["params"])
+                    restore = (own.directory, step)
+                    if reporter is not None:
+                        reporter.rewind(step, params, int(d["donor"]))
+                    logger.info("exploit: continues from trial %s at step %d", d["donor"], step)
+            restore = None  # a replay's next segment continues from this trial's latest
     except TrialPruned as exc:
-        logger.info("trial %s pruned: %s", ctx.trial_number, exc)
+        logger.info("trial %s pruned: %s", spec["number"], exc)
         outcome = "pruned"
+    except Pause:
+        logger.info("trial %s paused; it resumes from its checkpoint", spec["number"])
+        outcome = "paused"
     finally:
         distributed.teardown()
         if reporter is not None:
             reporter.finish(outcome)  # a failed trial keeps the metrics it reported
+    return outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    args = sys.argv[1:] if argv is None else argv
+    record(run_trial)(Path(args[0]), install_signals=True)
     return 0
 
 

@@ -8,7 +8,9 @@ scheduler for a decision; the decision is broadcast so all ranks act on the same
 prune raises :class:`hyperfleet.TrialPruned` on every rank.
 
 The context knows nothing of how it was scheduled: the runtime hands it a ``reporter``
-(rank 0 only) that returns a decision kind.
+(rank 0 only) that returns a decision as a plain dict, and catches the ``ScheduleChange``
+exceptions that ``report`` raises for an exploit or a pause (population-based training) to
+restart the workload in the same processes or end them.
 """
 
 from __future__ import annotations
@@ -26,8 +28,40 @@ from hyperfleet.trials.distributed import DistEnv, broadcast_object
 
 logger = logging.getLogger(__name__)
 
-#: rank 0's callback: (step, metrics) -> (decision kind, reason)
-Reporter = Callable[[int, Mapping[str, float]], tuple[str, str]]
+#: rank 0's callback: (step, metrics) -> decision as a dict with at least "kind" and "reason"
+Reporter = Callable[[int, Mapping[str, float]], dict[str, Any]]
+
+CONTINUE: dict[str, Any] = {"kind": "continue", "reason": ""}
+
+
+class ScheduleChange(Exception):  # noqa: N818 - control flow, like TrialPruned
+    """Raised by ``report`` on every rank when the scheduler changes the trial's course.
+
+    Workloads let it propagate (as they do ``TrialPruned``); the runtime handles it.
+    """
+
+    def __init__(self, decision: Mapping[str, Any]) -> None:
+        super().__init__(decision.get("reason") or decision["kind"])
+        self.decision = dict(decision)
+
+
+class Exploit(ScheduleChange):
+    """Continue from ``decision['donor']``'s checkpoint with ``decision['params']``."""
+
+
+class Pause(ScheduleChange):
+    """Give the devices back; the scheduler resumes the trial later from its checkpoint."""
+
+
+def _load_from(directory: Path, step: int | None) -> tuple[int, dict[str, Any]] | None:
+    """The checkpoint of ``step`` in ``directory``, else the latest one there."""
+    manager = CheckpointManager(directory)
+    if step is not None:
+        try:
+            return step, manager.load(step)
+        except FileNotFoundError:
+            logger.warning("checkpoint of step %d in %s is gone; using the latest", step, directory)
+    return manager.load_latest()
 
 
 class TrialContext:
@@ -47,6 +81,7 @@ class TrialContext:
         checkpoints: CheckpointManager,
         checkpoint_every: int | None = None,
         reporter: Reporter | None = None,
+        restore: tuple[Path, int | None] | None = None,
     ) -> None:
         self.params = dict(params)
         self.env = env
@@ -59,6 +94,7 @@ class TrialContext:
         self.checkpoints = checkpoints
         self.checkpoint_every = checkpoint_every
         self._reporter = reporter
+        self._restore = restore
         self.resumed_from: int | None = None
 
     # -- distributed environment ----------------------------------------------------------
@@ -90,8 +126,15 @@ class TrialContext:
         return step % self.eval_every == 0 or step == self.max_steps
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The latest intact checkpoint of this trial, or None on a fresh start."""
-        found = self.checkpoints.load_latest()
+        """The checkpoint to continue from, or None on a fresh start.
+
+        Normally this trial's latest intact checkpoint; when the runtime says otherwise (a
+        PBT member resuming from a donor's weights) the checkpoint it points to.
+        """
+        if self._restore is not None:
+            found = _load_from(*self._restore)
+        else:
+            found = self.checkpoints.load_latest()
         if found is None:
             return None
         step, state = found
@@ -111,13 +154,18 @@ class TrialContext:
         checkpoint: Mapping[str, Any] | None = None,
     ) -> None:
         """Record ``metrics`` at ``step``; may raise ``TrialPruned`` (on every rank)."""
-        decision: tuple[str, str] = ("continue", "")
+        decision = CONTINUE
         if self.is_main:
             if checkpoint is not None and self._checkpoint_due(step):
                 self.checkpoints.save(step, dict(checkpoint))
             if self._reporter is not None:
                 clean = {k: float(v) for k, v in metrics.items()}
                 decision = self._reporter(step, clean)
-        kind, reason = broadcast_object(decision, self.env)
+        decision = broadcast_object(decision, self.env)
+        kind = decision["kind"]
         if kind == "prune":
-            raise TrialPruned(reason or f"pruned at step {step}")
+            raise TrialPruned(decision.get("reason") or f"pruned at step {step}")
+        if kind == "exploit":
+            raise Exploit(decision)
+        if kind == "pause":
+            raise Pause(decision)

@@ -97,13 +97,13 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "devices-zero",
-        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": 0}}})),
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": -1}}})),
         "trial.resources.devices:",
     ),
     (
         "devices-vs-layout",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": 3}}})),
-        "trial.resources.devices: 3 does not match the parallel layout",
+        "trial.resources.devices: 3 != parallel.data * parallel.pipeline",
     ),
     (
         "duplicate-key",

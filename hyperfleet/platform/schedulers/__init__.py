@@ -30,6 +30,23 @@ __all__ = [
 
 
 def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) -> Scheduler:
+    """The sweep's scheduler, its state in ``storage`` (``create``: make the study if new)."""
+    if cfg.scheduler.type in ("pbt", "pb2"):
+        from hyperfleet.platform.schedulers.pb2 import PB2Scheduler
+        from hyperfleet.platform.schedulers.pbt import PBTScheduler
+        from hyperfleet.platform.schedulers.population import SqlPopulationStore
+
+        cls = PB2Scheduler if cfg.scheduler.type == "pb2" else PBTScheduler
+        return cls(
+            cfg.scheduler,  # type: ignore[arg-type]
+            store=SqlPopulationStore(storage.engine),
+            sweep=cfg.name,
+            space={name: spec.model_dump() for name, spec in cfg.space.items()},
+            metric=cfg.all_objectives[0].metric,
+            mode=cfg.all_objectives[0].mode,
+            max_steps=cfg.trial.steps,
+            max_concurrent=cfg.budget.max_concurrent,
+        )
     from hyperfleet.platform.schedulers.optuna_scheduler import OptunaScheduler, open_study
 
     return OptunaScheduler(cfg, open_study(cfg, storage.optuna, create=create))

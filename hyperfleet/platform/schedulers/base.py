@@ -46,9 +46,20 @@ class Decision:
     """What a running trial does after a report. All ranks of the trial act on the same one."""
 
     kind: DecisionKind = DecisionKind.CONTINUE
-    donor: int | None = None  # EXPLOIT: trial number whose latest checkpoint to load
+    donor: int | None = None  # EXPLOIT: trial number whose checkpoint to load
     params: Mapping[str, Any] | None = None  # EXPLOIT: the explored params, they win
     reason: str = ""
+    donor_step: int | None = None  # EXPLOIT: the donor's checkpoint step (None: its latest)
+
+    def to_wire(self) -> dict[str, Any]:
+        """A plain dict to broadcast to every rank of the trial."""
+        return {
+            "kind": self.kind.value,
+            "donor": self.donor,
+            "donor_step": self.donor_step,
+            "params": dict(self.params) if self.params is not None else None,
+            "reason": self.reason,
+        }
 
     @classmethod
     def cont(cls) -> Decision:
@@ -69,6 +80,14 @@ class Suggestion:
     params: Mapping[str, Any]
     overrides: Mapping[str, Any] = field(default_factory=dict)
     resume: bool = False
+
+    def restore_point(self) -> tuple[int, int | None] | None:
+        """``(trial, step)`` of the checkpoint to resume from when it isn't the trial's own
+        latest one (a PBT member resumes from a donor's), else None."""
+        member = getattr(self, "checkpoint_member", None)
+        if not self.resume or member is None:
+            return None
+        return int(member), getattr(self, "checkpoint_step", None)
 
 
 class Scheduler(ABC):
@@ -99,6 +118,15 @@ class Scheduler(ABC):
         error: str | None = None,
     ) -> None:
         """Record how a trial ended (values: the objective values, for COMPLETE)."""
+
+    def requeue(self, trial_number: int) -> None:
+        """The trial's processes were stopped before it finished (interrupt, dead worker):
+        put it back in the queue so ``suggest`` resumes it from its checkpoint."""
+        raise NotImplementedError
+
+    def finished(self) -> bool:
+        """True when nothing is left to run, running trials included (default: never)."""
+        return False
 
     def budget_left(self) -> int | None:
         """Trials that may still be suggested, or None if the scheduler doesn't limit them."""

@@ -33,12 +33,12 @@ _COUNTED = (OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.FAIL, OptunaSt
 
 
 def _directions(cfg: SweepConfig) -> list[str]:
-    return ["maximize" if o.mode == "max" else "minimize" for o in cfg.objectives]
+    return ["maximize" if o.mode == "max" else "minimize" for o in cfg.all_objectives]
 
 
 def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
     grid = space_mod.grid(cfg.space)
-    sampler = build_sampler(cfg.scheduler, grid=grid, n_objectives=len(cfg.objectives))
+    sampler = build_sampler(cfg.scheduler, grid=grid, n_objectives=len(cfg.all_objectives))
     pruner = build_pruner(cfg.pruner)
     if create:
         return optuna.create_study(
@@ -92,9 +92,9 @@ class OptunaScheduler(Scheduler):
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
-        if len(self.cfg.objectives) != 1:
+        if len(self.cfg.all_objectives) != 1:
             return  # Optuna keeps no intermediate values for multi-objective studies
-        value = metrics.get(self.cfg.objective.metric)
+        value = metrics.get(self.cfg.all_objectives[0].metric)
         if value is None:
             return
         trial_id = self._trial_id(trial_number)
@@ -104,12 +104,18 @@ class OptunaScheduler(Scheduler):
         self.study._storage.set_trial_intermediate_value(trial_id, step, float(value))
 
     def decide(self, trial_number: int, step: int) -> Decision:
-        if len(self.cfg.objectives) != 1:
+        if len(self.cfg.all_objectives) != 1:
             return Decision.cont()
         trial = optuna.trial.Trial(self.study, self._trial_id(trial_number))
         if trial.should_prune():
             return Decision(DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}")
         return Decision.cont()
+
+    def requeue(self, trial_number: int) -> None:
+        """Back in Optuna's queue with its params: the next ``ask()`` pops it again."""
+        self.study._storage.set_trial_state_values(
+            self._trial_id(trial_number), OptunaState.WAITING
+        )
 
     def on_trial_end(
         self,
@@ -118,12 +124,6 @@ class OptunaScheduler(Scheduler):
         values: list[float] | None = None,
         error: str | None = None,
     ) -> None:
-        if state is TrialState.WAITING:
-            # interrupted: back in the queue with its params; the next ask() resumes it
-            self.study._storage.set_trial_state_values(
-                self._trial_id(trial_number), OptunaState.WAITING
-            )
-            return
         mapping = {
             TrialState.COMPLETE: OptunaState.COMPLETE,
             TrialState.PRUNED: OptunaState.PRUNED,

@@ -17,6 +17,7 @@ history only: reproducible, independent of which process asks, and safe to resum
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,7 +68,10 @@ def build_sampler(
             f"scheduler.type: {cfg.type!r} optimises a single objective, but the sweep has "
             f"{n_objectives} objectives; use one of {allowed}"
         )
-    sampler = _make(cfg, grid)
+    with warnings.catch_warnings():
+        # Multivariate TPE and QMC are "experimental" in Optuna: a warning per build, not news.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = _make(cfg, grid)
     return sampler if cfg.seed is None else TrialSeededSampler(sampler, cfg.seed)
 
 
@@ -82,7 +86,6 @@ def _make(
             multivariate=cfg.multivariate,
             group=cfg.group,
             constant_liar=cfg.constant_liar,
-            warn_independent_sampling=False,
         )
     if isinstance(cfg, RandomConfig):
         return optuna.samplers.RandomSampler(seed=cfg.seed)

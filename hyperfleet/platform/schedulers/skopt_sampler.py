@@ -31,12 +31,14 @@ How it maps onto Optuna:
 Compatibility fix for scikit-optimize 0.10.2 with scikit-learn >= 1.6: skopt's
 ``GradientBoostingQuantileRegressor`` lists ``BaseEstimator`` before ``RegressorMixin``, so
 scikit-learn's tag-based ``is_regressor`` says no and ``base_estimator="GBRT"`` fails with "has
-to be a regressor". ``_GBRTQuantile`` fixes the base-class order. numpy 2 scalars
+to be a regressor". ``_GBRTQuantile`` overrides its tags, and its ``predict(return_std=True)``,
+which calls ``np.in1d`` (removed in numpy 2.4). numpy 2 scalars
 (``np.int64``, ``np.str_``) coming back from ``ask`` are converted to Python values.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
@@ -55,7 +57,7 @@ from optuna.distributions import (
 from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
-from sklearn.base import RegressorMixin
+from threadpoolctl import threadpool_limits
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +68,44 @@ ATTR_FALLBACK = "hyperfleet.sampler_fallback"
 _LIARS = {"cl_min": np.min, "cl_mean": np.mean, "cl_max": np.max}
 
 
-def _gbrt_quantile(random_state: int) -> Any:
-    from sklearn.ensemble import GradientBoostingRegressor
+@functools.cache
+def _gbrt_class() -> type:
+    from sklearn.utils import RegressorTags
     from skopt.learning import GradientBoostingQuantileRegressor
 
-    class _GBRTQuantile(RegressorMixin, GradientBoostingQuantileRegressor):  # type: ignore[misc]
-        pass
+    class _GBRTQuantile(GradientBoostingQuantileRegressor):  # type: ignore[misc]
+        """skopt's GBRT quantile regressor, tagged as a regressor for scikit-learn >= 1.6."""
+
+        def __sklearn_tags__(self) -> Any:
+            tags = super().__sklearn_tags__()
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+            return tags
+
+        def predict(
+            self,
+            X: Any,  # noqa: N803 - scikit-learn's argument name
+            return_std: bool = False,
+            return_quantiles: bool = False,
+        ) -> Any:
+            if not return_std or return_quantiles:
+                return super().predict(X, return_quantiles=return_quantiles)
+            # skopt's own return_std path calls np.in1d, removed in numpy 2.4.
+            if not {0.16, 0.5, 0.84} <= set(self.quantiles):
+                raise ValueError("return_std needs the quantiles 0.16, 0.5 and 0.84")
+            low, mid, high = (
+                self.regressors_[self.quantiles.index(q)].predict(X) for q in (0.16, 0.5, 0.84)
+            )
+            return mid, (high - low) / 2.0
+
+    return _GBRTQuantile
+
+
+def _gbrt_quantile(random_state: int) -> Any:
+    from sklearn.ensemble import GradientBoostingRegressor
 
     gbrt = GradientBoostingRegressor(n_estimators=30, loss="quantile")
-    return _GBRTQuantile(base_estimator=gbrt, random_state=random_state)
+    return _gbrt_class()(base_estimator=gbrt, random_state=random_state)
 
 
 def derive_seed(seed: int, *parts: int | str) -> int:
@@ -97,7 +128,7 @@ class _Codec:
             if isinstance(d, CategoricalDistribution):
                 self.dimensions.append(Categorical([str(i) for i in range(len(d.choices))]))
             elif d.step is not None and d.step != 1:
-                n_steps = int(round((d.high - d.low) / d.step))
+                n_steps = round((d.high - d.low) / d.step)
                 self.dimensions.append(Integer(0, n_steps))
             elif isinstance(d, IntDistribution):
                 self.dimensions.append(Integer(d.low, d.high, prior=_prior(d.log)))
@@ -114,7 +145,7 @@ class _Codec:
             if isinstance(d, CategoricalDistribution):
                 out.append(str(d.choices.index(v)))
             elif d.step is not None and d.step != 1:
-                out.append(int(round((v - d.low) / d.step)))
+                out.append(round((v - d.low) / d.step))
             elif isinstance(d, IntDistribution):
                 out.append(int(v))
             else:
@@ -192,9 +223,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         return {
-            name: d
-            for name, d in self._search_space.calculate(study).items()
-            if not d.single()
+            name: d for name, d in self._search_space.calculate(study).items() if not d.single()
         }
 
     def sample_relative(
@@ -288,7 +317,8 @@ class SkoptSampler(optuna.samplers.BaseSampler):
                 "n_restarts_optimizer": self._n_restarts,
             },
         )
-        with warnings.catch_warnings():
+        # The matrices are small: BLAS threads only contend (4x slower on a busy 2-core box).
+        with warnings.catch_warnings(), threadpool_limits(limits=1):
             warnings.simplefilter("ignore")
             opt.tell(xs + pending, [float(y) for y in ys] + [lie] * len(pending))
             x = opt.ask()

@@ -4,42 +4,43 @@ Built on ``torch.distributed`` (DDP, ``DeviceMesh``, ``pipelining``, ``amp``); e
 docstring explains its technique. :class:`Parallelism` is the per-trial entry point. The
 pipeline module (which imports ``torch.distributed.pipelining``, slow to import) is loaded on
 first use.
+
+Names are loaded lazily, so ``hyperfleet.trials.parallel.config`` (pydantic only) can be
+imported by the control plane without importing torch.
 """
 
-from hyperfleet.trials.parallel.api import Parallelism
-from hyperfleet.trials.parallel.comm import CommCounter, register_comm_hook, ring_all_reduce
-from hyperfleet.trials.parallel.config import (
-    CommConfig,
-    ParallelConfig,
-    Precision,
-    check_layout,
-    validate_comm,
-    validate_layout,
-)
-from hyperfleet.trials.parallel.mesh import Layout, ParallelGroups, build_groups
-from hyperfleet.trials.parallel.precision import MixedPrecision, autocast
-from hyperfleet.trials.parallel.step import StepOutcome, TrainStep, clip_grad_norm, wrap_model
-from hyperfleet.trials.parallel.throughput import ThroughputMeter
+from __future__ import annotations
 
-__all__ = [
-    "CommConfig",
-    "CommCounter",
-    "Layout",
-    "MixedPrecision",
-    "ParallelConfig",
-    "ParallelGroups",
-    "Parallelism",
-    "Precision",
-    "StepOutcome",
-    "ThroughputMeter",
-    "TrainStep",
-    "autocast",
-    "build_groups",
-    "check_layout",
-    "clip_grad_norm",
-    "register_comm_hook",
-    "ring_all_reduce",
-    "validate_comm",
-    "validate_layout",
-    "wrap_model",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Parallelism": "api",
+    "CommCounter": "comm",
+    "register_comm_hook": "comm",
+    "ring_all_reduce": "comm",
+    "CommConfig": "config",
+    "ParallelConfig": "config",
+    "Precision": "config",
+    "check_layout": "config",
+    "validate_comm": "config",
+    "validate_layout": "config",
+    "Layout": "mesh",
+    "ParallelGroups": "mesh",
+    "build_groups": "mesh",
+    "MixedPrecision": "precision",
+    "autocast": "precision",
+    "StepOutcome": "step",
+    "TrainStep": "step",
+    "clip_grad_norm": "step",
+    "wrap_model": "step",
+    "ThroughputMeter": "throughput",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -86,7 +86,13 @@ def resolve_entry(workload: str) -> str:
 def declared_params(workload: str, fn: Callable[..., Any] | None = None) -> Mapping[str, Any] | None:
     if workload in BUILTIN:
         return BUILTIN[workload].params
-    return getattr(fn, "hyperfleet_params", None) if fn is not None else None
+    if fn is None:
+        return None
+    declared = getattr(fn, "hyperfleet_params", None)
+    if declared is None:  # or at module level, beside the function
+        module = importlib.import_module(fn.__module__)
+        declared = getattr(module, "hyperfleet_params", None)
+    return declared
 
 
 def load_workload(workload: str) -> Callable[..., Any]:
