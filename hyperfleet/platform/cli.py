@@ -102,6 +102,17 @@ def _results_table(summary: Any) -> Table:
     return table
 
 
+def _pareto_table(summary: Any) -> Table:
+    table = Table(title="Pareto front")
+    table.add_column("trial")
+    for metric, direction in zip(summary.metrics, summary.directions, strict=True):
+        table.add_column(f"{metric} ({direction[:3]})")
+    table.add_column("params")
+    for t in sorted(summary.pareto_front(), key=lambda t: t.values):
+        table.add_row(str(t.number), *(f"{v:.4g}" for v in t.values), str(t.params))
+    return table
+
+
 @sweep_app.command("run")
 def sweep_run(
     file: Path,
@@ -126,6 +137,8 @@ def sweep_run(
     best = summary.best()
     if best is not None and best.values:
         console.print(f"best: trial {best.number}, {cfg.all_objectives[0].metric} = {best.values[0]:.4g}")
+    if len(summary.directions) > 1:
+        console.print(_pareto_table(summary))
     console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
     console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
     if summary.interrupted:
@@ -180,6 +193,8 @@ def sweep_status(
     best = summary.best()
     if best is not None and best.values:
         out.print(f"best: trial {best.number} = {best.values[0]:.4g} {best.params}")
+    if len(summary.directions) > 1:
+        out.print(_pareto_table(summary))
 
 
 @sweep_app.command("list")
@@ -199,6 +214,40 @@ def sweep_list(
         created = dt.datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds")
         table.add_row(r.name, r.status, created)
     out.print(table)
+
+
+@sweep_app.command("enqueue")
+def sweep_enqueue(
+    target: Annotated[str, typer.Argument(help="A sweep file, or the name of a stored sweep.")],
+    params: Annotated[str, typer.Option(help='JSON object, e.g. {"lr": 0.01, "hidden": 64}.')],
+    storage: Annotated[str | None, typer.Option(help="Storage URL.")] = None,
+) -> None:
+    """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
+    from hyperfleet.platform.config import load_sweep, parse_sweep
+    from hyperfleet.platform.enqueue import enqueue
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweep import default_urls
+
+    def run() -> int:
+        try:
+            point = json.loads(params)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--params: not JSON ({exc.msg}); e.g. '{{\"lr\": 0.01}}'") from None
+        if not isinstance(point, dict) or not point:
+            raise ConfigError("--params: expected a non-empty JSON object of name: value")
+        if Path(target).is_file():
+            cfg = load_sweep(target)
+            url = storage or default_urls(cfg)[0]
+        else:
+            url = storage or DEFAULT_STORAGE
+            row = Storage(url).get_sweep(target)
+            if row is None:
+                raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
+            cfg = parse_sweep(row.config)
+        return enqueue(cfg, url, point)
+
+    number = _guard(run)
+    out.print(f"queued as trial {number}")
 
 
 @sweep_app.command("replay")

@@ -182,12 +182,16 @@ class SweepRunner:
             self.tracker.resume_child(run_id)
         else:
             run_id = self.tracker.start_child(
-                self.cfg.name, self.parent_run_id, number, self._logged_params(cfg, params)
+                self.cfg.name,
+                self.parent_run_id,
+                number,
+                self._logged_params(cfg, params),
+                tags=self.scheduler.suggestion_info(number),
             )
         if problems:  # a sampled combination that breaks a layout rule never launches
             self._reject(number, {**params, **knobs}, lease, run_id, "; ".join(problems))
             return True
-        handle = self._start(cfg, suggestion, params, lease, run_id, prior)
+        handle = self._start(cfg, suggestion, params, lease, run_id, prior, knobs)
         self.running[number] = Running(number, handle, lease, run_id)
         return True
 
@@ -199,7 +203,8 @@ class SweepRunner:
         self.storage.upsert_trial(
             self.cfg.name, number, state="RUNNING", params=params, started_at=now, attempts=0
         )
-        self._finish(Running(number, _NoProcess(), lease, run_id), TrialState.FAIL, None, error)
+        rejected = self.running[number] = Running(number, _NoProcess(), lease, run_id)
+        self._finish(rejected, TrialState.FAIL, None, error)
 
     def _spec(
         self,
@@ -234,6 +239,7 @@ class SweepRunner:
         lease: Lease,
         run_id: str,
         prior: TrialRecord | None,
+        knobs: dict[str, Any],
     ) -> Handle:
         number = s.trial_number
         tdir = trial_dir(self.cfg.workdir, self.cfg.name, number)
@@ -246,7 +252,7 @@ class SweepRunner:
             self.cfg.name,
             number,
             state="RUNNING",
-            params=params,
+            params={**params, **knobs},
             host=host,
             pid=pid,
             heartbeat_at=now,

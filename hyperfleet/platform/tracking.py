@@ -74,11 +74,17 @@ class SweepTracker:
         return str(run.info.run_id)
 
     def start_child(
-        self, sweep: str, parent_id: str, number: int, params: Mapping[str, Any]
+        self,
+        sweep: str,
+        parent_id: str,
+        number: int,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         from mlflow.entities import Param
 
         tags = {
+            **(tags or {}),
             "mlflow.parentRunId": parent_id,
             "hyperfleet.sweep": sweep,
             "hyperfleet.trial": str(number),

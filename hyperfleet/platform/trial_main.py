@@ -173,7 +173,7 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
     if env.is_main:
         reporter = RankZeroReporter(spec, cfg) if spec["storage"] else PrintReporter()
     trial_dir = Path(spec["trial_dir"])
-    own = CheckpointManager(trial_dir / "checkpoints")
+    own = CheckpointManager.from_config(trial_dir / "checkpoints", cfg.trial.checkpoint)
     restore: tuple[Path, int | None] | None = None
     if spec.get("restore"):
         point = spec["restore"]

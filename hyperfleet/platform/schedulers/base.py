@@ -30,6 +30,14 @@ class TrialState(str, enum.Enum):
     FAIL = "FAIL"
 
     @property
+    def suggestion_info(self, trial_number: int) -> dict[str, str]:
+        """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
+        return {}
+
+    def enqueue(self, params: Mapping[str, Any]) -> int:
+        """Put user-chosen params first in the queue (warm start); returns the trial number."""
+        raise NotImplementedError(f"{type(self).__name__} does not take enqueued trials")
+
     def finished(self) -> bool:
         return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -123,6 +131,14 @@ class Scheduler(ABC):
         """The trial's processes were stopped before it finished (interrupt, dead worker):
         put it back in the queue so ``suggest`` resumes it from its checkpoint."""
         raise NotImplementedError
+
+    def suggestion_info(self, trial_number: int) -> dict[str, str]:
+        """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
+        return {}
+
+    def enqueue(self, params: Mapping[str, Any]) -> int:
+        """Put user-chosen params first in the queue (warm start); returns the trial number."""
+        raise NotImplementedError(f"{type(self).__name__} does not take enqueued trials")
 
     def finished(self) -> bool:
         """True when nothing is left to run, running trials included (default: never)."""

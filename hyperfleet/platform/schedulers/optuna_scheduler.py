@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig
 
 logger = logging.getLogger(__name__)
+optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own log says what happens
 
 _COUNTED = (OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.FAIL, OptunaState.RUNNING)
 
@@ -75,7 +76,7 @@ class OptunaScheduler(Scheduler):
         return max(0, limit - len(counted))
 
     def _grid_exhausted(self) -> bool:
-        sampler = self.study.sampler
+        sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(
             self.study
         )
@@ -110,6 +111,16 @@ class OptunaScheduler(Scheduler):
         if trial.should_prune():
             return Decision(DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}")
         return Decision.cont()
+
+    def suggestion_info(self, trial_number: int) -> dict[str, str]:
+        attrs = self.study._storage.get_trial(self._trial_id(trial_number)).user_attrs
+        return {k: str(v) for k, v in attrs.items() if k.startswith("hyperfleet.")}
+
+    def enqueue(self, params: Mapping[str, Any]) -> int:
+        """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first."""
+        self.study.enqueue_trial(dict(params), skip_if_exists=False)
+        waiting = self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,))
+        return max(t.number for t in waiting)
 
     def requeue(self, trial_number: int) -> None:
         """Back in Optuna's queue with its params: the next ``ask()`` pops it again."""

@@ -51,6 +51,14 @@ from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler, derive_se
 logger = logging.getLogger(__name__)
 
 
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler for ask-and-tell use: it stops the study from ``after_trial``,
+    which only works inside ``study.optimize``; the sweep loop asks ``is_exhausted`` instead."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
 def build_sampler(
     cfg: SchedulerConfig,
     grid: Mapping[str, Sequence[Any]] | None = None,
@@ -95,7 +103,7 @@ def _make(
                 "scheduler.type: 'grid' needs every space dimension to be categorical or to "
                 "give a step"
             )
-        return optuna.samplers.GridSampler(dict(grid), seed=cfg.seed)
+        return AskTellGridSampler(dict(grid), seed=cfg.seed)
     if isinstance(cfg, CmaEsConfig):
         return _cmaes(cfg)
     if isinstance(cfg, QMCConfig):

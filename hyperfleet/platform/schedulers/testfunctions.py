@@ -14,6 +14,8 @@ describe their box bounds and minima.
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,3 +86,20 @@ HARTMANN6 = KnownFunction(
     minimum=-3.32237,
     argmins=((0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573),),
 )
+
+
+FUNCTIONS = {f.name: f for f in (BRANIN, HARTMANN6)}
+
+
+def workload(ctx: Any) -> None:
+    """A trial that evaluates a known function at ``x0, x1, ...`` and reports ``value``.
+
+    Run it in-process (``trial.resources.devices: 0``, ``trial.steps: 1``) to benchmark a
+    scheduler through the platform: ``params: {function: branin}``.
+    """
+    fn = FUNCTIONS[str(ctx.params["function"])]
+    x = [float(ctx.params[f"x{i}"]) for i in range(fn.dim)]
+    ctx.report(1, {"value": fn.fn(x)})
+
+
+workload.hyperfleet_params = {"function": "branin", **{f"x{i}": 0.0 for i in range(6)}}  # type: ignore[attr-defined]

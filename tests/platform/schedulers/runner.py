@@ -1,8 +1,8 @@
 """Run a scheduler config against a known function and return the best value found.
 
-The one place the tests (and ``benchmarks/``) turn a scheduler config into finished trials.
-Today it is ``optuna.create_study(...).optimize`` with the sampler from ``build_sampler``; the
-platform's in-process trials can replace its body without touching the tests.
+The one place the tests (and ``benchmarks/``) turn a scheduler config into finished trials:
+a real sweep through the platform (``SweepRunner``, storage, MLflow), whose trials run
+in-process (``trial.resources.devices: 0``) one at a time.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import optuna
+import tempfile
+from pathlib import Path
+
 from pydantic import TypeAdapter
 
 from hyperfleet.platform.schedulers.configs import SchedulerConfig
-from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.testfunctions import KnownFunction
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(SchedulerConfig)
@@ -25,14 +26,41 @@ def scheduler_config(raw: Mapping[str, Any]) -> Any:
     return _ADAPTER.validate_python(dict(raw))
 
 
+def sweep_config(cfg: Any, fn: KnownFunction, n_trials: int, root: Path) -> Any:
+    from hyperfleet.platform.config import parse_sweep
+
+    return parse_sweep(
+        {
+            "name": f"{fn.name}-{cfg.type}",
+            "objective": {"metric": "value", "mode": "min"},
+            "scheduler": cfg.model_dump(),
+            "budget": {"trials": n_trials, "max_concurrent": 1},
+            "space": {
+                f"x{i}": {"type": "float", "low": lo, "high": hi}
+                for i, (lo, hi) in enumerate(fn.bounds)
+            },
+            "trial": {
+                "workload": "hyperfleet.platform.schedulers.testfunctions:workload",
+                "params": {"function": fn.name},
+                "steps": 1,
+                "eval_every": 1,
+                "resources": {"devices": 0},
+            },
+            "storage": f"sqlite:///{root / 'hf.db'}",
+            "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
+            "workdir": str(root),
+        }
+    )
+
+
 def best_value(cfg: Any, fn: KnownFunction, n_trials: int) -> float:
     """Minimise ``fn`` over its box with the scheduler ``cfg`` for ``n_trials`` trials."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=build_sampler(cfg), direction="minimize")
+    from hyperfleet.platform.sweep import SweepRunner
 
-    def objective(trial: optuna.Trial) -> float:
-        x = [trial.suggest_float(f"x{i}", lo, hi) for i, (lo, hi) in enumerate(fn.bounds)]
-        return fn.fn(x)
-
-    study.optimize(objective, n_trials=n_trials)
-    return float(study.best_value)
+    with tempfile.TemporaryDirectory(prefix="hf-known-") as tmp:
+        sweep = sweep_config(cfg, fn, n_trials, Path(tmp))
+        summary = SweepRunner(sweep, sweep.storage, sweep.tracking.uri).run()
+        assert summary.state_counts["COMPLETE"] == n_trials, summary.state_counts
+        best = summary.best()
+        assert best is not None and best.values
+        return float(best.values[0])
