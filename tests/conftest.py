@@ -52,9 +52,32 @@ def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+@pytest.fixture(scope="session")
+def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store with its schema migrated, made once per session.
+
+    Creating a store runs MLflow's migrations (seconds); tests copy this file instead.
+    """
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
 @pytest.fixture
-def sweep_file(tmp_path: Path) -> Callable[..., Path]:
-    """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML."""
+def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
+    """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML.
+
+    Its stores live under ``tmp_path/runs``; the MLflow store starts as a copy of the
+    session's migrated template.
+    """
+    import shutil
+
+    runs = tmp_path / "runs"
+    runs.mkdir(exist_ok=True)
+    if not (runs / "mlflow.db").exists():
+        shutil.copy(mlflow_template, runs / "mlflow.db")
 
     def make(changes: dict[str, Any] | None = None, filename: str = "sweep.yaml") -> Path:
         changes = dict(changes or {})

@@ -133,11 +133,15 @@ def worker_identity() -> tuple[str, int]:
 class Storage:
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, create: bool = True) -> None:
+        """``create=False`` (trial processes): the controller already made the tables and
+        checked Optuna's schema version, so opening costs no DDL or migration lookup."""
         self.url = url
+        self.create = create
         self.engine = create_engine(url)
         try:
-            Base.metadata.create_all(self.engine)
+            if create:
+                Base.metadata.create_all(self.engine)
         except sa.exc.OperationalError as exc:
             raise StorageError(f"storage: cannot open {url!r}: {exc.orig}") from None
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -154,7 +158,12 @@ class Storage:
                 kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
             else:
                 kwargs = {"pool_pre_ping": True}
-            self._optuna = optuna.storages.RDBStorage(self.url, engine_kwargs=kwargs)
+            self._optuna = optuna.storages.RDBStorage(
+                self.url,
+                engine_kwargs=kwargs,
+                skip_compatibility_check=not self.create,
+                skip_table_creation=not self.create,
+            )
         return self._optuna
 
     @contextmanager

@@ -59,7 +59,7 @@ class RankZeroReporter:
     def __init__(self, spec: Mapping[str, Any], cfg: SweepConfig) -> None:
         self.sweep = spec["sweep"]
         self.number = int(spec["number"])
-        self.storage = Storage(spec["storage"])
+        self.storage = Storage(spec["storage"], create=False)
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink = MetricSink(spec["tracking_uri"], spec["run_id"]) if spec["run_id"] else None
         self.params: Mapping[str, Any] = spec["params"]

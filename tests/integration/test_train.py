@@ -35,6 +35,8 @@ def test_charlm_ddp_trains_on_the_stdlib_corpus(sweep_file: Callable[..., Path],
                                                     "n_embd": 32, "eval_batches": 2},
                   "steps": 60, "eval_every": 20},
     })
+    mlflow_db = tmp_path / "runs" / "mlflow.db"
+    before = mlflow_db.stat().st_mtime_ns
     proc = train(path, "--devices", "cpu:2", "--param", "lr=0.005", cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr[-3000:]
     val = losses(proc.stdout, "val_loss")
@@ -43,7 +45,8 @@ def test_charlm_ddp_trains_on_the_stdlib_corpus(sweep_file: Callable[..., Path],
     assert "run complete" in proc.stdout
     # the corpus was cached once as a memory-mapped token file
     assert list((tmp_path / "cache").rglob("tokens.u8"))
-    assert not (tmp_path / "runs").exists(), "train must not write to the sweep's stores"
+    assert not (tmp_path / "runs" / "hf.db").exists(), "train must not write to the storage"
+    assert mlflow_db.stat().st_mtime_ns == before, "train must not write to MLflow"
 
 
 def test_train_rejects_unknown_param(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
