@@ -6,6 +6,7 @@ Run with ``hyperfleet dashboard --storage URL``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import pandas as pd
@@ -17,14 +18,20 @@ from hyperfleet.platform.storage import Storage
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--storage", default="sqlite:///hyperfleet-runs/hyperfleet.db")
-    return parser.parse_args(sys.argv[1:])
+    default = os.environ.get("HYPERFLEET_STORAGE", "sqlite:///hyperfleet-runs/hyperfleet.db")
+    parser.add_argument("--storage", default=default)
+    args, _ = parser.parse_known_args(sys.argv[1:])
+    return args
 
 
 def _curves(storage: Storage, name: str) -> pd.DataFrame:
+    """Intermediate objective values by step (Optuna-based sweeps keep them)."""
     import optuna
 
-    study = optuna.load_study(study_name=name, storage=storage.optuna)
+    try:
+        study = optuna.load_study(study_name=name, storage=storage.optuna)
+    except KeyError:  # a PBT sweep has no Optuna study
+        return pd.DataFrame(columns=["trial", "step", "value"])
     rows = [
         {"trial": t.number, "step": step, "value": value}
         for t in study.get_trials(deepcopy=False)
@@ -50,8 +57,12 @@ def main() -> None:
         col.metric(state, n)
     table = pd.DataFrame(
         [
-            {"trial": t.number, "state": t.state, "value": t.values[0] if t.values else None,
-             **t.params}
+            {
+                "trial": t.number,
+                "state": t.state,
+                **dict(zip(summary.metrics, t.values or [], strict=False)),
+                **t.params,
+            }
             for t in summary.trials
         ]
     )
