@@ -120,7 +120,9 @@ def log_lineage(
     for number, member in sorted(members.items()):
         run_id = runs.get(number)
         if run_id is None:
-            logger.warning("PBT %s: member %d has no MLflow run; lineage tags skipped", sweep, number)
+            logger.warning(
+                "PBT %s: member %d has no MLflow run; lineage tags skipped", sweep, number
+            )
             continue
         tags = member_tags(events, number, member.params)
         tracker_client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])

@@ -105,6 +105,12 @@ class SweepRunner:
         else:
             self.pool = LocalPool.from_spec(devices, min_cpu_slots=k * slots)
             self.pool.check_fits(k)
+            if cfg.is_population and self.pool.size // k < slots:
+                raise ConfigError(
+                    f"budget.max_concurrent: {slots} PBT members of {k} device(s) need "
+                    f"{slots * k} devices, the pool has {self.pool.size}; lower it to "
+                    f"{self.pool.size // k} so members time-share the pool"
+                )
         self.on_progress = on_progress
         self.running: dict[int, Running] = {}
         self._stop = threading.Event()
@@ -399,10 +405,30 @@ class SweepRunner:
         population = getattr(self.cfg.scheduler, "population", None)
         return population or self.cfg.budget.trials
 
+    def _log_lineage(self) -> None:
+        """PBT: lineage tags on each member's run and the sweep's lineage artifact."""
+        from hyperfleet.platform.lineage import log_lineage
+        from hyperfleet.platform.schedulers.population import SqlPopulationStore
+
+        runs = {t.number: t.mlflow_run_id for t in self.storage.trials(self.cfg.name)}
+        try:
+            log_lineage(
+                self.tracker.client,
+                self.tracker.experiment_id,
+                self.parent_run_id,
+                self.cfg.name,
+                SqlPopulationStore(self.storage.engine),
+                {n: r for n, r in runs.items() if r},
+            )
+        except Exception:  # noqa: BLE001 - the lineage is in storage; MLflow is best effort
+            logger.warning("could not write the PBT lineage to MLflow", exc_info=True)
+
     def _close(self) -> SweepSummary:
         interrupted = self._stop.is_set()
         summary = summarize(self.storage, self.cfg.name, interrupted=interrupted)
         best = summary.best()
+        if self.cfg.is_population:
+            self._log_lineage()
         self.tracker.end_parent(
             self.parent_run_id,
             "KILLED" if interrupted else "FINISHED",

@@ -41,16 +41,23 @@ logger = logging.getLogger("hyperfleet.trial")
 class PrintReporter:
     """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
 
+    def __init__(self) -> None:
+        self.last: tuple[int, dict[str, float]] | None = None
+
     def __call__(self, step: int, metrics: Mapping[str, float]) -> dict[str, Any]:
         shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
         print(f"step {step}: {shown}", flush=True)
+        self.last = (step, dict(metrics))
         return CONTINUE
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         pass
 
     def finish(self, outcome: str) -> None:
-        print(f"run {outcome}", flush=True)
+        if self.last is None:
+            print(f"run {outcome}", flush=True)
+        else:  # the last report in full precision, so a replay can be compared exactly
+            print(f"run {outcome} at step {self.last[0]}: {json.dumps(self.last[1])}", flush=True)
 
 
 class RankZeroReporter:

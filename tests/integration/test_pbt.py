@@ -1,0 +1,367 @@
+"""Population-based training end to end: real ``hyperfleet sweep run`` processes, torchrun trials.
+
+* The toy problem of the PBT paper (examples/pbt_toy.yaml): with PBT the best member reaches
+  Q >= 1.19; with exploit/explore off neither member gets past 0.4.
+* A population of 6 time-shares a pool of 2 devices: every member reaches its step budget and
+  no more than 2 members ever run at once.
+* A member's worker killed with SIGKILL mid-run resumes from its checkpoint; the lineage holds
+  each exploit/explore exactly once.
+* ``sweep replay --member BEST`` re-runs the best member's schedule and reproduces its Q.
+* The lineage and the hp/* step metrics end up in MLflow (``hyperfleet.platform.lineage``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hyperfleet.platform.schedulers.population import (
+    LineageEvent,
+    MemberState,
+    SqlPopulationStore,
+)
+from hyperfleet.platform.storage import Storage
+from tests.conftest import deep_update
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "pbt_toy.yaml"
+SWEEP_TIMEOUT_S = 300
+
+
+# -- a slower toy, so that a test can catch a member between two reports ---------------------
+
+
+def slow_toy(ctx: Any) -> None:
+    """examples/pbt_toy.py with ``params['sleep']`` seconds before each report."""
+    from examples.pbt_toy import main
+
+    report = ctx.report
+
+    def slow_report(step: int, metrics: Any, checkpoint: Any = None) -> None:
+        time.sleep(float(ctx.params.get("sleep", 0.0)))
+        report(step, metrics, checkpoint=checkpoint)
+
+    ctx.report = slow_report
+    main(ctx)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def toy_sweep(directory: Path, name: str, changes: dict[str, Any] | None = None) -> Path:
+    """examples/pbt_toy.yaml with ``changes``, its stores and files under ``directory``."""
+    data = deep_update(yaml.safe_load(EXAMPLE.read_text()), changes or {})
+    data["name"] = name
+    runs = directory / "runs"
+    data["storage"] = f"sqlite:///{runs / 'hf.db'}"
+    data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "experiment": name}
+    data["workdir"] = str(runs)
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def sweep_cmd(path: Path, devices: str = "cpu:2") -> list[str]:
+    return [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json",
+            "--devices", devices]  # fmt: skip
+
+
+def finished(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str], err: str) -> None:
+    assert proc.returncode == 0, f"sweep run exited {proc.returncode}:\n{err[-3000:]}"
+
+
+def run_sweep(path: Path) -> dict[str, Any]:
+    proc = subprocess.run(sweep_cmd(path), cwd=path.parent, env=cli_env(), capture_output=True,
+                          text=True, timeout=SWEEP_TIMEOUT_S, check=False)  # fmt: skip
+    finished(proc, proc.stderr)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def storage_of(directory: Path) -> Storage:
+    return Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
+
+
+def worker_pids(spec_path: str | None = None) -> dict[int, str]:
+    """Live trial worker processes (not torchrun agents): pid -> spec path."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "Z" or "hyperfleet.platform.trial_main" not in argv:
+            continue
+        if "torch.distributed.run" in argv:
+            continue  # the agent
+        spec = argv[argv.index("hyperfleet.platform.trial_main") + 1]
+        if spec_path is None or spec == spec_path:
+            found[int(entry.name)] = spec
+    return found
+
+
+def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended before {what}: {proc.stderr.read()[-3000:]}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def check_lineage(events: list[LineageEvent], members: dict[int, Any]) -> None:
+    """Every event once; each exploit has its explore; generations count the exploits."""
+    keys = Counter((e.member, e.generation, e.kind) for e in events)
+    assert all(n == 1 for n in keys.values()), f"duplicated lineage events: {keys}"
+    by_key = {(e.member, e.generation, e.kind): e for e in events}
+    for (member, gen, kind), e in by_key.items():
+        other = by_key.get((member, gen, "explore" if kind == "exploit" else "exploit"))
+        assert other is not None, f"{kind} of member {member} gen {gen} has no partner"
+        assert (other.step, other.donor, other.donor_step) == (e.step, e.donor, e.donor_step)
+    for number, m in members.items():
+        gens = sorted(e.generation for e in events if e.member == number and e.kind == "exploit")
+        assert gens == list(range(1, m.generation + 1)), f"member {number}: lost an event"
+
+
+EXPLOIT_LINE = re.compile(r"exploit: continues from trial (\d+) at step (\d+)")
+
+
+# -- 1. the toy problem -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """examples/pbt_toy.yaml run once through ``sweep run``; shared by several tests."""
+    directory = tmp_path_factory.mktemp("toy")
+    result = run_sweep(toy_sweep(directory, "pbt-toy"))
+    yield directory, result
+
+
+def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> None:
+    directory, result = toy_run
+    assert result["state_counts"]["COMPLETE"] == 2
+    assert result["best"]["value"] >= 1.19, (
+        f"best Q {result['best']['value']:.4f} < 1.19: asynchronous PBT compared members at "
+        f"different steps (the toy's steps cost ~nothing, so start-up skew puts one member "
+        f"dozens of steps ahead and the follower, one report behind after each exploit, is "
+        f"always ranked last); see the report of issue 6"
+    )
+    storage = storage_of(directory)
+    trials = storage.trials("pbt-toy")
+    assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
+    assert max(t.metrics["Q"] for t in trials) == pytest.approx(result["best"]["value"])
+    store = SqlPopulationStore(storage.engine)
+    members = store.members("pbt-toy")
+    assert all(m.state == MemberState.DONE and m.step == 200 for m in members.values())
+    events = store.lineage("pbt-toy")
+    assert any(e.kind == "exploit" for e in events), "PBT never exploited"
+    check_lineage(events, members)
+
+
+def test_toy_without_exploit_and_explore_stays_below_0_4(tmp_path: Path) -> None:
+    path = toy_sweep(tmp_path, "no-pbt", {"scheduler": {"perturbation_interval": 1000}})
+    result = run_sweep(path)
+    assert result["state_counts"]["COMPLETE"] == 2
+    storage = storage_of(tmp_path)
+    trials = storage.trials("no-pbt")
+    assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
+    assert all(t.metrics["Q"] <= 0.4 for t in trials), [t.metrics for t in trials]
+    assert result["best"]["value"] <= 0.4
+    assert SqlPopulationStore(storage.engine).lineage("no-pbt") == []
+    params = sorted((t.params["h0"], t.params["h1"]) for t in trials)
+    assert params == [(0.0, 1.0), (1.0, 0.0)], "a member's h changed without PBT"
+
+
+# -- 2. time-sharing ------------------------------------------------------------------------
+
+
+def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
+    path = toy_sweep(tmp_path, "shared", {
+        "scheduler": {"population": 6, "perturbation_interval": 8},
+        "budget": {"max_concurrent": 2},
+        "trial": {"steps": 16, "eval_every": 4},
+    })  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    storage = storage_of(tmp_path)
+    most_workers = most_running = 0
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        most_workers = max(most_workers, len(set(worker_pids().values())))
+        if storage.get_sweep("shared") is not None:
+            running = sum(t.state == "RUNNING" for t in storage.trials("shared"))
+            most_running = max(most_running, running)
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.kill()
+    out, err = proc.communicate(timeout=60)
+    finished(proc, err)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["state_counts"]["COMPLETE"] == 6
+    trials = storage.trials("shared")
+    assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 16)] * 6
+    members = SqlPopulationStore(storage.engine).members("shared")
+    assert sorted(members) == list(range(6))
+    assert all(m.state == MemberState.DONE and m.step == 16 for m in members.values())
+    assert 0 < most_workers <= 2 and 0 < most_running <= 2, (most_workers, most_running)
+    paused = [t for t in trials if "paused; it resumes" in Path(str(t.log_path)).read_text()]
+    assert paused, "no member paused: the population did not time-share the pool"
+    assert all(t.attempts >= 2 for t in paused)
+    check_lineage(SqlPopulationStore(storage.engine).lineage("shared"), members)
+
+
+# -- 3. a member killed mid-interval ------------------------------------------------------------
+
+
+def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path) -> None:
+    path = toy_sweep(tmp_path, "killed", {
+        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
+                  "params": {"lr": 0.02, "sleep": 0.08}},
+    })  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    storage = storage_of(tmp_path)
+    victim = 1
+
+    def mid_run() -> bool:
+        if storage.get_sweep("killed") is None:
+            return False
+        t = storage.get_trial("killed", victim)
+        return t is not None and t.state == "RUNNING" and 40 <= (t.last_step or 0) <= 120
+
+    wait_for(mid_run, proc, f"member {victim} to report past step 40")
+    spec = str(tmp_path / "runs" / "killed" / f"trial-{victim:04d}" / "spec.json")
+    pids = worker_pids(spec)
+    assert len(pids) == 1, pids
+    killed_at = storage.get_trial("killed", victim).last_step
+    os.kill(next(iter(pids)), signal.SIGKILL)
+    out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
+    finished(proc, err)
+    assert json.loads(out.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 2
+
+    trials = storage.trials("killed")
+    assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
+    t = trials[victim]
+    assert t.attempts == 2, "the killed member was not relaunched exactly once"
+    second = Path(str(t.log_path)).read_text().split("# hyperfleet launch:")[2]
+    resumed = re.search(r"trial 1 resumes from its checkpoint at step (\d+)", second)
+    assert resumed is not None, second[-2000:]
+    assert int(resumed.group(1)) >= 4, "the killed member started over instead of resuming"
+    assert killed_at is not None and int(resumed.group(1)) <= killed_at + 8
+    store = SqlPopulationStore(storage.engine)
+    members = store.members("killed")
+    assert all(m.state == MemberState.DONE and m.step == 200 for m in members.values())
+    events = store.lineage("killed")
+    check_lineage(events, members)
+    # every in-place exploit a member's log shows is one stored event, and vice versa (bar a
+    # decision whose process was killed before it could log it)
+    logged = Counter(
+        (tr.number, int(d), int(s))
+        for tr in trials
+        for d, s in EXPLOIT_LINE.findall(Path(str(tr.log_path)).read_text())
+    )
+    stored = Counter((e.member, e.donor, e.donor_step) for e in events if e.kind == "exploit")
+    assert not logged - stored, f"exploits in the logs but not in hf_lineage: {logged - stored}"
+    missing = stored - logged
+    assert sum(missing.values()) <= 1 and all(k[0] == victim for k in missing), missing
+
+
+# -- 4. replay --------------------------------------------------------------------------------
+
+
+FINAL_LINE = re.compile(r"^run complete at step (\d+): (\{.*\})$", re.M)
+STEP_LINE = re.compile(r"^step (\d+): Q=(\S+)", re.M)
+
+
+def test_replay_of_the_best_member_reproduces_its_q(toy_run: tuple[Path, dict[str, Any]]) -> None:
+    directory, result = toy_run
+    best = result["best"]["number"]
+    db = f"sqlite:///{directory / 'runs' / 'hf.db'}"
+    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "replay", "pbt-toy",
+           "--member", str(best), "--storage", db, "--devices", "cpu:1"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=directory, env=cli_env(), capture_output=True, text=True,
+                          timeout=SWEEP_TIMEOUT_S, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "from step 0:" in proc.stderr  # the schedule it replays
+    stored = storage_of(directory).get_trial("pbt-toy", best)
+    steps = {int(s): float(q) for s, q in STEP_LINE.findall(proc.stdout)}
+    assert max(steps) == 200
+    assert steps[200] == pytest.approx(stored.metrics["Q"], rel=1e-5)  # printed with 6 digits
+    final = FINAL_LINE.search(proc.stdout)
+    assert final is not None, (
+        "sweep replay prints metrics with 6 significant digits only; apply the PrintReporter "
+        "patch (trial_main.py) that ends the run with 'run complete at step N: {json}' so the "
+        "replayed Q can be compared to 1e-9"
+    )
+    assert int(final.group(1)) == 200
+    assert json.loads(final.group(2))["Q"] == pytest.approx(stored.metrics["Q"], abs=1e-9)
+
+
+# -- 5. lineage and hp/* metrics in MLflow ----------------------------------------------------
+
+
+def test_lineage_and_hp_metrics_in_mlflow(
+    toy_run: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from hyperfleet.platform.lineage import ARTIFACT, log_lineage
+
+    directory, result = toy_run
+    client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'runs' / 'mlflow.db'}")
+    storage = storage_of(directory)
+    store = SqlPopulationStore(storage.engine)
+    runs = {t.number: str(t.mlflow_run_id) for t in storage.trials("pbt-toy")}
+    parent = result["mlflow"]["parent_run_id"]
+    experiment = result["mlflow"]["experiment_id"]
+    records = log_lineage(client, experiment, parent, "pbt-toy", store, runs)
+    events = store.lineage("pbt-toy")
+    assert len(records) == len(events) > 0
+    again = log_lineage(client, experiment, parent, "pbt-toy", store, {})  # runs found by tag
+    assert again == records
+
+    saved = json.loads(Path(client.download_artifacts(parent, ARTIFACT, str(tmp_path))).read_text())
+    assert [(r["member"], r["generation"], r["kind"]) for r in saved] == [
+        (e.member, e.generation, e.kind) for e in events
+    ]
+    assert all(r["donor_run_id"] == runs[r["donor"]] for r in saved)
+    assert client.get_run(parent).data.tags["hyperfleet.pbt.lineage_events"] == str(len(events))
+
+    members = store.members("pbt-toy")
+    for number, m in members.items():
+        tags = client.get_run(runs[number]).data.tags
+        exploits = [e for e in events if e.member == number and e.kind == "exploit"]
+        assert tags["hyperfleet.pbt.exploits"] == str(len(exploits)) == str(m.generation)
+        assert json.loads(tags["hyperfleet.pbt.params"]) == m.params
+        if exploits:
+            assert tags["hyperfleet.pbt.last_donor"] == str(exploits[-1].donor)
+            assert tags["hyperfleet.pbt.donors"].count("@") == len(exploits)
+
+    # the hyperparameters a member trained with, step by step (the runtime logs them)
+    most = max(members.values(), key=lambda m: m.generation)
+    h0 = client.get_metric_history(runs[most.number], "hp/h0")
+    h1 = client.get_metric_history(runs[most.number], "hp/h1")
+    assert 4 in {m.step for m in h0} and len(h0) == len(h1) >= 10
+    assert len({m.value for m in h0}) + len({m.value for m in h1}) > 2, "h never changed"
