@@ -12,7 +12,11 @@ from hyperfleet.platform.schedulers.configs import (
     parse_pruner_config,
     parse_scheduler_config,
 )
-from hyperfleet.platform.schedulers.samplers import build_pruner, build_sampler
+from hyperfleet.platform.schedulers.samplers import (
+    AskTellGridSampler,
+    build_pruner,
+    build_sampler,
+)
 from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -86,7 +90,7 @@ def test_build_sampler_covers_every_type(kind: str) -> None:
     expected = {
         "tpe": optuna.samplers.TPESampler,
         "random": optuna.samplers.RandomSampler,
-        "grid": optuna.samplers.GridSampler,
+        "grid": AskTellGridSampler,  # Optuna's grid sampler, usable with ask-and-tell
         "cmaes": optuna.samplers.CmaEsSampler,
         "qmc": optuna.samplers.QMCSampler,
         "gp": optuna.samplers.GPSampler,
