@@ -78,9 +78,11 @@ def main() -> None:
     for name, r in (("unpruned", full), ("asha", pruned)):
         print(f"{name:<10}{r['best']:>14.4f}{r['pruned']:>9.0%}{r['steps']:>9}{r['seconds']:>9.1f}")
     gap = (full["best"] - pruned["best"]) / full["best"]
-    print(f"asha/unpruned: best within {gap:.2%} (goal <= 1%), "
-          f"steps {pruned['steps'] / full['steps']:.2f}x (goal <= 0.60), "
-          f"pruned {pruned['pruned']:.0%} (goal >= 30%)")
+    print(
+        f"asha/unpruned: best within {gap:.2%} (goal <= 1%), "
+        f"steps {pruned['steps'] / full['steps']:.2f}x (goal <= 0.60), "
+        f"pruned {pruned['pruned']:.0%} (goal >= 30%)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Run every benchmark in this directory with ``--quick`` and print their reports in turn.
 
-    python benchmarks/run_all.py --quick      # what `make bench` runs
+python benchmarks/run_all.py --quick      # what `make bench` runs
 """
 
 from __future__ import annotations

@@ -136,7 +136,9 @@ def sweep_run(
     console.print(_results_table(summary))
     best = summary.best()
     if best is not None and best.values:
-        console.print(f"best: trial {best.number}, {cfg.all_objectives[0].metric} = {best.values[0]:.4g}")
+        console.print(
+            f"best: trial {best.number}, {cfg.all_objectives[0].metric} = {best.values[0]:.4g}"
+        )
     if len(summary.directions) > 1:
         console.print(_pareto_table(summary))
     console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
@@ -149,7 +151,9 @@ def sweep_run(
         raise typer.Exit(130)
 
 
-def _run_with_progress(cfg: Any, storage_url: str, tracking: str, devices: str, runner_cls: Any) -> Any:
+def _run_with_progress(
+    cfg: Any, storage_url: str, tracking: str, devices: str, runner_cls: Any
+) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = [
@@ -307,8 +311,20 @@ def dashboard(
 
     os.execv(
         sys.executable,
-        [sys.executable, "-m", "streamlit", "run", dash.__file__, "--server.port", str(port),
-         "--server.headless", "true", "--", "--storage", storage],
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            dash.__file__,
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--",
+            "--storage",
+            storage,
+        ],
     )
 
 

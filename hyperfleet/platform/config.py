@@ -227,9 +227,7 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
     return loader.construct_mapping(node)
 
 
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -237,16 +235,20 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the sweep file ({exc.strerror}); check the path")
+        raise ConfigError(
+            f"{path}: cannot read the sweep file ({exc.strerror}); check the path"
+        ) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML")
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of sweep settings, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: expected a mapping of sweep settings, got {type(data).__name__}"
+        )
     return data
 
 

@@ -26,17 +26,17 @@ def check_point(cfg: SweepConfig, params: Mapping[str, Any]) -> list[str]:
             if value not in spec.choices:
                 problems.append(f"--params.{name}: {value!r} is not one of {spec.choices}")
         elif not isinstance(value, (int, float)) or not spec.low <= value <= spec.high:
-            problems.append(
-                f"--params.{name}: {value!r} is outside [{spec.low}, {spec.high}]"
-            )
+            problems.append(f"--params.{name}: {value!r} is outside [{spec.low}, {spec.high}]")
     return problems
 
 
 def enqueue(cfg: SweepConfig, storage_url: str, params: Mapping[str, Any]) -> int:
     """Create the sweep if new, queue ``params`` first; returns the trial number."""
     if cfg.is_population:
-        raise ConfigError("scheduler.type: PBT starts from scheduler.initial; enqueue is for "
-                          "Optuna-based schedulers")
+        raise ConfigError(
+            "scheduler.type: PBT starts from scheduler.initial; enqueue is for "
+            "Optuna-based schedulers"
+        )
     problems = check_point(cfg, params)
     if problems:
         raise ConfigError(problems)

@@ -14,6 +14,7 @@ monitors and tears down the workers; hyperfleet only owns the agent process:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -74,10 +75,8 @@ class TrialHandle:
         return code
 
     def _signal_group(self, sig: signal.Signals) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, grace: float = 10.0) -> int:
         """SIGTERM the whole trial, SIGKILL what is left after ``grace`` seconds."""
@@ -139,14 +138,14 @@ def launch(spec: TrialSpec, lease: Lease, threads_per_process: int) -> TrialHand
     log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
     log.flush()
     try:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        proc = subprocess.Popen(
             cmd,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+            preexec_fn=_die_with_parent,
         )
     except OSError as exc:
         log.close()

@@ -44,7 +44,9 @@ class SweepSummary:
 
     def _key(self, t: TrialSummary) -> list[float]:
         assert t.values is not None
-        return [-v if d == "maximize" else v for v, d in zip(t.values, self.directions, strict=True)]
+        return [
+            -v if d == "maximize" else v for v, d in zip(t.values, self.directions, strict=True)
+        ]
 
     def best(self) -> TrialSummary | None:
         """The best COMPLETE trial (single objective only)."""
@@ -61,7 +63,8 @@ class SweepSummary:
         def dominated(a: TrialSummary) -> bool:
             ka = keys[a.number]
             return any(
-                all(x <= y for x, y in zip(keys[b.number], ka, strict=True)) and keys[b.number] != ka
+                all(x <= y for x, y in zip(keys[b.number], ka, strict=True))
+                and keys[b.number] != ka
                 for b in done
             )
 

@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config import CategoricalParam, FloatParam, IntParam, ParamSpec, SweepConfig
+from hyperfleet.platform.config import (
+    CategoricalParam,
+    IntParam,
+    ParamSpec,
+    SweepConfig,
+)
 from hyperfleet.platform.launch import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.trials.workloads.registry import declared_params, merged_params
@@ -27,7 +32,7 @@ def representative(spec: ParamSpec) -> Any:
     if isinstance(spec, CategoricalParam):
         return spec.choices[0]
     mid = math.sqrt(spec.low * spec.high) if spec.log else (spec.low + spec.high) / 2
-    return int(round(mid)) if isinstance(spec, IntParam) else float(mid)
+    return round(mid) if isinstance(spec, IntParam) else float(mid)
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
@@ -50,8 +55,10 @@ def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]
     known = set(params) | set(cfg.space)
     unknown = sorted(set(overrides) - known) if defaults else []
     if unknown:
-        raise ConfigError(f"--param: unknown parameter {', '.join(unknown)}; expected one of "
-                          f"{', '.join(sorted(known))}")
+        raise ConfigError(
+            f"--param: unknown parameter {', '.join(unknown)}; expected one of "
+            f"{', '.join(sorted(known))}"
+        )
     params.update(overrides)
     return params
 
@@ -88,4 +95,4 @@ def run_single(
         spec_path.write_text(json.dumps(spec))
         cmd = torchrun_command(spec_path, k, f"train-{cfg.name}")
         env = trial_env({}, lease, pool.threads_per_process())
-        return subprocess.run(cmd, env=env, check=False).returncode  # noqa: S603
+        return subprocess.run(cmd, env=env, check=False).returncode

@@ -37,7 +37,9 @@ def sample(trial: optuna.Trial, space: Mapping[str, ParamSpec]) -> dict[str, Any
                 name, spec.low, spec.high, log=spec.log, step=spec.step
             )
         elif isinstance(spec, IntParam):
-            params[name] = trial.suggest_int(name, spec.low, spec.high, log=spec.log, step=spec.step)
+            params[name] = trial.suggest_int(
+                name, spec.low, spec.high, log=spec.log, step=spec.step
+            )
         else:
             params[name] = trial.suggest_categorical(name, spec.choices)
     return params
@@ -52,7 +54,7 @@ def grid(space: Mapping[str, ParamSpec]) -> dict[str, list[Any]] | None:
         elif isinstance(spec, IntParam) and not spec.log:
             values[name] = list(range(spec.low, spec.high + 1, spec.step))
         elif isinstance(spec, FloatParam) and spec.step is not None:
-            n = int(round((spec.high - spec.low) / spec.step))
+            n = round((spec.high - spec.low) / spec.step)
             values[name] = [spec.low + i * spec.step for i in range(n + 1)]
         else:
             return None

@@ -250,9 +250,9 @@ class Storage:
         for t in self.trials(sweep):
             if t.state != "RUNNING":
                 continue
-            if t.host == host and t.pid is not None and not _pid_alive(t.pid):
-                stale.append(t)
-            elif t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s:
+            dead = t.host == host and t.pid is not None and not _pid_alive(t.pid)
+            silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
+            if dead or silent:
                 stale.append(t)
         return stale
 

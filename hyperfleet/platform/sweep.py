@@ -275,8 +275,9 @@ class SweepRunner:
             logger.info("trial %d starts in-process", number)
             return self.inprocess.launch(spec_path, tdir / "log.txt")
         logger.info("trial %d starts on %s", number, ", ".join(map(str, lease.devices)))
-        ts = TrialSpec(f"{self.cfg.name}-{number}-{int(now * 1000)}", spec_path,
-                       tdir / "log.txt", env={})
+        ts = TrialSpec(
+            f"{self.cfg.name}-{number}-{int(now * 1000)}", spec_path, tdir / "log.txt", env={}
+        )
         return launch(ts, lease, self.pool.threads_per_process())
 
     # -- reaping ---------------------------------------------------------------------------
@@ -300,10 +301,15 @@ class SweepRunner:
                 f"objective metric {', '.join(missing)} not in the last report "
                 f"(reported: {reported}); report it or fix objective.metric",
             )
-        return TrialState.COMPLETE, [float(rec.metrics[o.metric]) for o in self.cfg.all_objectives], ""
+        return (
+            TrialState.COMPLETE,
+            [float(rec.metrics[o.metric]) for o in self.cfg.all_objectives],
+            "",
+        )
 
-    def _finish(self, r: Running, state: TrialState | None, values: list[float] | None,
-                error: str) -> None:
+    def _finish(
+        self, r: Running, state: TrialState | None, values: list[float] | None, error: str
+    ) -> None:
         """Record how the trial's processes ended and give its devices back."""
         name = self.cfg.name
         if state is None:  # paused: the scheduler resumes it later
@@ -322,7 +328,7 @@ class SweepRunner:
         final = dict(zip([o.metric for o in self.cfg.all_objectives], values or [], strict=False))
         try:
             self.tracker.end_child(r.run_id, tracked, final, error)
-        except Exception:  # noqa: BLE001 - the outcome is in storage; MLflow is best effort
+        except Exception:
             logger.warning("could not end MLflow run of trial %d", r.number, exc_info=True)
         self.pool.release(r.lease)
         del self.running[r.number]
@@ -354,7 +360,9 @@ class SweepRunner:
     def _install_signals(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        return {sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return {
+            sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
 
     def _heartbeat(self) -> None:
         for number in list(self.running):
@@ -420,7 +428,7 @@ class SweepRunner:
                 SqlPopulationStore(self.storage.engine),
                 {n: r for n, r in runs.items() if r},
             )
-        except Exception:  # noqa: BLE001 - the lineage is in storage; MLflow is best effort
+        except Exception:
             logger.warning("could not write the PBT lineage to MLflow", exc_info=True)
 
     def _close(self) -> SweepSummary:

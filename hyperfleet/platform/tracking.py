@@ -162,7 +162,7 @@ class MetricSink:
         try:
             for i in range(0, len(pending), _MAX_BATCH):
                 self.client.log_batch(self.run_id, metrics=pending[i : i + _MAX_BATCH])
-        except Exception:  # noqa: BLE001 - keep the metrics, try again at the next flush
+        except Exception:
             logger.warning("MLflow log_batch failed; will retry", exc_info=True)
             with self._lock:
                 self._buf = pending + self._buf

@@ -136,8 +136,9 @@ def _exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _adopt_donor(own: CheckpointManager, donor_dir: Path, donor_step: int | None,
-                 env: distributed.DistEnv) -> int:
+def _adopt_donor(
+    own: CheckpointManager, donor_dir: Path, donor_step: int | None, env: distributed.DistEnv
+) -> int:
     """Rank 0 copies the donor's checkpoint into this trial's directory; returns its step.
 
     The trial's own checkpoints after that step are dropped: they belong to the weights it

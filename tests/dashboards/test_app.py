@@ -27,7 +27,9 @@ def test_dashboard_shows_trials_of_a_sweep(tmp_path: Path, monkeypatch: pytest.M
     assert list(frame["trial"]) == [0, 1] and frame["acc"].iloc[0] == pytest.approx(0.9)
 
 
-def test_dashboard_on_empty_storage_says_how_to_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dashboard_on_empty_storage_says_how_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HYPERFLEET_STORAGE", f"sqlite:///{tmp_path / 'empty.db'}")
     app = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not app.exception

@@ -19,26 +19,42 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True, text=True, timeout=600, check=False, env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=env,
     )
 
 
-def test_crashing_trial_is_fail_with_error_tail(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
-    path = sweep_file({
-        "name": "crashy",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 1},
-        "budget": {"trials": 3, "max_concurrent": 2},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {"workload": "tests.integration.workloads:quadratic", "params": {"fail_first": True},
-                  "steps": 4, "eval_every": 2, "resources": {"devices": 1}, "parallel": {"data": 1}},
-    })
+def test_crashing_trial_is_fail_with_error_tail(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file(
+        {
+            "name": "crashy",
+            "objective": {"metric": "loss", "mode": "min"},
+            "scheduler": {"type": "random", "seed": 1},
+            "budget": {"trials": 3, "max_concurrent": 2},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+            "trial": {
+                "workload": "tests.integration.workloads:quadratic",
+                "params": {"fail_first": True},
+                "steps": 4,
+                "eval_every": 2,
+                "resources": {"devices": 1},
+                "parallel": {"data": 1},
+            },
+        }
+    )
     # a custom workload without declared params accepts any names
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 1}
-    status = cli("sweep", "status", "crashy", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    status = cli(
+        "sweep", "status", "crashy", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+    )
     assert status.returncode == 0
     assert "trial 0 failed" in status.stdout
     assert "RuntimeError: injected failure in trial 0" in status.stdout

@@ -49,21 +49,39 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupt_and_continue(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Path) -> None:
+def test_interrupt_and_continue(
+    sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
     assert not trial_processes(), "another test left trial processes behind"
-    path = sweep_file({
-        "name": "interrupted",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 3},
-        "budget": {"trials": 3, "max_concurrent": 1},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {"workload": "tests.integration.workloads:quadratic", "params": {"sleep": 0.05},
-                  "steps": 200, "eval_every": 10, "resources": {"devices": 2},
-                  "parallel": {"data": 2}},
-    })
+    path = sweep_file(
+        {
+            "name": "interrupted",
+            "objective": {"metric": "loss", "mode": "min"},
+            "scheduler": {"type": "random", "seed": 3},
+            "budget": {"trials": 3, "max_concurrent": 1},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+            "trial": {
+                "workload": "tests.integration.workloads:quadratic",
+                "params": {"sleep": 0.05},
+                "steps": 200,
+                "eval_every": 10,
+                "resources": {"devices": 2},
+                "parallel": {"data": 2},
+            },
+        }
+    )
     db = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
-    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json",
-           "--devices", "cpu:2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hyperfleet.platform",
+        "sweep",
+        "run",
+        str(path),
+        "--json",
+        "--devices",
+        "cpu:2",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     storage = Storage(db)

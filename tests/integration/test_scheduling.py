@@ -22,28 +22,40 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True, text=True, timeout=900, check=False, env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env=env,
     )
 
 
 QUADRATIC = {
     "objective": {"metric": "loss", "mode": "min"},
     "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-    "trial": {"workload": "tests.integration.workloads:quadratic", "params": {},
-              "steps": 40, "eval_every": 10, "resources": {"devices": 2}, "parallel": {"data": 2}},
+    "trial": {
+        "workload": "tests.integration.workloads:quadratic",
+        "params": {},
+        "steps": 40,
+        "eval_every": 10,
+        "resources": {"devices": 2},
+        "parallel": {"data": 2},
+    },
 }
 
 
 def test_pruned_trial_stops_on_every_rank_and_frees_its_devices(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
-    path = sweep_file({
-        **QUADRATIC,
-        "name": "pruning",
-        "scheduler": {"type": "random", "seed": 0},
-        "pruner": {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
-        "budget": {"trials": 4, "max_concurrent": 1},
-    })
+    path = sweep_file(
+        {
+            **QUADRATIC,
+            "name": "pruning",
+            "scheduler": {"type": "random", "seed": 0},
+            "pruner": {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+            "budget": {"trials": 4, "max_concurrent": 1},
+        }
+    )
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])["state_counts"]
@@ -60,19 +72,32 @@ def test_pruned_trial_stops_on_every_rank_and_frees_its_devices(
 
 
 def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
-    path = sweep_file({
-        **QUADRATIC,
-        "name": "warm",
-        "scheduler": {"type": "tpe", "seed": 0},
-        "budget": {"trials": 3, "max_concurrent": 1},
-        "trial": {**QUADRATIC["trial"], "steps": 10, "resources": {"devices": 0},
-                  "parallel": {"data": 1}},
-    })
+    path = sweep_file(
+        {
+            **QUADRATIC,
+            "name": "warm",
+            "scheduler": {"type": "tpe", "seed": 0},
+            "budget": {"trials": 3, "max_concurrent": 1},
+            "trial": {
+                **QUADRATIC["trial"],
+                "steps": 10,
+                "resources": {"devices": 0},
+                "parallel": {"data": 1},
+            },
+        }
+    )
     for x in (0.31, 0.77):
         q = cli("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
         assert q.returncode == 0, q.stderr
-    bad = cli("sweep", "enqueue", "warm", "--params", '{"x": 7}',
-              "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    bad = cli(
+        "sweep",
+        "enqueue",
+        "warm",
+        "--params",
+        '{"x": 7}',
+        "--storage",
+        f"sqlite:///{tmp_path / 'runs' / 'hf.db'}",
+    )
     assert bad.returncode == 2 and "--params.x: 7 is outside [0.0, 1.0]" in bad.stderr
     proc = cli("sweep", "run", str(path), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -84,30 +109,44 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
 def test_system_knob_breaking_the_layout_is_fail_with_reason(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
-    path = sweep_file({
-        **QUADRATIC,
-        "name": "knobs",
-        "scheduler": {"type": "grid"},
-        "budget": {"trials": 2, "max_concurrent": 1},
-        "space": {"trial.parallel.data": {"type": "categorical", "choices": [1, 2]},
-                  "x": {"type": "categorical", "choices": [0.3]}},
-        "trial": {**QUADRATIC["trial"], "steps": 10, "resources": {"devices": 1},
-                  "parallel": {"data": 1}},
-    })
+    path = sweep_file(
+        {
+            **QUADRATIC,
+            "name": "knobs",
+            "scheduler": {"type": "grid"},
+            "budget": {"trials": 2, "max_concurrent": 1},
+            "space": {
+                "trial.parallel.data": {"type": "categorical", "choices": [1, 2]},
+                "x": {"type": "categorical", "choices": [0.3]},
+            },
+            "trial": {
+                **QUADRATIC["trial"],
+                "steps": 10,
+                "resources": {"devices": 1},
+                "parallel": {"data": 1},
+            },
+        }
+    )
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["state_counts"] == {
-        "COMPLETE": 1, "PRUNED": 0, "FAIL": 1}
-    trials = {t.params["trial.parallel.data"] if "trial.parallel.data" in t.params else None: t
-              for t in Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("knobs")}
+        "COMPLETE": 1,
+        "PRUNED": 0,
+        "FAIL": 1,
+    }
+    trials = {
+        t.params.get("trial.parallel.data"): t
+        for t in Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("knobs")
+    }
     failed = trials[2]
     assert failed.state == "FAIL" and "trial.resources.devices: 1 != parallel.data" in failed.error
     assert trials[1].state == "COMPLETE"
 
 
 def test_unknown_knob_is_a_validation_error(sweep_file: Callable[..., Path]) -> None:
-    path = sweep_file({**QUADRATIC, "space": {"trial.precison": {"type": "categorical",
-                                                                  "choices": ["bf16"]}}})
+    path = sweep_file(
+        {**QUADRATIC, "space": {"trial.precison": {"type": "categorical", "choices": ["bf16"]}}}
+    )
     proc = cli("validate", str(path))
     assert proc.returncode == 2
     assert "space.trial.precison: trial config has no key 'precison'" in proc.stderr

@@ -18,7 +18,9 @@ from hyperfleet.platform.storage import Storage
 pytestmark = pytest.mark.slow
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", *args],
         capture_output=True,
@@ -29,9 +31,16 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subpro
     )
 
 
-def test_digits_ddp_sweep_completes_and_is_logged(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
-    path = sweep_file({"name": "digits-e2e", "budget": {"trials": 4, "max_concurrent": 2},
-                       "trial": {"steps": 150}})
+def test_digits_ddp_sweep_completes_and_is_logged(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file(
+        {
+            "name": "digits-e2e",
+            "budget": {"trials": 4, "max_concurrent": 2},
+            "trial": {"steps": 150},
+        }
+    )
     proc = run_cli("sweep", "run", str(path), "--json", "--devices", "cpu:4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -53,14 +62,20 @@ def test_digits_ddp_sweep_completes_and_is_logged(sweep_file: Callable[..., Path
     exp_id = result["mlflow"]["experiment_id"]
     runs = client.search_runs([exp_id], max_results=100)
     parent = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == result["mlflow"]["parent_run_id"]]
+    children = [
+        r
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") == result["mlflow"]["parent_run_id"]
+    ]
     assert len(parent) == 1 and parent[0].info.run_id == result["mlflow"]["parent_run_id"]
     assert parent[0].info.status == "FINISHED"
     assert len(children) == 4
     for child in children:
         assert child.info.status == "FINISHED"
         assert child.data.tags["hyperfleet.sweep"] == "digits-e2e"
-        assert {"lr", "hidden", "batch_size", "trial.steps", "trial.parallel.data"} <= set(child.data.params)
+        assert {"lr", "hidden", "batch_size", "trial.steps", "trial.parallel.data"} <= set(
+            child.data.params
+        )
         history = client.get_metric_history(child.info.run_id, "val_accuracy")
         assert sorted(m.step for m in history) == [50, 100, 150]
         number = int(child.data.tags["hyperfleet.trial"])

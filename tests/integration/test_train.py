@@ -18,7 +18,11 @@ def train(path: Path, *args: str, cache: Path) -> subprocess.CompletedProcess[st
     env = {**os.environ, "HYPERFLEET_CACHE": str(cache)}
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", "train", str(path), *args],
-        capture_output=True, text=True, timeout=600, check=False, env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=env,
     )
 
 
@@ -26,15 +30,27 @@ def losses(output: str, key: str) -> list[float]:
     return [float(m) for m in re.findall(rf"{key}=([0-9.eE+-]+)", output)]
 
 
-def test_charlm_ddp_trains_on_the_stdlib_corpus(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
-    path = sweep_file({
-        "name": "lm",
-        "objective": {"metric": "val_loss", "mode": "min"},
-        "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
-        "trial": {"workload": "charlm", "params": {"corpus_bytes": 300_000, "batch_size": 8,
-                                                    "n_embd": 32, "eval_batches": 2},
-                  "steps": 60, "eval_every": 20},
-    })
+def test_charlm_ddp_trains_on_the_stdlib_corpus(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file(
+        {
+            "name": "lm",
+            "objective": {"metric": "val_loss", "mode": "min"},
+            "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+            "trial": {
+                "workload": "charlm",
+                "params": {
+                    "corpus_bytes": 300_000,
+                    "batch_size": 8,
+                    "n_embd": 32,
+                    "eval_batches": 2,
+                },
+                "steps": 60,
+                "eval_every": 20,
+            },
+        }
+    )
     mlflow_db = tmp_path / "runs" / "mlflow.db"
     before = mlflow_db.stat().st_mtime_ns
     proc = train(path, "--devices", "cpu:2", "--param", "lr=0.005", cache=tmp_path / "cache")

@@ -42,7 +42,11 @@ def _set(path: str, value: Any) -> dict[str, Any]:
 CASES: list[tuple[str, str, str]] = [
     ("yaml-syntax", "name: t\nspace: {lr: [1, 2\n", "YAML syntax error at line"),
     ("not-a-mapping", "- just\n- a list\n", "expected a mapping"),
-    ("unknown-top-key", yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})), "bogus: unknown key"),
+    (
+        "unknown-top-key",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})),
+        "bogus: unknown key",
+    ),
     (
         "unknown-nested-key",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"trails": 3}})),
@@ -64,7 +68,8 @@ CASES: list[tuple[str, str, str]] = [
         "log-low-nonpositive",
         yaml.safe_dump(
             deep_update(
-                BASE_SWEEP, {"space": {"lr": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}}
+                BASE_SWEEP,
+                {"space": {"lr": {"type": "float", "low": 0.0, "high": 1.0, "log": True}}},
             )
         ),
         "space.lr: log: true needs low > 0",
@@ -77,7 +82,9 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "unknown-param-type",
-        yaml.safe_dump(deep_update(BASE_SWEEP, {"space": {"lr": {"type": "real", "low": 1, "high": 2}}})),
+        yaml.safe_dump(
+            deep_update(BASE_SWEEP, {"space": {"lr": {"type": "real", "low": 1, "high": 2}}})
+        ),
         "space.lr:",
     ),
     (
@@ -112,10 +119,16 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "duplicate-param",
-        yaml.safe_dump(BASE_SWEEP).replace("  lr:", "  hidden:\n    type: int\n    low: 1\n    high: 2\n  lr:", 1),
+        yaml.safe_dump(BASE_SWEEP).replace(
+            "  lr:", "  hidden:\n    type: int\n    low: 1\n    high: 2\n  lr:", 1
+        ),
         "hidden: duplicate key",
     ),
-    ("missing-objective", yaml.safe_dump(_drop("objective")), "objective: required field is missing"),
+    (
+        "missing-objective",
+        yaml.safe_dump(_drop("objective")),
+        "objective: required field is missing",
+    ),
     (
         "bad-mode",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"objective": {"mode": "maximize"}})),
@@ -123,7 +136,11 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "unknown-workload-param",
-        yaml.safe_dump(deep_update(BASE_SWEEP, {"space": {"momentum": {"type": "float", "low": 0.1, "high": 0.9}}})),
+        yaml.safe_dump(
+            deep_update(
+                BASE_SWEEP, {"space": {"momentum": {"type": "float", "low": 0.1, "high": 0.9}}}
+            )
+        ),
         "space.momentum: unknown parameter of workload 'digits'",
     ),
     (
@@ -136,7 +153,11 @@ CASES: list[tuple[str, str, str]] = [
         yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"timeout": "soon"}})),
         "budget.timeout: expected a duration",
     ),
-    ("bad-name", yaml.safe_dump(deep_update(BASE_SWEEP, {"name": "my sweep!"})), "name: expected letters"),
+    (
+        "bad-name",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"name": "my sweep!"})),
+        "name: expected letters",
+    ),
     (
         "no-budget",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"trials": None}})),

@@ -21,9 +21,13 @@ MODULES = [
 
 
 def test_platform_imports_without_torch() -> None:
-    code = "import sys\n" + "".join(f"import {m}\n" for m in MODULES) + (
-        "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
-        "assert not bad, bad[:5]\n"
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in MODULES)
+        + (
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
+            "assert not bad, bad[:5]\n"
+        )
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr

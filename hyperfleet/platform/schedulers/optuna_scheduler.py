@@ -77,9 +77,7 @@ class OptunaScheduler(Scheduler):
 
     def _grid_exhausted(self) -> bool:
         sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
-        return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(
-            self.study
-        )
+        return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
 
     def _has_waiting(self) -> bool:
         return bool(self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,)))
@@ -109,7 +107,9 @@ class OptunaScheduler(Scheduler):
             return Decision.cont()
         trial = optuna.trial.Trial(self.study, self._trial_id(trial_number))
         if trial.should_prune():
-            return Decision(DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}")
+            return Decision(
+                DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}"
+            )
         return Decision.cont()
 
     def suggestion_info(self, trial_number: int) -> dict[str, str]:

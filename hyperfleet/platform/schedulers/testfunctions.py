@@ -14,11 +14,10 @@ describe their box bounds and minima.
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,10 @@ in-process (``trial.resources.devices: 0``) one at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter
 
