@@ -150,3 +150,57 @@ def test_unknown_knob_is_a_validation_error(sweep_file: Callable[..., Path]) -> 
     proc = cli("validate", str(path))
     assert proc.returncode == 2
     assert "space.trial.precison: trial config has no key 'precison'" in proc.stderr
+
+
+def test_multi_objective_charlm_sweep_prints_a_pareto_front(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    """val_loss against tokens_per_s: bigger models learn more per step and run slower."""
+    path = sweep_file(
+        {
+            "name": "pareto",
+            "objective": None,
+            "objectives": [
+                {"metric": "val_loss", "mode": "min"},
+                {"metric": "tokens_per_s", "mode": "max"},
+            ],
+            "scheduler": {"type": "grid"},
+            "budget": {"trials": 6, "max_concurrent": 1},
+            "space": {
+                "n_embd": {"type": "categorical", "choices": [8, 32, 128]},
+                "n_layer": {"type": "categorical", "choices": [1, 2]},
+            },
+            "trial": {
+                "workload": "charlm",
+                "params": {"corpus_bytes": 200_000, "batch_size": 8, "eval_batches": 2},
+                "steps": 40,
+                "eval_every": 20,
+                "resources": {"devices": 0},
+                "parallel": {"data": 1},
+            },
+        }
+    )
+    text = path.read_text().replace("objective: null\n", "")
+    path.write_text(text)
+    env_cache = {"HYPERFLEET_CACHE": str(tmp_path / "cache")}
+    os.environ.update(env_cache)
+    try:
+        proc = cli("sweep", "run", str(path), "--json")
+    finally:
+        for key in env_cache:
+            os.environ.pop(key)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["state_counts"]["COMPLETE"] == 6
+    front = result["pareto_front"]
+    assert len(front) >= 3
+    status = cli(
+        "sweep", "status", "pareto", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+    )
+    assert status.returncode == 0
+    assert "Pareto front" in status.stdout
+    for point in front:  # no front point is dominated by another
+        for other in front:
+            assert not (
+                other["values"][0] < point["values"][0] and other["values"][1] > point["values"][1]
+            )
