@@ -365,3 +365,47 @@ def test_lineage_and_hp_metrics_in_mlflow(
     h1 = client.get_metric_history(runs[most.number], "hp/h1")
     assert 4 in {m.step for m in h0} and len(h0) == len(h1) >= 10
     assert len({m.value for m in h0}) + len({m.value for m in h1}) > 2, "h never changed"
+
+
+# -- 6. an interrupted PBT sweep resumes its population -------------------------------------
+
+
+def test_interrupted_population_resumes_where_it_was(tmp_path: Path) -> None:
+    path = toy_sweep(tmp_path, "resumed", {
+        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
+                  "params": {"lr": 0.05, "sleep": 0.05}},
+    })  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    storage = storage_of(tmp_path)
+
+    def both_past_40() -> bool:
+        if storage.get_sweep("resumed") is None:
+            return False
+        trials = storage.trials("resumed")
+        return len(trials) == 2 and all((t.last_step or 0) >= 40 for t in trials)
+
+    wait_for(both_past_40, proc, "both members to report past step 40")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
+    assert proc.returncode == 130, err[-3000:]
+    assert not worker_pids(), "member processes outlived the interrupted sweep"
+    before = {t.number: t.last_step for t in storage.trials("resumed")}
+    assert all(t.state != "RUNNING" for t in storage.trials("resumed"))
+    events_before = len(SqlPopulationStore(storage.engine).lineage("resumed"))
+
+    result = run_sweep(path)
+    assert result["state_counts"]["COMPLETE"] == 2
+    trials = storage.trials("resumed")
+    assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
+    for t in trials:  # each member continued from a checkpoint, not from step 0
+        second = Path(str(t.log_path)).read_text().split("# hyperfleet launch:")[-1]
+        resumed = re.search(r"resumes from its checkpoint at step (\d+)", second)
+        assert resumed is not None and int(resumed.group(1)) > 0, second[-2000:]
+        assert before[t.number] is not None and before[t.number] >= 40
+    store = SqlPopulationStore(storage.engine)
+    members = store.members("resumed")
+    assert all(m.state == MemberState.DONE and m.step == 200 for m in members.values())
+    events = store.lineage("resumed")
+    assert len(events) >= events_before  # nothing recorded before the interrupt was lost
+    check_lineage(events, members)
