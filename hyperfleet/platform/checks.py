@@ -151,7 +151,7 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
     problems: list[str] = []
     budget = cfg.budget
     if cfg.is_population:
-        population = cfg.scheduler.population  # type: ignore[union-attr]
+        population = cfg.scheduler.population
         if budget.trials is not None and budget.trials != population:
             problems.append(
                 f"budget.trials: {budget.trials} differs from scheduler.population "
@@ -168,7 +168,7 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
         from hyperfleet.platform.schedulers.pbt import _check_initial
 
         space = {n: s.model_dump() for n, s in cfg.space.items()}
-        problems += _check_initial(cfg.scheduler.initial, space)  # type: ignore[union-attr]
+        problems += _check_initial(cfg.scheduler.initial, space)
     elif budget.trials is None and budget.timeout is None:
         problems.append("budget: give trials or timeout (or both), or the sweep would never end")
     if cfg.objectives is not None and cfg.pruner.type != "none":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -156,20 +156,23 @@ def _scheduler_union() -> Any:
     return Annotated[typing.Union[members], Field(discriminator="type")]  # noqa: UP007
 
 
-AnyScheduler = _scheduler_union()
+if TYPE_CHECKING:  # a union built at run time is opaque to a type checker
+    AnyScheduler = Any
+else:
+    AnyScheduler = _scheduler_union()
 
 
 class SweepConfig(_Frozen):
     name: str
     objective: Objective | None = None
     objectives: list[Objective] | None = Field(None, min_length=2)
-    scheduler: AnyScheduler = Field(default_factory=lambda: TPEConfig(type="tpe"))  # type: ignore[valid-type]
+    scheduler: AnyScheduler = Field(default_factory=lambda: TPEConfig(type="tpe"))
     pruner: PrunerConfig = Field(default_factory=NoPrunerConfig)
     budget: Budget = Field(default_factory=Budget)
     space: dict[str, ParamSpec]
     trial: TrialConfig
     storage: str | None = None
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
     workdir: str = Field("hyperfleet-runs", description="logs, checkpoints, default stores")
 
     @field_validator("name")

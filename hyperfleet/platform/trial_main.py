@@ -31,7 +31,7 @@ from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.trials import distributed
-from hyperfleet.trials.checkpoint import CheckpointManager
+from hyperfleet.trials.checkpoint import CheckpointManager, replica_path
 from hyperfleet.trials.context import CONTINUE, Exploit, Pause, TrialContext, _load_from
 from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
@@ -181,7 +181,13 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
     if env.is_main:
         reporter = RankZeroReporter(spec, cfg) if spec["storage"] else PrintReporter()
     trial_dir = Path(spec["trial_dir"])
-    own = CheckpointManager.from_config(trial_dir / "checkpoints", cfg.trial.checkpoint)
+    # The replica root is shared by every trial of every sweep: each trial gets its own
+    # directory there. A run without stores (``hyperfleet train``) writes no replica.
+    ck = cfg.trial.checkpoint
+    replica = None
+    if ck.replica is not None and spec["storage"]:
+        replica = replica_path(ck.replica) / cfg.name / trial_dir.name
+    own = CheckpointManager(trial_dir / "checkpoints", keep=ck.keep, replica=replica)
     restore: tuple[Path, int | None] | None = None
     if spec.get("restore"):
         point = spec["restore"]

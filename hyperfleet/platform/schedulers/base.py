@@ -30,14 +30,6 @@ class TrialState(str, enum.Enum):
     FAIL = "FAIL"
 
     @property
-    def suggestion_info(self, trial_number: int) -> dict[str, str]:
-        """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
-        return {}
-
-    def enqueue(self, params: Mapping[str, Any]) -> int:
-        """Put user-chosen params first in the queue (warm start); returns the trial number."""
-        raise NotImplementedError(f"{type(self).__name__} does not take enqueued trials")
-
     def finished(self) -> bool:
         return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
 from optuna.trial import TrialState as OptunaState
@@ -33,7 +33,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own log says what ha
 _COUNTED = (OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.FAIL, OptunaState.RUNNING)
 
 
-def _directions(cfg: SweepConfig) -> list[str]:
+def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
     return ["maximize" if o.mode == "max" else "minimize" for o in cfg.all_objectives]
 
 

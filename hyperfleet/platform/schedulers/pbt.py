@@ -570,7 +570,7 @@ class PBTScheduler(Scheduler):
                 return
             txn.put(replace(m, state=MemberState.DONE, updated=now()))
 
-    def requeue(self, trial_number: int | None = None) -> int:
+    def requeue(self, trial_number: int | None = None) -> int:  # type: ignore[override]
         """Put a RUNNING member (None: every one) back to WAITING, to be resumed by suggest().
 
         For a sweep loop that starts again after an interruption (no member's processes

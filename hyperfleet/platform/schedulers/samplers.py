@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -171,14 +171,15 @@ def _cmaes(cfg: CmaEsConfig) -> optuna.samplers.BaseSampler:
 def _crossover(cfg: NSGA2Config) -> Any:
     from optuna.samplers import nsgaii
 
-    return {
+    factories: dict[str, Callable[[], Any]] = {
         "uniform": lambda: nsgaii.UniformCrossover(cfg.swapping_prob),
         "blxalpha": nsgaii.BLXAlphaCrossover,
         "sbx": nsgaii.SBXCrossover,
         "vsbx": nsgaii.VSBXCrossover,
         "undx": nsgaii.UNDXCrossover,
         "spx": nsgaii.SPXCrossover,
-    }[cfg.crossover]()
+    }
+    return factories[cfg.crossover]()
 
 
 def build_pruner(cfg: PrunerConfig) -> optuna.pruners.BasePruner:

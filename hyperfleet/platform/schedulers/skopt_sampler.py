@@ -43,7 +43,7 @@ import logging
 import time
 import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,7 @@ ATTR_TIME = "hyperfleet.suggest_time_s"
 ATTR_SAMPLER = "hyperfleet.sampler"
 ATTR_FALLBACK = "hyperfleet.sampler_fallback"
 
-_LIARS = {"cl_min": np.min, "cl_mean": np.mean, "cl_max": np.max}
+_LIARS: dict[str, Callable[..., Any]] = {"cl_min": np.min, "cl_mean": np.mean, "cl_max": np.max}
 
 
 @functools.cache
@@ -122,7 +122,7 @@ class _Codec:
         from skopt.space import Categorical, Integer, Real
 
         self.names = sorted(space)
-        self.dists = [space[n] for n in self.names]
+        self.dists: list[Any] = [space[n] for n in self.names]  # Optuna distributions
         self.dimensions: list[Any] = []
         for d in self.dists:
             if isinstance(d, CategoricalDistribution):
