@@ -126,28 +126,35 @@ class SweepTracker:
 class MetricSink:
     """Trial side: buffers metrics and writes them to one run with ``log_batch``.
 
-    ``log_metrics`` only appends to a list; a background thread flushes every
-    ``flush_every_s`` seconds, and ``close`` flushes what is left. A failed flush keeps the
-    buffer and retries at the next one, so a short outage of the tracking store loses nothing.
+    ``log_metrics`` only appends ``(key, value, timestamp, step)`` to a list: no MLflow call
+    and no MLflow import on the training thread. A background thread opens the client (so
+    importing MLflow overlaps the trial's start-up), flushes every ``flush_every_s`` seconds,
+    and ``close`` flushes what is left. A failed flush keeps the buffer and retries at the
+    next one, so a short outage of the tracking store loses nothing.
     """
 
     def __init__(self, uri: str, run_id: str, flush_every_s: float = 2.0) -> None:
+        self.uri = uri
         self.run_id = run_id
-        self.client = _client(uri)
-        self._buf: list[Any] = []
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._buf: list[tuple[str, float, int, int]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._every = flush_every_s
         self._thread = threading.Thread(target=self._loop, name="metric-sink", daemon=True)
         self._thread.start()
 
-    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
-        from mlflow.entities import Metric
+    @property
+    def client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                self._client = _client(self.uri)
+            return self._client
 
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         now = int(time.time() * 1000)
-        items = [
-            Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))
-        ]
+        items = [(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))]
         with self._lock:
             self._buf.extend(items)
 
@@ -159,19 +166,28 @@ class MetricSink:
     def flush(self) -> None:
         with self._lock:
             pending, self._buf = self._buf, []
+        if not pending:
+            return
         try:
-            for i in range(0, len(pending), _MAX_BATCH):
-                self.client.log_batch(self.run_id, metrics=pending[i : i + _MAX_BATCH])
+            from mlflow.entities import Metric
+
+            metrics = [Metric(k, v, ts, step) for k, v, ts, step in pending]
+            for i in range(0, len(metrics), _MAX_BATCH):
+                self.client.log_batch(self.run_id, metrics=metrics[i : i + _MAX_BATCH])
         except Exception:
             logger.warning("MLflow log_batch failed; will retry", exc_info=True)
             with self._lock:
                 self._buf = pending + self._buf
 
     def _loop(self) -> None:
+        try:
+            self.client  # noqa: B018 - open it (and import MLflow) off the training thread
+        except Exception:
+            logger.warning("cannot open the MLflow tracking store yet", exc_info=True)
         while not self._stop.wait(self._every):
             self.flush()
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=30)
         self.flush()
