@@ -11,20 +11,43 @@ The context knows nothing of how it was scheduled: the runtime hands it a ``repo
 (rank 0 only) that returns a decision as a plain dict, and catches the ``ScheduleChange``
 exceptions that ``report`` raises for an exploit or a pause (population-based training) to
 restart the workload in the same processes or end them.
+
+**Parallelism helpers** serve every layout of the trial config with one loop: ``ctx.wrap``,
+``ctx.autocast``, ``ctx.backward_step``, or ``ctx.pipeline`` when ``parallel.pipeline > 1``;
+``ctx.mean_over_data`` and ``ctx.throughput`` for reports. They delegate to one
+:class:`~hyperfleet.trials.parallel.Parallelism`, built on first use (every rank must call).
+
+**Full-state checkpoints.** ``ctx.state(step, model=..., optimizer=..., loader=...)`` gathers
+model, optimizer, loss scaler, data position and every rank's RNG into one world-size
+independent dict on rank 0 (None elsewhere, and everywhere when no checkpoint is due), for
+``ctx.report(..., checkpoint=...)``; ``ctx.restore(state, ...)`` loads it at any layout and
+returns its step. Without a pipeline both go through :mod:`hyperfleet.trials.reshard`. With one,
+the stages' states are gathered under the unsplit model's layer indices (``layers()[i]`` is key
+prefix ``i.``): an unsplit model's keys, so checkpoints move between pipelined and plain layouts.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
+from torch import nn
 
 from hyperfleet.errors import TrialPruned
-from hyperfleet.trials.checkpoint import CheckpointManager
+from hyperfleet.trials.checkpoint import CheckpointManager, capture_rng_state
 from hyperfleet.trials.distributed import DistEnv, broadcast_object
+
+if TYPE_CHECKING:
+    import contextlib
+
+    from hyperfleet.trials.parallel.api import Parallelism
+    from hyperfleet.trials.parallel.pipeline import PipelineRunner
+    from hyperfleet.trials.parallel.step import StepOutcome
+    from hyperfleet.trials.parallel.throughput import ThroughputMeter
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +87,75 @@ def _load_from(directory: Path, step: int | None) -> tuple[int, dict[str, Any]] 
     return manager.load_latest()
 
 
+# -- pipeline state: this rank's stages under the unsplit model's layer indices ---------------
+
+
+def _stage_layers(runner: PipelineRunner) -> nn.Module:
+    """A container of this rank's layers named by their index in the full layer list."""
+    box = nn.Module()
+    for s in runner.stage_ids:
+        for i in range(runner.bounds[s], runner.bounds[s + 1]):
+            box.add_module(str(i), runner.layers[i])
+    return box
+
+
+def _cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _cpu(v) for k, v in value.items()}
+    return value
+
+
+def _fqn_optimizer_state(box: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """``opt.state_dict()`` keyed by parameter names (the ``torch.distributed.checkpoint``
+    form), so states of different stages merge and load into any split."""
+    names = {id(p): n for n, p in box.named_parameters()}
+    order = [names[id(p)] for g in opt.param_groups for p in g["params"]]
+    sd = opt.state_dict()
+    groups = [{**g, "params": [order[i] for i in g["params"]]} for g in sd["param_groups"]]
+    return {"state": {order[i]: _cpu(v) for i, v in sd["state"].items()}, "param_groups": groups}
+
+
+def _load_fqn_optimizer(box: nn.Module, opt: torch.optim.Optimizer, saved: dict) -> None:
+    names = {id(p): n for n, p in box.named_parameters()}
+    order = [names[id(p)] for g in opt.param_groups for p in g["params"]]
+    owner = {n: g for g in saved["param_groups"] for n in g["params"]}
+    groups = []
+    for g in opt.state_dict()["param_groups"]:
+        src = owner[order[g["params"][0]]]
+        groups.append({**{k: v for k, v in src.items() if k != "params"}, "params": g["params"]})
+    state = {i: saved["state"][n] for i, n in enumerate(order) if n in saved["state"]}
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _merge_stage_states(parts: list[dict[str, Any] | None]) -> dict[str, Any]:
+    model: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+    groups: list[dict[str, Any]] = []
+    for part in parts:
+        if part is None:
+            continue  # a data replica other than the first: same weights
+        model.update(part["model"])
+        state.update(part["optimizer"]["state"])
+        for i, g in enumerate(part["optimizer"]["param_groups"]):
+            if i < len(groups):
+                groups[i]["params"] = groups[i]["params"] + g["params"]
+            else:
+                groups.append(dict(g))
+    return {"model": model, "optimizer": {"state": state, "param_groups": groups}}
+
+
+def _assemble(step: int, world: int, weights: dict, rngs: list, parts: dict) -> dict[str, Any]:
+    """A state in :mod:`hyperfleet.trials.reshard`'s format."""
+    from hyperfleet.trials.reshard import STATE_VERSION
+
+    objs = {"scaler": parts["scaler"], "scheduler": parts["scheduler"], "data": parts["loader"]}
+    sds = {k: (o.state_dict() if o is not None else None) for k, o in objs.items()}
+    head = {"version": STATE_VERSION, "step": step, "world_size": world}
+    return {**head, **weights, **sds, "rng": rngs, "extra": dict(parts["extra"] or {})}
+
+
 class TrialContext:
     """The trial's view of the platform (see the module docstring)."""
 
@@ -95,6 +187,7 @@ class TrialContext:
         self.checkpoint_every = checkpoint_every
         self._reporter = reporter
         self._restore = restore
+        self._par: Parallelism | None = None
         self.resumed_from: int | None = None
 
     # -- distributed environment ----------------------------------------------------------
@@ -119,6 +212,167 @@ class TrialContext:
     def is_main(self) -> bool:
         return self.env.is_main
 
+    @property
+    def data_size(self) -> int:
+        """Data-parallel replicas: ``parallel.data`` (the world size without a pipeline)."""
+        parallel = getattr(self.config, "parallel", None)
+        return self.world_size // parallel.pipeline if parallel is not None else self.world_size
+
+    @property
+    def data_rank(self) -> int:
+        """This rank's data replica (ranks of one pipeline share it): for data sharding."""
+        return self.rank // (self.world_size // self.data_size)
+
+    # -- parallelism (delegations to one lazily built Parallelism) ------------------------
+
+    @property
+    def parallelism(self) -> Parallelism:
+        """The trial's layout, precision and step logic, built on first use (collective)."""
+        if self._par is None:
+            from hyperfleet.trials.parallel.api import Parallelism
+            from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
+
+            cfg = self.config
+            self._par = Parallelism(
+                getattr(cfg, "parallel", None) or ParallelConfig(),
+                getattr(cfg, "comm", None) or CommConfig(),
+                getattr(cfg, "precision", "fp32"),
+                self.device,
+                grad_accum=getattr(cfg, "grad_accum", 1),
+                grad_clip=getattr(cfg, "grad_clip", None),
+            )
+        return self._par
+
+    @property
+    def pipelined(self) -> bool:
+        parallel = getattr(self.config, "parallel", None)
+        return parallel is not None and parallel.pipeline > 1
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """The model on its device, DDP over the data axis with ``comm``'s hook."""
+        return self.parallelism.wrap(model)
+
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """Autocast for ``precision`` (a no-op for fp32); enter it around the forward."""
+        return self.parallelism.autocast()
+
+    def backward_step(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer
+    ) -> StepOutcome | None:
+        """Backward one micro-batch; every ``grad_accum``-th call steps (returns the outcome)."""
+        return self.parallelism.backward_step(loss, optimizer)
+
+    def pipeline(
+        self,
+        layers: Sequence[nn.Module],
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+        costs: Sequence[float] | None = None,
+    ) -> PipelineRunner:
+        """This rank's stages of ``layers`` (split by cost), their schedule and optimizer."""
+        return self.parallelism.pipeline(layers, loss_fn, optimizer_factory, costs)
+
+    def mean_over_data(self, value: float) -> float:
+        """``value`` (a replica's loss) averaged over the data replicas (collective)."""
+        return self.parallelism.mean_over_data(value)
+
+    def throughput(self, n_params: int) -> ThroughputMeter:
+        """A meter of samples/s, tokens/s, step time and (CUDA) MFU over the trial's devices."""
+        from hyperfleet.trials.parallel.throughput import ThroughputMeter
+
+        return ThroughputMeter(n_params, self.device, self.world_size)
+
+    # -- full trial state ---------------------------------------------------------------
+
+    def _default_scaler(self) -> Any:
+        if self._par is not None and self._par.precision.scaling:
+            return self._par.precision
+        return None
+
+    def state(
+        self,
+        step: int,
+        *,
+        model: nn.Module | PipelineRunner,
+        optimizer: torch.optim.Optimizer | None = None,
+        scaler: Any = None,
+        scheduler: Any = None,
+        loader: Any = None,
+        extra: dict[str, Any] | None = None,
+        force: bool = False,
+        local: bool = False,
+    ) -> dict[str, Any] | None:
+        """The full state at ``step`` on rank 0 (None elsewhere, or when no checkpoint is due).
+
+        Collective unless ``local`` (this rank's objects alone, e.g. a parameter server).
+        ``model`` is the (wrapped) model or, with a pipeline, the runner (its optimizer is the
+        default); ``scaler`` defaults to the fp16 loss scaler.
+        """
+        from hyperfleet.trials import reshard
+
+        if not (force or self._checkpoint_due(step)):
+            return None
+        scaler = scaler if scaler is not None else self._default_scaler()
+        parts = {"scaler": scaler, "scheduler": scheduler, "loader": loader, "extra": extra}
+        if local or not self.pipelined:
+            if not local:
+                return reshard.build_trial_state(step, model=model, optimizer=optimizer, **parts)
+            box = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+            assert isinstance(box, nn.Module)
+            own = {"model": _cpu(box.state_dict()), "optimizer": None}
+            if optimizer is not None:
+                own["optimizer"] = _fqn_optimizer_state(box, optimizer)
+            return _assemble(step, 1, own, [capture_rng_state()], parts)
+        runner: Any = model
+        box = _stage_layers(runner)
+        opt = optimizer or runner.optimizer
+        mine = None
+        if self.parallelism.groups.data_rank == 0:
+            mine = {"model": _cpu(box.state_dict()), "optimizer": _fqn_optimizer_state(box, opt)}
+        gathered: list[Any] | None = [None] * self.world_size if self.is_main else None
+        dist.gather_object((capture_rng_state(), mine), gathered, dst=0)
+        if gathered is None:
+            return None
+        merged = _merge_stage_states([g[1] for g in gathered])
+        return _assemble(step, self.world_size, merged, [g[0] for g in gathered], parts)
+
+    def restore(
+        self,
+        state: dict[str, Any] | None,
+        *,
+        model: nn.Module | PipelineRunner,
+        optimizer: torch.optim.Optimizer | None = None,
+        scaler: Any = None,
+        scheduler: Any = None,
+        loader: Any = None,
+    ) -> int:
+        """Load a state of :meth:`state` (saved at any layout) into this trial; its step.
+
+        Collective. Every rank passes what ``load_checkpoint`` returned.
+        """
+        from hyperfleet.trials import reshard
+
+        scaler = scaler if scaler is not None else self._default_scaler()
+        if not self.pipelined:
+            step, _ = reshard.restore_trial_state(
+                state, model=model, optimizer=optimizer, scaler=scaler, scheduler=scheduler,
+                loader=loader,
+            )  # fmt: skip
+            return step
+        if state is None:
+            raise ValueError("a pipelined trial restores on every rank: pass the state everywhere")
+        runner: Any = model
+        box = _stage_layers(runner)
+        box.load_state_dict({k: state["model"][k] for k in box.state_dict()})
+        if state.get("optimizer") is not None:
+            _load_fqn_optimizer(box, optimizer or runner.optimizer, state["optimizer"])
+        for obj, key in ((scaler, "scaler"), (scheduler, "scheduler"), (loader, "data")):
+            if obj is not None and state.get(key) is not None:
+                obj.load_state_dict(state[key])
+        step = int(state["step"])
+        reshard._restore_rng(state["rng"], step, self.rank)
+        return step
+
     # -- the contract ------------------------------------------------------------------------
 
     def should_eval(self, step: int) -> bool:
@@ -128,8 +382,9 @@ class TrialContext:
     def load_checkpoint(self) -> dict[str, Any] | None:
         """The checkpoint to continue from, or None on a fresh start.
 
-        Normally this trial's latest intact checkpoint; when the runtime says otherwise (a
-        PBT member resuming from a donor's weights) the checkpoint it points to.
+        Normally this trial's latest intact checkpoint (the replica's when the primary copy is
+        gone or corrupt); when the runtime says otherwise (a PBT member resuming from a donor's
+        weights) the checkpoint it points to.
         """
         if self._restore is not None:
             found = _load_from(*self._restore)
@@ -153,15 +408,29 @@ class TrialContext:
         metrics: Mapping[str, float],
         checkpoint: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record ``metrics`` at ``step``; may raise ``TrialPruned`` (on every rank)."""
-        decision = CONTINUE
-        if self.is_main:
-            if checkpoint is not None and self._checkpoint_due(step):
-                self.checkpoints.save(step, dict(checkpoint))
-            if self._reporter is not None:
-                clean = {k: float(v) for k, v in metrics.items()}
-                decision = self._reporter(step, clean)
-        decision = broadcast_object(decision, self.env)
+        """Record ``metrics`` at ``step``; may raise ``TrialPruned`` (on every rank).
+
+        Collective. Only rank 0's ``checkpoint`` is used (others may pass None).
+        """
+        decision = self.record(step, metrics, checkpoint) if self.is_main else CONTINUE
+        self.follow(broadcast_object(decision, self.env), step)
+
+    def record(
+        self, step: int, metrics: Mapping[str, float], checkpoint: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Rank 0 alone: save the checkpoint (when due), record the report, return the decision.
+
+        For loops where rank 0 reports by itself (a parameter server); hand the decision to
+        :meth:`follow` on every rank when they next meet. ``report`` is both.
+        """
+        if checkpoint is not None and self._checkpoint_due(step):
+            self.checkpoints.save(step, dict(checkpoint))
+        if self._reporter is None:
+            return CONTINUE
+        return self._reporter(step, {k: float(v) for k, v in metrics.items()})
+
+    def follow(self, decision: Mapping[str, Any], step: int | None = None) -> None:
+        """Act on a decision: raise ``TrialPruned``, ``Exploit`` or ``Pause`` (or return)."""
         kind = decision["kind"]
         if kind == "prune":
             raise TrialPruned(decision.get("reason") or f"pruned at step {step}")

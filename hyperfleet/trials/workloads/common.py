@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
+from hyperfleet.errors import ConfigError
 from hyperfleet.trials.workloads.registry import BUILTIN
 
 
@@ -23,20 +25,53 @@ def checked_params(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {**defaults, **params}
 
 
-def wrap_ddp(model: nn.Module, world_size: int, device: torch.device) -> nn.Module:
-    """DistributedDataParallel when there is more than one process."""
-    if world_size == 1:
-        return model
-    ids = [device.index] if device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
-
-
 def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
-def rank_slice(global_batch: int, rank: int, world_size: int) -> slice:
-    """This rank's contiguous part of a global batch (sizes differ by at most one)."""
-    base, extra = divmod(global_batch, world_size)
-    start = rank * base + min(rank, extra)
-    return slice(start, start + base + (1 if rank < extra else 0))
+def per_rank_batch(global_batch: int, replicas: int, accum: int) -> int:
+    """Rows of one micro-batch on one data replica: ``global / (replicas * accum)``, exactly.
+
+    An uneven split would weigh replicas' gradients unequally (DDP averages per-replica means),
+    so the global batch must divide.
+    """
+    rows, rest = divmod(global_batch, replicas * accum)
+    if rest or rows < 1:
+        raise ConfigError(
+            f"trial.params.batch_size: {global_batch} is not a multiple of parallel.data * "
+            f"grad_accum = {replicas}*{accum}; expected a positive multiple"
+        )
+    return rows
+
+
+@torch.no_grad()
+def pipeline_loss(runner: Any, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean loss of a forward-only pass of ``runner``'s schedule (every rank of the pipeline).
+
+    The batch must have the training batch's shape: the stages were built for it.
+    """
+    if runner.schedule is None:
+        runner._build_schedule(inputs)
+    for module in runner.modules:
+        module.eval()
+    losses: list[torch.Tensor] = []
+    try:
+        if runner.has_first and runner.has_last:
+            runner.schedule.eval(inputs, target=targets, losses=losses)
+        elif runner.has_first:
+            runner.schedule.eval(inputs)
+        elif runner.has_last:
+            runner.schedule.eval(target=targets, losses=losses)
+        else:
+            runner.schedule.eval()
+    finally:
+        for module in runner.modules:
+            module.train()
+    if losses:
+        loss = torch.stack([x.float() for x in losses]).mean().reshape(1)
+        loss = loss / runner.precision.loss_scale
+    else:
+        loss = torch.zeros(1, device=runner.device)
+    groups = runner.groups
+    dist.broadcast(loss, group=groups.pipeline_group, group_src=groups.layout.pipeline - 1)
+    return float(loss.item())

@@ -1,33 +1,45 @@
 """``digits``: an MLP classifier on scikit-learn's bundled 8x8 digits (1,797 images).
 
-The split (80% train, 20% validation) and the batch order are deterministic functions of
-``seed`` and the step, so a trial resumed from a checkpoint sees exactly the batches it would
-have seen. Data parallel: each rank trains on its slice of every global batch; DDP averages
-the gradients. Metrics: ``loss`` (train), ``val_loss``, ``val_accuracy``.
+The split (80% train, 20% validation) is a deterministic function of ``seed``; batches come
+from a per-replica :class:`ArrayLoader` (disjoint, balanced parts of a seeded order per epoch),
+whose position is part of the checkpoint, so a resumed trial sees exactly the batches it would
+have seen, at any data-parallel width.
+
+``sync.mode: allreduce`` (default): DDP through ``ctx.wrap`` and ``ctx.backward_step`` (with
+``grad_accum``, ``grad_clip``, ``precision`` and ``comm`` of the trial config); ``batch_size``
+is the global batch of one optimizer step. ``sync.mode: async-ps``: rank 0 is a parameter server
+(:mod:`hyperfleet.trials.async_ps`) that holds the weights and the optimizer and reports; the
+other ranks are workers that push gradients of ``batch_size`` rows each, asynchronously (each
+push is one of the trial's steps). Metrics: ``loss`` (train), ``val_loss``, ``val_accuracy``,
+``samples_per_s``, ``step_time_s``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
+from torch.nn import functional as F  # noqa: N812 - the usual name
 
-from hyperfleet.trials.context import TrialContext
-from hyperfleet.trials.workloads.common import checked_params, rank_slice, unwrap, wrap_ddp
+from hyperfleet.errors import ConfigError
+from hyperfleet.trials.context import CONTINUE, TrialContext
+from hyperfleet.trials.data import ArrayLoader
+from hyperfleet.trials.distributed import broadcast_object
+from hyperfleet.trials.workloads.common import checked_params, per_rank_batch, unwrap
 
 _ACTS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
 
-def load_split(seed: int) -> tuple[torch.Tensor, ...]:
+def load_split(seed: int) -> tuple[np.ndarray, ...]:
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
     order = np.random.default_rng(seed).permutation(len(x))
-    x = torch.tensor(x[order] / 16.0, dtype=torch.float32)
-    y = torch.tensor(y[order], dtype=torch.long)
+    x = (x[order] / 16.0).astype(np.float32)
+    y = y[order].astype(np.int64)
     cut = int(0.8 * len(x))
     return x[:cut], y[:cut], x[cut:], y[cut:]
 
@@ -41,48 +53,121 @@ def build_model(hidden: int, act: str) -> nn.Module:
     )
 
 
-def batch_indices(n: int, batch: int, step: int, seed: int) -> np.ndarray:
-    """Indices of the global batch of ``step`` (0-based): epochs of seeded permutations."""
-    per_epoch = n // batch
-    epoch, pos = divmod(step, per_epoch)
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    return perm[pos * batch : (pos + 1) * batch]
-
-
 @torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, prefix: str) -> dict[str, float]:
     model.eval()
     logits = model(x)
     model.train()
     return {
-        "val_loss": float(F.cross_entropy(logits, y)),
-        "val_accuracy": float((logits.argmax(1) == y).float().mean()),
+        f"{prefix}loss": float(F.cross_entropy(logits.float(), y)),
+        f"{prefix}accuracy": float((logits.argmax(1) == y).float().mean()),
     }
+
+
+def _setup(ctx: TrialContext, p: dict[str, Any]) -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(int(p["seed"]))
+    model = build_model(int(p["hidden"]), str(p["act"])).to(ctx.device)
+    return model, torch.optim.AdamW(
+        model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"])
+    )
 
 
 def main(ctx: TrialContext) -> None:
     p: dict[str, Any] = checked_params("digits", ctx.params)
-    torch.manual_seed(p["seed"])
-    xtr, ytr, xva, yva = (t.to(ctx.device) for t in load_split(p["seed"]))
-    model = build_model(int(p["hidden"]), str(p["act"])).to(ctx.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+    if ctx.pipelined:
+        raise ConfigError(
+            "trial.parallel.pipeline: digits is a 3-layer MLP trained data-parallel; "
+            "use pipeline: 1 (or the charlm workload for pipelines)"
+        )
+    sync = getattr(ctx.config, "sync", None)
+    if sync is not None and sync.mode == "async-ps":
+        train_async(ctx, p, sync.staleness)
+        return
+    xtr, ytr, xva, yva = load_split(int(p["seed"]))
+    val = (torch.from_numpy(xva).to(ctx.device), torch.from_numpy(yva).to(ctx.device))
+    accum = int(getattr(ctx.config, "grad_accum", 1))
+    rows = per_rank_batch(int(p["batch_size"]), ctx.data_size, accum)
+    loader = ArrayLoader([xtr, ytr], rows, ctx.data_rank, ctx.data_size, seed=int(p["seed"]))
+    model, _ = _setup(ctx, p)
+    net = ctx.wrap(model)
+    opt = torch.optim.AdamW(net.parameters(), lr=float(p["lr"]), weight_decay=p["weight_decay"])
     state = ctx.load_checkpoint()
-    step = 0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optim"])
-        step = int(state["step"])
-    ddp = wrap_ddp(model, ctx.world_size, ctx.device)
-    batch = int(p["batch_size"])
-    mine = rank_slice(batch, ctx.rank, ctx.world_size)
+    step = 0 if state is None else ctx.restore(state, model=net, optimizer=opt, loader=loader)
+    meter = ctx.throughput(sum(q.numel() for q in model.parameters()))
+    meter.start()
     while step < ctx.max_steps:
-        idx = torch.as_tensor(batch_indices(len(xtr), batch, step, p["seed"])[mine])
-        loss = F.cross_entropy(ddp(xtr[idx]), ytr[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        out = None
+        while out is None:
+            x, y = (t.to(ctx.device) for t in loader.next_batch())
+            with ctx.autocast():
+                loss = F.cross_entropy(net(x).float(), y)
+            out = ctx.backward_step(loss, opt)
         step += 1
+        meter.step(samples=int(p["batch_size"]))
         if ctx.should_eval(step):
-            metrics = {"loss": loss.item(), **evaluate(unwrap(ddp), xva, yva)}
-            ckpt = {"step": step, "model": unwrap(ddp).state_dict(), "optim": opt.state_dict()}
+            metrics = meter.stop()
+            metrics["loss"] = ctx.mean_over_data(out.loss)
+            metrics.update(evaluate(unwrap(net), *val, prefix="val_"))
+            ckpt = ctx.state(step, model=net, optimizer=opt, loader=loader)
             ctx.report(step, metrics, checkpoint=ckpt)
+            meter.start()
+
+
+class _Stop(Exception):  # noqa: N818 - control flow out of the server loop
+    pass
+
+
+def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> None:
+    """Rank 0 serves parameters and reports; ranks 1.. push gradients (see the docstring)."""
+    from hyperfleet.trials import async_ps
+
+    xtr, ytr, xva, yva = load_split(int(p["seed"]))
+    model, opt = _setup(ctx, p)  # every rank, so that restore (collective) sees one layout
+    state = ctx.load_checkpoint()
+    start = 0 if state is None else ctx.restore(state, model=model, optimizer=opt)
+    rows = int(p["batch_size"])
+    decision: dict[str, Any] = CONTINUE
+    async_ps.init_rpc(ctx.rank, ctx.world_size, init_method="env://")
+    try:
+        if start >= ctx.max_steps:
+            pass  # resumed at its last step: nothing left to train
+        elif ctx.is_main:
+            val = (torch.from_numpy(xva), torch.from_numpy(yva))
+            probe = (torch.from_numpy(xtr[:512]), torch.from_numpy(ytr[:512]))
+            clock = {"t": time.perf_counter(), "v": 0}
+
+            def progress(version: int, net: nn.Module) -> None:
+                nonlocal decision
+                step, now = start + version, time.perf_counter()
+                done = max(version - clock["v"], 1)
+                metrics = {
+                    "samples_per_s": done * rows / max(now - clock["t"], 1e-9),
+                    "step_time_s": (now - clock["t"]) / done,
+                    "loss": evaluate(net, *probe, prefix="")["loss"],
+                    **evaluate(net, *val, prefix="val_"),
+                }
+                ckpt = ctx.state(step, model=net, optimizer=opt, local=True)
+                decision = ctx.record(step, metrics, ckpt)
+                clock.update(t=time.perf_counter(), v=version)
+                if decision["kind"] != "continue":
+                    raise _Stop
+
+            try:
+                async_ps.serve(
+                    model, opt, ctx.max_steps - start, on_progress=progress, every=ctx.eval_every
+                )
+            except _Stop:
+                # Workers asking after this are told the run is over (the server's state
+                # stays up for late pushes until shutdown).
+                async_ps._SERVER.total = 0  # type: ignore[union-attr]
+        else:
+            n_workers = ctx.world_size - 1
+            loader = ArrayLoader([xtr, ytr], rows, ctx.rank - 1, n_workers, seed=int(p["seed"]))
+
+            def xent(net: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+                return F.cross_entropy(net(batch[0]), batch[1])
+
+            async_ps.work(ctx.rank, model, xent, loader, staleness)
+    finally:
+        async_ps.shutdown()
+    ctx.follow(broadcast_object(decision, ctx.env))

@@ -38,7 +38,8 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "lr": "Adam learning rate",
             "hidden": "width of the two hidden layers",
             "act": "activation: relu | gelu | tanh",
-            "batch_size": "global batch size, split across data-parallel ranks",
+            "batch_size": "rows per optimizer step over all data replicas and grad_accum "
+            "micro-batches; with sync async-ps, rows per worker push",
             "weight_decay": "AdamW weight decay",
             "seed": "seed of the initialisation, the data split and the batch order",
         },
@@ -61,7 +62,8 @@ BUILTIN: dict[str, WorkloadInfo] = {
         },
         doc={
             "lr": "AdamW learning rate",
-            "batch_size": "global batch size in sequences",
+            "batch_size": "sequences per optimizer step over all data replicas and "
+            "grad_accum micro-batches (a multiple of parallel.data * grad_accum)",
             "seq_len": "context length in bytes",
             "n_layer": "transformer blocks",
             "n_head": "attention heads",
@@ -71,7 +73,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "seed": "seed of the initialisation and the batch order",
             "corpus": "directory of *.py text files; empty: the Python standard library",
             "corpus_bytes": "bytes of the corpus to use",
-            "eval_batches": "batches of the held-out split per evaluation",
+            "eval_batches": "held-out windows per evaluation, in units of batch_size",
         },
     ),
 }
@@ -83,7 +85,9 @@ def resolve_entry(workload: str) -> str:
     return workload
 
 
-def declared_params(workload: str, fn: Callable[..., Any] | None = None) -> Mapping[str, Any] | None:
+def declared_params(
+    workload: str, fn: Callable[..., Any] | None = None
+) -> Mapping[str, Any] | None:
     if workload in BUILTIN:
         return BUILTIN[workload].params
     if fn is None:

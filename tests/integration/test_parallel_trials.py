@@ -1,0 +1,163 @@
+"""Trial layouts through the platform: ``hyperfleet train`` of charlm under DDP, a 1F1B
+pipeline, hybrid data x pipeline (4 processes) and bf16 with gradient accumulation; invalid
+layouts refused before any process starts; async parameter-server digits."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import deep_update
+
+pytestmark = pytest.mark.slow
+
+LM: dict[str, Any] = {
+    "name": "lm",
+    "objective": {"metric": "val_loss", "mode": "min"},
+    "budget": {"trials": 1},
+    "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+    "trial": {
+        "workload": "charlm",
+        "params": {"corpus_bytes": 200_000, "batch_size": 8, "seq_len": 32, "n_embd": 32,
+                   "eval_batches": 2},
+        "steps": 30,
+        "eval_every": 10,
+    },
+}  # fmt: skip
+
+LAYOUTS: dict[str, tuple[int, dict[str, Any]]] = {
+    "ddp": (2, {"parallel": {"data": 2}}),
+    "1f1b": (2, {"parallel": {"pipeline": 2, "schedule": "1f1b", "microbatches": 2}}),
+    "hybrid": (4, {"parallel": {"data": 2, "pipeline": 2, "microbatches": 2}}),
+    "bf16-accum": (2, {"parallel": {"data": 2}, "precision": "bf16", "grad_accum": 2}),
+}
+
+
+def write(tmp: Path, changes: dict[str, Any], base: dict[str, Any] = LM) -> Path:
+    changes = dict(changes)
+    space = changes.pop("space", None)
+    data = deep_update(base, changes)
+    if space is not None:
+        data["space"] = space
+    data["workdir"] = str(tmp / "runs")
+    data["storage"] = f"sqlite:///{tmp / 'runs' / 'hf.db'}"
+    path = tmp / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HYPERFLEET_CACHE": str(cache)}
+    return subprocess.run(
+        [sys.executable, "-m", "hyperfleet.platform", *args],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+
+
+def reports(output: str) -> list[dict[str, float]]:
+    """The metrics of every ``step N: k=v ...`` line that ``hyperfleet train`` prints."""
+    out = []
+    for line in output.splitlines():
+        if re.match(r"^step \d+:", line):
+            out.append({k: float(v) for k, v in re.findall(r"(\w+)=([0-9.eE+-]+)", line)})
+    return out
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, list[dict[str, float]]]:
+    return {}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_charlm_trains_in_every_layout(
+    layout: str, tmp_path: Path, cache: Path, runs: dict[str, list[dict[str, float]]]
+) -> None:
+    devices, changes = LAYOUTS[layout]
+    trial = {"trial": {**changes, "resources": {"devices": devices}}}
+    proc = cli("train", str(write(tmp_path, trial)), "--devices", f"cpu:{devices}",
+               "--param", "lr=0.005", cache=cache)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = reports(proc.stdout)
+    assert len(got) == 3 and "run complete" in proc.stdout
+    assert got[-1]["val_loss"] < got[0]["val_loss"] < 5.6  # below ln(256), and falling
+    for metrics in got:
+        assert metrics["tokens_per_s"] > 0 and metrics["step_time_s"] > 0
+        assert metrics["samples_per_s"] > 0
+    if "pipeline" in changes["parallel"]:
+        assert "pipeline split by cost" in proc.stderr  # the balanced split is logged
+    runs[layout] = got
+
+
+def test_layouts_follow_the_same_fp32_trajectory(runs: dict[str, list[dict[str, float]]]) -> None:
+    """Same global batch, data and initial weights: DDP, the pipeline and the hybrid agree."""
+    if not {"ddp", "1f1b", "hybrid"} <= set(runs):
+        pytest.skip("needs the layout runs of this module")
+    for layout in ("1f1b", "hybrid"):
+        for a, b in zip(runs[layout], runs["ddp"], strict=True):
+            assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+            assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4)
+
+
+INVALID: dict[str, tuple[dict[str, Any], str]] = {
+    "devices-not-DxP": (
+        {"resources": {"devices": 3}, "parallel": {"data": 2}},
+        "error: trial.resources.devices: 3 != parallel.data * parallel.pipeline",
+    ),
+    "more-stages-than-layers": (
+        {"resources": {"devices": 8}, "parallel": {"pipeline": 8, "microbatches": 8}},
+        "error: trial.parallel.pipeline: 8 stages > 4 model layers",
+    ),
+    "1f1b-microbatches-lt-P": (
+        {"resources": {"devices": 2}, "parallel": {"pipeline": 2, "microbatches": 1}},
+        "error: trial.parallel.microbatches: 1 < parallel.pipeline 2",
+    ),
+    "fp16-on-gloo": (
+        {"resources": {"devices": 2}, "parallel": {"data": 2}, "precision": "fp16"},
+        "error: trial.precision: fp16 is not supported on backend 'gloo'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID))
+def test_invalid_layout_is_one_line_and_exit_2_before_anything_starts(
+    case: str, tmp_path: Path
+) -> None:
+    changes, expected = INVALID[case]
+    path = write(tmp_path, {"trial": changes})
+    for args in (("validate", str(path)), ("sweep", "run", str(path), "--devices", "cpu:8")):
+        proc = cli(*args, cache=tmp_path / "cache")
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "runs").exists(), "nothing may be written before validation"
+        assert not (tmp_path / "cache").exists()
+
+
+def test_async_ps_digits_one_server_two_workers(tmp_path: Path) -> None:
+    digits = {**LM, "trial": {"workload": "digits", "steps": 1}}
+    path = write(tmp_path, {
+        "objective": {"metric": "val_accuracy", "mode": "max"},
+        "space": {"lr": {"type": "categorical", "choices": [0.003]}},
+        "trial": {"workload": "digits", "params": {"batch_size": 32}, "steps": 300,
+                  "eval_every": 100, "resources": {"devices": 3}, "parallel": {"data": 3},
+                  "sync": {"mode": "async-ps", "staleness": 2}},
+    }, base=digits)  # fmt: skip
+    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = reports(proc.stdout)
+    assert len(got) == 3, proc.stdout
+    assert got[-1]["val_accuracy"] >= 0.93, got
+    assert got[-1]["samples_per_s"] > 0
