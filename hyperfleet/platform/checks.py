@@ -133,6 +133,8 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
         )
         + validate_comm(t.comm, t.parallel, backend)
     ]
+    if "batch_size" not in cfg.space:  # a searched batch size is checked when it is launched
+        problems += _batch_problems(t)
     if t.sync.mode == "async-ps":
         if devices < 2 or t.parallel.pipeline != 1:
             problems.append(
@@ -145,6 +147,30 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
                 f"{t.workload!r}; use allreduce"
             )
     return problems
+
+
+def _batch_problems(t: TrialConfig) -> list[str]:
+    """Built-in workloads split their global batch over data replicas, accumulation steps
+    and pipeline micro-batches: it must divide evenly."""
+    if t.workload not in BUILTIN or t.sync.mode == "async-ps":
+        return []
+    batch = int({**(BUILTIN[t.workload].params or {}), **t.params}["batch_size"])
+    if t.workload == "digits" and t.parallel.pipeline > 1:
+        return ["trial.parallel.pipeline: digits has no pipeline form; use parallel.data"]
+    parts = t.parallel.data * t.grad_accum
+    if batch % parts:
+        return [
+            f"trial.params.batch_size: {batch} is not divisible by parallel.data x grad_accum "
+            f"= {parts}; use a multiple of {parts}"
+        ]
+    micro = t.parallel.n_microbatches if t.parallel.pipeline > 1 else 1
+    if (batch // t.parallel.data) % micro:
+        return [
+            f"trial.params.batch_size: {batch // t.parallel.data} per data replica is not "
+            f"divisible by parallel.microbatches = {micro}; use a multiple of "
+            f"{micro * t.parallel.data}"
+        ]
+    return []
 
 
 def _scheduler_problems(cfg: SweepConfig) -> list[str]:

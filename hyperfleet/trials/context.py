@@ -156,6 +156,11 @@ def _assemble(step: int, world: int, weights: dict, rngs: list, parts: dict) -> 
     return {**head, **weights, **sds, "rng": rngs, "extra": dict(parts["extra"] or {})}
 
 
+def _hyper(group: Mapping[str, Any]) -> dict[str, Any]:
+    """An optimizer param group's hyperparameters (everything but its params)."""
+    return {k: v for k, v in group.items() if k != "params"}
+
+
 class TrialContext:
     """The trial's view of the platform (see the module docstring)."""
 
@@ -348,8 +353,23 @@ class TrialContext:
     ) -> int:
         """Load a state of :meth:`state` (saved at any layout) into this trial; its step.
 
-        Collective. Every rank passes what ``load_checkpoint`` returned.
+        Collective. Every rank passes what ``load_checkpoint`` returned. The optimizer's
+        hyperparameters (lr, weight decay, ...) stay those this run built from ``ctx.params``:
+        loading an optimizer state would otherwise put back the checkpoint's, and a PBT
+        member's explored values must win. With an LR ``scheduler`` the checkpoint's are kept,
+        since the scheduler owns them.
         """
+        opt = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        built = [] if opt is None else [_hyper(g) for g in opt.param_groups]
+        step = self._restore_state(state, model, optimizer, scaler, scheduler, loader)
+        if opt is not None and scheduler is None:
+            for group, hyper in zip(opt.param_groups, built, strict=True):
+                group.update(hyper)
+        return step
+
+    def _restore_state(
+        self, state: Any, model: Any, optimizer: Any, scaler: Any, scheduler: Any, loader: Any
+    ) -> int:
         from hyperfleet.trials import reshard
 
         scaler = scaler if scaler is not None else self._default_scaler()

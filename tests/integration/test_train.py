@@ -60,7 +60,7 @@ def test_charlm_ddp_trains_on_the_stdlib_corpus(
     assert val[-1] < val[0] < 5.6  # below the uniform 256-way loss ln(256) = 5.55 and falling
     assert "run complete" in proc.stdout
     # the corpus was cached once as a memory-mapped token file
-    assert list((tmp_path / "cache").rglob("tokens.u8"))
+    assert list((tmp_path / "cache").rglob("index.json"))
     assert not (tmp_path / "runs" / "hf.db").exists(), "train must not write to the storage"
     assert mlflow_db.stat().st_mtime_ns == before, "train must not write to MLflow"
 

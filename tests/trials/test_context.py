@@ -134,3 +134,22 @@ def test_data_parallel_helpers_and_report(tmp_path: Path) -> None:
     assert abs(out[0]["mean"] - (out[0]["local"] + out[1]["local"]) / 2) < 1e-6
     assert [o["has_state"] for o in out] == [True, False]
     assert CheckpointManager(tmp_path / "ck").steps() == [1]
+
+
+def test_restore_keeps_this_runs_optimizer_hyperparameters(tmp_path: Path) -> None:
+    """A PBT member restored from a donor's checkpoint trains with its explored lr, not the
+    donor's (``Optimizer.load_state_dict`` alone would put the donor's back)."""
+    ctx = make_ctx(0, 1, str(tmp_path), pipeline=1)
+    torch.manual_seed(0)
+    donor = torch.nn.Linear(4, 2)
+    donor_opt = torch.optim.AdamW(donor.parameters(), lr=0.1, weight_decay=0.01)
+    donor(torch.ones(3, 4)).sum().backward()
+    donor_opt.step()
+    state = ctx.state(1, model=donor, optimizer=donor_opt, force=True)
+    member = torch.nn.Linear(4, 2)
+    member_opt = torch.optim.AdamW(member.parameters(), lr=0.5, weight_decay=0.02)
+    assert ctx.restore(state, model=member, optimizer=member_opt) == 1
+    assert member_opt.param_groups[0]["lr"] == 0.5
+    assert member_opt.param_groups[0]["weight_decay"] == 0.02
+    assert torch.equal(member.weight, donor.weight)  # the weights and moments are the donor's
+    assert member_opt.state_dict()["state"][0]["step"] == 1
