@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cli import cli
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=env,
-    )
 
 
 def test_crashing_trial_is_fail_with_error_tail(

@@ -387,7 +387,7 @@ def test_interrupted_population_resumes_where_it_was(tmp_path: Path) -> None:
 
     wait_for(both_past_40, proc, "both members to report past step 40")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
+    _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 130, err[-3000:]
     assert not worker_pids(), "member processes outlived the interrupted sweep"
     before = {t.number: t.last_step for t in storage.trials("resumed")}

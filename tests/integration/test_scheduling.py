@@ -4,30 +4,16 @@ multi-objective Pareto fronts."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hyperfleet.platform.storage import Storage
+from tests.integration.cli import cli
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env=env,
-    )
 
 
 QUADRATIC = {
@@ -182,13 +168,7 @@ def test_multi_objective_charlm_sweep_prints_a_pareto_front(
     )
     text = path.read_text().replace("objective: null\n", "")
     path.write_text(text)
-    env_cache = {"HYPERFLEET_CACHE": str(tmp_path / "cache")}
-    os.environ.update(env_cache)
-    try:
-        proc = cli("sweep", "run", str(path), "--json")
-    finally:
-        for key in env_cache:
-            os.environ.pop(key)
+    proc = cli("sweep", "run", str(path), "--json", HYPERFLEET_CACHE=str(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["state_counts"]["COMPLETE"] == 6

@@ -4,8 +4,6 @@ and MLflow."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,21 +12,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
+from tests.integration.cli import cli
 
 pytestmark = pytest.mark.slow
-
-
-def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def test_digits_ddp_sweep_completes_and_is_logged(
@@ -41,7 +27,7 @@ def test_digits_ddp_sweep_completes_and_is_logged(
             "trial": {"steps": 150},
         }
     )
-    proc = run_cli("sweep", "run", str(path), "--json", "--devices", "cpu:4")
+    proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["sweep"] == "digits-e2e"
@@ -81,6 +67,6 @@ def test_digits_ddp_sweep_completes_and_is_logged(
         number = int(child.data.tags["hyperfleet.trial"])
         assert child.data.metrics["final/val_accuracy"] == pytest.approx(study.trials[number].value)
 
-    status = run_cli("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
+    status = cli("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
     assert status.returncode == 0
     assert json.loads(status.stdout)["state_counts"]["COMPLETE"] == 4
