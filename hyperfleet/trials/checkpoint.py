@@ -21,7 +21,6 @@ Importing this module does not import torch (the platform imports :class:`Checkp
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import random
@@ -33,6 +32,8 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hyperfleet.trials.files import atomic_write_bytes, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -69,23 +70,6 @@ def replica_path(location: str | os.PathLike[str]) -> Path:
     raise ValueError(f"expected a directory or a file:// URI for the replica, got {text!r}")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _atomic_copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
@@ -116,7 +100,7 @@ class _Location:
         sums = path.with_suffix(".sha256")
         if not path.is_file() or not sums.is_file():
             return False
-        return sums.read_text().strip() == _sha256(path)
+        return sums.read_text().strip() == sha256_file(path)
 
     def copy_from(self, other: _Location, step: int) -> None:
         src = other.path(step)
@@ -176,9 +160,9 @@ class CheckpointManager:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
-        digest = _sha256(tmp)
+        digest = sha256_file(tmp)
         os.replace(tmp, path)
-        _atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
+        atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
         self._primary.prune(self.keep)
         if self._replica:
             try:

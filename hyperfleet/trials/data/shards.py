@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
+from hyperfleet.trials.files import atomic_write_bytes, sha256_file
+
 logger = logging.getLogger(__name__)
 
 FORMAT = "hyperfleet-shards/1"
@@ -74,23 +76,6 @@ def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
 def default_source() -> Path:
     """The running Python's standard library: a text corpus present on every machine."""
     return Path(sysconfig.get_paths()["stdlib"])
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -166,7 +151,7 @@ def _build(directory: Path, config: dict[str, Any], tokenize: Tokenizer, dtype: 
     for i, start in enumerate(range(0, len(tokens), n)):
         part = tokens[start : start + n]
         name = f"shard-{i:05d}.bin"
-        _atomic_write(directory / name, part.tobytes())
+        atomic_write_bytes(directory / name, part.tobytes())
         shards.append(
             {"file": name, "tokens": len(part), "sha256": hashlib.sha256(part).hexdigest()}
         )
@@ -177,7 +162,7 @@ def _build(directory: Path, config: dict[str, Any], tokenize: Tokenizer, dtype: 
         "total_tokens": len(tokens),
         "shards": shards,
     }
-    _atomic_write(directory / "index.json", json.dumps(index, indent=1).encode())
+    atomic_write_bytes(directory / "index.json", json.dumps(index, indent=1).encode())
     logger.info("prepared corpus %s: %d tokens in %d shards", directory, len(tokens), len(shards))
     return index
 
