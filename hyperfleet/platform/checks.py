@@ -191,7 +191,7 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
             problems.append("pruner: PBT decides by itself; use pruner: {type: none}")
         if cfg.objectives is not None:
             problems.append("objectives: PBT ranks members by one objective; use objective")
-        from hyperfleet.platform.schedulers.pbt import _check_initial
+        from hyperfleet.platform.schedulers.mutation import _check_initial
 
         space = {n: s.model_dump() for n, s in cfg.space.items()}
         problems += _check_initial(cfg.scheduler.initial, space)

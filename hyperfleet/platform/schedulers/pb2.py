@@ -34,11 +34,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from hyperfleet.platform.schedulers.pbt import (
-    PBTScheduler,
-    _PopulationFields,
-    explore_params,
-)
+from hyperfleet.platform.schedulers.mutation import explore_params
+from hyperfleet.platform.schedulers.pbt import PBTScheduler, _PopulationFields
 from hyperfleet.platform.schedulers.population import Member, MemberState
 
 logger = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from hyperfleet.platform.schedulers.population import MemberState, MemoryPopulat
 
 # --------------------------------------------------------------------------- the toy problem
 
-TOY_LR = 0.02  # gradient step size on the surrogate (examples/pbt_toy.yaml uses the same)
+TOY_LR = 0.02  # gradient step size on the surrogate (the simulation converges with it)
 TOY_SPACE = {
     "h0": {"type": "float", "low": 0.0, "high": 1.0, "log": False},
     "h1": {"type": "float", "low": 0.0, "high": 1.0, "log": False},

@@ -1,0 +1,110 @@
+"""PBT's explore step over a search space: sampling and perturbing hyperparameters.
+
+The space is a plain mapping ``name -> spec`` (``{"type": "float", "low", "high", "log",
+"step"}``, ``int`` likewise, ``{"type": "categorical", "choices"}``), as the sweep file's
+``space`` dumps to. A float or int is either resampled (with ``resample_probability``) or
+multiplied by one of ``perturbation_factors`` (in log space when the dimension is log-scaled),
+clipped to its bounds and rounded to its step; a categorical moves to a neighbouring choice or
+is resampled.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Space = Mapping[str, Mapping[str, Any]]
+
+
+def _quantise(value: float, spec: Mapping[str, Any]) -> float:
+    step = spec.get("step")
+    low, high = spec["low"], spec["high"]
+    if step:
+        value = low + round((value - low) / step) * step
+    return min(max(value, low), high)
+
+
+def sample_value(spec: Mapping[str, Any], rng: random.Random) -> Any:
+    """One value drawn from ``spec`` (uniform, log-uniform for ``log``)."""
+    if spec["type"] == "categorical":
+        return rng.choice(list(spec["choices"]))
+    low, high = spec["low"], spec["high"]
+    if spec.get("log"):
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    else:
+        value = rng.uniform(low, high)
+    if spec["type"] == "int":
+        return int(_quantise(round(value), spec))
+    return float(_quantise(value, spec))
+
+
+def sample_params(space: Space, rng: random.Random) -> dict[str, Any]:
+    return {name: sample_value(spec, rng) for name, spec in space.items()}
+
+
+def perturb_value(
+    value: Any,
+    spec: Mapping[str, Any],
+    rng: random.Random,
+    resample_probability: float,
+    factors: Sequence[float],
+) -> Any:
+    """Explore one value: resample, or multiply (float/int) / step to a neighbour (categorical)."""
+    if rng.random() < resample_probability:
+        return sample_value(spec, rng)
+    if spec["type"] == "categorical":
+        choices = list(spec["choices"])
+        if value not in choices or len(choices) == 1:
+            return rng.choice(choices)
+        i = choices.index(value) + rng.choice((-1, 1))
+        i = 1 if i < 0 else len(choices) - 2 if i >= len(choices) else i
+        return choices[i]
+    factor = rng.choice(list(factors))
+    new = float(value) * factor  # a shift in log space: symmetric for log parameters
+    if spec["type"] == "int":
+        moved = round(new)
+        if moved == value and factor != 1.0:  # too small to move an int: step by one
+            moved = value + (1 if factor > 1.0 else -1)
+        return int(_quantise(moved, spec))
+    return float(_quantise(new, spec))
+
+
+def explore_params(
+    params: Mapping[str, Any],
+    space: Space,
+    rng: random.Random,
+    resample_probability: float,
+    factors: Sequence[float],
+) -> dict[str, Any]:
+    """``params`` with every parameter of ``space`` explored (others are kept)."""
+    out = dict(params)
+    for name, spec in space.items():
+        if name in out:
+            out[name] = perturb_value(out[name], spec, rng, resample_probability, factors)
+        else:
+            out[name] = sample_value(spec, rng)
+    return out
+
+
+def _check_initial(initial: Sequence[Mapping[str, Any]], space: Space) -> list[str]:
+    problems = []
+    for i, entry in enumerate(initial):
+        for name, value in entry.items():
+            path = f"scheduler.initial[{i}].{name}"
+            spec = space.get(name)
+            if spec is None:
+                problems.append(f"{path}: not a parameter of the space ({sorted(space)})")
+            elif spec["type"] == "categorical" and value not in list(spec["choices"]):
+                problems.append(f"{path}: expected one of {list(spec['choices'])} (got {value!r})")
+            elif spec["type"] != "categorical" and not (
+                isinstance(value, int | float) and spec["low"] <= value <= spec["high"]
+            ):
+                problems.append(
+                    f"{path}: expected a number in [{spec['low']}, {spec['high']}] (got {value!r})"
+                )
+    return problems
+
+
+# --------------------------------------------------------------------------- the scheduler
