@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from hyperfleet.errors import LaunchError
 from hyperfleet.platform.pool import Lease
@@ -44,6 +44,25 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass
+
+
+class Handle(Protocol):
+    def poll(self) -> int | None: ...
+    def stop(self, grace: float = ...) -> int: ...
+    def log_tail(self, lines: int = ...) -> str: ...
+
+
+class NoProcess:
+    """The handle of a trial rejected before launch."""
+
+    def poll(self) -> int | None:
+        return 1
+
+    def stop(self, grace: float = 0.0) -> int:
+        return 1
+
+    def log_tail(self, lines: int = 30) -> str:
+        return ""
 
 
 @dataclass(frozen=True)

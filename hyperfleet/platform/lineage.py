@@ -132,3 +132,22 @@ def log_lineage(
     tracker_client.log_batch(parent_run_id, tags=[count])
     logger.info("PBT %s: %d lineage events written to MLflow", sweep, len(records))
     return records
+
+
+def log_sweep_lineage(tracker: Any, parent_run_id: str, storage: Any, sweep: str) -> None:
+    """At the end of a PBT sweep: lineage tags on each member's run and the sweep's lineage
+    artifact. The lineage is in storage already, so an MLflow failure is only logged."""
+    from hyperfleet.platform.schedulers.population import SqlPopulationStore
+
+    runs = {t.number: t.mlflow_run_id for t in storage.trials(sweep) if t.mlflow_run_id}
+    try:
+        log_lineage(
+            tracker.client,
+            tracker.experiment_id,
+            parent_run_id,
+            sweep,
+            SqlPopulationStore(storage.engine),
+            runs,
+        )
+    except Exception:
+        logger.warning("could not write the PBT lineage to MLflow", exc_info=True)

@@ -23,13 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.checks import apply_overrides, layout_problems, split_params
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.inprocess import InProcessPool
-from hyperfleet.platform.launch import TrialSpec, launch
+from hyperfleet.platform.launch import Handle, NoProcess, TrialSpec, launch
+from hyperfleet.platform.lineage import log_sweep_lineage
 from hyperfleet.platform.paths import trial_dir
 from hyperfleet.platform.pool import Device, Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary, summarize
@@ -42,25 +43,6 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY_S = 5.0
 STOP_GRACE_S = 10.0
-
-
-class Handle(Protocol):
-    def poll(self) -> int | None: ...
-    def stop(self, grace: float = ...) -> int: ...
-    def log_tail(self, lines: int = ...) -> str: ...
-
-
-class _NoProcess:
-    """The handle of a trial rejected before launch."""
-
-    def poll(self) -> int | None:
-        return 1
-
-    def stop(self, grace: float = 0.0) -> int:
-        return 1
-
-    def log_tail(self, lines: int = 30) -> str:
-        return ""
 
 
 @dataclass
@@ -209,7 +191,7 @@ class SweepRunner:
         self.storage.upsert_trial(
             self.cfg.name, number, state="RUNNING", params=params, started_at=now, attempts=0
         )
-        rejected = self.running[number] = Running(number, _NoProcess(), lease, run_id)
+        rejected = self.running[number] = Running(number, NoProcess(), lease, run_id)
         self._finish(rejected, TrialState.FAIL, None, error)
 
     def _spec(
@@ -413,30 +395,12 @@ class SweepRunner:
         population = getattr(self.cfg.scheduler, "population", None)
         return population or self.cfg.budget.trials
 
-    def _log_lineage(self) -> None:
-        """PBT: lineage tags on each member's run and the sweep's lineage artifact."""
-        from hyperfleet.platform.lineage import log_lineage
-        from hyperfleet.platform.schedulers.population import SqlPopulationStore
-
-        runs = {t.number: t.mlflow_run_id for t in self.storage.trials(self.cfg.name)}
-        try:
-            log_lineage(
-                self.tracker.client,
-                self.tracker.experiment_id,
-                self.parent_run_id,
-                self.cfg.name,
-                SqlPopulationStore(self.storage.engine),
-                {n: r for n, r in runs.items() if r},
-            )
-        except Exception:
-            logger.warning("could not write the PBT lineage to MLflow", exc_info=True)
-
     def _close(self) -> SweepSummary:
         interrupted = self._stop.is_set()
         summary = summarize(self.storage, self.cfg.name, interrupted=interrupted)
         best = summary.best()
         if self.cfg.is_population:
-            self._log_lineage()
+            log_sweep_lineage(self.tracker, self.parent_run_id, self.storage, self.cfg.name)
         self.tracker.end_parent(
             self.parent_run_id,
             "KILLED" if interrupted else "FINISHED",

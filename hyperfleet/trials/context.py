@@ -40,6 +40,14 @@ from torch import nn
 from hyperfleet.errors import TrialPruned
 from hyperfleet.trials.checkpoint import CheckpointManager, capture_rng_state
 from hyperfleet.trials.distributed import DistEnv, broadcast_object
+from hyperfleet.trials.stage_state import (
+    assemble_state,
+    fqn_optimizer_state,
+    load_fqn_optimizer,
+    merge_stage_states,
+    stage_layers,
+    to_cpu,
+)
 
 if TYPE_CHECKING:
     import contextlib
@@ -88,72 +96,6 @@ def _load_from(directory: Path, step: int | None) -> tuple[int, dict[str, Any]] 
 
 
 # -- pipeline state: this rank's stages under the unsplit model's layer indices ---------------
-
-
-def _stage_layers(runner: PipelineRunner) -> nn.Module:
-    """A container of this rank's layers named by their index in the full layer list."""
-    box = nn.Module()
-    for s in runner.stage_ids:
-        for i in range(runner.bounds[s], runner.bounds[s + 1]):
-            box.add_module(str(i), runner.layers[i])
-    return box
-
-
-def _cpu(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, dict):
-        return {k: _cpu(v) for k, v in value.items()}
-    return value
-
-
-def _fqn_optimizer_state(box: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
-    """``opt.state_dict()`` keyed by parameter names (the ``torch.distributed.checkpoint``
-    form), so states of different stages merge and load into any split."""
-    names = {id(p): n for n, p in box.named_parameters()}
-    order = [names[id(p)] for g in opt.param_groups for p in g["params"]]
-    sd = opt.state_dict()
-    groups = [{**g, "params": [order[i] for i in g["params"]]} for g in sd["param_groups"]]
-    return {"state": {order[i]: _cpu(v) for i, v in sd["state"].items()}, "param_groups": groups}
-
-
-def _load_fqn_optimizer(box: nn.Module, opt: torch.optim.Optimizer, saved: dict) -> None:
-    names = {id(p): n for n, p in box.named_parameters()}
-    order = [names[id(p)] for g in opt.param_groups for p in g["params"]]
-    owner = {n: g for g in saved["param_groups"] for n in g["params"]}
-    groups = []
-    for g in opt.state_dict()["param_groups"]:
-        src = owner[order[g["params"][0]]]
-        groups.append({**{k: v for k, v in src.items() if k != "params"}, "params": g["params"]})
-    state = {i: saved["state"][n] for i, n in enumerate(order) if n in saved["state"]}
-    opt.load_state_dict({"state": state, "param_groups": groups})
-
-
-def _merge_stage_states(parts: list[dict[str, Any] | None]) -> dict[str, Any]:
-    model: dict[str, Any] = {}
-    state: dict[str, Any] = {}
-    groups: list[dict[str, Any]] = []
-    for part in parts:
-        if part is None:
-            continue  # a data replica other than the first: same weights
-        model.update(part["model"])
-        state.update(part["optimizer"]["state"])
-        for i, g in enumerate(part["optimizer"]["param_groups"]):
-            if i < len(groups):
-                groups[i]["params"] = groups[i]["params"] + g["params"]
-            else:
-                groups.append(dict(g))
-    return {"model": model, "optimizer": {"state": state, "param_groups": groups}}
-
-
-def _assemble(step: int, world: int, weights: dict, rngs: list, parts: dict) -> dict[str, Any]:
-    """A state in :mod:`hyperfleet.trials.reshard`'s format."""
-    from hyperfleet.trials.reshard import STATE_VERSION
-
-    objs = {"scaler": parts["scaler"], "scheduler": parts["scheduler"], "data": parts["loader"]}
-    sds = {k: (o.state_dict() if o is not None else None) for k, o in objs.items()}
-    head = {"version": STATE_VERSION, "step": step, "world_size": world}
-    return {**head, **weights, **sds, "rng": rngs, "extra": dict(parts["extra"] or {})}
 
 
 def _hyper(group: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,22 +266,22 @@ class TrialContext:
                 return reshard.build_trial_state(step, model=model, optimizer=optimizer, **parts)
             box = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
             assert isinstance(box, nn.Module)
-            own = {"model": _cpu(box.state_dict()), "optimizer": None}
+            own = {"model": to_cpu(box.state_dict()), "optimizer": None}
             if optimizer is not None:
-                own["optimizer"] = _fqn_optimizer_state(box, optimizer)
-            return _assemble(step, 1, own, [capture_rng_state()], parts)
+                own["optimizer"] = fqn_optimizer_state(box, optimizer)
+            return assemble_state(step, 1, own, [capture_rng_state()], parts)
         runner: Any = model
-        box = _stage_layers(runner)
+        box = stage_layers(runner)
         opt = optimizer or runner.optimizer
         mine = None
         if self.parallelism.groups.data_rank == 0:
-            mine = {"model": _cpu(box.state_dict()), "optimizer": _fqn_optimizer_state(box, opt)}
+            mine = {"model": to_cpu(box.state_dict()), "optimizer": fqn_optimizer_state(box, opt)}
         gathered: list[Any] | None = [None] * self.world_size if self.is_main else None
         dist.gather_object((capture_rng_state(), mine), gathered, dst=0)
         if gathered is None:
             return None
-        merged = _merge_stage_states([g[1] for g in gathered])
-        return _assemble(step, self.world_size, merged, [g[0] for g in gathered], parts)
+        merged = merge_stage_states([g[1] for g in gathered])
+        return assemble_state(step, self.world_size, merged, [g[0] for g in gathered], parts)
 
     def restore(
         self,
@@ -382,10 +324,10 @@ class TrialContext:
         if state is None:
             raise ValueError("a pipelined trial restores on every rank: pass the state everywhere")
         runner: Any = model
-        box = _stage_layers(runner)
+        box = stage_layers(runner)
         box.load_state_dict({k: state["model"][k] for k in box.state_dict()})
         if state.get("optimizer") is not None:
-            _load_fqn_optimizer(box, optimizer or runner.optimizer, state["optimizer"])
+            load_fqn_optimizer(box, optimizer or runner.optimizer, state["optimizer"])
         for obj, key in ((scaler, "scaler"), (scheduler, "scheduler"), (loader, "data")):
             if obj is not None and state.get(key) is not None:
                 obj.load_state_dict(state[key])
