@@ -150,14 +150,14 @@ def test_async_ps_digits_one_server_two_workers(tmp_path: Path) -> None:
     digits = {**LM, "trial": {"workload": "digits", "steps": 1}}
     path = write(tmp_path, {
         "objective": {"metric": "val_accuracy", "mode": "max"},
-        "space": {"lr": {"type": "categorical", "choices": [0.003]}},
-        "trial": {"workload": "digits", "params": {"batch_size": 32}, "steps": 300,
+        "space": {"lr": {"type": "categorical", "choices": [0.01]}},  # digits' default lr
+        "trial": {"workload": "digits", "params": {"batch_size": 32}, "steps": 400,
                   "eval_every": 100, "resources": {"devices": 3}, "parallel": {"data": 3},
                   "sync": {"mode": "async-ps", "staleness": 2}},
     }, base=digits)  # fmt: skip
     proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = reports(proc.stdout)
-    assert len(got) == 3, proc.stdout
+    assert len(got) == 4, proc.stdout
     assert got[-1]["val_accuracy"] >= 0.93, got
     assert got[-1]["samples_per_s"] > 0
