@@ -25,7 +25,7 @@ from hyperfleet.platform.schedulers.configs import (
     TPEConfig,
 )
 from hyperfleet.platform.schedulers.pb2 import PB2Config
-from hyperfleet.platform.schedulers.pbt import PBTConfig
+from hyperfleet.platform.schedulers.pbt_config import PBTConfig
 from hyperfleet.trials.async_ps import SyncConfig
 from hyperfleet.trials.checkpoint import CheckpointConfig
 from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig, Precision

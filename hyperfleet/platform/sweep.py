@@ -234,6 +234,7 @@ class SweepRunner:
         tdir.mkdir(parents=True, exist_ok=True)
         spec_path = tdir / "spec.json"
         spec_path.write_text(json.dumps(self._spec(cfg, s, params, run_id, prior), indent=2))
+        self._adopt_donor_record(number, s.restore_point())
         host, pid = worker_identity()
         now = time.time()
         self.storage.upsert_trial(
@@ -261,6 +262,18 @@ class SweepRunner:
             f"{self.cfg.name}-{number}-{int(now * 1000)}", spec_path, tdir / "log.txt", env={}
         )
         return launch(ts, lease, self.pool.threads_per_process())
+
+    def _adopt_donor_record(self, number: int, point: tuple[int, int | None] | None) -> None:
+        """A trial resuming from another trial's checkpoint (a PBT member whose weights are a
+        donor's) starts at that step with what the donor reported there; if that is already
+        its step budget, no later report will set it."""
+        if point is None or point[0] == number or point[1] is None:
+            return
+        donor = self.storage.get_trial(self.cfg.name, point[0])
+        if donor is not None and donor.last_step == point[1]:
+            self.storage.upsert_trial(
+                self.cfg.name, number, last_step=point[1], metrics=dict(donor.metrics)
+            )
 
     # -- reaping ---------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ import numpy as np
 from pydantic import Field
 
 from hyperfleet.platform.schedulers.mutation import explore_params
-from hyperfleet.platform.schedulers.pbt import PBTScheduler, _PopulationFields
+from hyperfleet.platform.schedulers.pbt import PBTScheduler
+from hyperfleet.platform.schedulers.pbt_config import _PopulationFields
 from hyperfleet.platform.schedulers.population import Member, MemberState
 
 logger = logging.getLogger(__name__)

@@ -54,9 +54,7 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any, Literal
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.base import (
@@ -72,6 +70,7 @@ from hyperfleet.platform.schedulers.mutation import (
     explore_params,
     sample_params,
 )
+from hyperfleet.platform.schedulers.pbt_config import PBTConfig, _PopulationFields
 from hyperfleet.platform.schedulers.population import (
     LineageEvent,
     Member,
@@ -85,46 +84,6 @@ from hyperfleet.platform.schedulers.population import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["MemberSuggestion", "PBTConfig", "PBTDecision", "PBTScheduler", "replay_schedule"]
-
-
-class _PopulationFields(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    population: int = Field(4, ge=2)
-    """Members trained together (the sweep's trials)."""
-    perturbation_interval: int = Field(100, ge=1)
-    """Steps between a member's ready checks (exploit/explore, pause)."""
-    burn_in: int = Field(0, ge=0)
-    """No member is ready before this step."""
-    quantile_fraction: float = Field(0.25, gt=0.0, le=0.5)
-    """Bottom fraction that exploits, top fraction that donates."""
-    resample_probability: float = Field(0.25, ge=0.0, le=1.0)
-    """Probability that explore resamples a parameter from the space instead of perturbing it."""
-    perturbation_factors: tuple[Annotated[float, Field(gt=0)], ...] = Field(
-        (0.8, 1.2), min_length=1
-    )
-    """Explore multiplies a float/int parameter by one of these, chosen at random."""
-    synchronous: bool = False
-    """Wait (paused) at each interval until every member is ready, then exploit."""
-    seed: int | None = None
-    """Seed of the initial sampling and of explore; None: fresh randomness."""
-    initial: tuple[dict[str, Any], ...] = ()
-    """Initial params of the first members (missing parameters are sampled)."""
-
-    @model_validator(mode="after")
-    def _initial_fits(self) -> _PopulationFields:
-        if len(self.initial) > self.population:
-            raise ValueError(
-                f"initial gives {len(self.initial)} members, more than the population "
-                f"({self.population})"
-            )
-        return self
-
-
-class PBTConfig(_PopulationFields):
-    """Population-based training (``scheduler.type: pbt``)."""
-
-    type: Literal["pbt"]
 
 
 @dataclass(frozen=True)
