@@ -10,7 +10,6 @@ don't lock each other out; a ``postgresql://`` URL works the same way for many h
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -265,7 +264,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)

@@ -61,14 +61,6 @@ def broadcast_object(obj: Any, env: DistEnv) -> Any:
     return box[0]
 
 
-def all_reduce_mean(value: float, env: DistEnv) -> float:
-    if not env.distributed:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=env.device)
-    dist.all_reduce(t)
-    return float(t.item()) / env.world_size
-
-
 def teardown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
