@@ -49,7 +49,7 @@ def _worker(
             timeout=timedelta(seconds=timeout),
         )
         result: tuple[str, Any] = ("ok", fn(rank, world_size, *args))
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - any failure, SystemExit included, goes to the parent
         result = ("error", traceback.format_exc())
     finally:
         if dist.is_initialized():

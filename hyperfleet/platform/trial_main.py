@@ -99,6 +99,10 @@ class RankZeroReporter:
         self.scheduler.report(self.number, step, metrics)
         return self.scheduler.decide(self.number, step).to_wire()
 
+    def pinned_steps(self) -> set[int]:
+        """This trial's checkpoints another trial will still load: never pruned."""
+        return {s for t, s in self.scheduler.pinned_checkpoints() if t == self.number}
+
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         """After an exploit the trial continues from the donor's ``step`` with ``params``:
         its record takes the new params and, if the donor reported at that step, the
@@ -187,11 +191,26 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
     replica = None
     if ck.replica is not None and spec["storage"]:
         replica = replica_path(ck.replica) / cfg.name / trial_dir.name
-    own = CheckpointManager(trial_dir / "checkpoints", keep=ck.keep, replica=replica)
+    protect = reporter.pinned_steps if isinstance(reporter, RankZeroReporter) else None
+    own = CheckpointManager(
+        trial_dir / "checkpoints", keep=ck.keep, replica=replica, protect=protect
+    )
+    number = int(spec["number"])
     restore: tuple[Path, int | None] | None = None
     if spec.get("restore"):
         point = spec["restore"]
-        restore = (checkpoint_dir(cfg.workdir, cfg.name, point["trial"]), point["step"])
+        restore = (own.directory, point["step"])
+        if int(point["trial"]) != number:
+            # Resuming from a donor's weights (a PBT member after an exploit): copy them in
+            # first, so that this trial's own latest checkpoint is what it trains from.
+            donor = int(point["trial"])
+            donor_dir = checkpoint_dir(cfg.workdir, cfg.name, donor)
+            step = _adopt_donor(own, donor_dir, point["step"], env)
+            restore = (own.directory, step)
+            if reporter is not None and step != point["step"]:
+                logger.warning("the donor's checkpoint of step %s is gone; using step %d",
+                               point["step"], step)  # fmt: skip
+                reporter.rewind(step, spec["params"], donor)
     fn = load_workload(cfg.trial.workload)
     outcome = "fail"
     try:
@@ -202,7 +221,7 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
                     env=env,
                     max_steps=max_steps,
                     eval_every=cfg.trial.eval_every,
-                    trial_number=int(spec["number"]),
+                    trial_number=number,
                     sweep=spec["sweep"],
                     config=cfg.trial,
                     workdir=trial_dir,
@@ -217,8 +236,8 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
                     break
                 except Exploit as change:
                     d = change.decision
-                    donor = checkpoint_dir(cfg.workdir, cfg.name, int(d["donor"]))
-                    step = _adopt_donor(own, donor, d["donor_step"], env)
+                    donor_dir = checkpoint_dir(cfg.workdir, cfg.name, int(d["donor"]))
+                    step = _adopt_donor(own, donor_dir, d["donor_step"], env)
                     params = merged_params(cfg.trial.workload, cfg.trial.params, d["params"])
                     restore = (own.directory, step)
                     if reporter is not None:

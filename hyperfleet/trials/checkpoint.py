@@ -26,6 +26,7 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -107,8 +108,12 @@ class _Location:
         _atomic_copy(src, self.path(step))
         _atomic_copy(src.with_suffix(".sha256"), self.path(step).with_suffix(".sha256"))
 
-    def prune(self, keep: int) -> None:
-        for step in self.steps()[:-keep]:
+    def prune(self, keep: int, protected: Callable[[], Iterable[int]] | None = None) -> None:
+        old = self.steps()[:-keep]
+        if old and protected is not None:
+            pinned = set(protected())
+            old = [s for s in old if s not in pinned]
+        for step in old:
             self.path(step).unlink(missing_ok=True)
             self.path(step).with_suffix(".sha256").unlink(missing_ok=True)
 
@@ -121,11 +126,15 @@ class CheckpointManager:
         directory: str | os.PathLike[str],
         keep: int = 2,
         replica: str | os.PathLike[str] | None = None,
+        protect: Callable[[], Iterable[int]] | None = None,
     ) -> None:
+        """``protect``: asked before pruning, the steps that must stay (older than the last
+        ``keep``), e.g. a PBT member's checkpoint another member will still load."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
         self.keep = keep
+        self._protect = protect
         self._primary = _Location(self.directory)
         self._replica = _Location(replica_path(replica)) if replica is not None else None
 
@@ -163,11 +172,11 @@ class CheckpointManager:
         digest = sha256_file(tmp)
         os.replace(tmp, path)
         atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
-        self._primary.prune(self.keep)
+        self._primary.prune(self.keep, self._protect)
         if self._replica:
             try:
                 self._replica.copy_from(self._primary, step)
-                self._replica.prune(self.keep)
+                self._replica.prune(self.keep, self._protect)
             except OSError as exc:  # the trial goes on; the primary copy is intact
                 logger.warning("could not replicate checkpoint %s: %s", path, exc)
         return path

@@ -201,7 +201,7 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
     path = toy_sweep(tmp_path, "shared", {
         "scheduler": {"population": 6, "perturbation_interval": 8},
         "budget": {"max_concurrent": 2},
-        "trial": {"steps": 16, "eval_every": 4},
+        "trial": {"steps": 16, "eval_every": 4, "checkpoint": {"keep": 1}},
     })  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -229,6 +229,10 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
     paused = [t for t in trials if "paused; it resumes" in Path(str(t.log_path)).read_text()]
     assert paused, "no member paused: the population did not time-share the pool"
     assert all(t.attempts >= 2 for t in paused)
+    # keep: 1 prunes every checkpoint but the newest, except the ones a member that exploited
+    # and paused will still load (the scheduler pins them): none may be missing when it does
+    logs = "".join(Path(str(t.log_path)).read_text() for t in trials)
+    assert "is gone" not in logs
     check_lineage(SqlPopulationStore(storage.engine).lineage("shared"), members)
 
 

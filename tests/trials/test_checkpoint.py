@@ -51,6 +51,21 @@ def test_save_load_roundtrip_and_keep_last_k(tmp_path: Path) -> None:
     assert not list((tmp_path / "ck").glob(".*tmp*")), "no temporary files left behind"
 
 
+def test_protected_steps_are_never_pruned(tmp_path: Path) -> None:
+    pinned: set[int] = {10}
+    mgr = CheckpointManager(
+        tmp_path / "ck", keep=1, replica=tmp_path / "rep", protect=lambda: pinned
+    )
+    for step in (10, 20, 30):
+        mgr.save(step, _state(step))
+    assert mgr.steps() == [10, 30]
+    assert mgr.verify(10) and mgr.verify(10, replica=True)
+    pinned.clear()  # released: the next save prunes it, in both locations
+    mgr.save(40, _state(40))
+    assert mgr.steps() == [40]
+    assert not mgr.verify(10, replica=True)
+
+
 def test_corrupted_latest_falls_back_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

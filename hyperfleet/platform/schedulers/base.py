@@ -139,3 +139,8 @@ class Scheduler(ABC):
     def budget_left(self) -> int | None:
         """Trials that may still be suggested, or None if the scheduler doesn't limit them."""
         return None
+
+    def pinned_checkpoints(self) -> set[tuple[int, int]]:
+        """``(trial, step)`` checkpoints some trial will still load (a PBT member resuming
+        from a donor's weights): the trial runtime never prunes them."""
+        return set()

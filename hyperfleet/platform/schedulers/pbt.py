@@ -22,7 +22,8 @@ What the runtime and the sweep loop must do (the contract):
   ``params``. ``resume=True``: load the checkpoint of member ``checkpoint_member`` at
   ``checkpoint_step`` (None: start fresh), **not** the member's own latest one (after an
   exploit it is stale), then train with ``params``, which win over any hyperparameter stored
-  in the checkpoint. If that step is gone, load that member's latest checkpoint.
+  in the checkpoint. That checkpoint is pinned (``pinned_checkpoints``) until the member
+  reports again, so it is there unless its files were lost; then load that member's latest.
 * Rank 0 saves the checkpoint of a report *before* calling ``report`` (every report of a PBT
   member keeps a checkpoint: donors are chosen at their latest report), then calls ``decide``
   and broadcasts the decision:

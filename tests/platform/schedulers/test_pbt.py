@@ -72,6 +72,7 @@ class SimBackend:
     speeds: Mapping[int, float] = field(default_factory=dict)
     retry_reports: bool = False
     crash_on_exploit: bool = False
+    keep: int | None = None  # prune each member's checkpoints to the last ``keep`` + pinned
     checkpoints: dict[tuple[int, int], Any] = field(default_factory=dict)
     running: dict[int, _Running] = field(default_factory=dict)
     final: dict[int, Any] = field(default_factory=dict)
@@ -93,6 +94,16 @@ class SimBackend:
             self.running[s.trial_number] = _Running(dict(s.params), state, step, self.clock)
             self.max_running = max(self.max_running, len(self.running))
 
+    def _save(self, n: int, step: int, state: Any) -> None:
+        self.checkpoints[(n, step)] = state
+        if self.keep is None:
+            return
+        pinned = self.scheduler.pinned_checkpoints()
+        steps = sorted(s for m, s in self.checkpoints if m == n)
+        for old in steps[: -self.keep]:
+            if (n, old) not in pinned:
+                del self.checkpoints[(n, old)]
+
     def _end(self, n: int, state: TrialState) -> None:
         run = self.running.pop(n)
         self.final[n] = run.state
@@ -104,7 +115,7 @@ class SimBackend:
         run.step += 1
         run.clock += self.speeds.get(n, 1.0)
         self.clock = run.clock
-        self.checkpoints[(n, run.step)] = run.state  # saved before the report
+        self._save(n, run.step, run.state)  # saved before the report
         metrics = self.metric_fn(run.state)
         self.scheduler.report(n, run.step, metrics)
         d = self.scheduler.decide(n, run.step)
@@ -119,7 +130,7 @@ class SimBackend:
                 return
             run.state = self.checkpoints[(d.donor, d.donor_step)]
             run.params, run.step = dict(d.params), d.donor_step
-            self.checkpoints[(n, run.step)] = run.state
+            self._save(n, run.step, run.state)
         elif d.kind == DecisionKind.PAUSE:
             self._end(n, TrialState.COMPLETE)
             return
@@ -304,6 +315,19 @@ def test_member_dying_before_its_exploit_resumes_from_the_donor() -> None:
     assert len(events) == len(set(events))
     assert all(m.state == MemberState.DONE for m in sched.members().values())
     assert best_q(backend) >= 1.19
+
+
+@pytest.mark.parametrize("population,slots", [(2, 2), (4, 2), (5, 1)])
+def test_pinned_checkpoints_are_enough_with_keep_1(population: int, slots: int) -> None:
+    """Each member keeps only its newest checkpoint plus the pinned ones, members die before
+    applying exploits and time-share slots: every checkpoint a member loads is still there
+    (a pruned one raises KeyError in the backend)."""
+    sched = toy_scheduler(population=population, initial=())
+    sched.max_concurrent = slots
+    backend = run_toy(sched, slots=slots, keep=1, crash_on_exploit=True)
+    assert backend.crashed and _exploit_events(sched.store)
+    assert all(m.state == MemberState.DONE for m in sched.members().values())
+    assert sched.pinned_checkpoints() == set()
 
 
 def test_interrupted_sweep_resumes_the_population() -> None:
