@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+
+from hyperfleet.trials.checkpoint import replica_path
 
 
 def trial_dir(workdir: str | Path, sweep: str, number: int) -> Path:
@@ -12,3 +15,11 @@ def trial_dir(workdir: str | Path, sweep: str, number: int) -> Path:
 
 def checkpoint_dir(workdir: str | Path, sweep: str, number: int) -> Path:
     return trial_dir(workdir, sweep, number) / "checkpoints"
+
+
+def replica_folder(root: str, sweep: str, created_at: float) -> Path:
+    """The sweep's folder under the replica root ``checkpoint.replica`` (a directory or
+    ``file://`` URI): ``<root>/<sweep>-<creation time, UTC>``, so two sweeps of the same name
+    in different storages never share replicas, and every host names the same folder."""
+    stamp = datetime.fromtimestamp(created_at, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return replica_path(root) / f"{sweep}-{stamp}"

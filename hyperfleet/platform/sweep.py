@@ -31,7 +31,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.inprocess import InProcessPool
 from hyperfleet.platform.launch import Handle, NoProcess, TrialSpec, launch
 from hyperfleet.platform.lineage import log_sweep_lineage
-from hyperfleet.platform.paths import trial_dir
+from hyperfleet.platform.paths import replica_folder, trial_dir
 from hyperfleet.platform.pool import Device, Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.schedulers import Scheduler, Suggestion, TrialState, build_scheduler
@@ -112,6 +112,7 @@ class SweepRunner:
                 f"space: differs from the stored sweep {name!r}; "
                 f"a continued sweep keeps its space, so use a new name"
             )
+        self.created_at = row.created_at
         self.scheduler: Scheduler = build_scheduler(self.cfg, self.storage, create=True)
         experiment = self.cfg.tracking.experiment or name
         artifacts = Path(self.cfg.workdir) / "mlartifacts"
@@ -203,6 +204,8 @@ class SweepRunner:
         prior: TrialRecord | None,
     ) -> dict[str, Any]:
         point = s.restore_point()
+        root = cfg.trial.checkpoint.replica
+        replica = None if root is None else replica_folder(root, self.cfg.name, self.created_at)
         through = prior.last_step if prior else None
         if point is not None:  # continues from another checkpoint: later steps are new
             through = point[1]
@@ -216,6 +219,7 @@ class SweepRunner:
             "run_id": run_id,
             "trial_dir": str(trial_dir(self.cfg.workdir, self.cfg.name, s.trial_number)),
             "reported_through": through,
+            "replica": None if replica is None else str(replica),
             "restore": None if point is None else {"trial": point[0], "step": point[1]},
         }
 

@@ -26,13 +26,14 @@ from typing import Any
 
 from hyperfleet.errors import TrialPruned
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.paths import checkpoint_dir
+from hyperfleet.platform.paths import trial_dir
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.trials import distributed
-from hyperfleet.trials.checkpoint import CheckpointManager, replica_path
-from hyperfleet.trials.context import CONTINUE, Exploit, Pause, TrialContext, _load_from
+from hyperfleet.trials.checkpoint import CheckpointManager
+from hyperfleet.trials.context import CONTINUE, Exploit, Pause, TrialContext
+from hyperfleet.trials.distributed import DistEnv
 from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
 logger = logging.getLogger("hyperfleet.trial")
@@ -140,8 +141,23 @@ def _exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _checkpoints(
+    cfg: SweepConfig, spec: Mapping[str, Any], number: int, **kw: Any
+) -> CheckpointManager:
+    """The checkpoints of trial ``number`` of this sweep: in its trial directory and, with
+    ``checkpoint.replica``, in its folder under the sweep's replica folder. A run without
+    stores (``hyperfleet train``, ``sweep replay``) writes no replica."""
+    own = int(spec["number"]) == number
+    directory = Path(spec["trial_dir"]) if own else trial_dir(cfg.workdir, cfg.name, number)
+    folder = spec.get("replica")
+    replica = None if folder is None else Path(folder) / directory.name
+    return CheckpointManager(
+        directory / "checkpoints", keep=cfg.trial.checkpoint.keep, replica=replica, **kw
+    )
+
+
 def _adopt_donor(
-    own: CheckpointManager, donor_dir: Path, donor_step: int | None, env: distributed.DistEnv
+    own: CheckpointManager, donor: CheckpointManager, donor_step: int | None, env: DistEnv
 ) -> int:
     """Rank 0 copies the donor's checkpoint into this trial's directory; returns its step.
 
@@ -150,9 +166,9 @@ def _adopt_donor(
     """
     step = -1
     if env.is_main:
-        found = _load_from(donor_dir, donor_step)
+        found = donor.load_at(donor_step)
         if found is None:
-            raise RuntimeError(f"exploit: the donor has no checkpoint in {donor_dir}")
+            raise RuntimeError(f"exploit: the donor has no checkpoint in {donor.directory}")
         step, state = found
         for newer in [s for s in own.steps() if s > step]:
             own.path(newer).unlink(missing_ok=True)
@@ -184,29 +200,19 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
     reporter: RankZeroReporter | PrintReporter | None = None
     if env.is_main:
         reporter = RankZeroReporter(spec, cfg) if spec["storage"] else PrintReporter()
-    trial_dir = Path(spec["trial_dir"])
-    # The replica root is shared by every trial of every sweep: each trial gets its own
-    # directory there. A run without stores (``hyperfleet train``) writes no replica.
-    ck = cfg.trial.checkpoint
-    replica = None
-    if ck.replica is not None and spec["storage"]:
-        replica = replica_path(ck.replica) / cfg.name / trial_dir.name
-    protect = reporter.pinned_steps if isinstance(reporter, RankZeroReporter) else None
-    own = CheckpointManager(
-        trial_dir / "checkpoints", keep=ck.keep, replica=replica, protect=protect
-    )
     number = int(spec["number"])
-    restore: tuple[Path, int | None] | None = None
+    protect = reporter.pinned_steps if isinstance(reporter, RankZeroReporter) else None
+    own = _checkpoints(cfg, spec, number, protect=protect)
+    restore: int | None = None  # a step of this trial's checkpoints (None: the latest)
     if spec.get("restore"):
         point = spec["restore"]
-        restore = (own.directory, point["step"])
+        restore = point["step"]
         if int(point["trial"]) != number:
             # Resuming from a donor's weights (a PBT member after an exploit): copy them in
             # first, so that this trial's own latest checkpoint is what it trains from.
             donor = int(point["trial"])
-            donor_dir = checkpoint_dir(cfg.workdir, cfg.name, donor)
-            step = _adopt_donor(own, donor_dir, point["step"], env)
-            restore = (own.directory, step)
+            step = _adopt_donor(own, _checkpoints(cfg, spec, donor), point["step"], env)
+            restore = step
             if reporter is not None and step != point["step"]:
                 logger.warning("the donor's checkpoint of step %s is gone; using step %d",
                                point["step"], step)  # fmt: skip
@@ -224,11 +230,11 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
                     trial_number=number,
                     sweep=spec["sweep"],
                     config=cfg.trial,
-                    workdir=trial_dir,
+                    workdir=own.directory.parent,
                     checkpoints=own,
                     checkpoint_every=cfg.trial.checkpoint.every,
                     reporter=reporter,
-                    restore=restore,
+                    restore_step=restore,
                 )
                 try:
                     fn(ctx)
@@ -236,10 +242,10 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
                     break
                 except Exploit as change:
                     d = change.decision
-                    donor_dir = checkpoint_dir(cfg.workdir, cfg.name, int(d["donor"]))
-                    step = _adopt_donor(own, donor_dir, d["donor_step"], env)
+                    donor_ckpts = _checkpoints(cfg, spec, int(d["donor"]))
+                    step = _adopt_donor(own, donor_ckpts, d["donor_step"], env)
                     params = merged_params(cfg.trial.workload, cfg.trial.params, d["params"])
-                    restore = (own.directory, step)
+                    restore = step
                     if reporter is not None:
                         reporter.rewind(step, params, int(d["donor"]))
                     logger.info("exploit: continues from trial %s at step %d", d["donor"], step)

@@ -229,6 +229,18 @@ class CheckpointManager:
         step = self.latest_step()
         return None if step is None else (step, self.load(step))
 
+    def load_at(self, step: int | None) -> tuple[int, dict[str, Any]] | None:
+        """``(step, state)`` of ``step`` (None: the latest); if no copy of that step is
+        intact, the latest one with a warning."""
+        if step is not None:
+            try:
+                return step, self.load(step)
+            except FileNotFoundError:
+                logger.warning(
+                    "checkpoint of step %d in %s is gone; using the latest", step, self.directory
+                )
+        return self.load_latest()
+
 
 def capture_rng_state() -> dict[str, Any]:
     """Python, NumPy, torch CPU and CUDA generator states, as ``weights_only``-loadable values."""

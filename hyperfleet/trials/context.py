@@ -84,17 +84,6 @@ class Pause(ScheduleChange):
     """Give the devices back; the scheduler resumes the trial later from its checkpoint."""
 
 
-def _load_from(directory: Path, step: int | None) -> tuple[int, dict[str, Any]] | None:
-    """The checkpoint of ``step`` in ``directory``, else the latest one there."""
-    manager = CheckpointManager(directory)
-    if step is not None:
-        try:
-            return step, manager.load(step)
-        except FileNotFoundError:
-            logger.warning("checkpoint of step %d in %s is gone; using the latest", step, directory)
-    return manager.load_latest()
-
-
 # -- pipeline state: this rank's stages under the unsplit model's layer indices ---------------
 
 
@@ -120,7 +109,7 @@ class TrialContext:
         checkpoints: CheckpointManager,
         checkpoint_every: int | None = None,
         reporter: Reporter | None = None,
-        restore: tuple[Path, int | None] | None = None,
+        restore_step: int | None = None,
     ) -> None:
         self.params = dict(params)
         self.env = env
@@ -133,7 +122,7 @@ class TrialContext:
         self.checkpoints = checkpoints
         self.checkpoint_every = checkpoint_every
         self._reporter = reporter
-        self._restore = restore
+        self._restore_step = restore_step
         self._par: Parallelism | None = None
         self.resumed_from: int | None = None
 
@@ -345,13 +334,10 @@ class TrialContext:
         """The checkpoint to continue from, or None on a fresh start.
 
         Normally this trial's latest intact checkpoint (the replica's when the primary copy is
-        gone or corrupt); when the runtime says otherwise (a PBT member resuming from a donor's
-        weights) the checkpoint it points to.
+        gone or corrupt); when the runtime says otherwise (a PBT member whose latest weights
+        were given up for a donor's) the checkpoint of the step it names.
         """
-        if self._restore is not None:
-            found = _load_from(*self._restore)
-        else:
-            found = self.checkpoints.load_latest()
+        found = self.checkpoints.load_at(self._restore_step)
         if found is None:
             return None
         step, state = found

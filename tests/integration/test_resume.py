@@ -29,7 +29,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from hyperfleet.platform.paths import checkpoint_dir
+from hyperfleet.platform.paths import checkpoint_dir, replica_folder
 from hyperfleet.platform.storage import Storage
 from hyperfleet.trials.workloads import digits
 from hyperfleet.trials.workloads.registry import BUILTIN
@@ -115,7 +115,9 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     stopped = storage.get_trial("resume", 1)
     assert stopped.state == "WAITING" and stopped.last_step < 80
     primary = checkpoint_dir(tmp_path / "runs", "resume", 1)
-    own_replica = replica / "resume" / "trial-0001"  # one directory per trial
+    sweep_replica = replica_folder(str(replica), "resume", storage.get_sweep("resume").created_at)
+    assert [p.name for p in replica.iterdir()] == [sweep_replica.name]
+    own_replica = sweep_replica / "trial-0001"  # one directory per trial
     assert 50 in [int(p.stem[5:]) for p in own_replica.glob("step-*.pt")]
     if devices == 1:
         shutil.rmtree(primary)
