@@ -156,13 +156,14 @@ def serve(
     optimizer: torch.optim.Optimizer,
     total_updates: int,
     *,
-    on_progress: Callable[[int, nn.Module], None] | None = None,
+    on_progress: Callable[[int, nn.Module], bool | None] | None = None,
     every: int = 50,
 ) -> ServerStats:
     """Run the parameter server (rank 0, after :func:`init_rpc`) until ``total_updates``.
 
     ``on_progress(version, model)`` runs on this thread every ``every`` updates and at the end,
-    on a consistent snapshot (updates wait meanwhile): evaluate and report there.
+    on a consistent snapshot (updates wait meanwhile): evaluate and report there. If it returns
+    False the run ends at this version (pruned, paused): workers pushing later are told so.
     """
     global _SERVER
     server = _SERVER = _Server(model, optimizer, total_updates)  # stays for late pushes
@@ -176,10 +177,10 @@ def serve(
             version = server.version
             due = version - reported >= every or version >= total_updates
             if due:
-                if on_progress is not None:
-                    on_progress(version, model)
+                if on_progress is not None and on_progress(version, model) is False:
+                    server.total = version  # under the lock: later pushes are refused
                 reported = version
-            if version >= total_updates:
+            if version >= server.total:
                 break
     server.stats.updates = server.version
     server.stats.seconds = time.perf_counter() - start

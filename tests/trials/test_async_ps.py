@@ -45,7 +45,9 @@ def xent(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Te
     return F.cross_entropy(model(x), y)
 
 
-def ps_digits(rank: int, world: int, rdzv: str, updates: int, staleness: int | None) -> Any:
+def ps_digits(
+    rank: int, world: int, rdzv: str, updates: int, staleness: int | None, stop_at: int = 0
+) -> Any:
     x_tr, ytr, x_va, yva = digits()
     async_ps.init_rpc(rank, world, init_method=f"file://{rdzv}")
     try:
@@ -53,12 +55,17 @@ def ps_digits(rank: int, world: int, rdzv: str, updates: int, staleness: int | N
         if rank == 0:
             curve: list[tuple[int, float]] = []
             opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+
+            def progress(version: int, m: nn.Module) -> bool:
+                curve.append((version, accuracy(m, x_va, yva)))
+                return not stop_at or version < stop_at  # False: pruned here
+
             stats = async_ps.serve(
                 model,
                 opt,
                 updates,
                 every=100,
-                on_progress=lambda v, m: curve.append((v, accuracy(m, x_va, yva))),
+                on_progress=progress,
             )
             return {"stats": stats, "curve": curve}
         loader = ArrayLoader(
@@ -83,6 +90,16 @@ def test_one_server_two_workers_learn_digits(tmp_path: Path, staleness: int | No
         assert w["stats"].pulls > 1, "workers keep pulling fresh parameters"
         if staleness is None:
             assert w["stats"].waits <= 1, "only the first pull is waited for"
+
+
+def test_a_stop_from_progress_ends_server_and_workers_at_that_update(tmp_path: Path) -> None:
+    server, w1, w2 = run_distributed(
+        ps_digits, 3, str(tmp_path / "rpc"), 400, None, 200, timeout=240
+    )
+    assert server["stats"].updates == 200, "pushes after the stop were applied"
+    assert [v for v, _ in server["curve"]] == [100, 200]
+    assert sum(server["stats"].by_worker.values()) == 200
+    assert w1["stats"].steps + w2["stats"].steps < 400, "workers did not hear of the stop"
 
 
 def test_sync_config() -> None:

@@ -113,10 +113,6 @@ def main(ctx: TrialContext) -> None:
             meter.start()
 
 
-class _Stop(Exception):  # noqa: N818 - control flow out of the server loop
-    pass
-
-
 def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> None:
     """Rank 0 serves parameters and reports; ranks 1.. push gradients (see the docstring)."""
     from hyperfleet.trials import async_ps
@@ -136,7 +132,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
             probe = (torch.from_numpy(xtr[:512]), torch.from_numpy(ytr[:512]))
             clock = {"t": time.perf_counter(), "v": 0}
 
-            def progress(version: int, net: nn.Module) -> None:
+            def progress(version: int, net: nn.Module) -> bool:
                 nonlocal decision
                 step, now = start + version, time.perf_counter()
                 done = max(version - clock["v"], 1)
@@ -149,17 +145,11 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
                 ckpt = ctx.state(step, model=net, optimizer=opt, local=True)
                 decision = ctx.record(step, metrics, ckpt)
                 clock.update(t=time.perf_counter(), v=version)
-                if decision["kind"] != "continue":
-                    raise _Stop
+                return bool(decision["kind"] == "continue")  # else the server stops here
 
-            try:
-                async_ps.serve(
-                    model, opt, ctx.max_steps - start, on_progress=progress, every=ctx.eval_every
-                )
-            except _Stop:
-                # Workers asking after this are told the run is over (the server's state
-                # stays up for late pushes until shutdown).
-                async_ps._SERVER.total = 0  # type: ignore[union-attr]
+            async_ps.serve(
+                model, opt, ctx.max_steps - start, on_progress=progress, every=ctx.eval_every
+            )
         else:
             n_workers = ctx.world_size - 1
             loader = ArrayLoader([xtr, ytr], rows, ctx.rank - 1, n_workers, seed=int(p["seed"]))
