@@ -170,9 +170,7 @@ def _adopt_donor(
         if found is None:
             raise RuntimeError(f"exploit: the donor has no checkpoint in {donor.directory}")
         step, state = found
-        for newer in [s for s in own.steps() if s > step]:
-            own.path(newer).unlink(missing_ok=True)
-            own.path(newer).with_suffix(".sha256").unlink(missing_ok=True)
+        own.discard_after(step)
         own.save(step, state)
     return int(distributed.broadcast_object(step, env))
 

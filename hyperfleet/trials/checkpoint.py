@@ -113,7 +113,10 @@ class _Location:
         if old and protected is not None:
             pinned = set(protected())
             old = [s for s in old if s not in pinned]
-        for step in old:
+        self.remove(old)
+
+    def remove(self, steps: Iterable[int]) -> None:
+        for step in steps:
             self.path(step).unlink(missing_ok=True)
             self.path(step).with_suffix(".sha256").unlink(missing_ok=True)
 
@@ -180,6 +183,14 @@ class CheckpointManager:
             except OSError as exc:  # the trial goes on; the primary copy is intact
                 logger.warning("could not replicate checkpoint %s: %s", path, exc)
         return path
+
+    def discard_after(self, step: int) -> None:
+        """Delete every checkpoint newer than ``step``, in both locations (weights the trial
+        gave up, e.g. for a PBT donor's: they must never be resumed from)."""
+        newer = [s for s in self.steps() if s > step]
+        for loc in (self._primary, self._replica):
+            if loc is not None:
+                loc.remove(newer)
 
     def verify(self, step: int, replica: bool = False) -> bool:
         """Whether the primary (or, with ``replica=True``, the replica) copy is intact."""

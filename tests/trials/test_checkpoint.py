@@ -66,6 +66,20 @@ def test_protected_steps_are_never_pruned(tmp_path: Path) -> None:
     assert not mgr.verify(10, replica=True)
 
 
+def test_discard_after_removes_newer_steps_in_both_locations(tmp_path: Path) -> None:
+    mgr = CheckpointManager(tmp_path / "ck", keep=3, replica=tmp_path / "rep")
+    for step in (10, 20, 30):
+        mgr.save(step, _state(step))
+    mgr.discard_after(10)
+    assert mgr.steps() == [10]
+    assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == [
+        "step-000000010.pt",
+        "step-000000010.sha256",
+    ]
+    shutil.rmtree(tmp_path / "ck")  # the primary is gone: the replica's latest is step 10
+    assert mgr.load_latest()[0] == 10  # type: ignore[index]
+
+
 def test_corrupted_latest_falls_back_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
