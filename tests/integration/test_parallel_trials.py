@@ -100,6 +100,25 @@ def test_charlm_trains_in_every_layout(
     runs[layout] = got
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_mixed_precision_charlm_trial_on_cuda(precision: str, tmp_path: Path, cache: Path) -> None:
+    """fp16 (loss scaling) and bf16 charlm trials on one CUDA device: the loss falls and
+    model-FLOPs utilisation is reported."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device (runs with pytest -m gpu where one is lent)")
+    trial = {"trial": {"precision": precision, "resources": {"devices": 1}}}
+    proc = cli("train", str(write(tmp_path, trial)), "--devices", "cuda:0",
+               "--param", "lr=0.005", cache=cache)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = reports(proc.stdout)
+    assert len(got) == 3 and "run complete" in proc.stdout
+    assert got[-1]["val_loss"] < got[0]["val_loss"] < 5.6
+    assert all(0 < m["mfu"] < 1 for m in got), got
+
+
 def test_layouts_follow_the_same_fp32_trajectory(runs: dict[str, list[dict[str, float]]]) -> None:
     """Same global batch, data and initial weights: DDP, the pipeline and the hybrid agree."""
     if not {"ddp", "1f1b", "hybrid"} <= set(runs):
