@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,43 @@ def test_async_ps_digits_one_server_two_workers(tmp_path: Path) -> None:
     assert len(got) == 4, proc.stdout
     assert got[-1]["val_accuracy"] >= 0.93, got
     assert got[-1]["samples_per_s"] > 0
+
+
+def digits_with_a_crashing_worker(ctx: Any) -> None:
+    """digits' async-ps loop (server + 2 workers) whose worker rank 2 dies (exit 3) after 30
+    pushes. ``sync.mode: async-ps`` is digits' own; a custom workload runs the loop itself."""
+    from hyperfleet.trials import async_ps
+    from hyperfleet.trials.workloads import digits
+    from hyperfleet.trials.workloads.common import checked_params
+
+    if ctx.rank == 2:
+        work = async_ps.work
+
+        def dying(rank: int, model: Any, loss_fn: Any, batches: Any, staleness: Any) -> Any:
+            def until_crash() -> Any:
+                for i, b in enumerate(batches):
+                    if i == 30:
+                        os._exit(3)
+                    yield b
+
+            return work(rank, model, loss_fn, until_crash(), staleness)
+
+        async_ps.work = dying
+    digits.train_async(ctx, checked_params("digits", {"batch_size": 32}), staleness=2)
+
+
+def test_async_ps_worker_crash_fails_the_trial_instead_of_hanging(tmp_path: Path) -> None:
+    digits = {**LM, "trial": {"workload": "digits", "steps": 1}}
+    path = write(tmp_path, {
+        "objective": {"metric": "val_accuracy", "mode": "max"},
+        "trial": {"workload": f"{__name__}:digits_with_a_crashing_worker",
+                  "params": {}, "steps": 100_000, "eval_every": 100,
+                  "resources": {"devices": 3}, "parallel": {"data": 3}},
+    }, base=digits)  # fmt: skip
+    started = time.monotonic()
+    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "exitcode  : 3" in proc.stderr or "exit code 3" in proc.stderr, proc.stderr[-3000:]
+    # the launcher stopped the server and the other worker: far from 100k updates
+    assert time.monotonic() - started < 300
+    assert "run complete" not in proc.stdout
