@@ -175,11 +175,19 @@ class CheckpointManager:
         digest = sha256_file(tmp)
         os.replace(tmp, path)
         atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
-        self._primary.prune(self.keep, self._protect)
+        pinned: set[int] | None = None
+
+        def protected() -> set[int]:  # asked at most once per save, and only if needed
+            nonlocal pinned
+            if pinned is None:
+                pinned = set(self._protect()) if self._protect is not None else set()
+            return pinned
+
+        self._primary.prune(self.keep, protected)
         if self._replica:
             try:
                 self._replica.copy_from(self._primary, step)
-                self._replica.prune(self.keep, self._protect)
+                self._replica.prune(self.keep, protected)
             except OSError as exc:  # the trial goes on; the primary copy is intact
                 logger.warning("could not replicate checkpoint %s: %s", path, exc)
         return path

@@ -53,12 +53,17 @@ def test_save_load_roundtrip_and_keep_last_k(tmp_path: Path) -> None:
 
 def test_protected_steps_are_never_pruned(tmp_path: Path) -> None:
     pinned: set[int] = {10}
-    mgr = CheckpointManager(
-        tmp_path / "ck", keep=1, replica=tmp_path / "rep", protect=lambda: pinned
-    )
+    asked: list[int] = []
+
+    def protect() -> set[int]:
+        asked.append(1)
+        return pinned
+
+    mgr = CheckpointManager(tmp_path / "ck", keep=1, replica=tmp_path / "rep", protect=protect)
     for step in (10, 20, 30):
         mgr.save(step, _state(step))
     assert mgr.steps() == [10, 30]
+    assert len(asked) == 2, "asked once per save with something to prune, for both locations"
     assert mgr.verify(10) and mgr.verify(10, replica=True)
     pinned.clear()  # released: the next save prunes it, in both locations
     mgr.save(40, _state(40))
