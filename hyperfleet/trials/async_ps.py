@@ -87,11 +87,13 @@ def init_rpc(rank: int, world_size: int, init_method: str = "env://", timeout: f
     rpc.init_rpc(worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=opts)
 
 
-def shutdown() -> None:
-    """Leave the RPC group after every process has finished its calls (collective)."""
+def shutdown(graceful: bool = True) -> None:
+    """Leave the RPC group: after every process has finished its calls (collective), or
+    with ``graceful=False`` at once (this process is failing; a graceful shutdown would wait
+    for peers that may be gone)."""
     import torch.distributed.rpc as rpc
 
-    rpc.shutdown(graceful=True)
+    rpc.shutdown(graceful=graceful)
 
 
 @dataclass

@@ -124,6 +124,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
     rows = int(p["batch_size"])
     decision: dict[str, Any] = CONTINUE
     async_ps.init_rpc(ctx.rank, ctx.world_size, init_method="env://")
+    finished = False
     try:
         if start >= ctx.max_steps:
             pass  # resumed at its last step: nothing left to train
@@ -158,6 +159,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
                 return F.cross_entropy(net(batch[0]), batch[1])
 
             async_ps.work(ctx.rank, model, xent, loader, staleness)
+        finished = True
     finally:
-        async_ps.shutdown()
+        async_ps.shutdown(graceful=finished)  # failing (e.g. a peer died): don't wait for it
     ctx.follow(broadcast_object(decision, ctx.env))
