@@ -24,6 +24,8 @@ What the runtime and the sweep loop must do (the contract):
   exploit it is stale), then train with ``params``, which win over any hyperparameter stored
   in the checkpoint. That checkpoint is pinned (``pinned_checkpoints``) until the member
   reports again, so it is there unless its files were lost; then load that member's latest.
+  (A member whose weights another member will still load never exploits meanwhile, so its
+  own checkpoints are never discarded or overwritten under that member.)
 * Rank 0 saves the checkpoint of a report *before* calling ``report`` (every report of a PBT
   member keeps a checkpoint: donors are chosen at their latest report), then calls ``decide``
   and broadcasts the decision:
@@ -298,6 +300,11 @@ class PBTScheduler(Scheduler):
         ]
         if m.number not in {x.number for x in live} or len(live) < 2:
             return None
+        if any(
+            x.number != m.number and x.state != MemberState.DONE and x.ckpt_member == m.number
+            for x in members.values()
+        ):
+            return None  # another member will still load m's weights: m keeps them for now
         ranked = sorted(live, key=lambda x: (-self._value(x), x.number))
         k = min(math.ceil(len(ranked) * self.config.quantile_fraction), len(ranked) // 2)
         if k == 0 or m.number not in {x.number for x in ranked[-k:]}:

@@ -91,6 +91,8 @@ class SimBackend:
             if s.resume and s.checkpoint_member is not None:
                 step = s.checkpoint_step
                 state = self.checkpoints[(s.checkpoint_member, step)]
+                if s.checkpoint_member != s.trial_number and self.keep is not None:
+                    self._adopt(s.trial_number, step, state)
             self.running[s.trial_number] = _Running(dict(s.params), state, step, self.clock)
             self.max_running = max(self.max_running, len(self.running))
 
@@ -103,6 +105,22 @@ class SimBackend:
         for old in steps[: -self.keep]:
             if (n, old) not in pinned:
                 del self.checkpoints[(n, old)]
+
+    def _adopt(self, n: int, step: int, state: Any) -> None:
+        """What the runtime does with a donor's weights (with ``keep``): discard n's
+        checkpoints from ``step`` on, then save them as n's at ``step``. None of those may
+        be one another member will still load."""
+        if self.keep is not None:
+            needed = {
+                (x.ckpt_member, x.ckpt_step)
+                for x in self.scheduler.members().values()
+                if x.number != n and x.state != MemberState.DONE
+            }
+            gone = {k for k in self.checkpoints if k[0] == n and k[1] >= step}
+            assert not needed & gone, f"member {n} gives up weights others need: {needed & gone}"
+            for k in gone:
+                del self.checkpoints[k]
+        self._save(n, step, state)
 
     def _end(self, n: int, state: TrialState) -> None:
         run = self.running.pop(n)
@@ -130,7 +148,7 @@ class SimBackend:
                 return
             run.state = self.checkpoints[(d.donor, d.donor_step)]
             run.params, run.step = dict(d.params), d.donor_step
-            self._save(n, run.step, run.state)
+            self._adopt(n, run.step, run.state)
         elif d.kind == DecisionKind.PAUSE:
             self._end(n, TrialState.COMPLETE)
             return
@@ -317,14 +335,21 @@ def test_member_dying_before_its_exploit_resumes_from_the_donor() -> None:
     assert best_q(backend) >= 1.19
 
 
-@pytest.mark.parametrize("population,slots", [(2, 2), (4, 2), (5, 1)])
-def test_pinned_checkpoints_are_enough_with_keep_1(population: int, slots: int) -> None:
-    """Each member keeps only its newest checkpoint plus the pinned ones, members die before
-    applying exploits and time-share slots: every checkpoint a member loads is still there
-    (a pruned one raises KeyError in the backend)."""
-    sched = toy_scheduler(population=population, initial=())
+@pytest.mark.parametrize(
+    "population,slots,seed,quantile",
+    [(2, 2, 0, 0.25), (4, 2, 0, 0.25), (5, 1, 0, 0.25), (6, 3, 4, 0.5), (8, 4, 3, 0.5)],
+)
+def test_pinned_checkpoints_are_enough_with_keep_1(
+    population: int, slots: int, seed: int, quantile: float
+) -> None:
+    """Each member keeps only its newest checkpoint plus the pinned ones, members of uneven
+    speed die before applying exploits and time-share slots: every checkpoint a member loads
+    is still there (a pruned one raises KeyError in the backend), and no member gives up
+    (discards or overwrites) weights another member will still load."""
+    sched = toy_scheduler(population=population, initial=(), seed=seed, quantile_fraction=quantile)
     sched.max_concurrent = slots
-    backend = run_toy(sched, slots=slots, keep=1, crash_on_exploit=True)
+    speeds = {n: 1.0 + 0.37 * n for n in range(population)}
+    backend = run_toy(sched, slots=slots, keep=1, crash_on_exploit=True, speeds=speeds)
     assert backend.crashed and _exploit_events(sched.store)
     assert all(m.state == MemberState.DONE for m in sched.members().values())
     assert sched.pinned_checkpoints() == set()
