@@ -93,7 +93,12 @@ def shutdown(graceful: bool = True) -> None:
     for peers that may be gone)."""
     import torch.distributed.rpc as rpc
 
+    global _SERVER
     rpc.shutdown(graceful=graceful)
+    # a next run in this process (the workload restarted after a PBT exploit) starts clean:
+    # workers asking before its serve() wait for it instead of reaching this one
+    _READY.clear()
+    _SERVER = None
 
 
 @dataclass
@@ -111,6 +116,7 @@ class _Server:
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, total: int) -> None:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer, self.total = optimizer, total
+        self.due = total  # pushes wait at this version until the server has reported it
         self.version = 0
         self.stats = ServerStats()
         self.cond = threading.Condition()
@@ -121,6 +127,7 @@ class _Server:
 
     def push(self, worker: int, version: int, grads: list[torch.Tensor]) -> tuple[int, bool]:
         with self.cond:
+            self.cond.wait_for(lambda: self.version < min(self.due, self.total) or self.done)
             if self.version >= self.total:
                 return self.version, True
             for p, g in zip(self.params, grads, strict=True):
@@ -132,6 +139,10 @@ class _Server:
             self.version += 1
             self.cond.notify_all()
             return self.version, self.version >= self.total
+
+    @property
+    def done(self) -> bool:
+        return self.version >= self.total
 
 
 _SERVER: _Server | None = None
@@ -169,19 +180,19 @@ def serve(
     """
     global _SERVER
     server = _SERVER = _Server(model, optimizer, total_updates)  # stays for late pushes
+    server.due = min(every, total_updates)
     _READY.set()
-    start, reported = time.perf_counter(), 0
+    start = time.perf_counter()
     while True:
         with server.cond:
-            server.cond.wait_for(
-                lambda r=reported: server.version >= min(total_updates, r + every), timeout=1.0
-            )
+            # pushes stop at ``due`` until it is reported, so reports land on exact versions
+            server.cond.wait_for(lambda: server.version >= server.due, timeout=1.0)
             version = server.version
-            due = version - reported >= every or version >= total_updates
-            if due:
+            if version >= server.due:
                 if on_progress is not None and on_progress(version, model) is False:
                     server.total = version  # under the lock: later pushes are refused
-                reported = version
+                server.due = min(version + every, server.total)
+                server.cond.notify_all()
             if version >= server.total:
                 break
     server.stats.updates = server.version
