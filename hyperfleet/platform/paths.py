@@ -21,5 +21,6 @@ def replica_folder(root: str, sweep: str, created_at: float) -> Path:
     """The sweep's folder under the replica root ``checkpoint.replica`` (a directory or
     ``file://`` URI): ``<root>/<sweep>-<creation time, UTC>``, so two sweeps of the same name
     in different storages never share replicas, and every host names the same folder."""
-    stamp = datetime.fromtimestamp(created_at, UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    return replica_path(root) / f"{sweep}-{stamp}"
+    when = datetime.fromtimestamp(created_at, UTC)
+    stamp = f"{when:%Y%m%dT%H%M%S}.{when.microsecond // 1000:03d}Z"  # ms: robust to float I/O
+    return replica_path(root).resolve() / f"{sweep}-{stamp}"

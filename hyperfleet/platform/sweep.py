@@ -112,7 +112,11 @@ class SweepRunner:
                 f"space: differs from the stored sweep {name!r}; "
                 f"a continued sweep keeps its space, so use a new name"
             )
-        self.created_at = row.created_at
+        # as stored (not the in-memory value of a row just created): every reader, on any
+        # host, derives the same replica folder from it
+        stored = self.storage.get_sweep(name)
+        assert stored is not None
+        self.created_at = stored.created_at
         self.scheduler: Scheduler = build_scheduler(self.cfg, self.storage, create=True)
         experiment = self.cfg.tracking.experiment or name
         artifacts = Path(self.cfg.workdir) / "mlartifacts"

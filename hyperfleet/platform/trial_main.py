@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hyperfleet.errors import TrialPruned
+from sqlalchemy.exc import SQLAlchemyError
+
+from hyperfleet.errors import StorageError, TrialPruned
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.paths import trial_dir
 from hyperfleet.platform.schedulers import build_scheduler
@@ -100,9 +102,15 @@ class RankZeroReporter:
         self.scheduler.report(self.number, step, metrics)
         return self.scheduler.decide(self.number, step).to_wire()
 
-    def pinned_steps(self) -> set[int]:
-        """This trial's checkpoints another trial will still load: never pruned."""
-        return {s for t, s in self.scheduler.pinned_checkpoints() if t == self.number}
+    def pinned_steps(self) -> set[int] | None:
+        """This trial's checkpoints another trial will still load: never pruned. None if the
+        store cannot say (a transient database error): then the runtime prunes nothing."""
+        try:
+            pinned = self.scheduler.pinned_checkpoints()
+        except (SQLAlchemyError, StorageError) as exc:
+            logger.warning("could not read pinned checkpoints (%s); pruning none", exc)
+            return None
+        return {s for t, s in pinned if t == self.number}
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         """After an exploit the trial continues from the donor's ``step`` with ``params``:

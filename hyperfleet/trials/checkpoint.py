@@ -21,6 +21,7 @@ Importing this module does not import torch (the platform imports :class:`Checkp
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -129,10 +130,11 @@ class CheckpointManager:
         directory: str | os.PathLike[str],
         keep: int = 2,
         replica: str | os.PathLike[str] | None = None,
-        protect: Callable[[], Iterable[int]] | None = None,
+        protect: Callable[[], Iterable[int] | None] | None = None,
     ) -> None:
         """``protect``: asked before pruning, the steps that must stay (older than the last
-        ``keep``), e.g. a PBT member's checkpoint another member will still load."""
+        ``keep``), e.g. a PBT member's checkpoint another member will still load; None when
+        it cannot tell (its store is unreachable): then nothing is pruned."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
@@ -180,7 +182,8 @@ class CheckpointManager:
         def protected() -> set[int]:  # asked at most once per save, and only if needed
             nonlocal pinned
             if pinned is None:
-                pinned = set(self._protect()) if self._protect is not None else set()
+                got = self._protect() if self._protect is not None else ()
+                pinned = set(self.steps()) if got is None else set(got)
             return pinned
 
         self._primary.prune(self.keep, protected)
@@ -190,6 +193,9 @@ class CheckpointManager:
                 self._replica.prune(self.keep, protected)
             except OSError as exc:  # the trial goes on; the primary copy is intact
                 logger.warning("could not replicate checkpoint %s: %s", path, exc)
+                # an older copy of this step there (other weights) must not be restored
+                with contextlib.suppress(OSError):
+                    self._replica.remove([step])
         return path
 
     def discard_after(self, step: int) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from sqlalchemy.exc import OperationalError
 
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.paths import checkpoint_dir, trial_dir
@@ -101,3 +102,9 @@ def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path)
     # having reported, the member holds its own weights: the donor's step 4 is free again
     assert sched.members()[a.trial_number].ckpt_member == a.trial_number
     assert donor.pinned_steps() == {16}
+
+    def unreachable() -> set[tuple[int, int]]:
+        raise OperationalError("SELECT ...", {}, Exception("database is locked"))
+
+    donor.scheduler.pinned_checkpoints = unreachable  # type: ignore[method-assign]
+    assert donor.pinned_steps() is None  # unknown: the runtime prunes nothing

@@ -14,7 +14,7 @@ def test_same_named_sweeps_in_two_storages_get_their_own_replica_folders(tmp_pat
     for store in ("a", "b"):
         storage = Storage(f"sqlite:///{tmp_path / store}.db")
         rows.append(storage.create_sweep("same", {}))
-        time.sleep(0.002)
+        time.sleep(0.01)
     root = str(tmp_path / "replica")
     first, second = (replica_folder(root, "same", r.created_at) for r in rows)
     assert first != second and first.parent == second.parent == tmp_path / "replica"
@@ -24,3 +24,5 @@ def test_same_named_sweeps_in_two_storages_get_their_own_replica_folders(tmp_pat
     assert reopened is not None
     assert replica_folder(root, "same", reopened.created_at) == first
     assert replica_folder(f"file://{root}", "same", reopened.created_at) == first
+    # a relative root is taken relative to the controller's directory, and made absolute
+    assert replica_folder("rep", "same", 0.0) == Path("rep").resolve() / "same-19700101T000000.000Z"

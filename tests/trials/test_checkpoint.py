@@ -71,6 +71,31 @@ def test_protected_steps_are_never_pruned(tmp_path: Path) -> None:
     assert not mgr.verify(10, replica=True)
 
 
+def test_unknown_pins_prune_nothing(tmp_path: Path) -> None:
+    mgr = CheckpointManager(tmp_path / "ck", keep=1, replica=tmp_path / "rep", protect=lambda: None)
+    for step in (10, 20, 30):
+        mgr.save(step, _state(step))
+    assert mgr.steps() == [10, 20, 30]
+    assert all(mgr.verify(s, replica=True) for s in (10, 20, 30))
+
+
+def test_failed_replica_copy_leaves_no_stale_copy_of_that_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mgr = CheckpointManager(tmp_path / "ck", keep=2, replica=tmp_path / "rep")
+    mgr.save(10, _state(10))
+    assert mgr.verify(10, replica=True)
+
+    def broken(self: object, other: object, step: int) -> None:
+        raise OSError("replica unreachable")
+
+    monkeypatch.setattr(type(mgr._replica), "copy_from", broken)
+    mgr.save(10, _state(99))  # other weights at the same step (a PBT exploit)
+    assert not mgr.verify(10, replica=True)
+    shutil.rmtree(tmp_path / "ck")  # the primary is lost: the old weights must not come back
+    assert mgr.load_latest() is None
+
+
 def test_discard_after_removes_newer_steps_in_both_locations(tmp_path: Path) -> None:
     mgr = CheckpointManager(tmp_path / "ck", keep=3, replica=tmp_path / "rep")
     for step in (10, 20, 30):
