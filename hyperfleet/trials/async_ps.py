@@ -183,18 +183,23 @@ def serve(
     server.due = min(every, total_updates)
     _READY.set()
     start = time.perf_counter()
-    while True:
-        with server.cond:
-            # pushes stop at ``due`` until it is reported, so reports land on exact versions
-            server.cond.wait_for(lambda: server.version >= server.due, timeout=1.0)
-            version = server.version
-            if version >= server.due:
-                if on_progress is not None and on_progress(version, model) is False:
-                    server.total = version  # under the lock: later pushes are refused
-                server.due = min(version + every, server.total)
-                server.cond.notify_all()
-            if version >= server.total:
-                break
+    try:
+        while True:
+            with server.cond:
+                # pushes stop at ``due`` until it is reported, so reports land on exact versions
+                server.cond.wait_for(lambda: server.version >= server.due, timeout=1.0)
+                version = server.version
+                if version >= server.due:
+                    if on_progress is not None and on_progress(version, model) is False:
+                        server.total = version  # under the lock: later pushes are refused
+                    server.due = min(version + every, server.total)
+                    server.cond.notify_all()
+                if version >= server.total:
+                    break
+    finally:  # also when this thread fails (SIGTERM): pushes waiting at ``due`` must return,
+        with server.cond:  # or the RPC threads they hold keep the process from exiting
+            server.total = min(server.total, server.version)
+            server.cond.notify_all()
     server.stats.updates = server.version
     server.stats.seconds = time.perf_counter() - start
     return server.stats

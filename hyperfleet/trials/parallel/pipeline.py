@@ -197,22 +197,22 @@ class PipelineRunner:
     def parameters(self) -> list[nn.Parameter]:
         return [q for module in self.modules for q in module.parameters()]
 
-    def forward_backward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Run the schedule once; the mean micro-batch loss on every rank of the pipeline.
-
-        Every rank passes the batch (only its shape matters off the first and last stage).
-        """
+    def _run(self, method: str, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The schedule's ``step`` or ``eval`` once; the mean micro-batch loss on every rank
+        of the pipeline. Each stage passes what it holds: inputs on the first, targets on the
+        last (the others only need the batch's shape to build the schedule)."""
         if self.schedule is None:
             self._build_schedule(inputs)
+        run = getattr(self.schedule, method)
         losses: list[torch.Tensor] = []
         if self.has_first and self.has_last:
-            self.schedule.step(inputs, target=targets, losses=losses)
+            run(inputs, target=targets, losses=losses)
         elif self.has_first:
-            self.schedule.step(inputs)
+            run(inputs)
         elif self.has_last:
-            self.schedule.step(target=targets, losses=losses)
+            run(target=targets, losses=losses)
         else:
-            self.schedule.step()
+            run()
         if losses:
             loss = torch.stack([x.detach().float() for x in losses]).mean().reshape(1)
             loss = loss / self.precision.loss_scale
@@ -222,6 +222,25 @@ class PipelineRunner:
         last = self.groups.layout.pipeline - 1
         dist.broadcast(loss, group=group, group_src=last)
         return loss
+
+    def forward_backward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Run the schedule once; the mean micro-batch loss on every rank of the pipeline.
+
+        Every rank passes the batch (only its shape matters off the first and last stage).
+        """
+        return self._run("step", inputs, targets)
+
+    @torch.no_grad()
+    def evaluate(self, inputs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Mean loss of a forward-only pass (every rank of the pipeline); the batch must
+        have the training batch's shape: the stages were built for it."""
+        for module in self.modules:
+            module.eval()
+        try:
+            return float(self._run("eval", inputs, targets).item())
+        finally:
+            for module in self.modules:
+                module.train()
 
     def train_step(self, inputs: torch.Tensor, targets: torch.Tensor) -> StepOutcome:
         """Forward/backward over the micro-batches, unscale, agree, clip, step, zero."""

@@ -31,7 +31,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.trials.context import TrialContext
 from hyperfleet.trials.data import TokenLoader, prepare_corpus
 from hyperfleet.trials.models.gpt import GPT, GPTConfig
-from hyperfleet.trials.workloads.common import checked_params, per_rank_batch, pipeline_loss, unwrap
+from hyperfleet.trials.workloads.common import checked_params, per_rank_batch, unwrap
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def evaluate(ctx: TrialContext, model: Any, batches: list[tuple[torch.Tensor, ..
     """Mean loss over the held-out set; each data replica evaluates its part (collective)."""
     dev = ctx.device
     if ctx.pipelined:
-        losses = [pipeline_loss(model, x.to(dev), y.to(dev)) for x, y in batches]
+        losses = [model.evaluate(x.to(dev), y.to(dev)) for x, y in batches]
     else:
         net = unwrap(model)
         net.eval()

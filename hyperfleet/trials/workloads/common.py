@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-import torch.distributed as dist
 from torch import nn
 
 from hyperfleet.errors import ConfigError
@@ -42,36 +40,3 @@ def per_rank_batch(global_batch: int, replicas: int, accum: int) -> int:
             f"grad_accum = {replicas}*{accum}; expected a positive multiple"
         )
     return rows
-
-
-@torch.no_grad()
-def pipeline_loss(runner: Any, inputs: torch.Tensor, targets: torch.Tensor) -> float:
-    """Mean loss of a forward-only pass of ``runner``'s schedule (every rank of the pipeline).
-
-    The batch must have the training batch's shape: the stages were built for it.
-    """
-    if runner.schedule is None:
-        runner._build_schedule(inputs)
-    for module in runner.modules:
-        module.eval()
-    losses: list[torch.Tensor] = []
-    try:
-        if runner.has_first and runner.has_last:
-            runner.schedule.eval(inputs, target=targets, losses=losses)
-        elif runner.has_first:
-            runner.schedule.eval(inputs)
-        elif runner.has_last:
-            runner.schedule.eval(target=targets, losses=losses)
-        else:
-            runner.schedule.eval()
-    finally:
-        for module in runner.modules:
-            module.train()
-    if losses:
-        loss = torch.stack([x.float() for x in losses]).mean().reshape(1)
-        loss = loss / runner.precision.loss_scale
-    else:
-        loss = torch.zeros(1, device=runner.device)
-    groups = runner.groups
-    dist.broadcast(loss, group=groups.pipeline_group, group_src=groups.layout.pipeline - 1)
-    return float(loss.item())
