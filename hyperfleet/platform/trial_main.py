@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Mapping
@@ -277,5 +278,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_now(code: int) -> None:
+    """End a trial process whose work is recorded without the interpreter's teardown: torch's
+    RPC (TensorPipe) threads can abort the process while native objects are destroyed at exit
+    ("terminate called without an active exception"), turning a finished trial into a failed
+    one. Everything the trial owns (stores, MLflow, process groups) is closed by now."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())
