@@ -33,8 +33,9 @@ interconnect — all-reduce then wastes nothing, is bandwidth-optimal and determ
 server is a bandwidth and serialisation bottleneck (every worker moves the whole model twice per
 step through one process), and stale gradients cost accuracy per update, more so with large
 learning rates, momentum and many workers (digits with AdamW at lr 0.01 and staleness 2 ends
-well in most runs but dips mid-run; lower the learning rate or the staleness to steady it). Runs are not bit-reproducible (update order depends
-on timing), so exact checkpoint resumption applies to ``allreduce`` only.
+well in most runs but dips mid-run; lower the learning rate or the staleness to steady it).
+Runs are not bit-reproducible (update order depends on timing), so exact checkpoint resumption
+applies to ``allreduce`` only.
 
 Importing this module does not import torch (the platform imports :class:`SyncConfig`).
 """
