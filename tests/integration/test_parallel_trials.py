@@ -176,9 +176,9 @@ def test_async_ps_digits_one_server_two_workers(tmp_path: Path) -> None:
                   "sync": {"mode": "async-ps", "staleness": 0}},
     }, base=digits)  # fmt: skip
     # Adam on stale gradients oscillates: with digits' default lr 0.01 and batch 32, 2 of 15
-    # runs of 400 steps here ended below 0.93 (staleness 2 and 0) and evaluations fell to 0.72
-    # mid-run. With these settings (a worker pulls fresh weights before each step, never waits
-    # for the other worker) 8 runs ended at 0.969-0.992.
+    # runs of 400 steps here ended below 0.93 (staleness 2 and 0), and runs of 800 steps dipped
+    # to 0.72 mid-run. With these settings (a worker pulls fresh weights before each step,
+    # never waits for the other worker) 8 runs ended at 0.969-0.992.
     proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = reports(proc.stdout)
