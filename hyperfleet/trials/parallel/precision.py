@@ -72,6 +72,10 @@ class MixedPrecision:
         """Unscale the gradients in place; return True when *any* rank found inf/NaN."""
         if not self.scaling:
             return False
+        # A pipeline stage without the loss never called scale(): this initialises its scale,
+        # which is the last stage's (same start, same shared verdicts), so unscale_ divides the
+        # gradients that flowed back from the scaled loss by the right factor.
+        self.scaler.scale(torch.zeros((), device=self.device))
         self.scaler.unscale_(optimizer)
         state = self.scaler._per_optimizer_states[id(optimizer)]
         per_device = state["found_inf_per_device"]

@@ -20,10 +20,12 @@ def _sgd(ps: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(ps, lr=LR)
 
 
-def _runner(parallel: ParallelConfig, world: int) -> tuple[PipelineRunner, list[torch.nn.Module]]:
+def _runner(
+    parallel: ParallelConfig, world: int, mp: MixedPrecision | None = None
+) -> tuple[PipelineRunner, list[torch.nn.Module]]:
     groups = build_groups(Layout.from_config(parallel, world), "cpu")
     layers = tiny_gpt().layers()
-    mp = MixedPrecision("fp32", CPU)
+    mp = mp or MixedPrecision("fp32", CPU)
     return PipelineRunner(layers, gpt_loss, _sgd, parallel, CommConfig(), groups, mp, CPU), layers
 
 
@@ -113,6 +115,38 @@ def test_hybrid_data2_pipeline2_trains_and_matches_the_unsplit_model() -> None:
         for k in ref:
             torch.testing.assert_close(merged[k], ref[k], rtol=1e-4, atol=1e-6)
     assert ref_losses[-1] < ref_losses[0]
+
+
+def _fp16_overflow_worker(rank: int, world: int) -> dict[str, list]:
+    """fp16 1F1B; at step 1 the last stage's gradients hold an inf (its own, not the other's)."""
+    mp = MixedPrecision("fp16", CPU, init_scale=1024.0)
+    runner, _ = _runner(ParallelConfig(pipeline=2, microbatches=2, schedule="1f1b"), world, mp)
+    step = {"now": 0}
+    if rank == world - 1:
+        first = runner.parameters()[0]
+        first.register_hook(lambda g: torch.full_like(g, float("inf")) if step["now"] == 1 else g)
+    x, y = batch(8, seed=3)  # one fixed batch: the loss must go down
+    out: dict[str, list] = {"skipped": [], "scales": [], "unchanged": [], "losses": []}
+    for step["now"] in range(8):
+        before = [q.detach().clone() for q in runner.parameters()]
+        result = runner.train_step(x, y)
+        out["skipped"].append(result.skipped)
+        out["scales"].append(mp.loss_scale)
+        after = runner.parameters()
+        out["unchanged"].append(all(torch.equal(b, a) for b, a in zip(before, after, strict=True)))
+        out["losses"].append(result.loss)
+    return out
+
+
+def test_fp16_pipeline_stages_skip_an_overflow_together_and_train() -> None:
+    """Only the last stage sees the inf; the shared verdict makes the first skip too."""
+    first, last = run_distributed(_fp16_overflow_worker, 2)
+    expected = [i == 1 for i in range(8)]
+    assert first["skipped"] == last["skipped"] == expected
+    assert first["unchanged"] == last["unchanged"] == expected
+    assert first["scales"] == last["scales"] == [1024.0] + [512.0] * 7
+    assert first["losses"] == last["losses"]
+    assert last["losses"][-1] < last["losses"][0], last["losses"]
 
 
 def test_partition_balances_cost_not_layer_count() -> None:
