@@ -146,6 +146,34 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
                 f"trial.sync.mode: async-ps is built into the digits workload, not "
                 f"{t.workload!r}; use allreduce"
             )
+        problems += _async_ps_problems(t)
+    return problems
+
+
+def _async_ps_problems(t: TrialConfig) -> list[str]:
+    """Options of the all-reduce step that the parameter server's RPC backend doesn't have."""
+    problems = []
+    if t.precision == "fp16":
+        problems.append(
+            "trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps): "
+            "workers push gradients independently, so no overflow verdict can be shared "
+            "before a step; use precision: bf16 or fp32, or sync.mode: allreduce"
+        )
+    if t.grad_accum > 1:
+        problems.append(
+            f"trial.grad_accum: {t.grad_accum} with sync.mode async-ps, where every push is "
+            f"one step; raise params.batch_size instead or use sync.mode: allreduce"
+        )
+    if t.grad_clip is not None:
+        problems.append(
+            "trial.grad_clip: not applied by the async-ps parameter server; remove it or use "
+            "sync.mode: allreduce"
+        )
+    if t.comm.hook != "allreduce":
+        problems.append(
+            f"trial.comm.hook: {t.comm.hook} applies to DDP's all-reduce, which async-ps "
+            f"doesn't use (gradients go to the server over RPC); use hook: allreduce"
+        )
     return problems
 
 

@@ -212,6 +212,11 @@ class TrialContext:
         """``value`` (a replica's loss) averaged over the data replicas (collective)."""
         return self.parallelism.mean_over_data(value)
 
+    def precision_metrics(self) -> dict[str, float]:
+        """With fp16 loss scaling: the current ``loss_scale`` and the ``skipped_steps`` (on
+        overflow, all ranks together) since this process started; otherwise nothing."""
+        return self.parallelism.precision.metrics()
+
     def throughput(self, n_params: int) -> ThroughputMeter:
         """A meter of samples/s, tokens/s, step time and (CUDA) MFU over the trial's devices."""
         from hyperfleet.trials.parallel.throughput import ThroughputMeter

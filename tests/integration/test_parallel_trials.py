@@ -1,6 +1,7 @@
 """Trial layouts through the platform: ``hyperfleet train`` of charlm under DDP, a 1F1B
-pipeline, hybrid data x pipeline (4 processes) and bf16 with gradient accumulation; invalid
-layouts refused before any process starts; async parameter-server digits."""
+pipeline, hybrid data x pipeline (4 processes), bf16 with gradient accumulation, and fp16 (loss
+scaling) under DDP and a pipeline; invalid layouts refused before any process starts; async
+parameter-server digits."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ LAYOUTS: dict[str, tuple[int, dict[str, Any]]] = {
     "1f1b": (2, {"parallel": {"pipeline": 2, "schedule": "1f1b", "microbatches": 2}}),
     "hybrid": (4, {"parallel": {"data": 2, "pipeline": 2, "microbatches": 2}}),
     "bf16-accum": (2, {"parallel": {"data": 2}, "precision": "bf16", "grad_accum": 2}),
+    "fp16-ddp": (2, {"parallel": {"data": 2}, "precision": "fp16"}),
+    "fp16-1f1b": (2, {"parallel": {"pipeline": 2, "microbatches": 2}, "precision": "fp16"}),
 }
 
 
@@ -98,6 +101,11 @@ def test_charlm_trains_in_every_layout(
         assert metrics["samples_per_s"] > 0
     if "pipeline" in changes["parallel"]:
         assert "pipeline split by cost" in proc.stderr  # the balanced split is logged
+    if changes.get("precision") == "fp16":  # loss scaling is on and reported
+        assert all(m["loss_scale"] >= 1 and m["skipped_steps"] >= 0 for m in got), got
+        assert "precision fp16 on cpu" in proc.stderr
+    else:
+        assert "loss_scale" not in got[-1]
     runs[layout] = got
 
 
@@ -143,11 +151,12 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
         {"resources": {"devices": 2}, "parallel": {"pipeline": 2, "microbatches": 1}},
         "error: trial.parallel.microbatches: 1 < parallel.pipeline 2",
     ),
-    "fp16-on-gloo": (
-        {"resources": {"devices": 2}, "parallel": {"data": 2}, "precision": "fp16"},
-        "error: trial.precision: fp16 is not supported on backend 'gloo'",
+    "fp16-on-the-async-ps-rpc-backend": (
+        {"workload": "digits", "params": {}, "resources": {"devices": 3},
+         "parallel": {"data": 3}, "sync": {"mode": "async-ps"}, "precision": "fp16"},
+        "error: trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps)",
     ),
-}
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(INVALID))
@@ -155,7 +164,10 @@ def test_invalid_layout_is_one_line_and_exit_2_before_anything_starts(
     case: str, tmp_path: Path
 ) -> None:
     changes, expected = INVALID[case]
-    path = write(tmp_path, {"trial": changes})
+    base = LM
+    if "params" in changes:  # another workload: start from none of charlm's parameters
+        base = {**LM, "trial": {k: v for k, v in LM["trial"].items() if k != "params"}}
+    path = write(tmp_path, {"trial": changes}, base=base)
     for args in (("validate", str(path)), ("sweep", "run", str(path), "--devices", "cpu:8")):
         proc = cli(*args, cache=tmp_path / "cache")
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
@@ -166,14 +178,16 @@ def test_invalid_layout_is_one_line_and_exit_2_before_anything_starts(
         assert not (tmp_path / "cache").exists()
 
 
-def test_async_ps_digits_one_server_two_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_async_ps_digits_one_server_two_workers(precision: str, tmp_path: Path) -> None:
+    """Workers compute their gradients in ``precision`` (bf16: under autocast)."""
     digits = {**LM, "trial": {"workload": "digits", "steps": 1}}
     path = write(tmp_path, {
         "objective": {"metric": "val_accuracy", "mode": "max"},
         "space": {"lr": {"type": "categorical", "choices": [0.003]}},
         "trial": {"workload": "digits", "params": {"batch_size": 64}, "steps": 400,
                   "eval_every": 100, "resources": {"devices": 3}, "parallel": {"data": 3},
-                  "sync": {"mode": "async-ps", "staleness": 0}},
+                  "sync": {"mode": "async-ps", "staleness": 0}, "precision": precision},
     }, base=digits)  # fmt: skip
     # Adam on stale gradients oscillates: with digits' default lr 0.01 and batch 32, 2 of 15
     # runs of 400 steps here ended below 0.93 (staleness 2 and 0), and runs of 800 steps dipped

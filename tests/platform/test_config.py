@@ -38,8 +38,22 @@ def _set(path: str, value: Any) -> dict[str, Any]:
     return data
 
 
+def _async_ps(**changes: Any) -> str:
+    """The base sweep as an async-ps trial (1 server + 2 workers) with ``changes``."""
+    ps = {"resources": {"devices": 3}, "parallel": {"data": 3}, "sync": {"mode": "async-ps"}}
+    return yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {**ps, **changes}}))
+
+
 # (case id, file text, a substring the error line must contain)
 CASES: list[tuple[str, str, str]] = [
+    (
+        "async-ps-fp16",
+        _async_ps(precision="fp16"),
+        "trial.precision: fp16 is not supported on backend 'rpc'",
+    ),
+    ("async-ps-grad-accum", _async_ps(grad_accum=2), "trial.grad_accum: 2 with sync.mode async"),
+    ("async-ps-grad-clip", _async_ps(grad_clip=1.0), "trial.grad_clip: not applied by the"),
+    ("async-ps-comm-hook", _async_ps(comm={"hook": "ring"}), "trial.comm.hook: ring applies to"),
     ("yaml-syntax", "name: t\nspace: {lr: [1, 2\n", "YAML syntax error at line"),
     ("not-a-mapping", "- just\n- a list\n", "expected a mapping"),
     (

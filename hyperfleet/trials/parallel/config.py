@@ -17,12 +17,16 @@ from hyperfleet.errors import ConfigError
 
 Precision = Literal["fp32", "bf16", "fp16"]
 """Numeric precision of forward/backward: ``fp32`` (no autocast), ``bf16`` (autocast, no loss
-scaling), ``fp16`` (autocast and ``torch.amp.GradScaler``; needs CUDA)."""
+scaling), ``fp16`` (autocast and ``torch.amp.GradScaler``; wherever torch runs both: CUDA, and
+CPU, where chips without native fp16 arithmetic emulate it)."""
 
 Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b"]
 
-FP16_BACKENDS = frozenset({"nccl", "cuda"})
-"""Backends whose devices run fp16 autocast at speed (CPU/gloo does not: use bf16 there)."""
+BF16_COMPRESS_BACKENDS = frozenset({"nccl"})
+"""Backends that torch's ``bf16_compress_hook`` accepts (it refuses gloo)."""
+
+DEVICE_TYPES = {"gloo": "cpu", "nccl": "cuda"}
+"""The device type of a process-group backend's ranks, as the platform launches them."""
 
 
 class ParallelConfig(BaseModel):
@@ -110,11 +114,15 @@ def validate_layout(
                 f"parallel.microbatches: {m} is not a multiple of {rounds} rounds of "
                 f"{p} for interleaved-1f1b; expected a multiple of parallel.pipeline"
             )
-    if precision == "fp16" and backend not in FP16_BACKENDS:
-        problems.append(
-            f"precision: fp16 is not supported on backend {backend!r} (fp16 autocast needs CUDA "
-            f"with nccl); use precision: bf16 on CPU/gloo"
-        )
+    if precision == "fp16":
+        from hyperfleet.trials.parallel.precision import fp16_problem
+
+        why = fp16_problem(DEVICE_TYPES.get(backend, backend))
+        if why:
+            problems.append(
+                f"precision: fp16 is not supported on backend {backend!r}: {why}; "
+                f"use precision: bf16 or fp32"
+            )
     if grad_accum < 1:
         problems.append(f"grad_accum: {grad_accum}; expected an integer >= 1")
     elif grad_accum > 1 and p > 1:
@@ -128,7 +136,7 @@ def validate_layout(
 def validate_comm(comm: CommConfig, parallel: ParallelConfig, backend: str) -> list[str]:
     """One line per problem with this communication setup (empty when valid)."""
     problems: list[str] = []
-    if comm.hook == "bf16" and backend not in FP16_BACKENDS:
+    if comm.hook == "bf16" and backend not in BF16_COMPRESS_BACKENDS:
         problems.append(
             f"comm.hook: bf16 needs CUDA with nccl (torch's bf16_compress_hook), backend is "
             f"{backend!r}; use comm.hook: fp16 or allreduce"

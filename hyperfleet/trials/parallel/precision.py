@@ -10,16 +10,25 @@ skips that step and halves ``S``; after ``growth_interval`` clean steps it doubl
 With several ranks each rank sees only its own gradients (a pipeline stage its own layers), so
 the overflow verdict is all-reduced (MAX) over every rank before anyone steps: either all ranks
 step or all skip, and every scaler backs off the same way, keeping replicas identical.
+
+Where fp16 runs is torch's to say, so :func:`fp16_problem` asks it: CUDA, and CPU (autocast to
+float16 and a CPU ``GradScaler``; CPUs without native fp16 arithmetic emulate it, slower than
+bf16 there, but the numerics are the same and the trial is valid).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
+import warnings
 
 import torch
 import torch.distributed as dist
 
 from hyperfleet.trials.parallel.config import Precision
+
+logger = logging.getLogger(__name__)
 
 _DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -29,6 +38,37 @@ def autocast(precision: Precision, device_type: str) -> contextlib.AbstractConte
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type, dtype=_DTYPES[precision])
+
+
+@functools.cache
+def fp16_problem(device_type: str) -> str | None:
+    """Why fp16 training can't run on ``device_type`` with this torch build (None when it can).
+
+    Asks torch itself: autocast must exist for the device type and really cast a matmul to
+    float16 (torch disables autocast with a warning for a dtype it doesn't support), and a
+    ``GradScaler`` must unscale a gradient there. CUDA is taken on trust, so that the control
+    plane never initialises a GPU context it doesn't use.
+    """
+    if device_type == "cuda":
+        return None
+    if not torch.amp.autocast_mode.is_autocast_available(device_type):
+        return f"torch has no autocast for device type {device_type!r}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            weight = torch.ones(2, 2, device=device_type, requires_grad=True)
+            with torch.autocast(device_type=device_type, dtype=torch.float16):
+                out = weight @ weight
+            if out.dtype != torch.float16:
+                return f"torch's {device_type} autocast does not support float16"
+            opt = torch.optim.SGD([weight], lr=0.0)
+            scaler = torch.amp.GradScaler(device_type)
+            scaler.scale(out.float().sum()).backward()
+            scaler.unscale_(opt)
+    except Exception as exc:  # noqa: BLE001 - any failure of the probe means: not here
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+        return f"torch can't run fp16 loss scaling on {device_type!r} ({first[:100]})"
+    return None
 
 
 class MixedPrecision:
@@ -52,6 +92,11 @@ class MixedPrecision:
         self.scaler = torch.amp.GradScaler(self.device.type, init_scale=init_scale, enabled=enabled)
         self.group = group
         self.skipped_steps = 0
+        if precision == "fp16" and self.device.type == "cpu":
+            logger.info(
+                "precision fp16 on cpu: float16 autocast with loss scaling; CPUs without "
+                "native fp16 arithmetic emulate it (slower than bf16, same numerics)"
+            )
 
     @property
     def scaling(self) -> bool:
@@ -102,6 +147,12 @@ class MixedPrecision:
             self.scaler.step(optimizer)
         self.scaler.update()
         return not found_inf
+
+    def metrics(self) -> dict[str, float]:
+        """``loss_scale`` and ``skipped_steps`` (since this process started) when scaling."""
+        if not self.scaling:
+            return {}
+        return {"loss_scale": self.loss_scale, "skipped_steps": float(self.skipped_steps)}
 
     def state_dict(self) -> dict[str, object]:
         return self.scaler.state_dict()

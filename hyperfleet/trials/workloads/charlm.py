@@ -14,7 +14,8 @@ with data parallelism). ``batch_size`` is the global batch of one optimizer step
 optimisation is the same whatever the layout.
 
 Metrics: ``loss`` (averaged over data replicas), ``val_loss``, ``tokens_per_s``,
-``samples_per_s``, ``step_time_s`` (training steps only, not evaluation) and, on CUDA, ``mfu``.
+``samples_per_s``, ``step_time_s`` (training steps only, not evaluation), on CUDA ``mfu``, and
+with fp16 ``loss_scale`` and ``skipped_steps``.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ def main(ctx: TrialContext) -> None:
             metrics = meter.stop()
             metrics["loss"] = ctx.mean_over_data(out.loss)
             metrics["val_loss"] = evaluate(ctx, model, held_out)
+            metrics.update(ctx.precision_metrics())
             ckpt = ctx.state(step, model=model, optimizer=opt, loader=loader)
             ctx.report(step, metrics, checkpoint=ckpt)
             meter.start()

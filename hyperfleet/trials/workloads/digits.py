@@ -10,8 +10,8 @@ have seen, at any data-parallel width.
 is the global batch of one optimizer step. ``sync.mode: async-ps``: rank 0 is a parameter server
 (:mod:`hyperfleet.trials.async_ps`) that holds the weights and the optimizer and reports; the
 other ranks are workers that push gradients of ``batch_size`` rows each, asynchronously (each
-push is one of the trial's steps). Metrics: ``loss`` (train), ``val_loss``, ``val_accuracy``,
-``samples_per_s``, ``step_time_s``.
+push is one of the trial's steps), computed under ``precision`` (fp32 or bf16). Metrics:
+``loss`` (train), ``val_loss``, ``val_accuracy``, ``samples_per_s``, ``step_time_s``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.trials.context import CONTINUE, TrialContext
 from hyperfleet.trials.data import ArrayLoader
 from hyperfleet.trials.distributed import broadcast_object
+from hyperfleet.trials.parallel.precision import autocast
 from hyperfleet.trials.workloads.common import checked_params, per_rank_batch, unwrap
 
 _ACTS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}
@@ -108,6 +109,7 @@ def main(ctx: TrialContext) -> None:
             metrics = meter.stop()
             metrics["loss"] = ctx.mean_over_data(out.loss)
             metrics.update(evaluate(unwrap(net), *val, prefix="val_"))
+            metrics.update(ctx.precision_metrics())
             ckpt = ctx.state(step, model=net, optimizer=opt, loader=loader)
             ctx.report(step, metrics, checkpoint=ckpt)
             meter.start()
@@ -155,8 +157,12 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
             n_workers = ctx.world_size - 1
             loader = ArrayLoader([xtr, ytr], rows, ctx.rank - 1, n_workers, seed=int(p["seed"]))
 
+            precision = getattr(ctx.config, "precision", "fp32")
+
             def xent(net: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-                return F.cross_entropy(net(batch[0]), batch[1])
+                with autocast(precision, ctx.device.type):  # bf16 (fp16 is refused up front)
+                    logits = net(batch[0])
+                return F.cross_entropy(logits.float(), batch[1])
 
             async_ps.work(ctx.rank, model, xent, loader, staleness)
         finished = True

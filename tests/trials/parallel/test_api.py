@@ -1,4 +1,5 @@
-"""The per-trial facade (what ``ctx`` delegates to), throughput metrics, and the fp16 GPU path."""
+"""The per-trial facade (what ``ctx`` delegates to), throughput metrics, and the fp16 GPU path
+(fp16 on CPU: ``test_ddp.py`` and ``test_pipeline.py``)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_throughput_meter_reports_mfu_from_the_peak_override(monkeypatch) -> Non
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 autocast needs CUDA")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (pytest -m gpu)")
 def test_fp16_training_on_cuda_decreases_the_loss() -> None:
     dev = torch.device("cuda")
     par = Parallelism(ParallelConfig(), CommConfig(), "fp16", dev, grad_clip=1.0)

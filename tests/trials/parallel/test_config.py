@@ -14,12 +14,14 @@ from hyperfleet.trials.parallel import (
     validate_comm,
     validate_layout,
 )
+from hyperfleet.trials.parallel.precision import fp16_problem
 
 
 def test_a_valid_layout_has_no_problems() -> None:
     p = ParallelConfig(data=2, pipeline=2, microbatches=4)
     assert validate_layout(4, p, "bf16", n_layers=4, backend="gloo") == []
     assert validate_layout(1, ParallelConfig(), "fp16", n_layers=None, backend="nccl") == []
+    assert validate_layout(2, ParallelConfig(data=2), "fp16", n_layers=4, backend="gloo") == []
     assert (
         validate_layout(
             2, ParallelConfig(pipeline=2, schedule="gpipe", microbatches=1), "fp32", 4, "gloo"
@@ -49,7 +51,7 @@ def test_a_valid_layout_has_no_problems() -> None:
             "gloo",
             "parallel.microbatches: 1 < parallel.pipeline 2 with schedule 1f1b",
         ),
-        (1, ParallelConfig(), "fp16", None, "gloo", "use precision: bf16"),
+        (1, ParallelConfig(), "fp16", None, "xpu", "fp16 is not supported on backend 'xpu'"),
     ],
 )
 def test_invalid_layouts_give_one_line_per_problem(
@@ -71,8 +73,18 @@ def test_invalid_layouts_give_one_line_per_problem(
 
 def test_every_problem_is_reported_at_once() -> None:
     p = ParallelConfig(data=1, pipeline=3, microbatches=2)
-    problems = validate_layout(2, p, "fp16", 2, "gloo", grad_accum=2)
+    problems = validate_layout(2, p, "fp16", 2, "xpu", grad_accum=2)
     assert len(problems) == 5, problems
+
+
+def test_fp16_support_is_what_torch_can_run() -> None:
+    """The probe runs fp16 autocast and loss scaling on the device type itself."""
+    assert fp16_problem("cpu") is None  # autocast to float16 and a CPU GradScaler
+    assert fp16_problem("cuda") is None  # taken on trust: no GPU context in the control plane
+    assert "no autocast for device type 'meta'" in str(fp16_problem("meta"))
+    missing = fp16_problem("xpu")  # this torch build has no XPU support
+    assert missing is not None and "can't run fp16 loss scaling on 'xpu'" in missing
+    assert "\n" not in missing
 
 
 def test_grad_accum_with_a_pipeline_points_at_microbatches() -> None:

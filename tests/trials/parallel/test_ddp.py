@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -109,7 +112,7 @@ def _accum_counting_worker(rank: int, world: int) -> tuple[dict, tuple[list[int]
 def _overflow_worker(rank: int, world: int) -> dict:
     model, _ = wrap_model(tiny_gpt(), CommConfig(), CPU, dist.group.WORLD)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    mp = MixedPrecision("fp32", CPU, use_scaler=True, init_scale=1024.0)
+    mp = MixedPrecision("fp16", CPU, init_scale=1024.0)  # real float16 autocast on CPU
     ts = TrainStep(model, opt, mp, 1, 1.0)
     bad_step = 1
 
@@ -139,17 +142,24 @@ def test_injected_overflow_on_one_rank_makes_every_rank_skip_the_same_step() -> 
     assert_close_dicts(r0["params"], r1["params"], rtol=0, atol=0)
 
 
-def _bf16_worker(rank: int, world: int) -> list[float]:
+def _mixed_worker(rank: int, world: int, precision: str) -> dict[str, Any]:
     model, _ = wrap_model(tiny_gpt(), CommConfig(), CPU, dist.group.WORLD)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    ts = TrainStep(model, opt, MixedPrecision("bf16", CPU), 2, 1.0, loss_group=dist.group.WORLD)
+    mp = MixedPrecision(precision, CPU)  # type: ignore[arg-type]
+    ts = TrainStep(model, opt, mp, 2, 1.0, loss_group=dist.group.WORLD)
     x, y = batch(16, seed=3)  # one fixed batch: the loss must go down
     x, y = x.chunk(world)[rank], y.chunk(world)[rank]
     micro = list(zip(x.chunk(2), y.chunk(2), strict=True))
-    return [ts.run(micro, lambda b: gpt_loss(model(b[0]), b[1])).loss for _ in range(15)]
+    with torch.no_grad(), mp.autocast():
+        dtype = model(micro[0][0]).dtype
+    outs = [ts.run(micro, lambda b: gpt_loss(model(b[0]), b[1])) for _ in range(15)]
+    return {"losses": [o.loss for o in outs], "dtype": str(dtype), "scale": mp.loss_scale}
 
 
-def test_bf16_training_decreases_the_loss() -> None:
-    r0, r1 = run_distributed(_bf16_worker, 2)
-    assert r0 == r1
-    assert r0[-1] < 0.8 * r0[0], r0
+@pytest.mark.parametrize(("precision", "scaled"), [("bf16", False), ("fp16", True)])
+def test_mixed_precision_training_decreases_the_loss(precision: str, scaled: bool) -> None:
+    r0, r1 = run_distributed(_mixed_worker, 2, precision)
+    assert r0["losses"] == r1["losses"]
+    assert r0["losses"][-1] < 0.8 * r0["losses"][0], r0["losses"]
+    assert r0["dtype"] == {"bf16": "torch.bfloat16", "fp16": "torch.float16"}[precision]
+    assert (r0["scale"] > 1.0) is scaled  # fp16 scales the loss (GradScaler), bf16 doesn't
