@@ -214,7 +214,7 @@ class TrialContext:
 
     def precision_metrics(self) -> dict[str, float]:
         """With fp16 loss scaling: the current ``loss_scale`` and the ``skipped_steps`` (on
-        overflow, all ranks together) since this process started; otherwise nothing."""
+        overflow, all ranks together) over the trial, resumes included; otherwise nothing."""
         return self.parallelism.precision.metrics()
 
     def throughput(self, n_params: int) -> ThroughputMeter:

@@ -149,13 +149,17 @@ class MixedPrecision:
         return not found_inf
 
     def metrics(self) -> dict[str, float]:
-        """``loss_scale`` and ``skipped_steps`` (since this process started) when scaling."""
+        """``loss_scale`` and ``skipped_steps`` (over the whole trial) when scaling."""
         if not self.scaling:
             return {}
         return {"loss_scale": self.loss_scale, "skipped_steps": float(self.skipped_steps)}
 
     def state_dict(self) -> dict[str, object]:
-        return self.scaler.state_dict()
+        """The scaler's state and the skipped-step count (part of the trial's checkpoint)."""
+        return {**self.scaler.state_dict(), "skipped_steps": self.skipped_steps}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        self.scaler.load_state_dict(state)
+        scaler_state = dict(state)
+        skipped = scaler_state.pop("skipped_steps", 0)
+        self.skipped_steps = int(skipped) if isinstance(skipped, int | float) else 0
+        self.scaler.load_state_dict(scaler_state)

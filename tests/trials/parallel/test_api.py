@@ -8,6 +8,7 @@ import torch
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.trials.parallel import CommConfig, ParallelConfig, Parallelism, ThroughputMeter
+from hyperfleet.trials.parallel.precision import MixedPrecision
 from tests.dist import run_distributed
 from tests.trials.parallel.common import CFG, batch, gpt_loss, tiny_gpt
 
@@ -82,6 +83,17 @@ def test_throughput_meter_reports_mfu_from_the_peak_override(monkeypatch) -> Non
     assert m["tokens_per_s"] == pytest.approx(100 * m["samples_per_s"])
     assert m["mfu"] == pytest.approx(6 * 1000 * m["tokens_per_s"] / 2e12)
     assert m["step_time_s"] > 0
+
+
+def test_fp16_metrics_and_the_skip_count_survive_a_checkpoint() -> None:
+    assert MixedPrecision("bf16", CPU).metrics() == {}  # nothing to report without a scaler
+    mp = MixedPrecision("fp16", CPU, init_scale=1024.0)
+    mp.skipped_steps = 3
+    state = mp.state_dict()
+    resumed = MixedPrecision("fp16", CPU)
+    resumed.load_state_dict(state)
+    assert resumed.metrics() == {"loss_scale": 1024.0, "skipped_steps": 3.0}
+    assert mp.state_dict() == state  # loading did not consume the caller's dict
 
 
 @pytest.mark.gpu
