@@ -128,6 +128,50 @@ def test_mixed_precision_charlm_trial_on_cuda(precision: str, tmp_path: Path, ca
     assert all(0 < m["mfu"] < 1 for m in got), got
 
 
+def charlm_with_an_overflow(ctx: Any) -> None:
+    """charlm, whose last pipeline stage finds an inf in its own gradients at optimizer step 3
+    (one parameter, both micro-batches); no other rank sees one."""
+    import torch
+
+    from hyperfleet.trials.workloads import charlm
+
+    build = charlm.build
+
+    def build_and_poison(ctx: Any, p: dict[str, Any]) -> Any:
+        runner, opt, n_params = build(ctx, p)
+        if ctx.rank == ctx.world_size - 1:
+            calls = {"n": 0}
+
+            def poison(grad: torch.Tensor) -> torch.Tensor:
+                calls["n"] += 1  # 2 micro-batches a step: calls 5 and 6 are step 3's
+                return torch.full_like(grad, float("inf")) if calls["n"] in (5, 6) else grad
+
+            runner.parameters()[0].register_hook(poison)
+        return runner, opt, n_params
+
+    charlm.build = build_and_poison
+    charlm.main(ctx)
+
+
+def test_an_overflow_on_one_stage_makes_every_rank_skip_that_step(
+    tmp_path: Path, cache: Path
+) -> None:
+    """An fp16 charlm trial, 1F1B over 2 processes: the inf is on the last stage only, yet both
+    ranks skip step 3 and back off the same way; training goes on and the loss falls."""
+    trial = {"trial": {"workload": f"{__name__}:charlm_with_an_overflow", "precision": "fp16",
+                       "resources": {"devices": 2},
+                       "parallel": {"pipeline": 2, "microbatches": 2}}}  # fmt: skip
+    proc = cli("train", str(write(tmp_path, trial)), "--devices", "cpu:2",
+               "--param", "lr=0.005", cache=cache)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = reports(proc.stdout)  # reported by rank 0, the first stage, which saw no inf
+    assert [m["skipped_steps"] for m in got] == [1, 1, 1], got
+    assert [m["loss_scale"] for m in got] == [2.0**15] * 3  # halved once from 2**16
+    assert got[-1]["val_loss"] < got[0]["val_loss"]
+    skips = re.findall(r"\[rank (\d)\].* optimizer step (\d+) skipped on every rank", proc.stderr)
+    assert sorted(skips) == [("0", "3"), ("1", "3")], proc.stderr[-3000:]
+
+
 def test_layouts_follow_the_same_fp32_trajectory(runs: dict[str, list[dict[str, float]]]) -> None:
     """Same global batch, data and initial weights: DDP, the pipeline and the hybrid agree."""
     if not {"ddp", "1f1b", "hybrid"} <= set(runs):

@@ -91,6 +91,8 @@ class MixedPrecision:
         enabled = precision == "fp16" if use_scaler is None else use_scaler
         self.scaler = torch.amp.GradScaler(self.device.type, init_scale=init_scale, enabled=enabled)
         self.group = group
+        self.steps = 0
+        """Optimizer steps this scaler decided (taken or skipped), over the whole trial."""
         self.skipped_steps = 0
         if precision == "fp16" and self.device.type == "cpu":
             logger.info(
@@ -141,11 +143,18 @@ class MixedPrecision:
         if not self.scaling:
             optimizer.step()
             return True
+        self.steps += 1
+        before = self.loss_scale
         if found_inf:
             self.skipped_steps += 1
         else:
             self.scaler.step(optimizer)
         self.scaler.update()
+        if found_inf:
+            logger.info(
+                "optimizer step %d skipped on every rank (inf/NaN gradients); loss scale %g -> %g",
+                self.steps, before, self.loss_scale,
+            )  # fmt: skip
         return not found_inf
 
     def metrics(self) -> dict[str, float]:
@@ -155,11 +164,12 @@ class MixedPrecision:
         return {"loss_scale": self.loss_scale, "skipped_steps": float(self.skipped_steps)}
 
     def state_dict(self) -> dict[str, object]:
-        """The scaler's state and the skipped-step count (part of the trial's checkpoint)."""
-        return {**self.scaler.state_dict(), "skipped_steps": self.skipped_steps}
+        """The scaler's state and the step counts (part of the trial's checkpoint)."""
+        counts = {"steps": self.steps, "skipped_steps": self.skipped_steps}
+        return {**self.scaler.state_dict(), **counts}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         scaler_state = dict(state)
-        skipped = scaler_state.pop("skipped_steps", 0)
-        self.skipped_steps = int(skipped) if isinstance(skipped, int | float) else 0
+        counts = [scaler_state.pop(k, 0) for k in ("steps", "skipped_steps")]
+        self.steps, self.skipped_steps = (int(c) if isinstance(c, int) else 0 for c in counts)
         self.scaler.load_state_dict(scaler_state)

@@ -88,11 +88,12 @@ def test_throughput_meter_reports_mfu_from_the_peak_override(monkeypatch) -> Non
 def test_fp16_metrics_and_the_skip_count_survive_a_checkpoint() -> None:
     assert MixedPrecision("bf16", CPU).metrics() == {}  # nothing to report without a scaler
     mp = MixedPrecision("fp16", CPU, init_scale=1024.0)
-    mp.skipped_steps = 3
+    mp.steps, mp.skipped_steps = 7, 3
     state = mp.state_dict()
     resumed = MixedPrecision("fp16", CPU)
     resumed.load_state_dict(state)
     assert resumed.metrics() == {"loss_scale": 1024.0, "skipped_steps": 3.0}
+    assert resumed.steps == 7
     assert mp.state_dict() == state  # loading did not consume the caller's dict
 
 
