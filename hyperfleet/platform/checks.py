@@ -116,6 +116,11 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
     t = trial or cfg.trial
     devices = t.resources.devices
     if devices == 0:
+        if t.sync.mode == "async-ps":
+            return [
+                "trial.resources.devices: 0 runs the trial in-process, which has no parameter "
+                "server; give devices >= 2 for sync.mode async-ps or use allreduce"
+            ]
         if t.parallel.data * t.parallel.pipeline != 1:
             return [
                 "trial.resources.devices: 0 runs the trial in-process, which has no parallel "

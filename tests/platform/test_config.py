@@ -51,6 +51,11 @@ CASES: list[tuple[str, str, str]] = [
         _async_ps(precision="fp16"),
         "trial.precision: fp16 is not supported on backend 'rpc'",
     ),
+    (
+        "async-ps-in-process",
+        _async_ps(resources={"devices": 0}),
+        "trial.resources.devices: 0 runs the trial in-process, which has no parameter server",
+    ),
     ("async-ps-grad-accum", _async_ps(grad_accum=2), "trial.grad_accum: 2 with sync.mode async"),
     ("async-ps-grad-clip", _async_ps(grad_clip=1.0), "trial.grad_clip: not applied by the"),
     ("async-ps-comm-hook", _async_ps(comm={"hook": "ring"}), "trial.comm.hook: ring applies to"),

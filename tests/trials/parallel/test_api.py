@@ -94,6 +94,9 @@ def test_fp16_metrics_and_the_skip_count_survive_a_checkpoint() -> None:
     resumed.load_state_dict(state)
     assert resumed.metrics() == {"loss_scale": 1024.0, "skipped_steps": 3.0}
     assert resumed.steps == 7
+    older = {k: v for k, v in state.items() if k not in ("steps", "skipped_steps")}
+    resumed.load_state_dict(older)  # a checkpoint from before the counts were saved
+    assert resumed.metrics() == {"loss_scale": 1024.0, "skipped_steps": 0.0}
     assert mp.state_dict() == state  # loading did not consume the caller's dict
 
 

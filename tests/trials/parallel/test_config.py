@@ -85,6 +85,7 @@ def test_fp16_support_is_what_torch_can_run() -> None:
     missing = fp16_problem("xpu")  # this torch build has no XPU support
     assert missing is not None and "can't run fp16 loss scaling on 'xpu'" in missing
     assert "\n" not in missing
+    assert "can't run fp16" in str(fp16_problem("mpi"))  # not a device type: a line, no crash
 
 
 def test_grad_accum_with_a_pipeline_points_at_microbatches() -> None:
