@@ -89,6 +89,11 @@ class MixedPrecision:
         self.device = torch.device(device)
         enabled = precision == "fp16" if use_scaler is None else use_scaler
         self.scaler = torch.amp.GradScaler(self.device.type, init_scale=init_scale, enabled=enabled)
+        if enabled:
+            # A pipeline stage without the loss never calls scale(), which is what creates the
+            # scale: create it now. It stays the last stage's (same start, same shared
+            # verdicts), so unscale_ divides the gradients that flowed back by the right factor.
+            self.scaler.scale(torch.zeros((), device=self.device))
         self.group = group
         self.steps = 0
         """Optimizer steps this scaler decided (taken or skipped), over the whole trial."""
@@ -118,10 +123,6 @@ class MixedPrecision:
         """Unscale the gradients in place; return True when *any* rank found inf/NaN."""
         if not self.scaling:
             return False
-        # A pipeline stage without the loss never called scale(): this initialises its scale,
-        # which is the last stage's (same start, same shared verdicts), so unscale_ divides the
-        # gradients that flowed back from the scaled loss by the right factor.
-        self.scaler.scale(torch.zeros((), device=self.device))
         self.scaler.unscale_(optimizer)
         state = self.scaler._per_optimizer_states[id(optimizer)]
         per_device = state["found_inf_per_device"]
@@ -143,18 +144,18 @@ class MixedPrecision:
             optimizer.step()
             return True
         self.steps += 1
-        before = self.loss_scale if found_inf else 0.0  # (reading the scale syncs a GPU)
-        if found_inf:
-            self.skipped_steps += 1
-        else:
+        if not found_inf:
             self.scaler.step(optimizer)
+            self.scaler.update()
+            return True
+        self.skipped_steps += 1
+        before = self.loss_scale  # read only on a skip: reading the scale syncs a GPU
         self.scaler.update()
-        if found_inf:
-            logger.info(
-                "optimizer step %d skipped on every rank (inf/NaN gradients); loss scale %g -> %g",
-                self.steps, before, self.loss_scale,
-            )  # fmt: skip
-        return not found_inf
+        logger.info(
+            "optimizer step %d skipped on every rank (inf/NaN gradients); loss scale %g -> %g",
+            self.steps, before, self.loss_scale,
+        )  # fmt: skip
+        return False
 
     def metrics(self) -> dict[str, float]:
         """``loss_scale`` and ``skipped_steps`` (over the whole trial) when scaling."""
