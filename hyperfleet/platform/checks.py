@@ -17,7 +17,8 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.trials.workloads.registry import BUILTIN, declared_params, load_workload
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.config import SweepConfig, TrialConfig
+    from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.spec.trial import TrialConfig
 
 KNOB_PREFIX = "trial."
 
@@ -31,7 +32,7 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 def apply_overrides(trial: TrialConfig, knobs: Mapping[str, Any]) -> TrialConfig:
     """A copy of ``trial`` with ``{"trial.a.b": v}`` set; ``ConfigError`` naming the key."""
-    from hyperfleet.platform.config import TrialConfig
+    from hyperfleet.spec.trial import TrialConfig
 
     data = trial.model_dump(mode="json")
     for key, value in knobs.items():
@@ -111,7 +112,8 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
 def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[str]:
     """Devices vs the parallel layout, precision vs the backend, async-ps constraints."""
     from hyperfleet.platform.pool import count_gpus
-    from hyperfleet.trials.parallel.config import validate_comm, validate_layout
+    from hyperfleet.platform.probe import fp16_problem
+    from hyperfleet.spec.layout import validate_comm, validate_layout
 
     t = trial or cfg.trial
     devices = t.resources.devices
@@ -134,7 +136,13 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
     problems = [
         f"trial.{line}"  # the parallel module names fields relative to the trial section
         for line in validate_layout(
-            devices, t.parallel, t.precision, n_layers, backend, grad_accum=t.grad_accum
+            devices,
+            t.parallel,
+            t.precision,
+            n_layers,
+            backend,
+            grad_accum=t.grad_accum,
+            fp16_check=fp16_problem,
         )
         + validate_comm(t.comm, t.parallel, backend)
     ]

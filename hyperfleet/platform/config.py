@@ -26,13 +26,9 @@ from hyperfleet.platform.schedulers.configs import (
 )
 from hyperfleet.platform.schedulers.pb2 import PB2Config
 from hyperfleet.platform.schedulers.pbt_config import PBTConfig
-from hyperfleet.trials.async_ps import SyncConfig
-from hyperfleet.trials.checkpoint import CheckpointConfig
-from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig, Precision
+from hyperfleet.spec.trial import TrialConfig, parse_duration
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 
 class _Frozen(BaseModel):
@@ -113,33 +109,7 @@ class Budget(_Frozen):
     @field_validator("timeout", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            m = _DURATION.match(v)
-            if not m:
-                raise ValueError(f"expected a duration such as 90s, 30m or 2h, got {v!r}")
-            return float(m.group(1)) * _UNITS[m.group(2)]
-        return v
-
-
-class Resources(_Frozen):
-    devices: int = Field(
-        1, ge=0, description="processes of one trial (GPUs, or CPU slots); 0: in-process"
-    )
-
-
-class TrialConfig(_Frozen):
-    workload: str = Field(min_length=1, description="built-in name or 'package.module:function'")
-    params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
-    steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
-    eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")
-    resources: Resources = Field(default_factory=Resources)
-    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
-    precision: Precision = Field("fp32", description="fp32 | bf16 | fp16 (autocast)")
-    grad_accum: int = Field(1, ge=1, description="micro-batches accumulated per optimizer step")
-    grad_clip: float | None = Field(None, gt=0, description="clip the gradient norm to this")
-    comm: CommConfig = Field(default_factory=CommConfig)
-    sync: SyncConfig = Field(default_factory=SyncConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+        return parse_duration(v)
 
 
 class TrackingConfig(_Frozen):

@@ -165,8 +165,8 @@ class TrialContext:
     def parallelism(self) -> Parallelism:
         """The trial's layout, precision and step logic, built on first use (collective)."""
         if self._par is None:
+            from hyperfleet.spec.trial import CommConfig, ParallelConfig
             from hyperfleet.trials.parallel.api import Parallelism
-            from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
 
             cfg = self.config
             self._par = Parallelism(

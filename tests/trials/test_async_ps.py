@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the usual name
 
+from hyperfleet.spec.trial import SyncConfig
 from hyperfleet.trials import async_ps
-from hyperfleet.trials.async_ps import SyncConfig
 from hyperfleet.trials.data import ArrayLoader
 from tests.dist import run_distributed
 

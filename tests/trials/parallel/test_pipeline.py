@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel.mesh import Layout, build_groups
 from hyperfleet.trials.parallel.pipeline import PipelineRunner, layer_costs, partition
 from hyperfleet.trials.parallel.precision import MixedPrecision
