@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import streamlit as st
 
+from hyperfleet.errors import StorageError
 from hyperfleet.platform.results import summarize
 from hyperfleet.platform.storage import Storage
 
@@ -44,7 +45,11 @@ def main() -> None:
     args = _args()
     st.set_page_config(page_title="hyperfleet", layout="wide")
     st.title("hyperfleet")
-    storage = Storage(args.storage)
+    try:
+        storage = Storage.open_readonly(args.storage)
+    except StorageError as exc:
+        st.info(f"No sweeps to show: {exc}. Start one with `hyperfleet sweep run FILE`.")
+        return
     sweeps = [r.name for r in storage.list_sweeps()]
     if not sweeps:
         st.info(f"No sweeps in {args.storage} yet: run `hyperfleet sweep run FILE`.")

@@ -183,7 +183,7 @@ def sweep_status(
     from hyperfleet.platform.results import summarize
     from hyperfleet.platform.storage import Storage
 
-    summary = _guard(lambda: summarize(Storage(storage), name))
+    summary = _guard(lambda: summarize(Storage.open_readonly(storage), name))
     if as_json:
         data = summary.to_json()
         data["trials"] = [t.__dict__ for t in summary.trials]
@@ -208,7 +208,7 @@ def sweep_list(
     """Sweeps in a storage."""
     from hyperfleet.platform.storage import Storage
 
-    rows = _guard(lambda: Storage(storage).list_sweeps())
+    rows = _guard(lambda: Storage.open_readonly(storage).list_sweeps())
     table = Table()
     for col in ("sweep", "status", "created"):
         table.add_column(col)
@@ -244,7 +244,7 @@ def sweep_enqueue(
             url = storage or default_urls(cfg)[0]
         else:
             url = storage or DEFAULT_STORAGE
-            row = Storage(url).get_sweep(target)
+            row = Storage.open_readonly(url).get_sweep(target)
             if row is None:
                 raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
             cfg = parse_sweep(row.config)
@@ -268,7 +268,7 @@ def sweep_replay(
     from hyperfleet.platform.storage import Storage
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
-        st = Storage(storage)
+        st = Storage.open_readonly(storage)
         row = st.get_sweep(name)
         if row is None:
             raise ConfigError(f"sweep: no sweep named {name!r} in {storage}")

@@ -1,11 +1,14 @@
 """The platform's storage: Optuna's RDB study tables plus hyperfleet's own, in one database.
 
-Optuna keeps the search history (trials, params, intermediate and final values). hyperfleet
-adds what a platform must survive a crash with: the sweep's configuration and its MLflow ids,
-and per trial its worker, heartbeat, last report, log and checkpoint locations and the tail of
-its error. Every write is one transaction. SQLite is opened in WAL mode with a long busy
-timeout so the running sweep, its trial processes and readers (``sweep status``, the dashboard)
-don't lock each other out; a ``postgresql://`` URL works the same way for many hosts.
+:class:`Storage` opens a database URL (SQLite or PostgreSQL) in one of three ways:
+
+* ``Storage(url)`` — the controller: creates the schema if missing (:mod:`.schema`);
+* ``Storage(url, create=False)`` — trial processes: the schema is there, no DDL is run;
+* ``Storage.open_readonly(url)`` — readers (``sweep status``, ``sweep list``, the dashboard):
+  nothing is created (a mistyped SQLite path is an error, not a new empty file) and nothing
+  can be written.
+
+Every write is one transaction.
 """
 
 from __future__ import annotations
@@ -17,58 +20,16 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.storage.engine import create_engine, engine_kwargs, readonly_url
+from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
 
 logger = logging.getLogger(__name__)
-
-SQLITE_TIMEOUT_S = 60
-
-
-class Base(DeclarativeBase):
-    """Declarative base of every hyperfleet table (prefix ``hf_``)."""
-
-
-class SweepRow(Base):
-    __tablename__ = "hf_sweeps"
-    name: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
-    study_name: Mapped[str] = mapped_column(sa.String(256))
-    config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
-    created_at: Mapped[float] = mapped_column(sa.Float)
-    updated_at: Mapped[float] = mapped_column(sa.Float)
-    status: Mapped[str] = mapped_column(sa.String(32), default="created")
-    mlflow_experiment_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
-    mlflow_parent_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
-
-
-class TrialRow(Base):
-    __tablename__ = "hf_trials"
-    __table_args__ = (sa.UniqueConstraint("sweep", "number"),)
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    sweep: Mapped[str] = mapped_column(sa.ForeignKey("hf_sweeps.name"), index=True)
-    number: Mapped[int] = mapped_column(sa.Integer)
-    state: Mapped[str] = mapped_column(sa.String(16))
-    params: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
-    host: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)
-    pid: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
-    heartbeat_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
-    started_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
-    ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
-    attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
-    last_step: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
-    metrics: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
-    outcome: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)
-    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
-    log_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
-    trial_dir: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -98,33 +59,6 @@ def _record(row: TrialRow) -> TrialRecord:
     return TrialRecord(**{f: getattr(row, f) for f in TrialRecord.__dataclass_fields__})
 
 
-def _prepare_sqlite(url: str) -> None:
-    path = make_url(url).database
-    if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-
-
-def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute(f"PRAGMA busy_timeout={SQLITE_TIMEOUT_S * 1000}")
-    cur.close()
-
-
-def create_engine(url: str) -> Engine:
-    """A SQLAlchemy engine for ``url``; SQLite in WAL mode with a long busy timeout."""
-    try:
-        backend = make_url(url).get_backend_name()
-    except sa.exc.ArgumentError as exc:
-        raise StorageError(f"storage: not a database URL: {url!r} ({exc})") from None
-    if backend == "sqlite":
-        _prepare_sqlite(url)
-        engine = sa.create_engine(url, connect_args={"timeout": SQLITE_TIMEOUT_S})
-        event.listen(engine, "connect", _on_sqlite_connect)
-        return engine
-    return sa.create_engine(url, pool_pre_ping=True)
-
-
 def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
@@ -132,19 +66,40 @@ def worker_identity() -> tuple[str, int]:
 class Storage:
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
-    def __init__(self, url: str, create: bool = True) -> None:
+    def __init__(
+        self, url: str, create: bool = True, readonly: bool = False, clock: Any = None
+    ) -> None:
         """``create=False`` (trial processes): the controller already made the tables and
-        checked Optuna's schema version, so opening costs no DDL or migration lookup."""
+        checked Optuna's schema version, so opening costs no DDL or migration lookup.
+        ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
+        stamps heartbeats and reports: a simulated sweep runs on a virtual clock."""
         self.url = url
-        self.create = create
-        self.engine = create_engine(url)
+        self.clock = clock
+        self.create = create and not readonly
+        self.readonly = readonly
+        self.engine = create_engine(url, readonly=readonly)
         try:
-            if create:
-                Base.metadata.create_all(self.engine)
+            if self.create:
+                create_schema(self.engine)
+            elif readonly:
+                check_readable(self.engine)
         except sa.exc.OperationalError as exc:
+            self.engine.dispose()
             raise StorageError(f"storage: cannot open {url!r}: {exc.orig}") from None
+        except StorageError:
+            self.engine.dispose()
+            raise
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._optuna: Any = None
+
+    @classmethod
+    def open_readonly(cls, url: str) -> Storage:
+        """Open for reading only: creates nothing, runs no DDL, writes nothing.
+
+        ``StorageError`` (one line) when the database does not exist, is unreachable, or
+        holds no hyperfleet sweeps.
+        """
+        return cls(url, create=False, readonly=True)
 
     @property
     def optuna(self) -> Any:
@@ -152,14 +107,10 @@ class Storage:
         if self._optuna is None:
             import optuna
 
-            kwargs: dict[str, Any] = {}
-            if self.engine.dialect.name == "sqlite":
-                kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-            else:
-                kwargs = {"pool_pre_ping": True}
+            url = readonly_url(self.url) if self.readonly else self.url
             self._optuna = optuna.storages.RDBStorage(
-                self.url,
-                engine_kwargs=kwargs,
+                url,
+                engine_kwargs=engine_kwargs(self.url, self.readonly),
                 skip_compatibility_check=not self.create,
                 skip_table_creation=not self.create,
             )
@@ -183,7 +134,7 @@ class Storage:
             return s.get(SweepRow, name)
 
     def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
-        now = time.time()
+        now = self.now()
         row = SweepRow(
             name=name, study_name=name, config=dict(config), created_at=now, updated_at=now
         )
@@ -197,7 +148,7 @@ class Storage:
             assert row is not None, f"sweep {name} vanished"
             for key, value in fields.items():
                 setattr(row, key, value)
-            row.updated_at = time.time()
+            row.updated_at = self.now()
 
     def list_sweeps(self) -> list[SweepRow]:
         with self.session() as s:
@@ -234,17 +185,20 @@ class Storage:
             s.flush()
             return _record(row)
 
+    def now(self) -> float:
+        return time.time() if self.clock is None else float(self.clock.time())
+
     def record_report(
         self, sweep: str, number: int, step: int, metrics: Mapping[str, float]
     ) -> None:
         self.upsert_trial(
-            sweep, number, last_step=step, metrics=dict(metrics), heartbeat_at=time.time()
+            sweep, number, last_step=step, metrics=dict(metrics), heartbeat_at=self.now()
         )
 
     def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
         """RUNNING trials whose worker is gone: a dead pid on this host, or a silent heartbeat."""
         host, _ = worker_identity()
-        now = time.time()
+        now = self.now()
         stale = []
         for t in self.trials(sweep):
             if t.state != "RUNNING":
