@@ -29,6 +29,8 @@ def _curves(storage: Storage, name: str) -> pd.DataFrame:
     """Intermediate objective values by step (Optuna-based sweeps keep them)."""
     import optuna
 
+    if not storage.has_studies():
+        return pd.DataFrame(columns=["trial", "step", "value"])
     try:
         study = optuna.load_study(study_name=name, storage=storage.optuna)
     except KeyError:  # a PBT sweep has no Optuna study

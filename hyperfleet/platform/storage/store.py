@@ -116,6 +116,10 @@ class Storage:
             )
         return self._optuna
 
+    def has_studies(self) -> bool:
+        """True when Optuna's tables exist (a PBT-only database has none)."""
+        return sa.inspect(self.engine).has_table("studies")
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         with self._sessions.begin() as s:
