@@ -34,7 +34,7 @@ def trial_processes() -> list[int]:
             state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if b"hyperfleet.platform.trial_main" in cmd and state != "Z":
+        if b"hyperfleet.platform.trial_entry" in cmd and state != "Z":
             pids.append(int(entry.name))
     return pids
 

@@ -109,11 +109,11 @@ def worker_pids(spec_path: str | None = None) -> dict[int, str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state == "Z" or "hyperfleet.platform.trial_main" not in argv:
+        if state == "Z" or "hyperfleet.platform.trial_entry" not in argv:
             continue
         if "torch.distributed.run" in argv:
             continue  # the agent
-        spec = argv[argv.index("hyperfleet.platform.trial_main") + 1]
+        spec = argv[argv.index("hyperfleet.platform.trial_entry") + 1]
         if spec_path is None or spec == spec_path:
             found[int(entry.name)] = spec
     return found
@@ -316,7 +316,7 @@ def test_replay_of_the_best_member_reproduces_its_q(toy_run: tuple[Path, dict[st
     final = FINAL_LINE.search(proc.stdout)
     assert final is not None, (
         "sweep replay prints metrics with 6 significant digits only; apply the PrintReporter "
-        "patch (trial_main.py) that ends the run with 'run complete at step N: {json}' so the "
+        "patch (trials/runtime.py) that ends the run with 'run complete at step N: {json}' so the "
         "replayed Q can be compared to 1e-9"
     )
     assert int(final.group(1)) == 200

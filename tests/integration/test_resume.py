@@ -8,13 +8,12 @@ and one MLflow run with no step logged twice. At D=1 the primary checkpoint dire
 before continuing, so the trial restores from ``checkpoint.replica``.
 
 A D=2 checkpoint resumed at D=1 goes through the trial runtime itself (torchrun and
-``trial_main`` with spec files, as the launcher runs them): it continues from the same step with
+``trial_entry`` with spec files, as the launcher runs them): it continues from the same step with
 the same parameters as an uninterrupted D=2 run.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -140,24 +139,23 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     assert diff <= 1e-6, f"max abs loss difference {diff}"
 
 
-# -- D=2 checkpoint, resumed at D=1, through trial_main -----------------------------------------
+# -- D=2 checkpoint, resumed at D=1, through trial_entry ----------------------------------------
 
 
 def run_trial_processes(config: dict[str, Any], trial_dir: Path, nproc: int) -> str:
-    """Run ``trial_main`` under torchrun on a spec, as the launcher does; its stdout."""
+    """Run ``trial_entry`` under torchrun on a spec, as the launcher does; its stdout."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.launch import torchrun_command
+    from hyperfleet.platform.launcher.torchrun import torchrun_command
+    from hyperfleet.spec.wire import TrialSpec
     from hyperfleet.trials.workloads.registry import merged_params
 
     cfg = parse_sweep(config)
-    spec = {
-        "sweep": cfg.name, "number": 0, "config": cfg.model_dump(mode="json"),
-        "params": merged_params("digits", cfg.trial.params, {"lr": 0.01}),
-        "storage": None, "tracking_uri": None, "run_id": None, "trial_dir": str(trial_dir),
-        "reported_through": None, "schedule": None,
-    }  # fmt: skip
-    spec_path = trial_dir.parent / f"{trial_dir.name}-{nproc}-{cfg.trial.steps}.json"
-    spec_path.write_text(json.dumps(spec))
+    spec = TrialSpec(
+        sweep=cfg.name, number=0, trial=cfg.trial,
+        params=merged_params("digits", cfg.trial.params, {"lr": 0.01}),
+        workdir=str(trial_dir.parent), trial_dir=str(trial_dir),
+    )  # fmt: skip
+    spec_path = spec.write(trial_dir.parent / f"{trial_dir.name}-{nproc}-{cfg.trial.steps}.json")
     env = {**ENV, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         torchrun_command(spec_path, nproc, f"t-{trial_dir.name}"),

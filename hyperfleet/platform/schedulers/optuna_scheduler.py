@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
+from optuna.pruners import NopPruner
+from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from hyperfleet.platform import space as space_mod
 from hyperfleet.platform.schedulers.base import (
+    Capabilities,
     Decision,
     DecisionKind,
     Scheduler,
@@ -56,6 +59,8 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
 class OptunaScheduler(Scheduler):
     """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
 
+    capabilities = Capabilities(enqueue=True, pruning=True, multi_objective=True)
+
     def __init__(self, cfg: SweepConfig, study: optuna.Study) -> None:
         self.cfg = cfg
         self.study = study
@@ -69,41 +74,40 @@ class OptunaScheduler(Scheduler):
         return self._ids[number]
 
     def budget_left(self) -> int | None:
+        return self._budget_left(self.study.get_trials(deepcopy=False, states=_COUNTED))
+
+    def _budget_left(self, trials: list[FrozenTrial]) -> int | None:
         limit = self.cfg.budget.trials
         if limit is None:
             return None
-        counted = self.study.get_trials(deepcopy=False, states=_COUNTED)
-        return max(0, limit - len(counted))
+        return max(0, limit - sum(t.state in _COUNTED for t in trials))
 
     def _grid_exhausted(self) -> bool:
         sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
 
-    def _has_waiting(self) -> bool:
-        return bool(self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,)))
-
     def suggest(self) -> Suggestion | None:
-        waiting = self._has_waiting()
-        if not waiting and (self.budget_left() == 0 or self._grid_exhausted()):
+        trials = self.study.get_trials(deepcopy=False)
+        waiting = any(t.state == OptunaState.WAITING for t in trials)
+        if not waiting and (self._budget_left(trials) == 0 or self._grid_exhausted()):
             return None
         trial = self.study.ask()
         params = space_mod.sample(trial, self.cfg.space)
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        """Optuna's intermediate value at ``step`` (written as given: a repeated report of the
+        same step stores the same value again, so the call is idempotent)."""
         if len(self.cfg.all_objectives) != 1:
             return  # Optuna keeps no intermediate values for multi-objective studies
         value = metrics.get(self.cfg.all_objectives[0].metric)
         if value is None:
             return
         trial_id = self._trial_id(trial_number)
-        frozen = self.study._storage.get_trial(trial_id)
-        if step in frozen.intermediate_values:
-            return  # idempotent per (trial, step)
         self.study._storage.set_trial_intermediate_value(trial_id, step, float(value))
 
     def decide(self, trial_number: int, step: int) -> Decision:
-        if len(self.cfg.all_objectives) != 1:
+        if len(self.cfg.all_objectives) != 1 or isinstance(self.study.pruner, NopPruner):
             return Decision.cont()
         trial = optuna.trial.Trial(self.study, self._trial_id(trial_number))
         if trial.should_prune():

@@ -26,7 +26,12 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.storage.engine import create_engine, engine_kwargs, readonly_url
+from hyperfleet.platform.storage.engine import (
+    configure_sqlite,
+    create_engine,
+    engine_kwargs,
+    readonly_url,
+)
 from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
 
 logger = logging.getLogger(__name__)
@@ -114,6 +119,7 @@ class Storage:
                 skip_compatibility_check=not self.create,
                 skip_table_creation=not self.create,
             )
+            configure_sqlite(self._optuna.engine, self.readonly)
         return self._optuna
 
     def has_studies(self) -> bool:

@@ -2,7 +2,7 @@
 
 One launch is one trial: ``python -m torch.distributed.run`` (torchrun) on this host with
 ``nproc_per_node`` = the lease's device count, a c10d rendezvous on a free loopback port of its
-own, and ``hyperfleet.platform.trial_main`` as the script. The launcher's agent starts,
+own, and ``hyperfleet.platform.trial_entry`` as the script. The launcher's agent starts,
 monitors and tears down the workers; hyperfleet only owns the agent process:
 
 * it runs in a new session (its own process group), so ``stop`` and ``kill`` reach the agent
@@ -22,12 +22,13 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from hyperfleet.errors import LaunchError
+from hyperfleet.platform.launcher.base import read_tail
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.wire import TrialSpec
 
 _PR_SET_PDEATHSIG = 1
 
@@ -38,7 +39,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -46,41 +47,12 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-class Handle(Protocol):
-    def poll(self) -> int | None: ...
-    def stop(self, grace: float = ...) -> int: ...
-    def log_tail(self, lines: int = ...) -> str: ...
+class TorchrunHandle:
+    """A running trial: its torchrun agent process (a session of its own) and log."""
 
-
-class NoProcess:
-    """The handle of a trial rejected before launch."""
-
-    def poll(self) -> int | None:
-        return 1
-
-    def stop(self, grace: float = 0.0) -> int:
-        return 1
-
-    def log_tail(self, lines: int = 30) -> str:
-        return ""
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    """What a launch needs: the spec file read by ``trial_main`` and where to log."""
-
-    name: str  # rendezvous id, unique per launch
-    spec_path: Path
-    log_path: Path
-    env: dict[str, str]
-
-
-class TrialHandle:
-    """A running trial: its torchrun agent process and log."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], log: IO[bytes], spec: TrialSpec) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], log: IO[bytes], log_path: Path) -> None:
         self.proc = proc
-        self.spec = spec
+        self.log_path = log_path
         self._log = log
 
     @property
@@ -113,11 +85,7 @@ class TrialHandle:
         return code
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.spec.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return read_tail(self.log_path, lines)
 
 
 def torchrun_command(spec_path: Path, nproc: int, rdzv_id: str) -> list[str]:
@@ -135,38 +103,47 @@ def torchrun_command(spec_path: Path, nproc: int, rdzv_id: str) -> list[str]:
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",
-        "hyperfleet.platform.trial_main",
+        "hyperfleet.platform.trial_entry",
         str(spec_path),
     ]
 
 
-def trial_env(extra: dict[str, str], lease: Lease, threads_per_process: int) -> dict[str, str]:
+def trial_env(lease: Lease, threads_per_process: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(extra)
     env.update(lease.env(threads_per_process))
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def launch(spec: TrialSpec, lease: Lease, threads_per_process: int) -> TrialHandle:
-    """Start the trial's processes on ``lease``'s devices; returns at once."""
-    cmd = torchrun_command(spec.spec_path, len(lease.devices), spec.name)
-    env = trial_env(spec.env, lease, threads_per_process)
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = spec.log_path.open("ab")
-    log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
-    log.flush()
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-    except OSError as exc:
-        log.close()
-        raise LaunchError(f"cannot start torchrun for {spec.name}: {exc}") from None
-    return TrialHandle(proc, log, spec)
+class TorchrunLauncher:
+    """One torchrun process group per trial, on this host's leased devices."""
+
+    def __init__(self, threads_per_process: int = 1) -> None:
+        self.threads_per_process = threads_per_process
+
+    def launch(self, spec: TrialSpec, lease: Lease) -> TorchrunHandle:
+        """Start the trial's processes on ``lease``'s devices; returns at once."""
+        rdzv_id = f"{spec.sweep}-{spec.number}-{int(time.time() * 1000)}"
+        cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id)
+        env = trial_env(lease, self.threads_per_process)
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = spec.log_path.open("ab")
+        log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        except OSError as exc:
+            log.close()
+            raise LaunchError(f"cannot start torchrun for {rdzv_id}: {exc}") from None
+        return TorchrunHandle(proc, log, spec.log_path)
+
+    def close(self) -> None:
+        pass

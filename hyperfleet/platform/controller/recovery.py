@@ -1,0 +1,40 @@
+"""Recovery: trials whose processes are gone go back in the queue, with their records intact.
+
+A trial left RUNNING by a controller or worker that died (its pid is gone on this host, or its
+heartbeat is older than ``stale_after``) is requeued: the scheduler puts it back in its queue
+with its params, and the next launch resumes it from its latest checkpoint as the same trial
+and MLflow run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.spec.wire import RestorePoint
+
+logger = logging.getLogger(__name__)
+
+
+def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
+    """Requeue the sweep's stale RUNNING trials; their numbers."""
+    requeued = []
+    for t in session.storage.stale_running(session.name, stale_after):
+        logger.warning("trial %d was left RUNNING by a dead worker; requeued", t.number)
+        session.scheduler.requeue(t.number)
+        session.storage.upsert_trial(session.name, t.number, state="WAITING")
+        requeued.append(t.number)
+    return requeued
+
+
+def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:
+    """A trial resuming from another trial's checkpoint (a PBT member whose weights are a
+    donor's) starts at that step with what the donor reported there; if that is already its
+    step budget, no later report will set it."""
+    if restore is None or restore.trial == number or restore.step is None:
+        return
+    donor = session.storage.get_trial(session.name, restore.trial)
+    if donor is not None and donor.last_step == restore.step:
+        session.storage.upsert_trial(
+            session.name, number, last_step=restore.step, metrics=dict(donor.metrics)
+        )

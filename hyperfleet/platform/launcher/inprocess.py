@@ -1,0 +1,180 @@
+"""In-process trials (``trial.resources.devices: 0``): cheap objectives without a launch each.
+
+A trial of a quick objective (a test function, a small scikit-learn model) costs less than
+starting a process group. Such trials run in long-lived worker processes, started on demand
+and kept warm between trials: each trial is one task that runs the same trial runtime as a
+torchrun trial (same ``TrialContext``, same reports, pruning, checkpoints and MLflow run), as a
+single process with no process group. Its output goes to its own log file.
+
+Each worker runs one trial at a time and is its trial's process, so the contract is the
+torchrun one: ``stop`` sends the worker SIGTERM (the trial unwinds, flushing its metrics, and
+the worker exits; a fresh one replaces it), ``kill`` sends SIGKILL. Workers ignore the
+terminal's SIGINT (the controller decides what an interrupt stops) and die with the
+controller (Linux's parent-death signal), so no worker outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.torchrun import die_with_parent
+from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.wire import TrialSpec
+
+_SPAWN = mp.get_context("spawn")
+
+
+def _redirected(log_path: str, spec_path: str) -> int:
+    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code."""
+    from hyperfleet.platform.trial_entry import run_spec_file
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            run_spec_file(spec_path)
+            return 0
+        except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
+            raise
+        except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
+            traceback.print_exc()
+            return 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _worker_main(conn: Connection, parent: int) -> None:
+    die_with_parent()
+    if os.getppid() != parent:  # the controller died before the line above took effect
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from hyperfleet.trials.runtime import exit_on_sigterm
+
+    exit_on_sigterm()
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # in-process trials hold no device
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(var, None)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        conn.send(_redirected(*task))
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.conn, child = _SPAWN.Pipe()
+        self.proc = _SPAWN.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
+        self.proc.start()
+        child.close()
+        self.busy = False
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+
+class InProcessHandle:
+    """One in-process trial: the worker running it and the trial's log."""
+
+    def __init__(self, worker: _Worker, log_path: Path) -> None:
+        self.worker = worker
+        self.log_path = log_path
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        if self.code is not None:
+            return self.code
+        w = self.worker
+        with contextlib.suppress(EOFError, OSError):
+            if w.conn.poll():
+                self.code = int(w.conn.recv())
+        if self.code is None and not w.alive():
+            w.proc.join()
+            self.code = 128 + signal.SIGKILL if w.proc.exitcode is None else abs(w.proc.exitcode)
+        if self.code is not None:
+            w.busy = False
+        return self.code
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            if self.worker.proc.pid is not None:
+                os.kill(self.worker.proc.pid, sig)
+
+    def stop(self, grace: float = 10.0) -> int:
+        if self.poll() is None:
+            self._signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return self.kill()
+
+    def kill(self) -> int:
+        if self.poll() is None:
+            self._signal(signal.SIGKILL)
+            self.worker.proc.join()
+        return int(self.poll() or 0)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return read_tail(self.log_path, lines)
+
+
+class InProcessLauncher:
+    """Up to ``workers`` warm worker processes, one trial at a time each."""
+
+    def __init__(self, workers: int) -> None:
+        self.max_workers = workers
+        self._workers: list[_Worker] = []
+
+    def _idle_worker(self) -> _Worker:
+        self._workers = [w for w in self._workers if w.alive()]
+        for w in self._workers:
+            if not w.busy:
+                return w
+        if len(self._workers) >= self.max_workers:
+            raise RuntimeError("every in-process worker is busy")  # the pool's leases prevent it
+        worker = _Worker()
+        self._workers.append(worker)
+        return worker
+
+    def launch(self, spec: TrialSpec, lease: Lease | None = None) -> InProcessHandle:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        worker = self._idle_worker()
+        worker.busy = True
+        worker.conn.send((str(spec.log_path), str(spec.path)))
+        return InProcessHandle(worker, spec.log_path)
+
+    def close(self) -> None:
+        for w in self._workers:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                w.conn.send(None)
+        for w in self._workers:
+            w.proc.join(timeout=5)
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+        self._workers = []
+
+    def __del__(self) -> None:  # pragma: no cover - a best effort when close was forgotten
+        with contextlib.suppress(Exception):
+            for w in self._workers:
+                w.proc.kill()
