@@ -1,26 +1,38 @@
-"""Entry point of every trial process: ``torchrun ... -m hyperfleet.platform.trial_entry SPEC``.
+"""Entry points of trial processes: the one place the control plane reaches the trial side.
 
-It reads the :class:`~hyperfleet.spec.wire.TrialSpec` the controller wrote, and runs the trial
+* ``torchrun ... -m hyperfleet.platform.trial_entry SPEC`` — every rank of a torchrun trial;
+* :func:`inprocess_worker` — the loop of an in-process trial worker
+  (:mod:`hyperfleet.platform.launcher.inprocess`), one trial spec after another.
+
+Both read the :class:`~hyperfleet.spec.wire.TrialSpec` the controller wrote and run the trial
 runtime (:func:`hyperfleet.trials.runtime.run_trial`) with rank 0's recorder: the platform's
 :class:`~hyperfleet.platform.recorder.RankZeroRecorder` when the spec names a storage, the
-runtime's printing recorder otherwise (``hyperfleet train``). This is the one module of the
-control plane that imports the trial side (and so torch); nothing else in the platform imports
-it at module level.
+runtime's printing recorder otherwise (``hyperfleet train``).
+
+The trial side (and so torch) is imported inside these functions only: importing this module
+stays cheap, so the launcher can hand :func:`inprocess_worker` to a new process.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
+from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.spec.wire import TrialSpec
-from hyperfleet.trials.runtime import PrintRecorder, Recorder, run_trial
 
 
-def recorder_for(spec: TrialSpec) -> Recorder:
+def recorder_for(spec: TrialSpec) -> Any:
+    """Rank 0's recorder for ``spec``: storage, scheduler and MLflow, or printed reports."""
     if spec.storage is None:
+        from hyperfleet.trials.runtime import PrintRecorder
+
         return PrintRecorder(spec)
     from hyperfleet.platform.recorder import RankZeroRecorder
 
@@ -29,7 +41,58 @@ def recorder_for(spec: TrialSpec) -> Recorder:
 
 def run_spec_file(path: str | Path, install_signals: bool = False) -> str:
     """Run the trial of the spec file at ``path``; returns its outcome."""
+    from hyperfleet.trials.runtime import run_trial
+
     return run_trial(TrialSpec.read(path), recorder_for, install_signals=install_signals)
+
+
+def _redirected(log_path: str, spec_path: str) -> int:
+    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            run_spec_file(spec_path)
+            return 0
+        except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
+            raise
+        except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
+            traceback.print_exc()
+            return 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def inprocess_worker(conn: Connection, parent: int) -> None:
+    """An in-process trial worker: runs the ``(log path, spec path)`` tasks it receives, one
+    at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
+    (the trial it runs unwinds first) or its parent's death."""
+    die_with_parent()
+    if os.getppid() != parent:  # the controller died before the line above took effect
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides what an interrupt stops
+    from hyperfleet.trials.runtime import exit_on_sigterm
+
+    exit_on_sigterm()
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # in-process trials hold no device
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(var, None)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        conn.send(_redirected(*task))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,72 +19,23 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
-import sys
 import time
-import traceback
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 from hyperfleet.platform.launcher.base import read_tail
-from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.platform.pool import Lease
+from hyperfleet.platform.trial_entry import inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
 
 _SPAWN = mp.get_context("spawn")
 
 
-def _redirected(log_path: str, spec_path: str) -> int:
-    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code."""
-    from hyperfleet.platform.trial_entry import run_spec_file
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log_path, "ab", buffering=0) as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            run_spec_file(spec_path)
-            return 0
-        except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
-            raise
-        except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
-            traceback.print_exc()
-            return 1
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-
-
-def _worker_main(conn: Connection, parent: int) -> None:
-    die_with_parent()
-    if os.getppid() != parent:  # the controller died before the line above took effect
-        return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from hyperfleet.trials.runtime import exit_on_sigterm
-
-    exit_on_sigterm()
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # in-process trials hold no device
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        os.environ.pop(var, None)
-    while True:
-        try:
-            task = conn.recv()
-        except EOFError:
-            return
-        if task is None:
-            return
-        conn.send(_redirected(*task))
-
-
 class _Worker:
     def __init__(self) -> None:
         self.conn, child = _SPAWN.Pipe()
-        self.proc = _SPAWN.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
+        self.proc = _SPAWN.Process(
+            target=inprocess_worker, args=(child, os.getpid()), daemon=True
+        )
         self.proc.start()
         child.close()
         self.busy = False
