@@ -82,6 +82,14 @@ class OptunaScheduler(Scheduler):
             return None
         return max(0, limit - sum(t.state in _COUNTED for t in trials))
 
+    def finished(self) -> bool:
+        """Nothing left to run: the budget (or the grid) is used up and no trial is running
+        or waiting. A sweep bounded only by ``budget.timeout`` never finishes by itself."""
+        trials = self.study.get_trials(deepcopy=False)
+        if any(t.state in (OptunaState.RUNNING, OptunaState.WAITING) for t in trials):
+            return False
+        return self._budget_left(trials) == 0 or self._grid_exhausted()
+
     def _grid_exhausted(self) -> bool:
         sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)

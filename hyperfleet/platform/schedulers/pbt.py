@@ -11,7 +11,8 @@ population so discovers hyperparameter *schedules* for the compute of one traini
 Asynchronous by default: a ready member acts at once against the others' latest scores. With
 ``synchronous`` a ready member pauses until every member is ready, then the bottom quantile
 exploits. A population larger than ``max_concurrent`` time-shares the devices: a ready member
-pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained.
+pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained
+(after any member whose processes were lost, which is resumed first).
 
 All state is in a :class:`~.population.PopulationStore`; the scheduler never touches processes
 or files. Trial numbers are member numbers (0 .. population-1).
@@ -160,13 +161,13 @@ class PBTScheduler(Scheduler):
             running = sum(m.state == MemberState.RUNNING for m in members.values())
             if self.max_concurrent is not None and running >= self.max_concurrent:
                 return None
-            if len(members) < self.config.population:
+            # requeued or failed members first (their work was interrupted), then unborn
+            # members, then paused ones, the least trained first
+            requeued = [m for m in members.values() if m.state == MemberState.WAITING]
+            if not requeued and len(members) < self.config.population:
                 return self._new_member(txn, len(members))
-            waiting = [
-                m
-                for m in members.values()
-                if m.state in (MemberState.WAITING, MemberState.PAUSED) and not m.barrier
-            ]
+            paused = [m for m in members.values() if m.state == MemberState.PAUSED]
+            waiting = [m for m in requeued or paused if not m.barrier]
             if not waiting:
                 return None
             m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))

@@ -383,8 +383,7 @@ def test_failing_member_restarts_from_its_checkpoint_then_gives_up() -> None:
     assert s is not None
     sched.report(s.trial_number, 1, {"Q": -0.3})
     sched.on_trial_end(s.trial_number, TrialState.FAIL, error="boom")
-    sched.suggest()  # member 1 is still to start
-    again = sched.suggest()
+    again = sched.suggest()  # resumed before member 1 starts: its work was interrupted
     assert again is not None and again.resume and again.trial_number == s.trial_number
     assert (again.restore.trial, again.restore.step) == (s.trial_number, 1)
     for _ in range(3):
