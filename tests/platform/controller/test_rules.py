@@ -7,6 +7,7 @@ Starting a process is forbidden in this module (see ``no_processes``).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -123,7 +124,7 @@ def test_a_pruned_trial_frees_its_devices_at_once(tmp_path: Path) -> None:
     trials = sim.trials()
     assert [t.state for t in trials] == ["COMPLETE", "COMPLETE", "PRUNED", "PRUNED", "PRUNED"]
     assert {t.last_step for t in trials[2:]} == {2}, "pruned at the first step after warm-up"
-    for ended, started in zip(trials, trials[1:], strict=False):  # one device, no idle gap
+    for ended, started in itertools.pairwise(trials):  # one device, no idle gap
         assert started.started_at - ended.ended_at <= 0.1 + 1e-9
     assert sim.pool.free == 1
 
@@ -145,7 +146,7 @@ def test_a_rejected_knob_combination_is_fail_with_its_reason(tmp_path: Path) -> 
     assert first.state == "FAIL" and "parallel.pipeline" in (first.error or "")
     assert first.attempts == 0 and first.params["trial.parallel.pipeline"] == 2
     assert second.state == "COMPLETE"
-    assert [h.spec.number for h in sim.launcher.handles][0] == second.number, "never launched"
+    assert next(h.spec.number for h in sim.launcher.handles) == second.number, "never launched"
     assert sim.optuna_states()["FAIL"] == 1
 
 
