@@ -44,6 +44,7 @@ class Running:
     handle: TrialHandle
     lease: Lease
     run_id: str
+    lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,12 @@ class Controller:
         if prepared.problems:  # a sampled combination that breaks a layout rule never launches
             self._reject(prepared, lease, "; ".join(prepared.problems))
             return True
+        handle = self._start(prepared, lease)
+        row = self.session.storage.open_lease(
+            self.session.name, prepared.number, [str(d) for d in lease.devices]
+        )
         self.running[prepared.number] = Running(
-            prepared.number, self._start(prepared, lease), lease, prepared.spec.run_id or ""
+            prepared.number, handle, lease, prepared.spec.run_id or "", row
         )
         return True
 
@@ -214,6 +219,8 @@ class Controller:
             self.session.tracker.end_child(r.run_id, tracked, final, error)
         except Exception:
             logger.warning("could not end MLflow run of trial %d", r.number, exc_info=True)
+        if r.lease_row is not None:
+            self.session.storage.close_lease(r.lease_row, stored)
         self.pool.release(r.lease)
         del self.running[r.number]
         self._next_ask = 0.0

@@ -33,9 +33,7 @@ _SPAWN = mp.get_context("spawn")
 class _Worker:
     def __init__(self) -> None:
         self.conn, child = _SPAWN.Pipe()
-        self.proc = _SPAWN.Process(
-            target=inprocess_worker, args=(child, os.getpid()), daemon=True
-        )
+        self.proc = _SPAWN.Process(target=inprocess_worker, args=(child, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.busy = False

@@ -3,11 +3,12 @@ every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage
 
 from hyperfleet.platform.storage.engine import SQLITE_TIMEOUT_S, create_engine, sqlite_path
 from hyperfleet.platform.storage.schema import SCHEMA_VERSION, SweepRow, TrialRow, create_schema
-from hyperfleet.platform.storage.store import Storage, TrialRecord, worker_identity
+from hyperfleet.platform.storage.store import LeaseRecord, Storage, TrialRecord, worker_identity
 
 __all__ = [
     "SCHEMA_VERSION",
     "SQLITE_TIMEOUT_S",
+    "LeaseRecord",
     "Storage",
     "SweepRow",
     "TrialRecord",

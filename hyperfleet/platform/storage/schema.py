@@ -9,6 +9,9 @@ the platform keeps what it must survive a crash with:
 * ``hf_pbt_populations``, ``hf_pbt_members``, ``hf_lineage`` — population-based training: a
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.schedulers.population` reads and writes them);
+* ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
+  from when to when (a paused or resumed trial has several); the dashboard's device timeline
+  and the utilisation figures come from it;
 * ``hf_meta`` — ``schema_version``: a database written by a newer hyperfleet is refused with a
   clear message instead of being misread.
 
@@ -27,7 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from hyperfleet.errors import StorageError
 
 SCHEMA_VERSION = 2
-"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta added."""
+"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases."""
 
 
 class Base(DeclarativeBase):
@@ -70,6 +73,19 @@ class TrialRow(Base):
     mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
     log_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     trial_dir: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+
+class LeaseRow(Base):
+    __tablename__ = "hf_leases"
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sweep: Mapped[str] = mapped_column(sa.String(128), index=True)
+    trial: Mapped[int] = mapped_column(sa.Integer)
+    host: Mapped[str] = mapped_column(sa.String(255))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+    devices: Mapped[list[str]] = mapped_column(sa.JSON)  # e.g. ["cuda:0", "cuda:1"]
+    started_at: Mapped[float] = mapped_column(sa.Float)
+    ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
+    state: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)  # how it ended
 
 
 meta_table = sa.Table(

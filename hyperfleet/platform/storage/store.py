@@ -32,7 +32,13 @@ from hyperfleet.platform.storage.engine import (
     engine_kwargs,
     readonly_url,
 )
-from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
+from hyperfleet.platform.storage.schema import (
+    LeaseRow,
+    SweepRow,
+    TrialRow,
+    check_readable,
+    create_schema,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +64,21 @@ class TrialRecord:
     mlflow_run_id: str | None
     log_path: str | None
     trial_dir: str | None
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
+
+    id: int
+    sweep: str
+    trial: int
+    host: str
+    pid: int
+    devices: list[str]
+    started_at: float
+    ended_at: float | None
+    state: str | None
 
 
 def _record(row: TrialRow) -> TrialRecord:
@@ -204,6 +225,34 @@ class Storage:
         self.upsert_trial(
             sweep, number, last_step=step, metrics=dict(metrics), heartbeat_at=self.now()
         )
+
+    # -- leases ------------------------------------------------------------------------
+
+    def open_lease(self, sweep: str, trial: int, devices: list[str]) -> int:
+        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
+        host, pid = worker_identity()
+        with self.session() as s:
+            row = LeaseRow(
+                sweep=sweep, trial=trial, host=host, pid=pid, devices=list(devices),
+                started_at=self.now(),
+            )  # fmt: skip
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    def close_lease(self, lease_id: int, state: str) -> None:
+        with self.session() as s:
+            row = s.get(LeaseRow, lease_id)
+            if row is not None and row.ended_at is None:
+                row.ended_at, row.state = self.now(), state
+
+    def leases(self, sweep: str) -> list[LeaseRecord]:
+        with self.session() as s:
+            q = sa.select(LeaseRow).where(LeaseRow.sweep == sweep).order_by(LeaseRow.id)
+            return [
+                LeaseRecord(**{f: getattr(r, f) for f in LeaseRecord.__dataclass_fields__})
+                for r in s.scalars(q)
+            ]
 
     def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
         """RUNNING trials whose worker is gone: a dead pid on this host, or a silent heartbeat."""

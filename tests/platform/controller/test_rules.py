@@ -209,3 +209,16 @@ def test_stale_running_trials_of_a_dead_controller_are_requeued(tmp_path: Path) 
     trials = {t.number: t for t in sim.trials()}
     assert sim.states() == {"COMPLETE": 4}
     assert all(trials[n].attempts == 2 for n in orphans), "resumed, not started anew"
+
+
+def test_every_launch_leases_devices_for_its_span(tmp_path: Path) -> None:
+    changes = {"budget": {"trials": 3, "max_concurrent": 2}}
+    sim = Sim(tmp_path, TEN_STEPS, changes, devices=2)
+    sim.controller().run()
+    leases = sim.storage.leases(sim.cfg.name)
+    assert sorted(x.trial for x in leases) == [0, 1, 2]
+    assert all(x.state == "COMPLETE" and x.ended_at - x.started_at == pytest.approx(10, abs=0.2)
+               for x in leases)  # fmt: skip
+    first, second, third = leases
+    assert {tuple(first.devices), tuple(second.devices)} == {("cpu:0",), ("cpu:1",)}
+    assert third.started_at >= min(first.ended_at, second.ended_at), "devices reused"
