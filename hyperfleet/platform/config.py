@@ -104,7 +104,15 @@ class Objective(_Frozen):
 class Budget(_Frozen):
     trials: int | None = Field(None, ge=1)
     max_concurrent: int = Field(1, ge=1)
-    timeout: float | None = Field(None, gt=0, description="seconds; YAML accepts 90s, 30m, 2h")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description="no trial starts after this long (90s, 30m, 2h); running ones finish, "
+        "unless stop_at_timeout",
+    )
+    stop_at_timeout: bool = Field(
+        False, description="at budget.timeout, stop running trials too (they are requeued)"
+    )
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -19,8 +19,10 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Controller, Progress, open_session
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import Device, LocalPool
+from hyperfleet.platform.preflight import check_storage, check_tracking, writable_dir
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.locks import file_lock_for
 from hyperfleet.platform.tracking import SweepTracker
 
 __all__ = ["Progress", "SweepRunner", "build_launcher", "build_pool", "default_urls"]
@@ -61,7 +63,9 @@ def build_launcher(cfg: SweepConfig, pool: LocalPool) -> Launcher:
 
 
 class SweepRunner:
-    """One sweep on this host (see the module docstring)."""
+    """One sweep on this host (see the module docstring). Constructing it checks the devices,
+    the working directory, the storage and the tracking URI (:mod:`.preflight`), before
+    anything is written."""
 
     def __init__(
         self,
@@ -75,6 +79,9 @@ class SweepRunner:
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
+        writable_dir(cfg.workdir, "workdir")
+        check_storage(storage_url)
+        check_tracking(tracking_uri)
         self.on_progress = on_progress
         self.controller: Controller | None = None
         self._stop = threading.Event()
@@ -95,7 +102,8 @@ class SweepRunner:
         cfg = self.cfg
         storage = Storage(self.storage_url)
         experiment = cfg.tracking.experiment or cfg.name
-        tracker = SweepTracker(self.tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
+        with file_lock_for(self.tracking_uri, "mlflow-create"):  # two new sweeps, one store
+            tracker = SweepTracker(self.tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
         session = open_session(cfg, storage, tracker, self.tracking_uri)
         launcher = build_launcher(cfg, self.pool)
         return Controller(session, self.pool, launcher, on_progress=self.on_progress)

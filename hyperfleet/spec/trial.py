@@ -149,3 +149,11 @@ class TrialConfig(_Section):
     comm: CommConfig = Field(default_factory=CommConfig)
     sync: SyncConfig = Field(default_factory=SyncConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    timeout: float | None = Field(
+        None, gt=0, description="a launch of a trial running longer is stopped and FAIL (90s, 2h)"
+    )
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)

@@ -196,8 +196,12 @@ class _Run:
         )
 
     def segment(self, fn: Callable[[TrialContext], Any], max_steps: int, params: Any) -> None:
-        """Run the workload to ``max_steps``, restarting it in place after each exploit."""
+        """Run the workload to ``max_steps``, restarting it in place after each exploit.
+
+        Defaults a custom workload declares (``main.hyperfleet_params``) fill in the params
+        the spec doesn't give."""
         trial = self.spec.trial
+        params = merged_params(trial.workload, {}, params, fn)
         while True:
             try:
                 fn(self.context(max_steps, params))
@@ -205,7 +209,7 @@ class _Run:
             except Exploit as change:
                 d = _as_decision(change.decision)
                 assert d.donor is not None and d.params is not None
-                params = merged_params(trial.workload, trial.params, d.params)
+                params = merged_params(trial.workload, trial.params, d.params, fn)
                 step = self.adopt(d.donor, d.donor_step, params)
                 if self.recorder is not None:
                     self.recorder.rewind(step, params, d.donor)

@@ -20,6 +20,7 @@ that pauses (PBT time-sharing) gives its devices back and is resumed later by th
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,15 +28,24 @@ from dataclasses import dataclass
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
-from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_stale
+from hyperfleet.platform.controller.recovery import adopt_donor_record, recover
 from hyperfleet.platform.controller.session import SweepSession, close_session
 from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
-from hyperfleet.platform.schedulers import TrialState
+from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import worker_identity
 
 logger = logging.getLogger(__name__)
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a finite float, or None (NaN, infinities, stored as strings or not)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass
@@ -45,6 +55,7 @@ class Running:
     lease: Lease
     run_id: str
     lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
+    started: float = 0.0  # clock.monotonic() at launch, for trial.timeout
 
 
 @dataclass(frozen=True)
@@ -107,32 +118,56 @@ class Controller:
     def _devices(self) -> int:
         return max(1, self.cfg.trial.resources.devices)
 
+    def _claim(self) -> Suggestion | None:
+        """Ask the scheduler for a trial and record it RUNNING here, under the sweep's claim
+        lock: any number of controllers keep the budget and never take one trial twice."""
+        session = self.session
+        with session.storage.claim_lock(session.name):
+            s = session.scheduler.suggest()
+            if s is not None:
+                host, pid = worker_identity()
+                now = self.clock.time()
+                session.storage.upsert_trial(
+                    session.name, s.trial_number, state="RUNNING", host=host, pid=pid,
+                    heartbeat_at=now, started_at=now, ended_at=None, outcome=None, error=None,
+                )  # fmt: skip
+        return s
+
     def _launch_next(self) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
         lease = self.pool.try_acquire(self._devices())
         if lease is None:
             return False
         try:
-            suggestion = self.session.scheduler.suggest()
-            prepared = None if suggestion is None else prepare(self.session, suggestion)
+            suggestion = self._claim()
         except BaseException:
             self.pool.release(lease)
             raise
-        if prepared is None:
+        if suggestion is None:
             self.pool.release(lease)
             self._next_ask = self.clock.monotonic() + self.timing.ask_every
             return False
-        if prepared.problems:  # a sampled combination that breaks a layout rule never launches
-            self._reject(prepared, lease, "; ".join(prepared.problems))
-            return True
-        handle = self._start(prepared, lease)
-        row = self.session.storage.open_lease(
-            self.session.name, prepared.number, [str(d) for d in lease.devices]
-        )
-        self.running[prepared.number] = Running(
-            prepared.number, handle, lease, prepared.spec.run_id or "", row
-        )
+        try:
+            prepared = prepare(self.session, suggestion)
+            if prepared.problems:  # a sampled combination that breaks a layout rule: FAIL
+                self._reject(prepared, lease, "; ".join(prepared.problems))
+            else:
+                self.running[prepared.number] = self._start(prepared, lease)
+        except BaseException:
+            self._abandon(suggestion.trial_number, lease)
+            raise
         return True
+
+    def _abandon(self, number: int, lease: Lease) -> None:
+        """A claimed trial that could not be launched goes back in the queue (best effort:
+        what fails here is found again by recovery on the next start)."""
+        logger.warning("trial %d could not be launched; it goes back in the queue", number)
+        self.pool.release(lease)
+        try:
+            self.session.scheduler.requeue(number)
+            self.session.storage.upsert_trial(self.session.name, number, state="WAITING")
+        except Exception:
+            logger.warning("could not requeue trial %d", number, exc_info=True)
 
     def _record_start(self, p: PreparedTrial, attempts: int) -> None:
         host, pid = worker_identity()
@@ -163,12 +198,20 @@ class Controller:
         )
         self._finish(rejected, TrialState.FAIL, None, error)
 
-    def _start(self, p: PreparedTrial, lease: Lease) -> TrialHandle:
+    def _start(self, p: PreparedTrial, lease: Lease) -> Running:
         p.spec.write()
         adopt_donor_record(self.session, p.number, p.spec.restore)
         self._record_start(p, attempts=(p.prior.attempts if p.prior else 0) + 1)
+        row = self.session.storage.open_lease(
+            self.session.name, p.number, [str(d) for d in lease.devices]
+        )
         logger.info("trial %d starts on %s", p.number, ", ".join(map(str, lease.devices)))
-        return self.launcher.launch(p.spec, lease)
+        try:
+            handle = self.launcher.launch(p.spec, lease)
+        except BaseException:
+            self.session.storage.close_lease(row, "FAIL")
+            raise
+        return Running(p.number, handle, lease, p.spec.run_id or "", row, self.clock.monotonic())
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -192,7 +235,20 @@ class Controller:
                 f"objective metric {', '.join(missing)} not in the last report "
                 f"(reported: {reported}); report it or fix objective.metric",
             )
-        return TrialState.COMPLETE, [float(rec.metrics[o.metric]) for o in objectives], ""
+        values = [finite(rec.metrics[o.metric]) for o in objectives]
+        bad = [
+            f"{o.metric} = {rec.metrics[o.metric]}"
+            for o, v in zip(objectives, values, strict=True)
+            if v is None
+        ]
+        if bad:
+            return (
+                TrialState.FAIL,
+                None,
+                f"objective {', '.join(bad)} at step {rec.last_step} is not a finite number; "
+                f"the trial failed (check the workload for divergence)",
+            )
+        return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
 
     def _finish(
         self, r: Running, state: TrialState | None, values: list[float] | None, error: str
@@ -232,6 +288,19 @@ class Controller:
             if code is not None:
                 self._finish(r, *self._outcome(r, code))
 
+    def _enforce_trial_timeout(self) -> None:
+        """A launch running longer than ``trial.timeout`` is stopped and FAIL."""
+        limit = self.cfg.trial.timeout
+        if limit is None:
+            return
+        for r in list(self.running.values()):
+            if self.clock.monotonic() - r.started > limit and r.handle.poll() is None:
+                logger.warning("trial %d timed out after %g s; stopping it", r.number, limit)
+                r.handle.stop(self.timing.stop_grace)
+                self._finish(
+                    r, TrialState.FAIL, None, f"timed out after {limit:g} s (trial.timeout)"
+                )
+
     def _stop_all(self) -> None:
         """Stop every running trial; those that didn't finish go back in the queue."""
         for r in list(self.running.values()):
@@ -267,14 +336,18 @@ class Controller:
 
     def run(self) -> SweepSummary:
         """Run the sweep to its end (or until stopped); its summary."""
-        requeue_stale(self.session, self.timing.stale_after)
+        recover(self.session, self.timing.stale_after)
         timeout = self.cfg.budget.timeout
         start = self.clock.monotonic()
         last_beat = start
         try:
             while not self._stop.is_set():
                 self._reap()
+                self._enforce_trial_timeout()
                 timed_out = timeout is not None and self.clock.monotonic() - start > timeout
+                if timed_out and self.cfg.budget.stop_at_timeout and self.running:
+                    logger.warning("budget.timeout reached: stopping the running trials")
+                    self._stop_all()
                 more = self._fill(timed_out)
                 scheduler = self.session.scheduler
                 if not self.running and (not more or timed_out or scheduler.finished()):

@@ -27,6 +27,29 @@ def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
     return requeued
 
 
+def requeue_phantoms(session: SweepSession) -> list[int]:
+    """Trials the scheduler thinks are running but that have no RUNNING record: the process
+    that asked for them died between the two (the claim lock, held by the caller, keeps live
+    controllers out of that window). They go back in the queue and are reused, so the budget
+    counts only trials that exist."""
+    recorded = {t.number for t in session.storage.trials(session.name) if t.state == "RUNNING"}
+    phantoms = sorted(session.scheduler.running() - recorded)
+    for number in phantoms:
+        logger.warning(
+            "trial %d was suggested but never launched (its controller died in between); "
+            "it goes back in the queue", number,
+        )  # fmt: skip
+        session.scheduler.requeue(number)
+    return phantoms
+
+
+def recover(session: SweepSession, stale_after: float) -> None:
+    """Requeue stale and phantom trials, under the sweep's claim lock."""
+    with session.storage.claim_lock(session.name):
+        requeue_stale(session, stale_after)
+        requeue_phantoms(session)
+
+
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:
     """A trial resuming from another trial's checkpoint (a PBT member whose weights are a
     donor's) starts at that step with what the donor reported there; if that is already its

@@ -112,6 +112,10 @@ class Scheduler(ABC):
         put it back in the queue so ``suggest`` resumes it from its checkpoint. A trial that
         is not running is left as it is."""
 
+    @abstractmethod
+    def running(self) -> set[int]:
+        """Trials the scheduler considers running (suggested, not ended, not requeued)."""
+
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
         """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
         return {}

@@ -8,6 +8,7 @@ the controller calls ``suggest`` and ``on_trial_end``; rank 0 of a trial calls `
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,6 +17,7 @@ from optuna.pruners import NopPruner
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from hyperfleet.errors import ConfigError
 from hyperfleet.platform import space as space_mod
 from hyperfleet.platform.schedulers.base import (
     Capabilities,
@@ -82,6 +84,11 @@ class OptunaScheduler(Scheduler):
             return None
         return max(0, limit - sum(t.state in _COUNTED for t in trials))
 
+    def running(self) -> set[int]:
+        return {
+            t.number for t in self.study.get_trials(deepcopy=False, states=(OptunaState.RUNNING,))
+        }
+
     def finished(self) -> bool:
         """Nothing left to run: the budget (or the grid) is used up and no trial is running
         or waiting. A sweep bounded only by ``budget.timeout`` never finishes by itself."""
@@ -109,8 +116,8 @@ class OptunaScheduler(Scheduler):
         if len(self.cfg.all_objectives) != 1:
             return  # Optuna keeps no intermediate values for multi-objective studies
         value = metrics.get(self.cfg.all_objectives[0].metric)
-        if value is None:
-            return
+        if value is None or not math.isfinite(float(value)):
+            return  # kept in the trial's record; a sampler or pruner gets no NaN as a number
         trial_id = self._trial_id(trial_number)
         self.study._storage.set_trial_intermediate_value(trial_id, step, float(value))
 
@@ -129,7 +136,17 @@ class OptunaScheduler(Scheduler):
         return {k: str(v) for k, v in attrs.items() if k.startswith("hyperfleet.")}
 
     def enqueue(self, params: Mapping[str, Any]) -> int:
-        """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first."""
+        """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first.
+
+        An enqueued trial is one of ``budget.trials``: a sweep that has used them all takes
+        none (``ConfigError`` naming the budget)."""
+        limit = self.cfg.budget.trials
+        existing = self.study.get_trials(deepcopy=False)
+        if limit is not None and len(existing) >= limit:
+            raise ConfigError(
+                f"budget.trials: sweep {self.cfg.name!r} already has {len(existing)} of its "
+                f"{limit} trials; raise budget.trials in the sweep file to enqueue more"
+            )
         self.study.enqueue_trial(dict(params), skip_if_exists=False)
         waiting = self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,))
         return max(t.number for t in waiting)

@@ -14,11 +14,12 @@ Every write is one transaction.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from hyperfleet.platform.storage.engine import (
     engine_kwargs,
     readonly_url,
 )
+from hyperfleet.platform.storage.locks import claim_lock
 from hyperfleet.platform.storage.schema import (
     LeaseRow,
     SweepRow,
@@ -79,6 +81,18 @@ class LeaseRecord:
     started_at: float
     ended_at: float | None
     state: str | None
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON
+    (and PostgreSQL's json type) has no NaN or infinity, and a reported NaN must be kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _record(row: TrialRow) -> TrialRecord:
@@ -143,6 +157,11 @@ class Storage:
             configure_sqlite(self._optuna.engine, self.readonly)
         return self._optuna
 
+    def claim_lock(self, sweep: str) -> AbstractContextManager[None]:
+        """The sweep's claim lock (:mod:`.locks`): held while asking its scheduler for a trial
+        and recording it, and while opening or recovering the sweep."""
+        return claim_lock(self.engine, self.url, sweep)
+
     def has_studies(self) -> bool:
         """True when Optuna's tables exist (a PBT-only database has none)."""
         return sa.inspect(self.engine).has_table("studies")
@@ -165,12 +184,18 @@ class Storage:
             return s.get(SweepRow, name)
 
     def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
+        """Create the sweep's row, or return it if another process created it first."""
         now = self.now()
         row = SweepRow(
             name=name, study_name=name, config=dict(config), created_at=now, updated_at=now
         )
-        with self.session() as s:
-            s.add(row)
+        try:
+            with self.session() as s:
+                s.add(row)
+        except sa.exc.IntegrityError:
+            existing = self.get_sweep(name)
+            assert existing is not None
+            return existing
         return row
 
     def update_sweep(self, name: str, **fields: Any) -> None:
@@ -212,7 +237,7 @@ class Storage:
                 row.params, row.metrics = {}, {}
                 s.add(row)
             for key, value in fields.items():
-                setattr(row, key, value)
+                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
             s.flush()
             return _record(row)
 
