@@ -48,6 +48,15 @@ def test_crashing_trial_is_fail_with_error_tail(
 
 
 def test_unknown_sweep_status_is_one_line(tmp_path: Path) -> None:
+    from hyperfleet.platform.storage import Storage
+
+    missing = tmp_path / "typo" / "x.db"
+    proc = cli("sweep", "status", "nope", "--storage", f"sqlite:///{missing}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: storage: no database at")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not missing.parent.exists(), "a reader creates nothing"
+    Storage(f"sqlite:///{tmp_path / 'x.db'}").close()
     proc = cli("sweep", "status", "nope", "--storage", f"sqlite:///{tmp_path / 'x.db'}")
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: sweep: no sweep named 'nope'")
