@@ -44,7 +44,7 @@ def _guard(fn: Callable[[], T]) -> T:
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         if _state["debug"]:
             raise
-        raise typer.Exit(2) from None
+        raise typer.Exit(getattr(exc, "exit_code", 2)) from None
 
 
 @app.callback()
@@ -120,6 +120,12 @@ def sweep_run(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
     devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line.")] = False,
+    stop_at_timeout: Annotated[
+        bool,
+        typer.Option(
+            "--stop-at-timeout", help="At budget.timeout stop running trials too (requeued)."
+        ),
+    ] = False,
 ) -> None:
     """Create the sweep (or continue it) and run it to its budget."""
     from hyperfleet.platform.config import load_sweep
@@ -127,6 +133,9 @@ def sweep_run(
     from hyperfleet.platform.sweep import SweepRunner, default_urls
 
     cfg = _guard(lambda: load_sweep(file))
+    if stop_at_timeout:
+        budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
+        cfg = cfg.model_copy(update={"budget": budget})
     _guard(lambda: parse_devices(devices))
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage

@@ -150,8 +150,18 @@ class SweepConfig(_Frozen):
     space: dict[str, ParamSpec]
     trial: TrialConfig
     storage: str | None = None
+    storage_retry: float = Field(
+        120.0,
+        gt=0,
+        description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
+    )
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
     workdir: str = Field("hyperfleet-runs", description="logs, checkpoints, default stores")
+
+    @field_validator("storage_retry", mode="before")
+    @classmethod
+    def _retry_duration(cls, v: Any) -> Any:
+        return parse_duration(v)
 
     @field_validator("name")
     @classmethod

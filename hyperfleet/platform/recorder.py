@@ -20,6 +20,7 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.spec.wire import CONTINUE, TrialSpec
 
@@ -34,7 +35,7 @@ class RankZeroRecorder:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.sweep = spec.sweep
         self.number = spec.number
-        self.storage = Storage(spec.storage, create=False, clock=clock)
+        self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink = (
             MetricSink(spec.tracking_uri, spec.run_id)
@@ -68,8 +69,9 @@ class RankZeroRecorder:
             return CONTINUE.to_wire()  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
-        self.scheduler.report(self.number, step, metrics)
-        return self.scheduler.decide(self.number, step).to_wire()
+        retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
+        retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
+        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s).to_wire()
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the

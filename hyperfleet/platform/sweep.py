@@ -100,7 +100,7 @@ class SweepRunner:
 
     def _controller(self) -> Controller:
         cfg = self.cfg
-        storage = Storage(self.storage_url)
+        storage = Storage(self.storage_url, retry_s=cfg.storage_retry)
         experiment = cfg.tracking.experiment or cfg.name
         with file_lock_for(self.tracking_uri, "mlflow-create"):  # two new sweeps, one store
             tracker = SweepTracker(self.tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")

@@ -46,8 +46,10 @@ def run_spec_file(path: str | Path, install_signals: bool = False) -> str:
     return run_trial(TrialSpec.read(path), recorder_for, install_signals=install_signals)
 
 
-def _redirected(log_path: str, spec_path: str) -> int:
-    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code."""
+def _redirected(log_path: str, spec_path: str, tags: dict[str, str]) -> int:
+    """One trial in this worker, its stdout and stderr in ``log_path``, ``tags`` in the
+    environment of whatever it starts; its exit code."""
+    os.environ.update(tags)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -72,7 +74,7 @@ def _redirected(log_path: str, spec_path: str) -> int:
 
 
 def inprocess_worker(conn: Connection, parent: int) -> None:
-    """An in-process trial worker: runs the ``(log path, spec path)`` tasks it receives, one
+    """An in-process trial worker: runs the ``(log path, spec path, tags)`` tasks it receives, one
     at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
     (the trial it runs unwinds first) or its parent's death."""
     die_with_parent()

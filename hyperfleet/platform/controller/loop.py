@@ -24,19 +24,29 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from hyperfleet.errors import StorageError, StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
-from hyperfleet.platform.controller.recovery import adopt_donor_record, recover
+from hyperfleet.platform.controller.recovery import (
+    adopt_donor_record,
+    recover,
+    requeue_phantoms_locked,
+)
 from hyperfleet.platform.controller.session import SweepSession, close_session
 from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.storage.retry import retrying
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def finite(value: object) -> float | None:
@@ -139,7 +149,7 @@ class Controller:
         if lease is None:
             return False
         try:
-            suggestion = self._claim()
+            suggestion = self._db(self._claim)
         except BaseException:
             self.pool.release(lease)
             raise
@@ -256,13 +266,13 @@ class Controller:
         """Record how the trial's processes ended and give its devices back."""
         scheduler = self.session.scheduler
         if state is None:  # paused: the scheduler resumes it later
-            scheduler.on_trial_end(r.number, TrialState.COMPLETE)
+            self._db(lambda: scheduler.on_trial_end(r.number, TrialState.COMPLETE))
             stored, tracked = "PAUSED", "WAITING"
         elif state is TrialState.WAITING:  # stopped by an interrupt
-            scheduler.requeue(r.number)
+            self._db(lambda: scheduler.requeue(r.number))
             stored = tracked = "WAITING"
         else:
-            scheduler.on_trial_end(r.number, state, values, error or None)
+            self._db(lambda: scheduler.on_trial_end(r.number, state, values, error or None))
             stored = tracked = state.value
             self.finished += 1
         self.session.storage.upsert_trial(
@@ -302,14 +312,22 @@ class Controller:
                 )
 
     def _stop_all(self) -> None:
-        """Stop every running trial; those that didn't finish go back in the queue."""
+        """Stop every running trial; those that didn't finish go back in the queue. Their
+        processes end even when their records can't be written (a storage outage): then the
+        next start finds them stale and requeues them."""
         for r in list(self.running.values()):
             code = r.handle.poll()
             if code is None:
                 r.handle.stop(self.timing.stop_grace)
-                self._finish(r, TrialState.WAITING, None, "")
-            else:
-                self._finish(r, *self._outcome(r, code))
+            try:
+                if code is None:
+                    self._finish(r, TrialState.WAITING, None, "")
+                else:
+                    self._finish(r, *self._outcome(r, code))
+            except (StorageError, SQLAlchemyError):
+                logger.warning("trial %d stopped; its record could not be written", r.number)
+                self.pool.release(r.lease)
+                del self.running[r.number]
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -334,30 +352,50 @@ class Controller:
             return int(self.cfg.scheduler.population)
         return self.cfg.budget.trials
 
-    def run(self) -> SweepSummary:
-        """Run the sweep to its end (or until stopped); its summary."""
-        recover(self.session, self.timing.stale_after)
+    def _db(self, fn: Callable[[], T]) -> T:
+        """``fn()`` (scheduler or storage work), riding out a storage outage (:mod:`retry`)."""
+        return retrying(fn, self.session.storage.retry_s)
+
+    def _over(self, more: bool, timed_out: bool) -> bool:
+        """Nothing runs here and nothing more will: the scheduler has nothing, or time is up.
+        A phantom trial (claimed by a process that died) found now is requeued instead."""
+        if self.running:
+            return False
+        if more and not timed_out and not self.session.scheduler.finished():
+            return False
+        if not timed_out and self._db(lambda: requeue_phantoms_locked(self.session)):
+            self._next_ask = 0.0
+            return False
+        return True
+
+    def _loop(self) -> None:
         timeout = self.cfg.budget.timeout
-        start = self.clock.monotonic()
-        last_beat = start
+        start = last_beat = self.clock.monotonic()
+        while not self._stop.is_set():
+            self._reap()
+            self._enforce_trial_timeout()
+            timed_out = timeout is not None and self.clock.monotonic() - start > timeout
+            if timed_out and self.cfg.budget.stop_at_timeout and self.running:
+                logger.warning("budget.timeout reached: stopping the running trials")
+                self._stop_all()
+            if self._over(self._fill(timed_out), timed_out):
+                return
+            if self.clock.monotonic() - last_beat > self.timing.heartbeat_every:
+                self._db(self._heartbeat)
+                last_beat = self.clock.monotonic()
+            if self.on_progress is not None:
+                self.on_progress(Progress(len(self.running), self.finished, self.budget()))
+            self.clock.wait(self._stop, self.timing.poll_every)
+
+    def run(self) -> SweepSummary:
+        """Run the sweep to its end (or until stopped); its summary. A storage outage longer
+        than the retry period stops every trial and raises ``StorageOutageError``."""
+        self._db(lambda: recover(self.session, self.timing.stale_after))
         try:
-            while not self._stop.is_set():
-                self._reap()
-                self._enforce_trial_timeout()
-                timed_out = timeout is not None and self.clock.monotonic() - start > timeout
-                if timed_out and self.cfg.budget.stop_at_timeout and self.running:
-                    logger.warning("budget.timeout reached: stopping the running trials")
-                    self._stop_all()
-                more = self._fill(timed_out)
-                scheduler = self.session.scheduler
-                if not self.running and (not more or timed_out or scheduler.finished()):
-                    break
-                if self.clock.monotonic() - last_beat > self.timing.heartbeat_every:
-                    self._heartbeat()
-                    last_beat = self.clock.monotonic()
-                if self.on_progress is not None:
-                    self.on_progress(Progress(len(self.running), self.finished, self.budget()))
-                self.clock.wait(self._stop, self.timing.poll_every)
+            self._loop()
+        except StorageOutageError:
+            self.session.storage.retry_s = 0.0  # the outage lasted: clean up without waiting
+            raise
         finally:
             self._stop_all()
             self.launcher.close()

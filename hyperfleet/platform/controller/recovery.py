@@ -43,6 +43,12 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     return phantoms
 
 
+def requeue_phantoms_locked(session: SweepSession) -> list[int]:
+    """:func:`requeue_phantoms` under the sweep's claim lock."""
+    with session.storage.claim_lock(session.name):
+        return requeue_phantoms(session)
+
+
 def recover(session: SweepSession, stale_after: float) -> None:
     """Requeue stale and phantom trials, under the sweep's claim lock."""
     with session.storage.claim_lock(session.name):

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.trial_entry import inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
@@ -45,9 +46,10 @@ class _Worker:
 class InProcessHandle:
     """One in-process trial: the worker running it and the trial's log."""
 
-    def __init__(self, worker: _Worker, log_path: Path) -> None:
+    def __init__(self, worker: _Worker, log_path: Path, launch: str) -> None:
         self.worker = worker
         self.log_path = log_path
+        self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
         self.code: int | None = None
 
     def poll(self) -> int | None:
@@ -81,6 +83,7 @@ class InProcessHandle:
         if self.poll() is None:
             self._signal(signal.SIGKILL)
             self.worker.proc.join()
+        kill_tagged(LAUNCH_VAR, self.launch)  # processes the trial started, if any
         return int(self.poll() or 0)
 
     def log_tail(self, lines: int = 30) -> str:
@@ -107,10 +110,11 @@ class InProcessLauncher:
 
     def launch(self, spec: TrialSpec, lease: Lease | None = None) -> InProcessHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        tags = tag_launch(spec)
         worker = self._idle_worker()
         worker.busy = True
-        worker.conn.send((str(spec.log_path), str(spec.path)))
-        return InProcessHandle(worker, spec.log_path)
+        worker.conn.send((str(spec.log_path), str(spec.path), tags))
+        return InProcessHandle(worker, spec.log_path, tags[LAUNCH_VAR])
 
     def close(self) -> None:
         for w in self._workers:

@@ -13,15 +13,16 @@ Every write is one transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -34,6 +35,7 @@ from hyperfleet.platform.storage.engine import (
     readonly_url,
 )
 from hyperfleet.platform.storage.locks import claim_lock
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, retrying
 from hyperfleet.platform.storage.schema import (
     LeaseRow,
     SweepRow,
@@ -66,6 +68,19 @@ class TrialRecord:
     mlflow_run_id: str | None
     log_path: str | None
     trial_dir: str | None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _retried(method: F) -> F:
+    """Retry ``method`` through a storage outage (:mod:`.retry`), for ``self.retry_s``."""
+
+    @functools.wraps(method)
+    def call(self: Storage, *args: Any, **kwargs: Any) -> Any:
+        return retrying(lambda: method(self, *args, **kwargs), self.retry_s)
+
+    return cast(F, call)
 
 
 @dataclass(frozen=True)
@@ -107,13 +122,20 @@ class Storage:
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
     def __init__(
-        self, url: str, create: bool = True, readonly: bool = False, clock: Any = None
+        self,
+        url: str,
+        create: bool = True,
+        readonly: bool = False,
+        clock: Any = None,
+        retry_s: float = DEFAULT_RETRY_S,
     ) -> None:
         """``create=False`` (trial processes): the controller already made the tables and
         checked Optuna's schema version, so opening costs no DDL or migration lookup.
         ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
-        stamps heartbeats and reports: a simulated sweep runs on a virtual clock."""
+        stamps heartbeats and reports: a simulated sweep runs on a virtual clock. ``retry_s``:
+        how long a data method rides out an outage (:mod:`.retry`)."""
         self.url = url
+        self.retry_s = retry_s
         self.clock = clock
         self.create = create and not readonly
         self.readonly = readonly
@@ -179,10 +201,12 @@ class Storage:
 
     # -- sweeps ------------------------------------------------------------------------
 
+    @_retried
     def get_sweep(self, name: str) -> SweepRow | None:
         with self.session() as s:
             return s.get(SweepRow, name)
 
+    @_retried
     def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
         """Create the sweep's row, or return it if another process created it first."""
         now = self.now()
@@ -198,6 +222,7 @@ class Storage:
             return existing
         return row
 
+    @_retried
     def update_sweep(self, name: str, **fields: Any) -> None:
         with self.session() as s:
             row = s.get(SweepRow, name, with_for_update=True)
@@ -206,17 +231,20 @@ class Storage:
                 setattr(row, key, value)
             row.updated_at = self.now()
 
+    @_retried
     def list_sweeps(self) -> list[SweepRow]:
         with self.session() as s:
             return list(s.scalars(sa.select(SweepRow).order_by(SweepRow.created_at)))
 
     # -- trials ------------------------------------------------------------------------
 
+    @_retried
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
         with self.session() as s:
             row = self._trial_row(s, sweep, number)
             return _record(row) if row else None
 
+    @_retried
     def trials(self, sweep: str) -> list[TrialRecord]:
         with self.session() as s:
             q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
@@ -229,6 +257,7 @@ class Storage:
             q = q.with_for_update()
         return s.scalars(q).one_or_none()
 
+    @_retried
     def upsert_trial(self, sweep: str, number: int, **fields: Any) -> TrialRecord:
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
@@ -253,6 +282,7 @@ class Storage:
 
     # -- leases ------------------------------------------------------------------------
 
+    @_retried
     def open_lease(self, sweep: str, trial: int, devices: list[str]) -> int:
         """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
         host, pid = worker_identity()
@@ -265,12 +295,14 @@ class Storage:
             s.flush()
             return int(row.id)
 
+    @_retried
     def close_lease(self, lease_id: int, state: str) -> None:
         with self.session() as s:
             row = s.get(LeaseRow, lease_id)
             if row is not None and row.ended_at is None:
                 row.ended_at, row.state = self.now(), state
 
+    @_retried
     def leases(self, sweep: str) -> list[LeaseRecord]:
         with self.session() as s:
             q = sa.select(LeaseRow).where(LeaseRow.sweep == sweep).order_by(LeaseRow.id)
@@ -279,6 +311,7 @@ class Storage:
                 for r in s.scalars(q)
             ]
 
+    @_retried
     def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
         """RUNNING trials whose worker is gone: a dead pid on this host, or a silent heartbeat."""
         host, _ = worker_identity()
