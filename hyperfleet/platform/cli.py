@@ -140,7 +140,8 @@ def sweep_run(
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    summary = _guard(lambda: _run_with_progress(cfg, storage_url, tracking, devices, SweepRunner))
+    runner = _guard(lambda: SweepRunner(cfg, storage_url, tracking, devices=devices))
+    summary = _guard(lambda: _run_with_progress(runner))
     console = err if as_json else out
     console.print(_results_table(summary))
     best = summary.best()
@@ -160,9 +161,9 @@ def sweep_run(
         raise typer.Exit(130)
 
 
-def _run_with_progress(
-    cfg: Any, storage_url: str, tracking: str, devices: str, runner_cls: Any
-) -> Any:
+def _run_with_progress(runner: Any) -> Any:
+    """Run the sweep with a progress bar on stderr (gone once it ends: errors and the results
+    table follow without it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = [
@@ -172,13 +173,13 @@ def _run_with_progress(
         TextColumn("{task.fields[running]} running"),
         TimeElapsedColumn(),
     ]
-    with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task(cfg.name, total=None, running=0)
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(runner.cfg.name, total=None, running=0)
 
         def update(p: Any) -> None:
             bar.update(task, completed=p.finished, running=p.running, total=p.budget)
 
-        runner = runner_cls(cfg, storage_url, tracking, devices=devices, on_progress=update)
+        runner.on_progress = update
         return runner.run()
 
 
