@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.checks import apply_overrides, layout_problems, split_params
-from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.config import (
+    SweepConfig,
+    apply_overrides,
+    layout_problems,
+    split_params,
+)
 from hyperfleet.platform.inprocess import InProcessPool
 from hyperfleet.platform.launch import Handle, NoProcess, TrialSpec, launch
 from hyperfleet.platform.lineage import log_sweep_lineage

@@ -1,84 +1,24 @@
 """Semantic checks of a structurally valid sweep: what pydantic can't see field by field.
 
-Each check returns one line per problem, naming the field path, the value and the fix.
-System knobs (space keys such as ``trial.precision``) are checked here for every choice that
-can be checked statically; a sampled combination that breaks a layout rule is caught again
-before its launch and recorded as a FAIL with the reason.
+Each check returns one line per problem, naming the field path, the value and the fix:
+the scheduler against the budget and objectives, the searched system knobs
+(:mod:`hyperfleet.platform.config.knobs`), the devices against the parallel layout, precision
+and communication against the backend, the batch against its split, and the params against
+what the workload declares. A sampled combination that breaks a layout rule is caught again
+by :func:`layout_problems` before its launch and recorded as a FAIL with the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
-
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
+from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.pool import count_gpus
+from hyperfleet.platform.probe import fp16_problem
+from hyperfleet.platform.schedulers.mutation import _check_initial
+from hyperfleet.spec.layout import validate_comm, validate_layout
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.trials.workloads.registry import BUILTIN, declared_params, load_workload
-
-if TYPE_CHECKING:
-    from hyperfleet.platform.config import SweepConfig
-    from hyperfleet.spec.trial import TrialConfig
-
-KNOB_PREFIX = "trial."
-
-
-def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Sampled values as (workload params, trial-config overrides by dotted path)."""
-    workload = {k: v for k, v in params.items() if not k.startswith(KNOB_PREFIX)}
-    knobs = {k: v for k, v in params.items() if k.startswith(KNOB_PREFIX)}
-    return workload, knobs
-
-
-def apply_overrides(trial: TrialConfig, knobs: Mapping[str, Any]) -> TrialConfig:
-    """A copy of ``trial`` with ``{"trial.a.b": v}`` set; ``ConfigError`` naming the key."""
-    from hyperfleet.spec.trial import TrialConfig
-
-    data = trial.model_dump(mode="json")
-    for key, value in knobs.items():
-        node = data
-        *parents, last = key[len(KNOB_PREFIX) :].split(".")
-        for part in parents:
-            if not isinstance(node.get(part), dict):
-                raise ConfigError(f"space.{key}: trial config has no section {part!r}")
-            node = node[part]
-        if last not in node:
-            raise ConfigError(f"space.{key}: trial config has no key {last!r}")
-        node[last] = value
-    try:
-        return TrialConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        path = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"space: trial.{path} = {first.get('input')!r} is invalid: {first['msg']}"
-        ) from None
-
-
-def _knob_problems(cfg: SweepConfig) -> list[str]:
-    from hyperfleet.platform.config import CategoricalParam
-
-    problems: list[str] = []
-    for name, spec in cfg.space.items():
-        if not name.startswith(KNOB_PREFIX):
-            continue
-        if cfg.is_population:
-            problems.append(f"space.{name}: PBT explores workload params only; fix it in trial")
-            continue
-        if name == "trial.resources.devices":
-            problems.append(
-                f"space.{name}: devices are leased per sweep, not searched; search layouts "
-                f"(trial.parallel.*) of the same device count instead"
-            )
-            continue
-        values = spec.choices if isinstance(spec, CategoricalParam) else [spec.low, spec.high]
-        for value in values:
-            try:
-                apply_overrides(cfg.trial, {name: value})
-            except ConfigError as exc:
-                problems.append(exc.problems[0])
-                break
-    return problems
 
 
 def _workload_problems(cfg: SweepConfig) -> list[str]:
@@ -111,10 +51,6 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
 
 def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[str]:
     """Devices vs the parallel layout, precision vs the backend, async-ps constraints."""
-    from hyperfleet.platform.pool import count_gpus
-    from hyperfleet.platform.probe import fp16_problem
-    from hyperfleet.spec.layout import validate_comm, validate_layout
-
     t = trial or cfg.trial
     devices = t.resources.devices
     if devices == 0:
@@ -232,8 +168,6 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
             problems.append("pruner: PBT decides by itself; use pruner: {type: none}")
         if cfg.objectives is not None:
             problems.append("objectives: PBT ranks members by one objective; use objective")
-        from hyperfleet.platform.schedulers.mutation import _check_initial
-
         space = {n: s.model_dump() for n, s in cfg.space.items()}
         problems += _check_initial(cfg.scheduler.initial, space)
     elif budget.trials is None and budget.timeout is None:
@@ -244,7 +178,7 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
 
 
 def semantic_problems(cfg: SweepConfig) -> list[str]:
-    problems = _scheduler_problems(cfg) + _knob_problems(cfg)
+    problems = _scheduler_problems(cfg) + knob_problems(cfg)
     if not problems:
         problems = layout_problems(cfg)
     return problems + _workload_problems(cfg)
