@@ -10,6 +10,9 @@ by :func:`layout_problems` before its launch and recorded as a FAIL with the rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
@@ -18,20 +21,32 @@ from hyperfleet.platform.probe import fp16_problem
 from hyperfleet.platform.schedulers.mutation import _check_initial
 from hyperfleet.spec.layout import validate_comm, validate_layout
 from hyperfleet.spec.trial import TrialConfig
-from hyperfleet.trials.workloads.registry import BUILTIN, declared_params, load_workload
+from hyperfleet.trials.workloads.registry import (
+    BUILTIN,
+    Capabilities,
+    capabilities,
+    declared_params,
+    load_workload,
+    merged_params,
+)
 
 
 def _workload_problems(cfg: SweepConfig) -> list[str]:
     trial = cfg.trial
     fn = None
+    problems: list[str] = []
     if trial.workload not in BUILTIN:
         try:
             fn = load_workload(trial.workload)
         except ConfigError as exc:
             return exc.problems
+        try:
+            capabilities(trial.workload, fn)
+        except ConfigError as exc:
+            problems += exc.problems
     known = declared_params(trial.workload, fn)
     searched = [n for n in cfg.space if not n.startswith(KNOB_PREFIX)]
-    problems = [
+    problems += [
         f"trial.params.{name}: also in space; a parameter is either fixed or searched"
         for name in trial.params
         if name in cfg.space
@@ -49,30 +64,44 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
     return problems
 
 
+def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
+    """What the trial's workload declares it supports, and its params over the defaults it
+    declares. A workload that can't be loaded, or whose declaration is malformed, declares
+    nothing here: :func:`_workload_problems` reports it."""
+    try:
+        fn = None if t.workload in BUILTIN else load_workload(t.workload)
+        return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
+    except ConfigError:
+        return Capabilities(), dict(t.params)
+
+
+def _in_process_problems(t: TrialConfig) -> list[str]:
+    if t.sync.mode == "async-ps":
+        return [
+            "trial.resources.devices: 0 runs the trial in-process, which has no parameter "
+            "server; give devices >= 2 for sync.mode async-ps or use allreduce"
+        ]
+    if t.parallel.data * t.parallel.pipeline != 1:
+        return [
+            "trial.resources.devices: 0 runs the trial in-process, which has no parallel "
+            "layout; set parallel.data and parallel.pipeline to 1 or give devices"
+        ]
+    return []
+
+
 def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[str]:
-    """Devices vs the parallel layout, precision vs the backend, async-ps constraints."""
+    """Devices vs the parallel layout and the workload's pipeline form, precision vs the
+    backend, the batch vs its split, async-ps constraints."""
     t = trial or cfg.trial
-    devices = t.resources.devices
-    if devices == 0:
-        if t.sync.mode == "async-ps":
-            return [
-                "trial.resources.devices: 0 runs the trial in-process, which has no parameter "
-                "server; give devices >= 2 for sync.mode async-ps or use allreduce"
-            ]
-        if t.parallel.data * t.parallel.pipeline != 1:
-            return [
-                "trial.resources.devices: 0 runs the trial in-process, which has no parallel "
-                "layout; set parallel.data and parallel.pipeline to 1 or give devices"
-            ]
-        return []
+    if t.resources.devices == 0:
+        return _in_process_problems(t)
+    supports, params = _declared(t)
     backend = "nccl" if count_gpus() else "gloo"
-    n_layers = None
-    if t.workload == "charlm":
-        n_layers = int({**(BUILTIN["charlm"].params or {}), **t.params}["n_layer"]) + 2
-    problems = [
-        f"trial.{line}"  # the parallel module names fields relative to the trial section
+    problems, n_layers = _pipeline_problems(t, supports, params)
+    problems += [
+        f"trial.{line}"  # the layout checks name fields relative to the trial section
         for line in validate_layout(
-            devices,
+            t.resources.devices,
             t.parallel,
             t.precision,
             n_layers,
@@ -83,25 +112,50 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
         + validate_comm(t.comm, t.parallel, backend)
     ]
     if "batch_size" not in cfg.space:  # a searched batch size is checked when it is launched
-        problems += _batch_problems(t)
+        problems += _batch_problems(t, supports, params)
     if t.sync.mode == "async-ps":
-        if devices < 2 or t.parallel.pipeline != 1:
-            problems.append(
-                "trial.sync.mode: async-ps needs 1 server + >= 1 worker (devices >= 2) and no "
-                "pipeline; add devices or use allreduce"
-            )
-        if t.workload != "digits":
-            problems.append(
-                f"trial.sync.mode: async-ps is built into the digits workload, not "
-                f"{t.workload!r}; use allreduce"
-            )
-        problems += _async_ps_problems(t)
+        problems += _async_ps_problems(t, supports)
     return problems
 
 
-def _async_ps_problems(t: TrialConfig) -> list[str]:
-    """Options of the all-reduce step that the parameter server's RPC backend doesn't have."""
+def _pipeline_problems(
+    t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]
+) -> tuple[list[str], int | None]:
+    """A pipeline asked of a workload without a pipeline form; else the length of its flat
+    layer list, when it declares one (None: unknown, the stage count is not checked)."""
+    if t.parallel.pipeline == 1 or t.sync.mode == "async-ps":
+        return [], None  # async-ps refuses any pipeline itself
+    if supports.has_pipeline is False:
+        return [
+            f"trial.parallel.pipeline: {t.workload} has no pipeline form; use parallel.data"
+        ], None
+    if supports.pipeline_layers is None:
+        return [], None
+    try:
+        return [], int(supports.pipeline_layers(params))
+    except Exception as exc:  # noqa: BLE001 - the declaration is the user's to fix
+        return [
+            f"trial.params: the layer count of workload {t.workload!r} can't be computed "
+            f"from its params ({type(exc).__name__}: {exc}); check the params it reads"
+        ], None
+
+
+def _async_ps_problems(t: TrialConfig, supports: Capabilities) -> list[str]:
+    """A workload without the parameter-server loop, a layout without a server and a worker,
+    and options of the all-reduce step that the server's RPC backend doesn't have."""
     problems = []
+    if t.resources.devices < 2 or t.parallel.pipeline != 1:
+        problems.append(
+            "trial.sync.mode: async-ps needs 1 server + >= 1 worker (devices >= 2) and no "
+            "pipeline; add devices or use allreduce"
+        )
+    if not supports.async_ps:
+        have = ", ".join(name for name, info in BUILTIN.items() if info.supports.async_ps)
+        problems.append(
+            f"trial.sync.mode: async-ps is built into the {have} workload, not "
+            f"{t.workload!r} (a custom workload that runs it declares hyperfleet_supports = "
+            f"{{'async_ps': True}}); use allreduce"
+        )
     if t.precision == "fp16":
         problems.append(
             "trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps): "
@@ -126,14 +180,17 @@ def _async_ps_problems(t: TrialConfig) -> list[str]:
     return problems
 
 
-def _batch_problems(t: TrialConfig) -> list[str]:
-    """Built-in workloads split their global batch over data replicas, accumulation steps
-    and pipeline micro-batches: it must divide evenly."""
-    if t.workload not in BUILTIN or t.sync.mode == "async-ps":
+def _batch_problems(t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]) -> list[str]:
+    """A workload whose ``batch_size`` is the global batch of one optimizer step splits it
+    over data replicas, accumulation steps and pipeline micro-batches: it must divide evenly."""
+    if not supports.global_batch or t.sync.mode == "async-ps":
         return []
-    batch = int({**(BUILTIN[t.workload].params or {}), **t.params}["batch_size"])
-    if t.workload == "digits" and t.parallel.pipeline > 1:
-        return ["trial.parallel.pipeline: digits has no pipeline form; use parallel.data"]
+    if t.parallel.pipeline > 1 and supports.has_pipeline is False:
+        return []  # no pipeline form: reported by _pipeline_problems
+    try:
+        batch = int(params["batch_size"])
+    except (KeyError, TypeError, ValueError):
+        return []  # not declared, or not a number: the workload's own check says so
     parts = t.parallel.data * t.grad_accum
     if batch % parts:
         return [
