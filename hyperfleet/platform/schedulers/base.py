@@ -19,6 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperfleet.spec.wire import Decision, DecisionKind
+
+__all__ = ["Decision", "DecisionKind", "Scheduler", "Suggestion", "TrialState"]
+
 
 class TrialState(str, enum.Enum):
     """A trial's state; the names are Optuna's."""
@@ -32,38 +36,6 @@ class TrialState(str, enum.Enum):
     @property
     def finished(self) -> bool:
         return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-
-
-class DecisionKind(str, enum.Enum):
-    CONTINUE = "continue"
-    PRUNE = "prune"  # stop now, trial ends PRUNED
-    EXPLOIT = "exploit"  # load the donor's latest checkpoint, continue with new params
-    PAUSE = "pause"  # checkpoint and give the devices back; resumed later by suggest()
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a running trial does after a report. All ranks of the trial act on the same one."""
-
-    kind: DecisionKind = DecisionKind.CONTINUE
-    donor: int | None = None  # EXPLOIT: trial number whose checkpoint to load
-    params: Mapping[str, Any] | None = None  # EXPLOIT: the explored params, they win
-    reason: str = ""
-    donor_step: int | None = None  # EXPLOIT: the donor's checkpoint step (None: its latest)
-
-    def to_wire(self) -> dict[str, Any]:
-        """A plain dict to broadcast to every rank of the trial."""
-        return {
-            "kind": self.kind.value,
-            "donor": self.donor,
-            "donor_step": self.donor_step,
-            "params": dict(self.params) if self.params is not None else None,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def cont(cls) -> Decision:
-        return cls(DecisionKind.CONTINUE)
 
 
 @dataclass(frozen=True)

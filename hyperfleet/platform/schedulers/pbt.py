@@ -97,11 +97,9 @@ class MemberSuggestion(Suggestion):
     checkpoint_step: int | None = None
 
 
-@dataclass(frozen=True)
-class PBTDecision(Decision):
-    """A decision with the step of the donor's checkpoint to load (EXPLOIT, PAUSE with donor)."""
-
-    donor_step: int | None = None
+PBTDecision = Decision
+"""A decision with the step of the donor's checkpoint to load (EXPLOIT, PAUSE with donor):
+:class:`hyperfleet.spec.wire.Decision` carries ``donor_step`` itself."""
 
 
 # --------------------------------------------------------------------------- the space
