@@ -33,6 +33,7 @@ from hyperfleet.platform.paths import trial_dir
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.spec.wire import Decision
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import CONTINUE, Exploit, Pause, TrialContext
@@ -48,7 +49,7 @@ class PrintReporter:
     def __init__(self) -> None:
         self.last: tuple[int, dict[str, float]] | None = None
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> dict[str, Any]:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
         print(f"step {step}: {shown}", flush=True)
         self.last = (step, dict(metrics))
@@ -92,7 +93,7 @@ class RankZeroReporter:
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> dict[str, Any]:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
             self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
@@ -101,7 +102,7 @@ class RankZeroReporter:
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
         self.scheduler.report(self.number, step, metrics)
-        return self.scheduler.decide(self.number, step).to_wire()
+        return self.scheduler.decide(self.number, step)
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the
@@ -249,13 +250,14 @@ def run_trial(spec_path: Path, install_signals: bool = False) -> str:
                     break
                 except Exploit as change:
                     d = change.decision
-                    donor_ckpts = _checkpoints(cfg, spec, int(d["donor"]))
-                    step = _adopt_donor(own, donor_ckpts, d["donor_step"], env)
-                    params = merged_params(cfg.trial.workload, cfg.trial.params, d["params"])
+                    assert d.donor is not None, "an exploit names its donor"
+                    donor_ckpts = _checkpoints(cfg, spec, d.donor)
+                    step = _adopt_donor(own, donor_ckpts, d.donor_step, env)
+                    params = merged_params(cfg.trial.workload, cfg.trial.params, d.params or {})
                     restore = step
                     if reporter is not None:
-                        reporter.rewind(step, params, int(d["donor"]))
-                    logger.info("exploit: continues from trial %s at step %d", d["donor"], step)
+                        reporter.rewind(step, params, d.donor)
+                    logger.info("exploit: continues from trial %s at step %d", d.donor, step)
             restore = None  # a replay's next segment continues from this trial's latest
     except TrialPruned as exc:
         logger.info("trial %s pruned: %s", spec["number"], exc)
