@@ -126,6 +126,11 @@ def test_a_malformed_declaration_is_one_line_naming_the_workload(
     assert needle in line
 
 
+def test_a_contradictory_capabilities_object_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match="pipeline_layers given with pipeline False"):
+        Capabilities(pipeline=False, pipeline_layers=lambda p: 4)
+
+
 def test_a_malformed_declaration_fails_validation() -> None:
     found = problems({"workload": ref(bogus)})
     assert any("hyperfleet_supports of" in p and "async_ps = 'yes'" in p for p in found), found

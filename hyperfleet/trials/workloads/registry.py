@@ -49,6 +49,10 @@ class Capabilities:
     global_batch: bool = False
     """``params.batch_size`` is split over data x grad_accum x micro-batches: it must divide."""
 
+    def __post_init__(self) -> None:
+        if self.pipeline is False and self.pipeline_layers is not None:
+            raise ValueError("pipeline_layers given with pipeline False; drop one of them")
+
     @property
     def has_pipeline(self) -> bool | None:
         return True if self.pipeline_layers is not None else self.pipeline
