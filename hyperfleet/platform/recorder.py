@@ -22,7 +22,7 @@ from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
-from hyperfleet.spec.wire import CONTINUE, TrialSpec
+from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 
@@ -61,17 +61,17 @@ class RankZeroRecorder:
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
             self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
         if step <= self.reported_through:
-            return CONTINUE.to_wire()  # already recorded before the interruption
+            return CONTINUE  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
         retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
-        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s).to_wire()
+        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s)
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the

@@ -39,7 +39,7 @@ logger = logging.getLogger("hyperfleet.trial")
 class Recorder(Protocol):
     """Rank 0's side of ``ctx.report``: record a report and return the decision."""
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any: ...
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision: ...
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         """After an exploit the trial continues from the donor's ``step`` with ``params``."""
@@ -58,11 +58,11 @@ class PrintRecorder:
     def __init__(self, spec: TrialSpec | None = None) -> None:
         self.last: tuple[int, dict[str, float]] | None = None
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
         print(f"step {step}: {shown}", flush=True)
         self.last = (step, dict(metrics))
-        return CONTINUE.to_wire()
+        return CONTINUE
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         pass
@@ -143,10 +143,6 @@ def _segments(spec: TrialSpec) -> list[tuple[int, dict[str, Any]]]:
     ]
 
 
-def _as_decision(value: Any) -> Decision:
-    return value if isinstance(value, Decision) else Decision.from_wire(value)
-
-
 class _Run:
     """One trial process's run of the workload (see the module docstring)."""
 
@@ -207,7 +203,7 @@ class _Run:
                 fn(self.context(max_steps, params))
                 return
             except Exploit as change:
-                d = _as_decision(change.decision)
+                d = change.decision
                 assert d.donor is not None and d.params is not None
                 params = merged_params(trial.workload, trial.params, d.params, fn)
                 step = self.adopt(d.donor, d.donor_step, params)

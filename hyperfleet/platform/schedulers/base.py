@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+__all__ = ["Decision", "DecisionKind", "Scheduler", "Suggestion", "TrialState"]
+
+
 class TrialState(str, enum.Enum):
     """A trial's state; the names are Optuna's."""
 
