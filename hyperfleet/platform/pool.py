@@ -113,6 +113,11 @@ class LocalPool:
         self._next_id = 0
 
     @classmethod
+    def slots(cls, n: int) -> LocalPool:
+        """``n`` CPU slots: what in-process trials (which hold no device) lease."""
+        return cls([Device("cpu", i) for i in range(n)])
+
+    @classmethod
     def from_spec(cls, spec: str, min_cpu_slots: int = 1) -> LocalPool:
         return cls(parse_devices(spec, min_cpu_slots))
 

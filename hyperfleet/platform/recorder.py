@@ -95,6 +95,12 @@ class RankZeroRecorder:
             fields["metrics"] = dict(theirs.metrics)
         self.storage.upsert_trial(self.sweep, self.number, **fields)
 
+    def note(self, message: str) -> None:
+        """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
+        over, so its reports are recorded again from the first."""
+        self.reported_through = -1
+        self.storage.upsert_trial(self.sweep, self.number, notes=message)
+
     def finish(self, outcome: str) -> None:
         if self.sink is not None:
             self.sink.close()

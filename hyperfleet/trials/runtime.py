@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -51,6 +52,10 @@ class Recorder(Protocol):
         """This trial's checkpoint steps another trial will still load (never pruned);
         None when unknown (then none are pruned)."""
 
+    def note(self, message: str) -> None:
+        """Something the user should know about this trial (kept in its record); reports
+        are recorded again from the start."""
+
 
 class PrintRecorder:
     """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
@@ -75,6 +80,9 @@ class PrintRecorder:
 
     def pinned_steps(self) -> set[int] | None:
         return set()
+
+    def note(self, message: str) -> None:
+        print(f"note: {message}", flush=True)
 
 
 RecorderFactory = Callable[[TrialSpec], Recorder]
@@ -165,6 +173,7 @@ class _Run:
     def start(self) -> None:
         point = self.spec.restore
         if point is None:
+            self._check_resumable()
             return
         self.restore = point.step
         if point.trial != self.spec.number:
@@ -173,6 +182,20 @@ class _Run:
             got = self.adopt(point.trial, point.step, self.spec.params)
             if self.recorder is not None and got != point.step:
                 self.recorder.rewind(got, self.spec.params, point.trial)
+
+    def _check_resumable(self) -> None:
+        """A trial that reported before (it is resumed, maybe on another host) but has no
+        checkpoint readable here restarts from step 0, and its record says why."""
+        if not self.spec.reported_through or self.own.latest_step() is not None:
+            return
+        message = (
+            f"resumed on {socket.gethostname()} without a readable checkpoint (it had reported "
+            f"step {self.spec.reported_through}); restarted from step 0 — give "
+            f"trial.checkpoint.replica a folder every host can read"
+        )
+        logger.warning(message)
+        if self.recorder is not None:
+            self.recorder.note(message)
 
     def context(self, max_steps: int, params: Mapping[str, Any]) -> TrialContext:
         trial = self.spec.trial

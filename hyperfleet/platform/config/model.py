@@ -110,6 +110,10 @@ class Budget(_Frozen):
     stop_at_timeout: bool = Field(
         False, description="at budget.timeout, stop running trials too (they are requeued)"
     )
+    max_retries: int = Field(
+        2, ge=0, description="relaunches of a trial after lost workers or crashed processes"
+    )
+    priority: int = Field(0, description="workers serve sweeps of higher priority first")
 
     @field_validator("timeout", mode="before")
     @classmethod

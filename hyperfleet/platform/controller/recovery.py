@@ -11,18 +11,27 @@ from __future__ import annotations
 import logging
 
 from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.schedulers import TrialState
 from hyperfleet.spec.wire import RestorePoint
 
 logger = logging.getLogger(__name__)
 
 
 def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
-    """Requeue the sweep's stale RUNNING trials; their numbers."""
+    """Requeue the sweep's stale RUNNING trials (their worker is gone); their numbers. A trial
+    that lost its worker more than ``budget.max_retries`` times is FAIL instead."""
     requeued = []
+    limit = session.cfg.budget.max_retries
     for t in session.storage.stale_running(session.name, stale_after):
-        logger.warning("trial %d was left RUNNING by a dead worker; requeued", t.number)
+        if t.retries >= limit:
+            error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
+            logger.warning("trial %d %s; it fails", t.number, error)
+            session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
+            session.storage.upsert_trial(session.name, t.number, state="FAIL", error=error)
+            continue
+        logger.warning("trial %d was left RUNNING by a lost worker; requeued", t.number)
         session.scheduler.requeue(t.number)
-        session.storage.upsert_trial(session.name, t.number, state="WAITING")
+        session.storage.upsert_trial(session.name, t.number, state="WAITING", retries=t.retries + 1)
         requeued.append(t.number)
     return requeued
 

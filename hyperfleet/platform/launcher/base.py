@@ -15,6 +15,7 @@ The controller never branches on which one it was given.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -37,10 +38,27 @@ class TrialHandle(Protocol):
         """The last lines of the trial's log (for an error message)."""
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """How the nodes of a trial that spans hosts find each other (torchrun's c10d
+    rendezvous): ``nodes`` agents meet at ``endpoint`` under ``rdzv_id``; the leader's agent
+    (``is_host``) serves the rendezvous store; each waits at most ``join_timeout`` seconds
+    for the others."""
+
+    endpoint: str
+    rdzv_id: str
+    nodes: int
+    is_host: bool
+    join_timeout: float
+
+
 class Launcher(Protocol):
-    def launch(self, spec: TrialSpec, lease: Lease) -> TrialHandle:
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TrialHandle:
         """Start the trial of ``spec`` (already written to ``spec.path``) on ``lease``'s
-        devices; returns at once."""
+        devices — this host's share of it when ``rendezvous`` joins other hosts; returns at
+        once."""
 
     def close(self) -> None:
         """Release what the launcher holds (worker pools); running trials were stopped."""

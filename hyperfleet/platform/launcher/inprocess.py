@@ -108,7 +108,9 @@ class InProcessLauncher:
         self._workers.append(worker)
         return worker
 
-    def launch(self, spec: TrialSpec, lease: Lease | None = None) -> InProcessHandle:
+    def launch(
+        self, spec: TrialSpec, lease: Lease | None = None, rendezvous: object = None
+    ) -> InProcessHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         tags = tag_launch(spec)
         worker = self._idle_worker()

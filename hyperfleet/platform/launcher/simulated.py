@@ -169,7 +169,7 @@ class SimulatedLauncher:
 
         return RankZeroRecorder(spec, clock=self.clock)
 
-    def launch(self, spec: TrialSpec, lease: Lease) -> SimulatedHandle:
+    def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> SimulatedHandle:
         handle = SimulatedHandle(self, spec, self.recorder_factory(spec), self.clock.monotonic())
         start = spec.reported_through or 0
         if spec.restore is not None and spec.restore.step is not None:

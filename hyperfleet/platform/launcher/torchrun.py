@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from hyperfleet.errors import LaunchError
-from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.base import Rendezvous, read_tail
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
@@ -98,18 +98,29 @@ class TorchrunHandle:
         return read_tail(self.log_path, lines)
 
 
-def torchrun_command(spec_path: Path, nproc: int, rdzv_id: str) -> list[str]:
-    """The torchrun command line of one trial on this host, on a free port of its own."""
-    port = free_port()
+def torchrun_command(
+    spec_path: Path, nproc: int, rdzv_id: str, rendezvous: Rendezvous | None = None
+) -> list[str]:
+    """The torchrun command line of one trial on this host: a rendezvous on a free loopback
+    port of its own, or this host's node of a trial that spans hosts."""
+    if rendezvous is None:
+        nodes, endpoint, conf = 1, f"127.0.0.1:{free_port()}", []
+    else:
+        nodes, endpoint, rdzv_id = rendezvous.nodes, rendezvous.endpoint, rendezvous.rdzv_id
+        is_host = "true" if rendezvous.is_host else "false"
+        conf = [
+            f"--rdzv-conf=is_host={is_host},join_timeout={max(1, int(rendezvous.join_timeout))}"
+        ]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--nnodes=1",
+        f"--nnodes={nodes}",
         f"--nproc-per-node={nproc}",
         "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=127.0.0.1:{port}",
+        f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={rdzv_id}",
+        *conf,
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",
@@ -131,10 +142,12 @@ class TorchrunLauncher:
     def __init__(self, threads_per_process: int = 1) -> None:
         self.threads_per_process = threads_per_process
 
-    def launch(self, spec: TrialSpec, lease: Lease) -> TorchrunHandle:
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TorchrunHandle:
         """Start the trial's processes on ``lease``'s devices; returns at once."""
         rdzv_id = f"{spec.sweep}-{spec.number}-{int(time.time() * 1000)}"
-        cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id)
+        cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id, rendezvous)
         env = trial_env(lease, self.threads_per_process)
         env.update(tag_launch(spec))
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)

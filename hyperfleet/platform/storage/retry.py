@@ -12,10 +12,11 @@ answer was lost changes nothing. Anything else (a constraint, a schema error) fa
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -77,3 +78,16 @@ def retrying(
                 warned = waited
             sleep(min(delay, max(0.0, budget_s - waited)))
             delay = min(delay * 2, 5.0)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retried(method: F) -> F:
+    """A storage method retried through an outage for its object's ``retry_s`` seconds."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return retrying(lambda: method(self, *args, **kwargs), self.retry_s)
+
+    return cast(F, call)

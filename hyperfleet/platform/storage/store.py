@@ -13,16 +13,15 @@ Every write is one transaction.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -34,10 +33,11 @@ from hyperfleet.platform.storage.engine import (
     engine_kwargs,
     readonly_url,
 )
+from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock
-from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, retrying
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import (
-    LeaseRow,
     SweepRow,
     TrialRow,
     check_readable,
@@ -68,34 +68,9 @@ class TrialRecord:
     mlflow_run_id: str | None
     log_path: str | None
     trial_dir: str | None
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _retried(method: F) -> F:
-    """Retry ``method`` through a storage outage (:mod:`.retry`), for ``self.retry_s``."""
-
-    @functools.wraps(method)
-    def call(self: Storage, *args: Any, **kwargs: Any) -> Any:
-        return retrying(lambda: method(self, *args, **kwargs), self.retry_s)
-
-    return cast(F, call)
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
-
-    id: int
-    sweep: str
-    trial: int
-    host: str
-    pid: int
-    devices: list[str]
-    started_at: float
-    ended_at: float | None
-    state: str | None
+    worker: str | None = None
+    retries: int = 0
+    notes: str | None = None
 
 
 def json_safe(value: Any) -> Any:
@@ -118,7 +93,7 @@ def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
 
-class Storage:
+class Storage(FleetStore):
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
     def __init__(
@@ -262,7 +237,7 @@ class Storage:
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
             if row is None:
-                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0)
+                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
                 row.params, row.metrics = {}, {}
                 s.add(row)
             for key, value in fields.items():
@@ -279,59 +254,3 @@ class Storage:
         self.upsert_trial(
             sweep, number, last_step=step, metrics=dict(metrics), heartbeat_at=self.now()
         )
-
-    # -- leases ------------------------------------------------------------------------
-
-    @_retried
-    def open_lease(self, sweep: str, trial: int, devices: list[str]) -> int:
-        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
-        host, pid = worker_identity()
-        with self.session() as s:
-            row = LeaseRow(
-                sweep=sweep, trial=trial, host=host, pid=pid, devices=list(devices),
-                started_at=self.now(),
-            )  # fmt: skip
-            s.add(row)
-            s.flush()
-            return int(row.id)
-
-    @_retried
-    def close_lease(self, lease_id: int, state: str) -> None:
-        with self.session() as s:
-            row = s.get(LeaseRow, lease_id)
-            if row is not None and row.ended_at is None:
-                row.ended_at, row.state = self.now(), state
-
-    @_retried
-    def leases(self, sweep: str) -> list[LeaseRecord]:
-        with self.session() as s:
-            q = sa.select(LeaseRow).where(LeaseRow.sweep == sweep).order_by(LeaseRow.id)
-            return [
-                LeaseRecord(**{f: getattr(r, f) for f in LeaseRecord.__dataclass_fields__})
-                for r in s.scalars(q)
-            ]
-
-    @_retried
-    def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
-        """RUNNING trials whose worker is gone: a dead pid on this host, or a silent heartbeat."""
-        host, _ = worker_identity()
-        now = self.now()
-        stale = []
-        for t in self.trials(sweep):
-            if t.state != "RUNNING":
-                continue
-            dead = t.host == host and t.pid is not None and not _pid_alive(t.pid)
-            silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
-            if dead or silent:
-                stale.append(t)
-        return stale
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
