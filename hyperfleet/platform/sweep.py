@@ -37,8 +37,8 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
     its trials could never run on them."""
     r = cfg.trial.resources
     slots = cfg.budget.max_concurrent
-    if r.devices == 0:  # in-process trials hold no devices
-        return LocalPool.from_spec(devices, min_cpu_slots=1)
+    if r.devices == 0:  # in-process trials: one CPU slot each
+        return LocalPool.from_spec(devices, min_cpu_slots=slots)
     k = r.devices // r.nodes
     pool = LocalPool.from_spec(devices, min_cpu_slots=k * slots)
     pool.check_fits(k)

@@ -118,7 +118,8 @@ class Launchers:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
             if cfg.name not in self._inprocess:
-                self._inprocess[cfg.name] = InProcessLauncher(cfg.budget.max_concurrent)
+                most = min(cfg.budget.max_concurrent, self.pool.size)
+                self._inprocess[cfg.name] = InProcessLauncher(most)
             return self._inprocess[cfg.name]
         if self._torchrun is None:
             from hyperfleet.platform.launcher.torchrun import TorchrunLauncher

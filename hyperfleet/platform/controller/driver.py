@@ -73,6 +73,7 @@ class Running:
     lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
     started: float = 0.0  # clock.monotonic() at launch, for trial.timeout
     gang: int | None = None  # the hf_gangs row it leads (a trial that spans hosts)
+    launched_at: float = 0.0  # clock.time() at launch (fencing compares heartbeats with it)
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,6 @@ class SweepDriver:
         self.members: dict[int, Member] = {}  # nodes of other workers' trials, by gang
         self.finished = 0
         self.launched = 0
-        # in-process trials hold no devices: they lease slots of the sweep's own
-        k = session.cfg.trial.resources.devices
-        self.slots = None if k else LocalPool.slots(session.cfg.budget.max_concurrent)
         self._next_ask = 0.0  # the scheduler had nothing: ask again then, or when a trial ends
 
     @property
@@ -127,12 +125,9 @@ class SweepDriver:
         return retrying(fn, self.session.storage.retry_s)
 
     def devices_per_node(self) -> int:
+        """What one launch leases from the worker's pool (an in-process trial: one slot)."""
         resources = self.cfg.trial.resources
         return max(1, resources.devices // resources.nodes)
-
-    def pool(self, devices: LocalPool) -> LocalPool:
-        """Where this sweep's trials lease: the worker's devices, or its own in-process slots."""
-        return self.slots if self.slots is not None else devices
 
     # -- launching ------------------------------------------------------------------------
 
@@ -160,7 +155,7 @@ class SweepDriver:
 
     def try_launch(self, devices: LocalPool) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
-        pool = self.pool(devices)
+        pool = devices
         if not self.wants_devices() or pool.free < self.devices_per_node():
             return False
         lease = pool.try_acquire(self.devices_per_node())
@@ -327,10 +322,32 @@ class SweepDriver:
             r.pool.release(r.lease)
         self._next_ask = 0.0
 
+    def _superseded(self, r: Running) -> bool:
+        """True (and its devices released) when another worker took the trial over: its
+        record is no longer RUNNING under this worker, so this copy records nothing."""
+        if self.worker is None:
+            return False
+        rec = self.session.storage.get_trial(self.name, r.number)
+        if rec is not None and rec.state == "RUNNING" and rec.worker == self.worker:
+            return False
+        logger.warning("trial %d was taken over by another worker; this copy stops", r.number)
+        r.handle.kill()
+        if r.lease_row is not None:
+            self.session.storage.close_lease(r.lease_row, "LOST")
+        self._release(r)
+        return True
+
+    def fence(self, owned: set[tuple[str, int]], taken_at: float) -> None:
+        """Stop the copies of trials no longer RUNNING under this worker at a heartbeat taken
+        after they were launched (another worker requeued them)."""
+        for r in list(self.running.values()):
+            if r.launched_at < taken_at and (self.name, r.number) not in owned:
+                self._superseded(r)
+
     def reap(self) -> None:
         for r in list(self.running.values()):
             code = r.handle.poll()
-            if code is not None:
+            if code is not None and not self._superseded(r):
                 self._end(r, *self._outcome(r, code))
             elif overdue(self, r.gang):  # its other nodes never came: let the devices go
                 logger.warning("trial %d: its gang did not fill in time; requeued", r.number)
@@ -360,6 +377,8 @@ class SweepDriver:
             if code is None:
                 r.handle.stop(self.timing.stop_grace)
             try:
+                if self._superseded(r):
+                    continue
                 if code is None:
                     self._end(r, TrialState.WAITING, None, "")
                 else:

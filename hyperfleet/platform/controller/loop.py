@@ -27,13 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from hyperfleet.errors import StorageError, StorageOutageError
+from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.driver import SweepDriver, Timing
 from hyperfleet.platform.controller.gangs import join_open
+from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.launcher.base import Launcher
@@ -110,6 +109,7 @@ class Controller:
         self._launchers: list[Launcher] = []
         self._stop = threading.Event()
         self._idle_since = 0.0
+        self._beat: Heartbeat | None = None
 
     def request_stop(self) -> None:
         """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
@@ -143,13 +143,17 @@ class Controller:
         )
 
     def _rescan(self) -> None:
-        """New sweeps to serve, and trials of silent workers requeued."""
+        """New sweeps to serve, and open gangs to join."""
         for session in self.sweeps.sessions(set(self.drivers)):
             self._add(session)
         for d in self._ordered():
-            d._db(functools.partial(recover, d.session, self.timing.stale_after))
             if not self._stop.is_set():
                 join_open(d, self.pool)
+
+    def _recover(self) -> None:
+        """Requeue the trials of workers that went silent (every few heartbeats)."""
+        for d in self._ordered():
+            d._db(functools.partial(recover, d.session, self.timing.stale_after))
 
     def _timed_out(self, d: SweepDriver) -> bool:
         timeout = d.cfg.budget.timeout
@@ -201,11 +205,20 @@ class Controller:
             return self.clock.monotonic() - self._idle_since > self.until.idle
         return bool(self.until.done and not self.drivers)
 
-    def _heartbeat(self, state: str = "active") -> None:
-        if self.worker is not None and self.registry is not None:
-            self.registry.heartbeat_worker(self.worker.id, state)
-        for d in self.drivers.values():
-            d._db(d.heartbeat)
+    def _heartbeat(self) -> None:
+        """Without a heartbeat thread (simulated sweeps): stamp the trials from the loop."""
+        if self._beat is None:
+            for d in self.drivers.values():
+                d._db(d.heartbeat)
+
+    def _fence(self) -> None:
+        """Stop local copies of trials that another worker requeued meanwhile."""
+        if self._beat is None:
+            return
+        owned, taken = self._beat.owned()
+        if owned is not None:
+            for d in self.drivers.values():
+                d.fence(owned, taken)
 
     def _progress(self) -> None:
         if self.on_progress is None:
@@ -220,8 +233,10 @@ class Controller:
 
     def _loop(self) -> None:
         self._rescan()
-        last_beat = last_scan = self._idle_since = self.clock.monotonic()
+        self._recover()
+        last_beat = last_scan = last_recovery = self._idle_since = self.clock.monotonic()
         while not self._stop.is_set():
+            self._fence()
             self._tick()
             if self._should_end():
                 return
@@ -232,6 +247,9 @@ class Controller:
             if now - last_scan >= self.timing.rescan_every:
                 self._rescan()
                 last_scan = now
+            if now - last_recovery >= self.timing.stale_after / 3:
+                self._recover()
+                last_recovery = now
             self._progress()
             self.clock.wait(self._stop, self.timing.poll_every)
 
@@ -241,6 +259,8 @@ class Controller:
         trial and raises ``StorageOutageError``."""
         if self.worker is not None and self.registry is not None:
             self.registry.register_worker(self.worker)
+            self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)
+            self._beat.start()
         try:
             self._loop()
         except StorageOutageError:
@@ -261,8 +281,5 @@ class Controller:
             if d.session.storage.retry_s > 0:
                 self.summaries[d.name] = d.close(interrupted=interrupted)
             del self.drivers[d.name]
-        if self.worker is not None and self.registry is not None:
-            try:
-                self.registry.heartbeat_worker(self.worker.id, "stopped")
-            except (StorageError, SQLAlchemyError):
-                logger.warning("could not deregister worker %s", self.worker.id)
+        if self._beat is not None:
+            self._beat.stop()

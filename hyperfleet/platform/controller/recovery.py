@@ -23,6 +23,7 @@ def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
     requeued = []
     limit = session.cfg.budget.max_retries
     for t in session.storage.stale_running(session.name, stale_after):
+        session.storage.close_open_leases(session.name, t.number, "LOST")
         if t.retries >= limit:
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)

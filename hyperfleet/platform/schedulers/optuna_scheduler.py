@@ -169,6 +169,12 @@ class OptunaScheduler(Scheduler):
             TrialState.PRUNED: OptunaState.PRUNED,
             TrialState.FAIL: OptunaState.FAIL,
         }
+        trial_id = self._trial_id(trial_number)
+        if self.study._storage.get_trial(trial_id).state == OptunaState.WAITING:
+            # requeued meanwhile (its worker was taken for lost): only a FAIL still ends it
+            if state is TrialState.FAIL:
+                self.study._storage.set_trial_state_values(trial_id, OptunaState.FAIL)
+            return
         self.study.tell(
             trial_number,
             values if state is TrialState.COMPLETE else None,

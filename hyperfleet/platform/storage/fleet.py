@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from hyperfleet.platform.storage.retry import retried
-from hyperfleet.platform.storage.schema import GangRow, LeaseRow, WorkerRow
+from hyperfleet.platform.storage.schema import GangRow, LeaseRow, TrialRow, WorkerRow
 
 if TYPE_CHECKING:
     from hyperfleet.platform.storage.store import TrialRecord
@@ -128,6 +128,28 @@ class FleetStore:
             return True
 
     @retried
+    def beat(self, worker: str, state: str = "active") -> set[tuple[str, int]]:
+        """One heartbeat of a worker and of every trial it runs, in one transaction; the
+        ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
+        which found this one silent, is missing: its copy here must stop)."""
+        now = self.now()
+        with self.session() as s:
+            row = s.get(WorkerRow, worker)
+            if row is not None:
+                row.heartbeat_at, row.state = now, state
+            s.execute(
+                sa.update(TrialRow)
+                .where(TrialRow.worker == worker, TrialRow.state == "RUNNING")
+                .values(heartbeat_at=now)
+            )
+            owned = s.execute(
+                sa.select(TrialRow.sweep, TrialRow.number).where(
+                    TrialRow.worker == worker, TrialRow.state == "RUNNING"
+                )
+            )
+            return {(str(name), int(number)) for name, number in owned}
+
+    @retried
     def workers(self) -> list[WorkerRecord]:
         with self.session() as s:
             q = sa.select(WorkerRow).order_by(WorkerRow.started_at)
@@ -165,6 +187,18 @@ class FleetStore:
             row = s.get(LeaseRow, lease_id)
             if row is not None and row.ended_at is None:
                 row.ended_at, row.state = self.now(), state
+
+    @retried
+    def close_open_leases(self, sweep: str, trial: int, state: str) -> int:
+        """End every open lease of a trial (its worker is gone); how many there were."""
+        with self.session() as s:
+            q = sa.select(LeaseRow).where(
+                LeaseRow.sweep == sweep, LeaseRow.trial == trial, LeaseRow.ended_at.is_(None)
+            )
+            rows = list(s.scalars(q))
+            for row in rows:
+                row.ended_at, row.state = self.now(), state
+            return len(rows)
 
     @retried
     def leases(self, sweep: str | None = None) -> list[LeaseRecord]:
