@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -89,6 +90,7 @@ def workers(
         str, typer.Option(help="Heartbeat age after which one is gone.")
     ] = "30s",
     show_all: Annotated[bool, typer.Option("--all", help="Stopped and lost workers too.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age."""
     from hyperfleet.platform.storage import Storage
@@ -118,10 +120,15 @@ def workers(
         st.close()
         return table
 
+    columns = ("worker", "host", "pool", "devices", "busy", "trials", "heartbeat", "state")
+    found = _guard(rows)
+    if as_json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in found]))
+        return
     table = Table()
-    for col in ("worker", "host", "pool", "devices", "busy", "trials", "heartbeat", "state"):
+    for col in columns:
         table.add_column(col)
-    for row in _guard(rows):
+    for row in found:
         table.add_row(*row)
     out.print(table)
 
