@@ -198,7 +198,7 @@ class SweepDriver:
         now = self.clock.time()
         self.session.storage.upsert_trial(
             self.name, p.number, state="RUNNING", params=p.stored_params, host=host, pid=pid,
-            worker=self.worker, heartbeat_at=now, started_at=now, ended_at=None,
+            worker=self.worker, heartbeat_at=now, ended_at=None,
             attempts=attempts, outcome=None, mlflow_run_id=p.spec.run_id,
             log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
         )  # fmt: skip

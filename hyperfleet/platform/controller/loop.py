@@ -20,6 +20,7 @@ trials on a virtual clock; it never asks which.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -231,8 +232,21 @@ class Controller:
         finished = sum(d.finished for d in self.drivers.values())
         self.on_progress(Progress(self.running, finished, budget))
 
+    def _register(self) -> None:
+        """Announce the worker (once its sweeps are open: registered means ready to take
+        trials) and start its heartbeat."""
+        if self.worker is None or self.registry is None:
+            return
+        now = self.clock.time()
+        self.registry.register_worker(
+            dataclasses.replace(self.worker, started_at=now, heartbeat_at=now)
+        )
+        self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)
+        self._beat.start()
+
     def _loop(self) -> None:
         self._rescan()
+        self._register()
         self._recover()
         last_beat = last_scan = last_recovery = self._idle_since = self.clock.monotonic()
         while not self._stop.is_set():
@@ -257,10 +271,6 @@ class Controller:
         """Serve sweeps until told to end (see the module docstring); the summaries of the
         sweeps closed meanwhile. A storage outage longer than the retry period stops every
         trial and raises ``StorageOutageError``."""
-        if self.worker is not None and self.registry is not None:
-            self.registry.register_worker(self.worker)
-            self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)
-            self._beat.start()
         try:
             self._loop()
         except StorageOutageError:
