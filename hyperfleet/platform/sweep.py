@@ -51,13 +51,15 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
 
 
 def build_launcher(cfg: SweepConfig, pool: LocalPool) -> Launcher:
+    """In-process workers for ``devices: 0``; otherwise warm torchrun groups (a fresh group
+    per trial with ``trial.reuse: false``)."""
     if cfg.trial.resources.devices == 0:
         from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
         return InProcessLauncher(cfg.budget.max_concurrent)
-    from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
+    from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
 
-    return TorchrunLauncher(pool.threads_per_process())
+    return WarmTorchrunLauncher(pool.threads_per_process())
 
 
 class SweepRunner:

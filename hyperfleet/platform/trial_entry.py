@@ -1,6 +1,9 @@
 """Entry points of trial processes: the one place the control plane reaches the trial side.
 
 * ``torchrun ... -m hyperfleet.platform.trial_entry SPEC`` — every rank of a torchrun trial;
+* ``... -m hyperfleet.platform.trial_entry --warm SOCKET`` — every rank of a warm group
+  (:mod:`hyperfleet.platform.launcher.warm`): :func:`warm_rank` runs the trials the launcher
+  hands it, one after another, in the same processes and process group;
 * :func:`inprocess_worker` — the loop of an in-process trial worker
   (:mod:`hyperfleet.platform.launcher.inprocess`), one trial spec after another.
 
@@ -15,11 +18,13 @@ stays cheap, so the launcher can hand :func:`inprocess_worker` to a new process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -39,15 +44,22 @@ def recorder_for(spec: TrialSpec) -> Any:
     return RankZeroRecorder(spec)
 
 
-def run_spec_file(path: str | Path, install_signals: bool = False) -> str:
+def run_spec_file(
+    path: str | Path, install_signals: bool = False, keep_process_group: bool = False
+) -> str:
     """Run the trial of the spec file at ``path``; returns its outcome."""
     from hyperfleet.trials.runtime import run_trial
 
-    return run_trial(TrialSpec.read(path), recorder_for, install_signals=install_signals)
+    return run_trial(
+        TrialSpec.read(path), recorder_for, install_signals=install_signals,
+        keep_process_group=keep_process_group,
+    )  # fmt: skip
 
 
-def _redirected(log_path: str, spec_path: str) -> int:
-    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code."""
+@contextlib.contextmanager
+def _output_to(log_path: str) -> Iterator[None]:
+    """This process's stdout and stderr (the file descriptors: native code's output too)
+    appended to ``log_path`` inside the block."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -55,13 +67,7 @@ def _redirected(log_path: str, spec_path: str) -> int:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         try:
-            run_spec_file(spec_path)
-            return 0
-        except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
-            raise
-        except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
-            traceback.print_exc()
-            return 1
+            yield
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -69,6 +75,46 @@ def _redirected(log_path: str, spec_path: str) -> int:
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
+
+
+def _redirected(log_path: str, spec_path: str, warm: Any = None) -> int:
+    """One trial in this worker, its stdout and stderr in ``log_path``; its exit code.
+    ``warm``: a warm rank's :class:`~hyperfleet.trials.runtime.Baseline`, put back first."""
+    with _output_to(log_path):
+        try:
+            if warm is not None:
+                warm.restore()
+            run_spec_file(spec_path, keep_process_group=warm is not None)
+            return 0
+        except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
+            raise
+        except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
+            traceback.print_exc()
+            return 1
+
+
+def warm_rank(socket_path: str) -> int:
+    """A rank of a warm group: join the process group once, then run each trial the launcher
+    sends, answering with its exit code; leaves on end of file (exit 0), after a failed trial
+    (its code: torchrun's agent then ends the other ranks), or on SIGTERM (the trial unwinds)."""
+    from hyperfleet.platform.launcher.channel import RankChannel
+    from hyperfleet.trials import distributed
+    from hyperfleet.trials.runtime import Baseline, exit_on_sigterm
+
+    exit_on_sigterm()
+    env = distributed.init()
+    baseline = Baseline.capture()
+    channel = RankChannel(socket_path, env.rank)
+    try:
+        while (task := channel.receive()) is not None:
+            code = _redirected(task["log"], task["spec"], warm=baseline)
+            channel.send({"task": task["task"], "code": code})
+            if code != 0:
+                return code
+        return 0
+    finally:
+        channel.close()
+        distributed.teardown()
 
 
 def inprocess_worker(conn: Connection, parent: int) -> None:
@@ -96,9 +142,11 @@ def inprocess_worker(conn: Connection, parent: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[0] == "--warm":
+        return warm_rank(args[1])
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    args = sys.argv[1:] if argv is None else argv
     record(run_spec_file)(Path(args[0]), install_signals=True)
     return 0
 

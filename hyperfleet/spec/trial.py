@@ -149,3 +149,10 @@ class TrialConfig(_Section):
     comm: CommConfig = Field(default_factory=CommConfig)
     sync: SyncConfig = Field(default_factory=SyncConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    reuse: bool = Field(
+        True,
+        description="run this trial in a warm process group left by an earlier trial of the "
+        "same devices and layout (torch, the process group and the workload's module already "
+        "loaded); false: fresh processes for every trial, for workloads that keep state in "
+        "module globals, threads or native libraries that outlive a trial",
+    )
