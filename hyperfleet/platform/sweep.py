@@ -18,7 +18,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Controller, Progress, open_session
 from hyperfleet.platform.launcher.base import Launcher
-from hyperfleet.platform.pool import Device, LocalPool
+from hyperfleet.platform.pool import Device, Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import SweepTracker
@@ -50,16 +50,23 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
     return pool
 
 
-def build_launcher(cfg: SweepConfig, pool: LocalPool) -> Launcher:
+def build_launcher(cfg: SweepConfig, pool: LocalPool, prestart: bool = False) -> Launcher:
     """In-process workers for ``devices: 0``; otherwise warm torchrun groups (a fresh group
-    per trial with ``trial.reuse: false``)."""
+    per trial with ``trial.reuse: false``). ``prestart``: start the workers, or the groups of
+    the leases the first trials will get, now (their start-up overlaps the controller's)."""
     if cfg.trial.resources.devices == 0:
         from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
-        return InProcessLauncher(cfg.budget.max_concurrent)
+        return InProcessLauncher(cfg.budget.max_concurrent, prestart=prestart)
     from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
 
-    return WarmTorchrunLauncher(pool.threads_per_process())
+    launcher = WarmTorchrunLauncher(pool.threads_per_process())
+    if prestart:
+        k = cfg.trial.resources.devices
+        slots = min(cfg.budget.max_concurrent, pool.size // k)
+        first = [Lease(tuple(pool.devices[i * k : (i + 1) * k]), 0) for i in range(slots)]
+        launcher.prestart(first, cfg.trial)
+    return launcher
 
 
 class SweepRunner:
@@ -95,11 +102,17 @@ class SweepRunner:
 
     def _controller(self) -> Controller:
         cfg = self.cfg
-        storage = Storage(self.storage_url)
-        experiment = cfg.tracking.experiment or cfg.name
-        tracker = SweepTracker(self.tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
-        session = open_session(cfg, storage, tracker, self.tracking_uri)
-        launcher = build_launcher(cfg, self.pool)
+        # first: the trials' processes start up while the stores and MLflow are opened
+        launcher = build_launcher(cfg, self.pool, prestart=True)
+        try:
+            storage = Storage(self.storage_url)
+            experiment = cfg.tracking.experiment or cfg.name
+            artifacts = Path(cfg.workdir) / "mlartifacts"
+            tracker = SweepTracker(self.tracking_uri, experiment, artifacts)
+            session = open_session(cfg, storage, tracker, self.tracking_uri)
+        except BaseException:
+            launcher.close()
+            raise
         return Controller(session, self.pool, launcher, on_progress=self.on_progress)
 
     def run(self) -> SweepSummary:

@@ -103,6 +103,7 @@ def warm_rank(socket_path: str) -> int:
 
     exit_on_sigterm()
     env = distributed.init()
+    preload(recorder=env.is_main)
     baseline = Baseline.capture()
     channel = RankChannel(socket_path, env.rank)
     try:
@@ -115,6 +116,18 @@ def warm_rank(socket_path: str) -> int:
     finally:
         channel.close()
         distributed.teardown()
+
+
+def preload(recorder: bool = True) -> None:
+    """Import what a trial will need while this process has nothing else to do (a worker or
+    rank waiting for its first task): the trial runtime (torch), and for the process that
+    records (rank 0) the recorder's storage, schedulers and MLflow client."""
+    import hyperfleet.trials.runtime
+
+    if recorder:
+        import mlflow.tracking  # noqa: F401
+
+        import hyperfleet.platform.recorder  # noqa: F401
 
 
 def inprocess_worker(conn: Connection, parent: int) -> None:
@@ -131,14 +144,16 @@ def inprocess_worker(conn: Connection, parent: int) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # in-process trials hold no device
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         os.environ.pop(var, None)
+    preload()
     while True:
         try:
             task = conn.recv()
         except EOFError:
-            return
+            break
         if task is None:
-            return
+            break
         conn.send(_redirected(*task))
+    _exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,8 @@ process exit non-zero, its traceback in the trial's log.
 trial in the same processes, its process group kept (``keep_process_group``). Before each
 trial :class:`Baseline` puts back what a fresh process would have had, so a trial's metrics do
 not depend on the trials before it: the working directory and environment the group was started
-with, torch's default generator at its initial seed (Python's and NumPy's from fresh entropy, as
-at start-up), grad mode, default dtype, thread count, deterministic-algorithm and TF32 flags,
+with, torch's, Python's and NumPy's default generators seeded from fresh entropy (as a new
+process seeds them: unseeded draws differ from run to run cold too), grad mode, default dtype, thread count, deterministic-algorithm and TF32 flags,
 autocast's cache and the CUDA allocator's cache, and the root logger's handlers. Workloads seed
 themselves from their params as they do in a fresh process. What it cannot put back is a
 workload module's own globals: ``trial.reuse: false`` gives such a workload fresh processes.
@@ -232,7 +232,6 @@ class Baseline:
 
     cwd: str
     environ: dict[str, str]
-    torch_seed: int
     grad_enabled: bool
     default_dtype: Any
     threads: int
@@ -250,7 +249,6 @@ class Baseline:
         return cls(
             cwd=os.getcwd(),
             environ=dict(os.environ),
-            torch_seed=torch.initial_seed(),
             grad_enabled=torch.is_grad_enabled(),
             default_dtype=torch.get_default_dtype(),
             threads=torch.get_num_threads(),
@@ -269,7 +267,7 @@ class Baseline:
         if dict(os.environ) != self.environ:
             os.environ.clear()
             os.environ.update(self.environ)
-        torch.manual_seed(self.torch_seed)  # also every CUDA device's generator
+        torch.seed()  # a fresh seed, on every device, as a new process has
         random.seed()
         np.random.seed()
         torch.set_grad_enabled(self.grad_enabled)

@@ -260,6 +260,16 @@ class Controller:
                 return False
         return True
 
+    def _pause(self) -> None:
+        """Until the next iteration: ``poll_every``, or less when the launcher can tell that a
+        trial's process has something to say (its ``wait(timeout)``): a trial that ended is
+        then reaped, and its devices given to the next one, at once instead of a tick later."""
+        wait = getattr(self.launcher, "wait", None)
+        if wait is None or not self.running or self._stop.is_set():
+            self.clock.wait(self._stop, self.timing.poll_every)
+        else:
+            wait(self.timing.poll_every)
+
     def budget(self) -> int | None:
         if self.cfg.is_population:
             return int(self.cfg.scheduler.population)
@@ -284,7 +294,7 @@ class Controller:
                     last_beat = self.clock.monotonic()
                 if self.on_progress is not None:
                     self.on_progress(Progress(len(self.running), self.finished, self.budget()))
-                self.clock.wait(self._stop, self.timing.poll_every)
+                self._pause()
         finally:
             self._stop_all()
             self.launcher.close()

@@ -85,7 +85,7 @@ class GroupChannel:
             sock.setblocking(False)
             self._peers.append(_Peer(sock))
         out: list[tuple[int, Message]] = []
-        for peer in self._peers:
+        for peer in self.peers():
             self._read(peer, out)
         return out
 
@@ -97,7 +97,9 @@ class GroupChannel:
                 break
             except OSError:
                 chunk = b""
-            if not chunk:
+            if not chunk:  # the rank is gone: nothing more will come
+                with contextlib.suppress(OSError):
+                    peer.sock.close()
                 break
             peer.buf += chunk
         while b"\n" in peer.buf:
@@ -108,6 +110,10 @@ class GroupChannel:
                 self.ranks[peer.rank] = peer
             if peer.rank is not None:
                 out.append((peer.rank, msg))
+
+    def peers(self) -> list[_Peer]:
+        """Connections still open (for ``select``: a line or an end of file is waiting)."""
+        return [p for p in self._peers if p.sock.fileno() >= 0]
 
     def send(self, rank: int, msg: Message) -> bool:
         """Send one line to ``rank`` (small: the socket's buffer takes it whole); False if

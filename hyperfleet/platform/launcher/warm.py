@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,7 @@ from hyperfleet.platform.launcher.base import read_tail
 from hyperfleet.platform.launcher.channel import GroupChannel
 from hyperfleet.platform.launcher.torchrun import die_with_parent, torchrun_command, trial_env
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
 
 ENTRY = "hyperfleet.platform.trial_entry"
@@ -287,6 +289,28 @@ class WarmTorchrunLauncher:
     def launch(self, spec: TrialSpec, lease: Lease) -> WarmHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         return self._group_for(spec, lease).submit(spec)
+
+    def prestart(self, leases: list[Lease], trial: TrialConfig) -> None:
+        """Start idle groups for the leases the first trials will most likely get, so their
+        start-up overlaps the controller's; a group the pool's choice doesn't match leaves
+        when its devices are leased for another layout."""
+        if not trial.reuse:
+            return
+        for lease in leases:
+            key = GroupKey(tuple(str(d) for d in lease.devices), trial.parallel.data,
+                           trial.parallel.pipeline)  # fmt: skip
+            self._new_group(key, lease, one_shot=False)
+
+    def wait(self, timeout: float) -> None:
+        """Return when a rank of any group answers, or after ``timeout`` seconds: the
+        controller reaps a finished trial at once instead of at its next tick."""
+        socks = [p.sock for g in self.groups for p in g.channel.peers()]
+        socks += [g.channel.server for g in self.groups if g.task is not None]
+        if socks:
+            with contextlib.suppress(OSError, ValueError):
+                select.select(socks, [], [], timeout)
+        else:
+            time.sleep(timeout)
 
     def reap(self) -> None:
         """Forget groups that ended (a group still leaving is waited for in :meth:`close`)."""
