@@ -64,6 +64,7 @@ def test_paused_and_exploiting_members_resume_in_warm_groups(tmp_path: Path) -> 
     data["scheduler"].update(
         population=3,
         perturbation_interval=4,
+        quantile_fraction=0.5,  # of 3: the worst exploits the best
         initial=[*data["scheduler"]["initial"], {"h0": 0.5, "h1": 0.5}],
     )
     data["trial"]["steps"] = 24
