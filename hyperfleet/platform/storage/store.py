@@ -226,10 +226,9 @@ class Storage:
         hot path of every ``ctx.report``, so one UPDATE statement in one transaction (no
         read, no ORM); a trial without a row yet gets one through :meth:`upsert_trial`."""
         fields = {"last_step": step, "metrics": dict(metrics), "heartbeat_at": self.now()}
-        table = TrialRow.__table__
         query = (
-            sa.update(table)
-            .where(table.c.sweep == sweep, table.c.number == number)
+            sa.update(TrialRow)
+            .where(TrialRow.sweep == sweep, TrialRow.number == number)
             .values(**fields)
         )
         with self.engine.begin() as conn:
