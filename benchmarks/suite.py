@@ -54,7 +54,7 @@ class Size:
 
 
 FULL = Size()
-QUICK = Size(noop_trials=8, noop_rounds=1, quickstart_trials=2, quickstart_steps=50,
+QUICK = Size(noop_trials=8, noop_rounds=1, quickstart_trials=4, quickstart_steps=50,
              quickstart_rounds=1, pbt_population=4, pbt_score=60.0, pbt_rounds=1,
              growth=(10, 50))  # fmt: skip
 SMALLEST = Size(noop_trials=2, noop_rounds=1, quickstart_trials=1, quickstart_steps=10,
