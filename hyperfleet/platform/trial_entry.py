@@ -4,6 +4,8 @@
 * ``... -m hyperfleet.platform.trial_entry --warm SOCKET`` — every rank of a warm group
   (:mod:`hyperfleet.platform.launcher.warm`): :func:`warm_rank` runs the trials the launcher
   hands it, one after another, in the same processes and process group;
+* ``... --fork-server SOCKET`` — :func:`fork_server`, a one-device CPU group for
+  ``trial.reuse: false``: a fresh forked child per trial;
 * :func:`inprocess_worker` — the loop of an in-process trial worker
   (:mod:`hyperfleet.platform.launcher.inprocess`), one trial spec after another.
 
@@ -156,10 +158,55 @@ def inprocess_worker(conn: Connection, parent: int) -> None:
     _exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
 
 
+def _fork_trial(task: dict[str, Any], channel: Any) -> int:
+    """Run ``task`` in a child forked from this process (which never ran a trial itself) and
+    return its exit code; the child is a fresh process that skipped the start-up."""
+    pid = os.fork()
+    if pid == 0:  # the child: its own seeds, then the trial; never returns
+        code = 1
+        try:
+            die_with_parent()
+            channel.close()  # the parent's end stays open in the parent
+            from hyperfleet.trials.runtime import fresh_seeds
+
+            fresh_seeds()
+            code = _redirected(task["log"], task["spec"])
+        except SystemExit as exc:  # stopped: SIGTERM reached the child too
+            code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            _exit_now(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def fork_server(socket_path: str) -> int:
+    """A one-device CPU group for ``trial.reuse: false``: imports what a trial needs once,
+    then forks a fresh child per trial (the fork costs milliseconds; the start-up it skips,
+    seconds). The parent never imports a workload or runs a trial, and starts no thread
+    (a fork copies only the calling thread), so every child starts as clean as a new
+    process; the child seeds its generators from fresh entropy, as a new process does."""
+    from hyperfleet.platform.launcher.channel import RankChannel
+    from hyperfleet.trials.runtime import exit_on_sigterm
+
+    exit_on_sigterm()
+    preload()
+    channel = RankChannel(socket_path, 0)
+    try:
+        while (task := channel.receive()) is not None:
+            code = _fork_trial(task, channel)
+            channel.send({"task": task["task"], "code": code})
+        return 0
+    finally:
+        channel.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[0] == "--warm":
         return warm_rank(args[1])
+    if args[0] == "--fork-server":
+        return fork_server(args[1])
     from torch.distributed.elastic.multiprocessing.errors import record
 
     record(run_spec_file)(Path(args[0]), install_signals=True)

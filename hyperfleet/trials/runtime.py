@@ -19,8 +19,9 @@ trial in the same processes, its process group kept (``keep_process_group``). Be
 trial :class:`Baseline` puts back what a fresh process would have had, so a trial's metrics do
 not depend on the trials before it: the working directory and environment the group was started
 with, torch's, Python's and NumPy's default generators seeded from fresh entropy (as a new
-process seeds them: unseeded draws differ from run to run cold too), grad mode, default dtype, thread count, deterministic-algorithm and TF32 flags,
-autocast's cache and the CUDA allocator's cache, and the root logger's handlers. Workloads seed
+process seeds them: unseeded draws differ from run to run cold too), grad mode, default dtype,
+thread count, deterministic-algorithm and TF32 flags, autocast's cache and the CUDA
+allocator's cache, and the root logger's handlers. Workloads seed
 themselves from their params as they do in a fresh process. What it cannot put back is a
 workload module's own globals: ``trial.reuse: false`` gives such a workload fresh processes.
 """
@@ -225,6 +226,17 @@ class _Run:
                 logger.info("exploit: continues from trial %s at step %d", d.donor, step)
 
 
+def fresh_seeds() -> None:
+    """Seed torch's (every device's), Python's and NumPy's default generators from fresh
+    entropy, as a new process starts with them."""
+    import numpy as np
+    import torch
+
+    torch.seed()
+    random.seed()
+    np.random.seed()
+
+
 @dataclass
 class Baseline:
     """The process state a trial may change, as the process started; :meth:`restore` puts it
@@ -260,16 +272,13 @@ class Baseline:
         )
 
     def restore(self) -> None:
-        import numpy as np
         import torch
 
         os.chdir(self.cwd)
         if dict(os.environ) != self.environ:
             os.environ.clear()
             os.environ.update(self.environ)
-        torch.seed()  # a fresh seed, on every device, as a new process has
-        random.seed()
-        np.random.seed()
+        fresh_seeds()
         torch.set_grad_enabled(self.grad_enabled)
         torch.set_default_dtype(self.default_dtype)
         torch.set_num_threads(self.threads)

@@ -122,17 +122,22 @@ def test_a_failed_trial_takes_its_group_down(
     assert close_to(metrics(after), twins[8])
 
 
-def test_a_layout_change_or_reuse_false_gets_a_fresh_group(
+def test_a_layout_change_or_reuse_false_gets_fresh_processes(
     warm: WarmTorchrunLauncher, tmp_path: Path
 ) -> None:
     one = spec(tmp_path, 0, 1)  # one rank: one process without an agent
     assert finish(warm, warm.launch(one, lease(1))) == 0
     assert metrics(one)["leaks"] == 0.0
-    once = spec(tmp_path, 1, 1)
-    once = once.model_copy(update={"trial": once.trial.model_copy(update={"reuse": False})})
-    assert finish(warm, warm.launch(once, lease(1))) == 0
-    assert warm.started == 2
-    assert finish(warm, warm.launch(spec(tmp_path, 2, 2), lease(2))) == 0  # cpu:0 for 2 ranks
+    fresh = []
+    for number in (1, 2):  # reuse: false on one CPU slot: a forked child of a fork server each
+        s = spec(tmp_path, number, 1, seed=8, lr=0.1)
+        s = s.model_copy(update={"trial": s.trial.model_copy(update={"reuse": False})})
+        assert finish(warm, warm.launch(s, lease(1))) == 0
+        fresh.append(metrics(s))
+    assert warm.started == 2, "reuse: false ran in the warm group, or not in one fork server"
+    assert [m["leaks"] for m in fresh] == [0.0, 0.0], "a forked trial saw the one before"
+    assert close_to(fresh[0], fresh[1])
+    assert finish(warm, warm.launch(spec(tmp_path, 3, 2), lease(2))) == 0  # cpu:0 for 2 ranks
     assert warm.started == 3
     assert [g.key.devices for g in warm.groups if g.alive] == [("cpu:0", "cpu:1")]
 

@@ -18,7 +18,10 @@ ranks (a single process without an agent when the trial has one device), started
 A group is torn down, and the next trial gets a fresh one, when a trial fails (a rank answers
 non-zero and leaves; torchrun's agent ends the others), is stopped or killed (SIGTERM, then
 SIGKILL, to the group's session, as for a cold trial), or when its devices are leased for
-another layout. ``trial.reuse: false`` gives every trial of the sweep a fresh group, used once.
+another layout. ``trial.reuse: false`` gives every trial of the sweep fresh processes: a group
+used once, or, for a one-device CPU trial, a child forked from a *fork server* that imported
+torch and the platform once and never runs a trial itself (the same fresh process, without
+its start-up; CUDA cannot be used in a forked child, so GPU trials get a group used once).
 Groups run in sessions of their own with Linux's parent-death signal set, as cold trials do,
 so no process outlives the controller.
 """
@@ -26,6 +29,7 @@ so no process outlives the controller.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import select
 import shutil
@@ -57,6 +61,7 @@ class GroupKey:
     devices: tuple[str, ...]
     data: int
     pipeline: int
+    fork: bool = False  # a fork server (``reuse: false`` on one CPU slot)
 
     @classmethod
     def of(cls, spec: TrialSpec, lease: Lease) -> GroupKey:
@@ -64,8 +69,11 @@ class GroupKey:
         return cls(tuple(str(d) for d in lease.devices), parallel.data, parallel.pipeline)
 
 
-def group_command(socket_path: Path, nproc: int, rdzv_id: str) -> list[str]:
-    """The command line of a warm group: torchrun over ``nproc`` ranks, or one process."""
+def group_command(socket_path: Path, nproc: int, rdzv_id: str, fork: bool = False) -> list[str]:
+    """The command line of a warm group: torchrun over ``nproc`` ranks, or one process (a
+    fork server with ``fork``)."""
+    if fork:
+        return [sys.executable, "-m", ENTRY, "--fork-server", str(socket_path)]
     if nproc == 1:  # no process group to form: the agent would only add its start-up
         return [sys.executable, "-m", ENTRY, "--warm", str(socket_path)]
     cmd = torchrun_command(socket_path, nproc, rdzv_id)
@@ -102,7 +110,8 @@ class WarmGroup:
         env = trial_env(lease, threads)
         if self.nproc == 1:
             env.update(_single_rank_env())
-        cmd = group_command(self.channel.path, self.nproc, f"warm-{os.getpid()}-{index}")
+        rdzv_id = f"warm-{os.getpid()}-{index}"
+        cmd = group_command(self.channel.path, self.nproc, rdzv_id, fork=key.fork)
         try:
             self.proc = subprocess.Popen(
                 cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -273,8 +282,13 @@ class WarmTorchrunLauncher:
 
     def _group_for(self, spec: TrialSpec, lease: Lease) -> WarmGroup:
         key = GroupKey.of(spec, lease)
+        # ``reuse: false`` on one CPU slot: a fork server, a fresh forked child per trial
+        # (not with CUDA, which a forked child cannot use; nor across ranks)
+        forking = not spec.trial.reuse and len(lease.devices) == 1 and lease.kind == "cpu"
+        if forking:
+            key = dataclasses.replace(key, fork=True)
         self.reap()
-        if spec.trial.reuse:
+        if spec.trial.reuse or forking:
             for group in self.groups:
                 if group.idle and group.key == key:
                     return group
@@ -284,7 +298,7 @@ class WarmTorchrunLauncher:
             group.release()
         self._wait_for(leaving)
         self.reap()
-        return self._new_group(key, lease, one_shot=not spec.trial.reuse)
+        return self._new_group(key, lease, one_shot=not (spec.trial.reuse or forking))
 
     def launch(self, spec: TrialSpec, lease: Lease) -> WarmHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
