@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     mode = "smallest" if args.smallest else "quick" if args.quick else "full"
     command = "python benchmarks/run_all.py" + {"quick": " --quick", "smallest": " --smallest",
                                                  "full": ""}[mode]  # fmt: skip
-    command += "".join(f" {a}" for a in sys.argv[1:] if a.startswith(("--only", "--rounds")))
+    if args.only != ",".join(BENCHES):
+        command += f" --only {args.only}"
+    if args.rounds:
+        command += f" --rounds {args.rounds}"
     facts = machine()
     results: dict[str, dict] = {}
     start = time.perf_counter()
