@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
 
-.PHONY: sweep test install lint typecheck bench clean
+.PHONY: sweep test install lint typecheck bench bench-full bench-components clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# The side-by-side suite of trial start-up (BENCHMARKS.md, benchmarks/results/*.json);
+# bench-full: the sizes of issue #15; bench-components: the per-component scripts too.
 bench: install
 	$(PY) benchmarks/run_all.py --quick
+
+bench-full: install
+	$(PY) benchmarks/run_all.py
+
+bench-components: install
+	$(PY) benchmarks/run_all.py --quick --components
 
 clean:
 	rm -rf hyperfleet-runs

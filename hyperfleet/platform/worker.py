@@ -25,13 +25,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
 from hyperfleet.platform.launcher.base import Launcher
-from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
@@ -106,26 +106,53 @@ class StoredSweeps:
 
 
 class Launchers:
-    """The launcher of each sweep: one torchrun launcher for all, an in-process pool each."""
+    """The launcher of each sweep: warm torchrun groups shared by every sweep of one-node
+    trials (a fresh group per trial with ``trial.reuse: false``), plain torchrun for trials
+    that span hosts, and an in-process pool per sweep of ``devices: 0`` trials."""
 
     def __init__(self, pool: LocalPool) -> None:
         self.pool = pool
+        self._warm: Any = None
         self._torchrun: Launcher | None = None
-        self._inprocess: dict[str, Launcher] = {}
+        self._inprocess: dict[str, Any] = {}
 
     def __call__(self, cfg: SweepConfig) -> Launcher:
-        if cfg.trial.resources.devices == 0:
+        r = cfg.trial.resources
+        if r.devices == 0:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
             if cfg.name not in self._inprocess:
                 most = min(cfg.budget.max_concurrent, self.pool.size)
                 self._inprocess[cfg.name] = InProcessLauncher(most)
-            return self._inprocess[cfg.name]
-        if self._torchrun is None:
-            from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
+            return cast(Launcher, self._inprocess[cfg.name])
+        if r.nodes > 1:
+            if self._torchrun is None:
+                from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
 
-            self._torchrun = TorchrunLauncher(self.pool.threads_per_process())
-        return self._torchrun
+                self._torchrun = TorchrunLauncher(self.pool.threads_per_process())
+            return self._torchrun
+        if self._warm is None:
+            from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
+
+            self._warm = WarmTorchrunLauncher(self.pool.threads_per_process())
+        return cast(Launcher, self._warm)
+
+    def prestart(self, cfg: SweepConfig) -> None:
+        """Start the processes the sweep's first trials will run in now, so their start-up
+        (an interpreter, torch) overlaps opening the sweep."""
+        r = cfg.trial.resources
+        if r.devices == 0:
+            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+
+            most = min(cfg.budget.max_concurrent, self.pool.size)
+            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True)
+            return
+        launcher = self(cfg)
+        if r.nodes == 1 and hasattr(launcher, "prestart"):
+            k = r.devices
+            slots = min(cfg.budget.max_concurrent, self.pool.size // k)
+            first = [Lease(tuple(self.pool.devices[i * k : (i + 1) * k]), 0) for i in range(slots)]
+            launcher.prestart(first, cfg.trial)
 
 
 def worker_record(
@@ -178,16 +205,21 @@ def run_worker(
     until: Until | None = None,
     timing: Timing | None = None,
     on_progress: Any = None,
+    prestart: SweepConfig | None = None,
 ) -> tuple[dict[str, SweepSummary], bool]:
     """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
-    sweeps closed meanwhile and whether a signal stopped it."""
+    sweeps closed meanwhile and whether a signal stopped it. ``prestart``: start the
+    processes of that sweep's first trials at once (``sweep run``)."""
     import time
 
+    launchers = Launchers(pool)
+    if prestart is not None:
+        launchers.prestart(prestart)
     registry = Storage(storage_url)  # creates the schema of a new database
     record = worker_record(pool, pool_name, address, sweeps, time.time())
     source = StoredSweeps(storage_url, sweeps, pool_name, pool.size, tracking_uri)
     controller = Controller(
-        pool, source, Launchers(pool), timing=timing, worker=record, registry=registry,
+        pool, source, launchers, timing=timing, worker=record, registry=registry,
         until=until or Until(done=False), on_progress=on_progress,
     )  # fmt: skip
     logger.info("worker %s serves %s on %s", record.id, sweeps or "every sweep", record.devices)

@@ -175,6 +175,13 @@ class TrialConfig(_Section):
     timeout: float | None = Field(
         None, gt=0, description="a launch of a trial running longer is stopped and FAIL (90s, 2h)"
     )
+    reuse: bool = Field(
+        True,
+        description="run this trial in a warm process group left by an earlier trial of the "
+        "same devices and layout (torch, the process group and the workload's module already "
+        "loaded); false: fresh processes for every trial, for workloads that keep state in "
+        "module globals, threads or native libraries that outlive a trial",
+    )
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -99,7 +99,8 @@ def storage_of(directory: Path) -> Storage:
 
 
 def worker_pids(spec_path: str | None = None) -> dict[int, str]:
-    """Live trial worker processes (not torchrun agents): pid -> spec path."""
+    """Live trial worker processes (not torchrun agents): pid -> spec path (of the trial a
+    warm group's rank is running: its stdout is that trial's log; an idle rank's is not)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -114,6 +115,11 @@ def worker_pids(spec_path: str | None = None) -> dict[int, str]:
         if "torch.distributed.run" in argv:
             continue  # the agent
         spec = argv[argv.index("hyperfleet.platform.trial_entry") + 1]
+        if spec == "--warm":  # a warm group's rank: the trial whose log its stdout is now
+            try:
+                spec = str(Path(os.readlink(entry / "fd" / "1")).with_name("spec.json"))
+            except OSError:
+                continue
         if spec_path is None or spec == spec_path:
             found[int(entry.name)] = spec
     return found

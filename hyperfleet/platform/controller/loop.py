@@ -232,6 +232,16 @@ class Controller:
         finished = sum(d.finished for d in self.drivers.values())
         self.on_progress(Progress(self.running, finished, budget))
 
+    def _wait(self) -> None:
+        """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's
+        process has something to say (its ``wait(timeout)``: an ended trial is reaped at once
+        instead of on the next tick)."""
+        waits = [w for launcher in self._launchers if (w := getattr(launcher, "wait", None))]
+        if len(waits) == 1 and self.running and not self._stop.is_set():
+            waits[0](self.timing.poll_every)
+        else:
+            self.clock.wait(self._stop, self.timing.poll_every)
+
     def _register(self) -> None:
         """Announce the worker (once its sweeps are open: registered means ready to take
         trials) and start its heartbeat."""
@@ -265,7 +275,7 @@ class Controller:
                 self._recover()
                 last_recovery = now
             self._progress()
-            self.clock.wait(self._stop, self.timing.poll_every)
+            self._wait()
 
     def run(self) -> dict[str, SweepSummary]:
         """Serve sweeps until told to end (see the module docstring); the summaries of the

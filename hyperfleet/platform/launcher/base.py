@@ -4,7 +4,9 @@ A :class:`Launcher` turns a trial spec and a device lease into a running trial a
 :class:`TrialHandle` at once; the controller polls handles, stops them on interrupt or time
 limit, and reads the outcome the trial's rank 0 recorded in storage. Implementations:
 
-* :class:`~.torchrun.TorchrunLauncher` — PyTorch's elastic launcher, one process group per trial;
+* :class:`~.warm.WarmTorchrunLauncher` — PyTorch's elastic launcher; a trial's process group
+  is kept after it ends and runs the next trial of the same layout (what sweeps use);
+* :class:`~.torchrun.TorchrunLauncher` — one torchrun process group per trial;
 * :class:`~.inprocess.InProcessLauncher` — cheap trials (``resources.devices: 0``) in a pool of
   warm worker processes;
 * :class:`~.simulated.SimulatedLauncher` — no processes at all: scripted reports on a virtual
