@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from hyperfleet.platform.schedulers.population import (
 )
 from hyperfleet.platform.storage import Storage
 from tests.conftest import deep_update
+from tests.integration.cli import in_mlflow, wait_until
+from tests.integration.workloads import held_marker, with_hold
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,20 +43,15 @@ EXAMPLE = ROOT / "examples" / "pbt_toy.yaml"
 SWEEP_TIMEOUT_S = 300
 
 
-# -- a slower toy, so that a test can catch a member between two reports ---------------------
+# -- a toy that a test can hold between two reports ------------------------------------------
 
 
-def slow_toy(ctx: Any) -> None:
-    """examples/pbt_toy.py with ``params['sleep']`` seconds before each report."""
+def held_toy(ctx: Any) -> None:
+    """examples/pbt_toy.py, held after a report as the ``hold_*`` params ask (see
+    ``tests.integration.workloads``), so that a test acts on a member at a known step."""
     from examples.pbt_toy import main
 
-    report = ctx.report
-
-    def slow_report(step: int, metrics: Any, checkpoint: Any = None) -> None:
-        time.sleep(float(ctx.params.get("sleep", 0.0)))
-        report(step, metrics, checkpoint=checkpoint)
-
-    ctx.report = slow_report
+    with_hold(ctx)
     main(ctx)
 
 
@@ -98,8 +95,9 @@ def storage_of(directory: Path) -> Storage:
     return Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
 
 
-def worker_pids(spec_path: str | None = None) -> dict[int, str]:
-    """Live trial worker processes (not torchrun agents): pid -> spec path."""
+def worker_pids(under: Path, spec_path: str | None = None) -> dict[int, str]:
+    """Live trial worker processes (not torchrun agents) whose spec file is under ``under``
+    (this test's: other sweeps may run on the machine): pid -> spec path."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -114,21 +112,9 @@ def worker_pids(spec_path: str | None = None) -> dict[int, str]:
         if "torch.distributed.run" in argv:
             continue  # the agent
         spec = argv[argv.index("hyperfleet.platform.trial_main") + 1]
-        if spec_path is None or spec == spec_path:
+        if spec.startswith(f"{under}/") and (spec_path is None or spec == spec_path):
             found[int(entry.name)] = spec
     return found
-
-
-def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
-    deadline = time.monotonic() + SWEEP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the sweep ended before {what}: {proc.stderr.read()[-3000:]}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def check_lineage(events: list[LineageEvent], members: dict[int, Any]) -> None:
@@ -209,7 +195,7 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
     most_workers = most_running = 0
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while proc.poll() is None and time.monotonic() < deadline:
-        most_workers = max(most_workers, len(set(worker_pids().values())))
+        most_workers = max(most_workers, len(set(worker_pids(tmp_path).values())))
         if storage.get_sweep("shared") is not None:
             running = sum(t.state == "RUNNING" for t in storage.trials("shared"))
             most_running = max(most_running, running)
@@ -240,27 +226,26 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
 
 
 def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path) -> None:
+    victim = 1
+    release = tmp_path / "release"  # the victim holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "killed", {
-        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
-                  "params": {"lr": 0.02, "sleep": 0.08}},
+        "trial": {"workload": "tests.integration.test_pbt:held_toy",
+                  "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40,
+                             "hold_trial": victim}},
     })  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
-    victim = 1
-
-    def mid_run() -> bool:
-        if storage.get_sweep("killed") is None:
-            return False
-        t = storage.get_trial("killed", victim)
-        return t is not None and t.state == "RUNNING" and 40 <= (t.last_step or 0) <= 120
-
-    wait_for(mid_run, proc, f"member {victim} to report past step 40")
+    held = held_marker(release, victim)
+    wait_until(held.exists, f"member {victim} held after a report past step 40", proc)
+    held_at = int(held.read_text())
     spec = str(tmp_path / "runs" / "killed" / f"trial-{victim:04d}" / "spec.json")
-    pids = worker_pids(spec)
+    pids = worker_pids(tmp_path, spec)
     assert len(pids) == 1, pids
     killed_at = storage.get_trial("killed", victim).last_step
+    assert killed_at == held_at >= 40
     os.kill(next(iter(pids)), signal.SIGKILL)
+    release.touch()  # the relaunched member must not hold again
     out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     finished(proc, err)
     assert json.loads(out.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 2
@@ -375,29 +360,30 @@ def test_lineage_and_hp_metrics_in_mlflow(
 
 
 def test_interrupted_population_resumes_where_it_was(tmp_path: Path) -> None:
+    release = tmp_path / "release"  # each member holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "resumed", {
-        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
-                  "params": {"lr": 0.05, "sleep": 0.05}},
+        "trial": {"workload": "tests.integration.test_pbt:held_toy",
+                  "params": {"lr": 0.05, "hold_file": str(release), "hold_at": 40}},
     })  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
-
-    def both_past_40() -> bool:
-        if storage.get_sweep("resumed") is None:
-            return False
-        trials = storage.trials("resumed")
-        return len(trials) == 2 and all((t.last_step or 0) >= 40 for t in trials)
-
-    wait_for(both_past_40, proc, "both members to report past step 40")
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    for member in (0, 1):
+        held = held_marker(release, member)
+        wait_until(held.exists, f"member {member} held after a report past step 40", proc)
+        run_id = storage.get_trial("resumed", member).mlflow_run_id
+        logged = in_mlflow(mlflow_uri, run_id, "Q", int(held.read_text()))
+        wait_until(logged, f"member {member}'s held report to reach MLflow", proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 130, err[-3000:]
-    assert not worker_pids(), "member processes outlived the interrupted sweep"
+    assert not worker_pids(tmp_path), "member processes outlived the interrupted sweep"
     before = {t.number: t.last_step for t in storage.trials("resumed")}
     assert all(t.state != "RUNNING" for t in storage.trials("resumed"))
     events_before = len(SqlPopulationStore(storage.engine).lineage("resumed"))
 
+    release.touch()  # the continued members must not hold again
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
     trials = storage.trials("resumed")

@@ -18,8 +18,6 @@ from hyperfleet.platform.paths import checkpoint_dir, trial_dir
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.schedulers.base import DecisionKind, TrialState
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.trial_main import RankZeroReporter
-from hyperfleet.trials.checkpoint import CheckpointManager
 from tests.integration.test_pbt import cli_env, toy_sweep
 
 STEPS = 40
@@ -41,6 +39,9 @@ def _spec(cfg: SweepConfig, url: str, number: int, params: dict[str, Any]) -> di
 
 
 def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path) -> None:
+    from hyperfleet.platform.trial_main import RankZeroReporter  # imports torch
+    from hyperfleet.trials.checkpoint import CheckpointManager
+
     path = toy_sweep(tmp_path, "pins", {
         "trial": {"steps": STEPS, "checkpoint": {"keep": 1}},
     })  # fmt: skip
