@@ -7,9 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import optuna
 import pytest
-from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
 from tests.integration.cli import cli
@@ -20,6 +18,9 @@ pytestmark = pytest.mark.slow
 def test_digits_ddp_sweep_completes_and_is_logged(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
+    import optuna
+    from mlflow.tracking import MlflowClient
+
     path = sweep_file(
         {
             "name": "digits-e2e",
