@@ -1,4 +1,6 @@
-"""Running the ``hyperfleet`` command as a user would: a real subprocess."""
+"""Running the ``hyperfleet`` command as a user would: a real subprocess (``cli``), or, for a
+command that starts no process (status, enqueue, validation errors), in this process through
+typer's ``CliRunner`` (``invoke``), which saves an interpreter start per call."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from click.testing import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,6 +36,15 @@ def cli(
         cwd=cwd,
         env=cli_env(**env),
     )
+
+
+def invoke(*args: str, **env: str) -> Result:
+    """``hyperfleet ARGS`` in this process; ``.exit_code``, ``.stdout`` and ``.stderr``."""
+    from typer.testing import CliRunner
+
+    from hyperfleet.platform.cli import app
+
+    return CliRunner().invoke(app, list(args), env=env or None)
 
 
 def wait_until(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperfleet.platform.storage import Storage
-from tests.integration.cli import cli
+from tests.integration.cli import cli, invoke
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,9 +73,9 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
         }
     )
     for x in (0.31, 0.77):
-        q = cli("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
-        assert q.returncode == 0, q.stderr
-    bad = cli(
+        q = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
+        assert q.exit_code == 0, q.output
+    bad = invoke(
         "sweep",
         "enqueue",
         "warm",
@@ -84,7 +84,7 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
         "--storage",
         f"sqlite:///{tmp_path / 'runs' / 'hf.db'}",
     )
-    assert bad.returncode == 2 and "--params.x: 7 is outside [0.0, 1.0]" in bad.stderr
+    assert bad.exit_code == 2 and "--params.x: 7 is outside [0.0, 1.0]" in bad.stderr
     proc = cli("sweep", "run", str(path), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("warm")
@@ -133,9 +133,9 @@ def test_unknown_knob_is_a_validation_error(sweep_file: Callable[..., Path]) -> 
     path = sweep_file(
         {**QUADRATIC, "space": {"trial.precison": {"type": "categorical", "choices": ["bf16"]}}}
     )
-    proc = cli("validate", str(path))
-    assert proc.returncode == 2
-    assert "space.trial.precison: trial config has no key 'precison'" in proc.stderr
+    result = invoke("validate", str(path))
+    assert result.exit_code == 2
+    assert "space.trial.precison: trial config has no key 'precison'" in result.stderr
 
 
 def test_multi_objective_charlm_sweep_prints_a_pareto_front(
@@ -174,10 +174,10 @@ def test_multi_objective_charlm_sweep_prints_a_pareto_front(
     assert result["state_counts"]["COMPLETE"] == 6
     front = result["pareto_front"]
     assert len(front) >= 3
-    status = cli(
+    status = invoke(
         "sweep", "status", "pareto", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
     )
-    assert status.returncode == 0
+    assert status.exit_code == 0, status.output
     assert "Pareto front" in status.stdout
     for point in front:  # no front point is dominated by another
         for other in front:

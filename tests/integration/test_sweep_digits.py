@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hyperfleet.platform.storage import Storage
-from tests.integration.cli import cli
+from tests.integration.cli import cli, invoke
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +68,6 @@ def test_digits_ddp_sweep_completes_and_is_logged(
         number = int(child.data.tags["hyperfleet.trial"])
         assert child.data.metrics["final/val_accuracy"] == pytest.approx(study.trials[number].value)
 
-    status = cli("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
-    assert status.returncode == 0
+    status = invoke("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
+    assert status.exit_code == 0, status.output
     assert json.loads(status.stdout)["state_counts"]["COMPLETE"] == 4
