@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +56,11 @@ def write(tmp: Path, changes: dict[str, Any], base: dict[str, Any] = LM) -> Path
     return path
 
 
-def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cache: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HYPERFLEET_CACHE": str(cache)}
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True, text=True, timeout=600, check=False, env=env,
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
     )  # fmt: skip
 
 
@@ -236,13 +235,12 @@ def test_async_ps_worker_crash_fails_the_trial_instead_of_hanging(tmp_path: Path
                   "params": {}, "steps": 100_000, "eval_every": 100,
                   "resources": {"devices": 3}, "parallel": {"data": 3}},
     }, base=digits)  # fmt: skip
-    started = time.monotonic()
-    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
+    # a hang (the server waiting for the dead worker) ends in TimeoutExpired, far from 100k updates
+    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache", timeout=300)
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "exitcode  : 3" in proc.stderr or "exit code 3" in proc.stderr, proc.stderr[-3000:]
     # the launcher stopped the server and the other worker (SIGTERM, exit 143), which left the
     # RPC group at once instead of waiting for the dead worker until a SIGKILL (-9)
     assert proc.stderr.count("exitcode  : 143") == 2, proc.stderr[-3000:]
     assert "exitcode  : -9" not in proc.stderr
-    assert time.monotonic() - started < 300  # a hang guard, far from 100k updates
     assert "run complete" not in proc.stdout
