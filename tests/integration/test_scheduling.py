@@ -152,15 +152,22 @@ def test_multi_objective_charlm_sweep_prints_a_pareto_front(
             ],
             "scheduler": {"type": "grid"},
             "budget": {"trials": 6, "max_concurrent": 1},
+            # widths far enough apart in compute that the measured speeds order them even on a
+            # busy machine; 32-byte contexts and 30 steps keep the widest trial cheap
             "space": {
                 "n_embd": {"type": "categorical", "choices": [8, 32, 128]},
                 "n_layer": {"type": "categorical", "choices": [1, 2]},
             },
             "trial": {
                 "workload": "charlm",
-                "params": {"corpus_bytes": 200_000, "batch_size": 8, "eval_batches": 2},
-                "steps": 40,
-                "eval_every": 20,
+                "params": {
+                    "corpus_bytes": 200_000,
+                    "batch_size": 8,
+                    "seq_len": 32,
+                    "eval_batches": 2,
+                },
+                "steps": 30,
+                "eval_every": 15,
                 "resources": {"devices": 0},
                 "parallel": {"data": 1},
             },
