@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,11 +59,21 @@ def held_toy(ctx: Any) -> None:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def toy_sweep(directory: Path, name: str, changes: dict[str, Any] | None = None) -> Path:
-    """examples/pbt_toy.yaml with ``changes``, its stores and files under ``directory``."""
+def toy_sweep(
+    directory: Path,
+    name: str,
+    changes: dict[str, Any] | None = None,
+    mlflow_template: Path | None = None,
+) -> Path:
+    """examples/pbt_toy.yaml with ``changes``, its stores and files under ``directory``; the
+    MLflow store starts as a copy of ``mlflow_template`` (the conftest fixture) when given,
+    instead of being migrated by the sweep (~10 s of SQLite writes)."""
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), changes or {})
     data["name"] = name
     runs = directory / "runs"
+    if mlflow_template is not None:
+        runs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(mlflow_template, runs / "mlflow.db")
     data["storage"] = f"sqlite:///{runs / 'hf.db'}"
     data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "experiment": name}
     data["workdir"] = str(runs)
@@ -138,10 +149,12 @@ EXPLOIT_LINE = re.compile(r"exploit: continues from trial (\d+) at step (\d+)")
 
 
 @pytest.fixture(scope="module")
-def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+def toy_run(
+    tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
+) -> Iterator[tuple[Path, dict[str, Any]]]:
     """examples/pbt_toy.yaml run once through ``sweep run``; shared by several tests."""
     directory = tmp_path_factory.mktemp("toy")
-    result = run_sweep(toy_sweep(directory, "pbt-toy"))
+    result = run_sweep(toy_sweep(directory, "pbt-toy", mlflow_template=mlflow_template))
     yield directory, result
 
 
@@ -166,8 +179,12 @@ def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> No
     check_lineage(events, members)
 
 
-def test_toy_without_exploit_and_explore_stays_below_0_4(tmp_path: Path) -> None:
-    path = toy_sweep(tmp_path, "no-pbt", {"scheduler": {"perturbation_interval": 1000}})
+def test_toy_without_exploit_and_explore_stays_below_0_4(
+    tmp_path: Path, mlflow_template: Path
+) -> None:
+    path = toy_sweep(
+        tmp_path, "no-pbt", {"scheduler": {"perturbation_interval": 1000}}, mlflow_template
+    )
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
     storage = storage_of(tmp_path)
@@ -183,12 +200,12 @@ def test_toy_without_exploit_and_explore_stays_below_0_4(tmp_path: Path) -> None
 # -- 2. time-sharing ------------------------------------------------------------------------
 
 
-def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
+def test_population_of_6_time_shares_2_devices(tmp_path: Path, mlflow_template: Path) -> None:
     path = toy_sweep(tmp_path, "shared", {
         "scheduler": {"population": 6, "perturbation_interval": 8},
         "budget": {"max_concurrent": 2},
         "trial": {"steps": 16, "eval_every": 4, "checkpoint": {"keep": 1}},
-    })  # fmt: skip
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
@@ -225,14 +242,14 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
 # -- 3. a member killed mid-interval ------------------------------------------------------------
 
 
-def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path) -> None:
+def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_template: Path) -> None:
     victim = 1
     release = tmp_path / "release"  # the victim holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "killed", {
         "trial": {"workload": "tests.integration.test_pbt:held_toy",
                   "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40,
                              "hold_trial": victim}},
-    })  # fmt: skip
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
@@ -359,12 +376,12 @@ def test_lineage_and_hp_metrics_in_mlflow(
 # -- 6. an interrupted PBT sweep resumes its population -------------------------------------
 
 
-def test_interrupted_population_resumes_where_it_was(tmp_path: Path) -> None:
+def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_template: Path) -> None:
     release = tmp_path / "release"  # each member holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "resumed", {
         "trial": {"workload": "tests.integration.test_pbt:held_toy",
                   "params": {"lr": 0.05, "hold_file": str(release), "hold_at": 40}},
-    })  # fmt: skip
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
