@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sqlalchemy.exc import OperationalError
 
@@ -20,6 +21,7 @@ from hyperfleet.platform.schedulers.base import DecisionKind, TrialState
 from hyperfleet.platform.storage import Storage
 from tests.integration.test_pbt import cli_env, toy_sweep
 
+pytestmark = pytest.mark.slow  # a real trial process, like the rest of tests/integration
 STEPS = 40
 
 
