@@ -1,4 +1,5 @@
-# Two commands do all set-up: `make sweep` and `make test`.
+# Two commands do all set-up: `make sweep` and `make test` (every test; what CI runs).
+# `make test-fast` leaves out the end-to-end runs marked slow, for a quick local check.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
 
-.PHONY: sweep test install lint typecheck bench bench-full bench-components clean
+.PHONY: sweep test test-fast install lint typecheck bench bench-full bench-components clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,9 @@ sweep: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check hyperfleet tests benchmarks examples
