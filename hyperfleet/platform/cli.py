@@ -17,12 +17,13 @@ import typer
 from rich.table import Table
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform import cli_fleet
+from hyperfleet.platform import cli_fleet, cli_stack
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
 app.add_typer(sweep_app, name="sweep")
+app.add_typer(cli_stack.stack_app, name="stack")
 
 
 @app.callback()
