@@ -84,13 +84,13 @@ def stop(service: Service, grace: float) -> None:
         return
     _kill_group(service.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_alive(service.pid):
+    while time.monotonic() < deadline and group_alive(service.pid):
         _reap(service.pid)
         time.sleep(0.1)
-    if _group_alive(service.pid):
+    if group_alive(service.pid):
         _kill_group(service.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _group_alive(service.pid):
+        while time.monotonic() < deadline and group_alive(service.pid):
             _reap(service.pid)
             time.sleep(0.05)
 
@@ -106,7 +106,7 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -181,12 +181,17 @@ def _hyperfleet(*args: str) -> list[str]:
 
 def _mlflow_command(cfg: StackConfig, pg: LocalPostgres) -> list[str]:
     mlflow = Path(sys.executable).parent / "mlflow"
-    return [
+    port = cfg.ports["mlflow"]
+    cmd = [
         str(mlflow) if mlflow.exists() else "mlflow", "server",
         "--backend-store-uri", pg.url("mlflow", "127.0.0.1"),
         "--serve-artifacts", "--artifacts-destination", str(cfg.state_dir / "mlartifacts"),
-        "--host", cfg.address, "--port", str(cfg.ports["mlflow"]), "--workers", "1",
+        "--host", cfg.address, "--port", str(port), "--workers", "1",
     ]  # fmt: skip
+    if cfg.public not in ("127.0.0.1", "localhost", "::1"):  # its guard knows loopback only
+        names = {cfg.public, cfg.address, socket.gethostname(), "localhost", "127.0.0.1"}
+        cmd += ["--allowed-hosts", ",".join(f"{n},{n}:{port}" for n in sorted(names))]
+    return cmd
 
 
 def _dashboard_command(cfg: StackConfig) -> list[str]:
@@ -198,7 +203,6 @@ def up(cfg: StackConfig) -> list[Service]:
     """Start the stack (see the module docstring); its services. On a failure, what started is
     stopped again and ``ConfigError`` names what failed and its log."""
     cfg.check()
-    cfg.state_dir.mkdir(parents=True, exist_ok=True)
     old = load_state(cfg.state_dir)
     if old is not None:
         running = [s.name for s in services_of(old) if s.alive()]
@@ -214,6 +218,7 @@ def up(cfg: StackConfig) -> list[Service]:
         if not port_free(host, port):
             raise ConfigError(f"--{name}-port: {host}:{port} is in use; choose another port")
     services: list[Service] = []
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
     logs = cfg.state_dir / "logs"
     pg = cfg.postgres()
     _save(cfg, services)
