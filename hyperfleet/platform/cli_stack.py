@@ -18,12 +18,13 @@ stack_app = typer.Typer(
     help="The shared stack as local processes: PostgreSQL, MLflow server, workers, dashboard.",
 )
 
+DEFAULT = Path("hyperfleet-stack")
 StateDir = Annotated[Path, typer.Option(help="Where the stack keeps its data, logs and pids.")]
 
 
 @stack_app.command("up")
 def stack_up(
-    state_dir: StateDir = Path("hyperfleet-stack"),
+    state_dir: StateDir = DEFAULT,
     address: Annotated[
         str, typer.Option(help="Address to serve on; 0.0.0.0 lets other hosts' workers in.")
     ] = "127.0.0.1",
@@ -51,18 +52,29 @@ def stack_up(
         return cfg
 
     cfg = _guard(start)
-    out.print(f"stack up ({cfg.state_dir}):", markup=False, highlight=False)
-    out.print(f"  MLflow:    {cfg.tracking_uri}", markup=False, highlight=False)
-    out.print(f"  dashboard: {cfg.dashboard_url}", markup=False, highlight=False)
-    out.print(f"  storage:   {cfg.state_dir / 'stack.env'} (source it: $HYPERFLEET_STORAGE)",
-              markup=False, highlight=False)  # fmt: skip
-    out.print(f"  workers:   {cfg.workers} ({', '.join(cfg.devices) or '-'}); "
-              f"submit with: hyperfleet sweep submit FILE --storage \"$HYPERFLEET_STORAGE\" "
-              f"--tracking-uri {cfg.tracking_uri}", markup=False, highlight=False)  # fmt: skip
+    env = cfg.state_dir / "stack.env"
+    try:
+        env_shown = env.relative_to(Path.cwd())
+    except ValueError:
+        env_shown = env
+    pg = f"{cfg.public}:{cfg.ports['postgres']}"
+    lines = [
+        f"stack up ({cfg.state_dir}):",
+        f"  MLflow:     {cfg.tracking_uri}",
+        f"  dashboard:  {cfg.dashboard_url}",
+        f"  PostgreSQL: {pg} (storage URL with its password in {env_shown})",
+        f"  workers:    {cfg.workers} ({', '.join(cfg.devices) or '-'})",
+        f"next: source {env_shown}",
+        '      hyperfleet sweep submit FILE --storage "$HYPERFLEET_STORAGE" '
+        '--tracking-uri "$HYPERFLEET_TRACKING_URI"',
+        "stop: hyperfleet stack down"
+        + ("" if state_dir == DEFAULT else f" --state-dir {state_dir}"),
+    ]
+    print("\n".join(lines), flush=True)
 
 
 @stack_app.command("down")
-def stack_down(state_dir: StateDir = Path("hyperfleet-stack")) -> None:
+def stack_down(state_dir: StateDir = DEFAULT) -> None:
     """Stop every process of the stack (workers drain first); its data stays."""
     from hyperfleet.platform.stack import down
 
@@ -73,7 +85,7 @@ def stack_down(state_dir: StateDir = Path("hyperfleet-stack")) -> None:
 
 @stack_app.command("status")
 def stack_status(
-    state_dir: StateDir = Path("hyperfleet-stack"),
+    state_dir: StateDir = DEFAULT,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Each service of the stack: pid, state, URL. Exit 1 when one is not running."""
