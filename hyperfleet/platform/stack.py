@@ -79,9 +79,11 @@ class StackConfig:
         return socket.getfqdn() if self.address in ("0.0.0.0", "::") else self.address
 
     def postgres(self) -> LocalPostgres:
+        """The cluster; it listens on loopback too, where the stack's own clients connect."""
+        local = self.address in ("0.0.0.0", "::", "127.0.0.1", "localhost")
         return LocalPostgres(
             self.state_dir / "postgres", self.ports["postgres"], user=self.user,
-            password=self.password, listen=self.address,
+            password=self.password, listen=self.address if local else f"{self.address},127.0.0.1",
         )  # fmt: skip
 
     @property
@@ -223,13 +225,7 @@ def up(cfg: StackConfig) -> list[Service]:
     pg = cfg.postgres()
     _save(cfg, services)
     try:
-        pg.init()
-        pg.start()
-        pg.create_database("hyperfleet")
-        pg.create_database("mlflow")
-        from hyperfleet.platform.storage import Storage
-
-        Storage(pg.url("hyperfleet", host)).close()  # the schema, before workers race for it
+        _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
                        url=cfg.tracking_uri)  # fmt: skip
         services.append(mlflow)
@@ -255,6 +251,24 @@ def up(cfg: StackConfig) -> list[Service]:
             down(cfg.state_dir)
         raise
     return services
+
+
+def _start_postgres(pg: LocalPostgres) -> None:
+    """Start the cluster (created at the first ``up``) and create its two databases and the
+    sweeps' schema (before the workers would race for it)."""
+    import sqlalchemy as sa
+
+    from hyperfleet.platform.storage import Storage
+
+    pg.init()
+    pg.start()
+    try:
+        pg.create_database("hyperfleet")
+        pg.create_database("mlflow")
+        Storage(pg.url("hyperfleet")).close()
+    except sa.exc.OperationalError as exc:
+        why = str(exc.orig or exc).strip().splitlines()[0]
+        raise ConfigError(f"stack: PostgreSQL does not answer ({why}); see {pg.log}") from None
 
 
 def _ready(probe: Any, url: str, service: Service) -> None:
