@@ -223,3 +223,39 @@ def test_the_image_is_pinned_and_runs_as_a_user() -> None:
         assert req.specifier.contains(lock[key]), (raw, lock[key])
     assert "psycopg-binary" in lock  # the server and workers reach PostgreSQL
     assert version("check-jsonschema")  # the schema's package is installed by the dev extra
+
+
+def readme_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Team set-up / many hosts")
+    return text[start : text.index("\n## ", start + 3)]
+
+
+def test_the_readme_snippets_are_valid() -> None:
+    """The many-hosts section's YAML parses (its compose override against the schema), and
+    every `hyperfleet` command in it names real subcommands and options."""
+    section = readme_section()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+    yamls = [yaml.safe_load(body) for lang, body in blocks if lang == "yaml"]
+    assert [doc.get("kind") for doc in yamls] == [None, "Job"]
+    assert schema_errors(yamls[0]) == []  # the compose override for remote workers
+    job = yamls[1]["spec"]["template"]["spec"]["containers"][0]
+    assert job["args"][0] == "worker"
+    commands = [
+        line.split("#")[0].strip()
+        for lang, body in blocks
+        if lang == "bash"
+        for line in body.replace("\\\n", " ").splitlines()
+        if re.match(r"\s*(exec )?hyperfleet ", line)
+    ]
+    assert len(commands) >= 6
+    for command in commands:
+        words = command.removeprefix("exec ").split()[1:]
+        sub = [w for w in words[:2] if re.fullmatch(r"[a-z]+", w) and w not in ("FILE",)]
+        sub = sub[:2] if sub[:1] in (["sweep"], ["stack"]) else sub[:1]
+        help_run = CliRunner().invoke(app, [*sub, "--help"])
+        assert help_run.exit_code == 0, (command, help_run.output)
+        for option in (w.split("=")[0] for w in words if w.startswith("--")):
+            assert option in help_run.output, (command, option)
+    for path in re.findall(r"\b(examples/\S+\.yaml|deploy/\S+\.py)\b", section):
+        assert (ROOT / path).is_file(), path

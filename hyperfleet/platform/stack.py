@@ -228,7 +228,10 @@ def up(cfg: StackConfig) -> list[Service]:
         _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
                        url=cfg.tracking_uri)  # fmt: skip
-        services.append(mlflow)
+        dash = spawn(
+            "dashboard", _dashboard_command(cfg), logs / "dashboard.log", url=cfg.dashboard_url
+        )  # both start at once; workers once MLflow answers
+        services += [mlflow, dash]
         _save(cfg, services)
         _ready(http_ok, f"http://{host}:{cfg.ports['mlflow']}/health", mlflow)
         cfg.shared.mkdir(exist_ok=True)
@@ -240,10 +243,6 @@ def up(cfg: StackConfig) -> list[Service]:
             services.append(spawn(f"worker-{i + 1}", cmd, logs / f"worker-{i + 1}.log",
                                   cwd=cfg.shared, env=env))  # fmt: skip
             _save(cfg, services)
-        dash = spawn("dashboard", _dashboard_command(cfg), logs / "dashboard.log",
-                     url=cfg.dashboard_url)  # fmt: skip
-        services.append(dash)
-        _save(cfg, services)
         _ready(http_ok, f"http://{host}:{cfg.ports['dashboard']}/_stcore/health", dash)
         _wait_registered(cfg, [s for s in services if s.name.startswith("worker")])
     except BaseException:
