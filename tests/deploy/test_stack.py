@@ -138,11 +138,16 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
     q = urllib.parse.urlencode({"experiment_name": "stack-e2e"})
     exp = http_json(f"{tracking}/api/2.0/mlflow/experiments/get-by-name?{q}")["experiment"]
     search = {"experiment_ids": [exp["experiment_id"]], "max_results": 100}
-    runs = http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]
-    children = [r for r in runs if "mlflow.parentRunId" in {t["key"] for t in r["data"]["tags"]}]
-    assert len(children) == 2 and len(runs) == 3
-    assert {r["info"]["status"] for r in children} == {"FINISHED"}
 
+    def children() -> list[dict[str, Any]]:
+        runs = http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]
+        tags = lambda r: {t["key"] for t in r["data"].get("tags", [])}  # noqa: E731
+        return [r for r in runs if "mlflow.parentRunId" in tags(r)]
+
+    # a trial's run is ended by its worker's tracking thread, just after the trial's record
+    wait_until(lambda: [r["info"]["status"] for r in children()] == ["FINISHED"] * 2,
+               "both trials' MLflow runs FINISHED", timeout=120)  # fmt: skip
+    assert len(http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]) == 3
     mark("mlflow read")
     # the dashboard answers, and its page shows the sweep
     dash = f"http://127.0.0.1:{ports['dashboard']}"
