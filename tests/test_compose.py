@@ -192,6 +192,11 @@ def test_commands_are_real_cli_commands() -> None:
         options = {c.split("=")[0] for c in command if c.startswith("--")}
         for option in options:
             assert option in help_run.output, (name, option)
+    dashboard = s["dashboard"]
+    if "--host" in CliRunner().invoke(app, ["dashboard", "--help"]).output:
+        assert "--host=0.0.0.0" in dashboard["command"]  # else unreachable through its port
+    else:
+        assert dashboard["environment"]["STREAMLIT_SERVER_ADDRESS"] == "0.0.0.0"
     sweep = s["submit"]["command"][2]
     assert sweep.startswith("/app/examples/")
     assert (ROOT / "examples" / sweep.removeprefix("/app/examples/")).is_file()

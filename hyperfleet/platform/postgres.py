@@ -43,13 +43,7 @@ class LocalPostgres:
         listen: str = "127.0.0.1",
         durable: bool = True,
     ) -> None:
-        bindir = pg_bindir()
-        if bindir is None:
-            raise ConfigError(
-                "postgres: initdb/pg_ctl not found; install PostgreSQL "
-                "(Debian/Ubuntu: apt-get install postgresql)"
-            )
-        self.bindir = bindir
+        self.bindir = pg_bindir()
         self.root = Path(root).resolve()
         self.data = self.root / "data"
         self.log = self.root / "postgres.log"
@@ -63,6 +57,11 @@ class LocalPostgres:
             self.as_user = ["runuser", "-u", "postgres", "--"]
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if self.bindir is None:
+            raise ConfigError(
+                "postgres: initdb/pg_ctl not found; install PostgreSQL "
+                "(Debian/Ubuntu: apt-get install postgresql)"
+            )
         cmd = [*self.as_user, str(self.bindir / tool), *args]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:

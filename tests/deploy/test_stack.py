@@ -188,3 +188,15 @@ def test_bad_input_is_one_line_and_exit_2(state_dir: Path) -> None:
     assert bad.exit_code == 2 and "--dashboard-port" in bad.stderr and "in use" in bad.stderr
     missing = invoke("stack", "down", "--state-dir", str(state_dir / "nowhere"))
     assert missing.exit_code == 2 and "no stack" in missing.stderr
+
+
+def test_the_dashboard_serves_on_the_stacks_address(tmp_path: Path) -> None:
+    from hyperfleet.platform.stack import StackConfig, _dashboard_command
+
+    cfg = StackConfig(tmp_path, address="192.0.2.7", password="x")
+    cmd = _dashboard_command(cfg)
+    assert cmd[cmd.index("--storage") + 1] == cfg.storage_url
+    assert cmd[cmd.index("--port") + 1] == str(cfg.ports["dashboard"])
+    if "--host" in invoke("dashboard", "--help").output:
+        assert cmd[cmd.index("--host") + 1] == "192.0.2.7"
+        assert cmd[cmd.index("--tracking-uri") + 1] == cfg.tracking_uri
