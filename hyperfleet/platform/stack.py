@@ -228,9 +228,14 @@ def up(cfg: StackConfig) -> list[Service]:
         _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
                        url=cfg.tracking_uri)  # fmt: skip
+        dash_env = {**os.environ, "STREAMLIT_SERVER_ADDRESS": cfg.address}  # its bind address
         dash = spawn(
-            "dashboard", _dashboard_command(cfg), logs / "dashboard.log", url=cfg.dashboard_url
-        )  # both start at once; workers once MLflow answers
+            "dashboard",
+            _dashboard_command(cfg),
+            logs / "dashboard.log",
+            env=dash_env,
+            url=cfg.dashboard_url,
+        )  # with MLflow; workers once it answers
         services += [mlflow, dash]
         _save(cfg, services)
         _ready(http_ok, f"http://{host}:{cfg.ports['mlflow']}/health", mlflow)

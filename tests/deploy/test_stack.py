@@ -60,6 +60,22 @@ def state_dir() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def listening(port: int) -> set[str]:
+    """The local addresses with a listening TCP socket on ``port`` (``/proc/net/tcp*``)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, hexport = local.rsplit(":", 1)
+            if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+                if len(addr) == 8:
+                    found.add(socket.inet_ntop(socket.AF_INET, bytes.fromhex(addr)[::-1]))
+                else:
+                    words = [bytes.fromhex(addr[i : i + 8])[::-1] for i in range(0, 32, 8)]
+                    found.add(socket.inet_ntop(socket.AF_INET6, b"".join(words)))
+    return found
+
+
 def http_json(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -117,6 +133,8 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
         "worker-2": "running", "dashboard": "running",
     }  # fmt: skip
     assert state["password"] not in status.stdout  # the storage URL is shown masked
+    for name, port in ports.items():  # served on the stack's address only (loopback here)
+        assert listening(port) == {"127.0.0.1"}, (name, listening(port))
 
     # a sweep submitted to the stack runs on both of its workers
     sweep = state_dir.parent / "sweep.yaml"
