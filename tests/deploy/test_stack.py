@@ -84,6 +84,23 @@ def http_json(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return dict(json.loads(resp.read()))
 
 
+def assert_runs_listed(tracking: str, experiment: str, trials: int) -> None:
+    """The MLflow server lists the sweep's parent run and each trial's run, FINISHED."""
+    q = urllib.parse.urlencode({"experiment_name": experiment})
+    exp = http_json(f"{tracking}/api/2.0/mlflow/experiments/get-by-name?{q}")["experiment"]
+    search = {"experiment_ids": [exp["experiment_id"]], "max_results": 100}
+
+    def children() -> list[dict[str, Any]]:
+        runs = http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]
+        tags = lambda r: {t["key"] for t in r["data"].get("tags", [])}  # noqa: E731
+        return [r for r in runs if "mlflow.parentRunId" in tags(r)]
+
+    # a trial's run is ended by its worker's tracking thread, just after the trial's record
+    wait_until(lambda: [r["info"]["status"] for r in children()] == ["FINISHED"] * trials,
+               f"{trials} FINISHED trial runs in MLflow", timeout=120)  # fmt: skip
+    assert len(http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]) == trials + 1
+
+
 def page_text(storage: str) -> str:
     """What the dashboard's first page shows on ``storage`` (run by Streamlit's AppTest: the
     served page renders in the browser, which the dashboard's own browser test drives)."""
@@ -125,6 +142,8 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
     assert tracking == f"http://127.0.0.1:{ports['mlflow']}" and tracking in up.stdout
     assert f"http://127.0.0.1:{ports['dashboard']}" in up.stdout
     services = {s["name"]: s for s in state["services"]}
+    pg_pid = int((state_dir / "postgres" / "data" / "postmaster.pid").read_text().split()[0])
+    pids = [pg_pid, *(s["pid"] for s in state["services"])]
     assert set(services) == {"mlflow", "worker-1", "worker-2", "dashboard"}
     status = invoke("stack", "status", "--state-dir", str(state_dir), "--json")
     assert status.exit_code == 0, status.output
@@ -153,19 +172,7 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
     st.close()
 
     # MLflow (on PostgreSQL) lists the sweep's runs over HTTP
-    q = urllib.parse.urlencode({"experiment_name": "stack-e2e"})
-    exp = http_json(f"{tracking}/api/2.0/mlflow/experiments/get-by-name?{q}")["experiment"]
-    search = {"experiment_ids": [exp["experiment_id"]], "max_results": 100}
-
-    def children() -> list[dict[str, Any]]:
-        runs = http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]
-        tags = lambda r: {t["key"] for t in r["data"].get("tags", [])}  # noqa: E731
-        return [r for r in runs if "mlflow.parentRunId" in tags(r)]
-
-    # a trial's run is ended by its worker's tracking thread, just after the trial's record
-    wait_until(lambda: [r["info"]["status"] for r in children()] == ["FINISHED"] * 2,
-               "both trials' MLflow runs FINISHED", timeout=120)  # fmt: skip
-    assert len(http_json(f"{tracking}/api/2.0/mlflow/runs/search", search)["runs"]) == 3
+    assert_runs_listed(tracking, "stack-e2e", trials=2)
     mark("mlflow read")
     # the dashboard answers, and its page shows the sweep
     dash = f"http://127.0.0.1:{ports['dashboard']}"
@@ -173,15 +180,13 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
         assert resp.status == 200 and b"<html" in resp.read().lower()
     assert http_ok(f"{dash}/_stcore/health")
     assert "stack-e2e" in page_text(storage)
-
     mark("dashboard read")
+
     # down: no process of the stack, no open port
-    pids = [s["pid"] for s in state["services"]]
-    pg_pid = int((state_dir / "postgres" / "data" / "postmaster.pid").read_text().split()[0])
     down = cli("stack", "down", "--state-dir", str(state_dir), timeout=180)
     assert down.returncode == 0, down.stderr[-3000:]
     assert "postgres" in down.stderr and "worker-2" in down.stderr
-    for pid in [*pids, pg_pid]:
+    for pid in pids:
         assert start_time(pid) is None, f"process {pid} is still running"
         assert not group_alive(pid), f"a process of group {pid} is still running"
     for name, port in ports.items():
