@@ -55,7 +55,8 @@ def state_dir() -> Iterator[Path]:
     try:
         yield root / "stack"
     finally:
-        if (root / "stack" / "stack.json").exists():
+        pid_file = root / "stack" / "postgres" / "data" / "postmaster.pid"
+        if pid_file.exists():  # a test that failed before its `stack down`
             cli("stack", "down", "--state-dir", str(root / "stack"), timeout=180)
         shutil.rmtree(root, ignore_errors=True)
 
