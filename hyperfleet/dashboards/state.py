@@ -184,20 +184,24 @@ def live_controls() -> None:
 
 def live(render: Callable[[], None], active: bool, key: str) -> None:
     """Run ``render`` as a fragment that reruns every few seconds while ``active`` (a sweep
-    runs) and live refresh is on; once otherwise."""
-    every = (
-        st.session_state.get("refresh_s", 5)
-        if active and st.session_state.get("live", True)
-        else None
-    )
+    runs) and live refresh is on; once otherwise. :func:`freshness`, inside ``render``, reruns
+    the whole page when ``active`` changed meanwhile, so a sweep that ends stops the refresh
+    and one that starts begins it."""
+    st.session_state[f"_active-{key}"] = active
+    st.session_state["_live_key"] = key
+    on = st.session_state.get("live", True)
+    every = st.session_state.get("refresh_s", 5) if active and on else None
     st.fragment(render, run_every=every, key=key)()
 
 
-def freshness(fetched_at: float, active: bool) -> None:
-    """``updated N s ago``, and whether the page refreshes itself."""
+def freshness(fetched_at: float, active: bool, while_: str = "while the sweep runs") -> None:
+    """``updated N s ago`` and whether the page refreshes itself (see :func:`live`)."""
+    key = st.session_state.get("_live_key")
+    if key is not None and st.session_state.get(f"_active-{key}", active) != active:
+        st.rerun(scope="app")
     age = max(0.0, time.time() - fetched_at)
     if active and st.session_state.get("live", True):
-        how = f"refreshes every {st.session_state.get('refresh_s', 5)} s while the sweep runs"
+        how = f"refreshes every {st.session_state.get('refresh_s', 5)} s {while_}"
     elif active:
         how = "live refresh is off"
     else:
