@@ -25,7 +25,7 @@ import copy
 import datetime as dt
 import math
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.distributions import (
@@ -74,11 +74,11 @@ def distribution(spec: dict[str, Any], seen: list[Any]) -> BaseDistribution:
     high = max([float(spec["high"]), *numbers])
     log = bool(spec.get("log")) and low > 0
     if kind == "int" and all(float(v).is_integer() for v in numbers):
-        step = int(spec.get("step") or 1)
-        if log or any((v - low) % step for v in numbers):
-            step = 1
-        return IntDistribution(int(low), int(high), log=log, step=step)
-    step = spec.get("step")
+        int_step = int(spec.get("step") or 1)
+        if log or any((v - low) % int_step for v in numbers):
+            int_step = 1
+        return IntDistribution(int(low), int(high), log=log, step=int_step)
+    step: float | None = spec.get("step")
     if step is not None and (
         log or any(abs((v - low) / step - round((v - low) / step)) > 1e-9 for v in numbers)
     ):
@@ -120,6 +120,7 @@ def _trial(data: SweepData, t: TrialSummary, dists: dict[str, BaseDistribution])
         user_attrs={"number": t.number},
     )
     trial.__class__ = SharedTrial  # see the module docstring
+    assert isinstance(trial, SharedTrial)
     # create_trial stamps "now"; the stored times make the timeline and durations true
     trial.datetime_start = started if state != TrialState.WAITING else None
     if finished:
@@ -135,7 +136,7 @@ def build_study(data: SweepData) -> optuna.Study:
     0), and the sweep's own number is kept as the user attribute ``number`` too. A trial
     Optuna cannot plot (COMPLETE without its objective) is entered as FAIL.
     """
-    study = optuna.create_study(directions=data.directions)
+    study = optuna.create_study(directions=cast(Any, data.directions))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(data.metrics[: len(data.directions)])
@@ -144,17 +145,27 @@ def build_study(data: SweepData) -> optuna.Study:
     return study
 
 
-def sample(study: optuna.Study, limit: int) -> tuple[optuna.Study, int]:
-    """A study of at most ``limit`` of ``study``'s COMPLETE trials — every k-th by number,
-    and the best — for plots whose cost grows faster than the trials (Optuna's contour draws a
-    grid of every distinct x by every distinct y); the number of trials kept."""
+def _best(study: optuna.Study, count: int) -> list[FrozenTrial]:
+    """The ``count`` best COMPLETE trials (single objective), or the Pareto front."""
+    if len(study.directions) > 1:
+        return list(study.best_trials)
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
+    return sorted(done, key=lambda t: sign * float(t.value or 0.0))[:count]
+
+
+def sample(study: optuna.Study, limit: int, best: int = 1) -> tuple[optuna.Study, int]:
+    """A study of about ``limit`` of ``study``'s COMPLETE trials: the ``best`` best ones (the
+    Pareto front when multi-objective) and evenly spaced others, by number. For plots whose
+    cost grows faster than the trials (Optuna's contour draws a grid of every distinct x by
+    every distinct y; its parallel coordinates build a plotly object per trial). Returns the
+    study (``study`` itself when small enough) and the number of trials kept."""
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if len(done) <= limit:
         return study, len(done)
-    step = math.ceil(len(done) / limit)
-    kept = {t.number: t for t in done[::step]}
-    if len(study.directions) == 1:
-        kept[study.best_trial.number] = study.best_trial
+    kept = {t.number: t for t in _best(study, best)}
+    step = math.ceil(len(done) / max(1, limit - len(kept)))
+    kept.update((t.number, t) for t in done[::step])
     small = optuna.create_study(directions=study.directions)
     small.add_trials([copy.copy(t) for _, t in sorted(kept.items())])  # renumbered: copies
     return small, len(kept)

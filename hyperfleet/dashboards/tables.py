@@ -7,7 +7,7 @@ below 1e-3, so 1.7e-4 and 2.2e-4 never both read ``0.0002``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -71,8 +71,8 @@ def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
 def filter_trials(
     frame: pd.DataFrame,
     states: Sequence[str],
-    ranges: dict[str, tuple[float, float]],
-    choices: dict[str, Sequence[Any]],
+    ranges: Mapping[str, tuple[float, float]],
+    choices: Mapping[str, Sequence[Any]],
 ) -> pd.DataFrame:
     """The rows whose state is in ``states``, numeric params inside ``ranges`` (inclusive)
     and categorical params in ``choices``; a trial without a param is kept."""

@@ -121,8 +121,10 @@ def _colour(segs: Sequence[Segment], param: str | None, log: bool) -> list[float
     values = []
     for s in segs:
         v = s.params.get(param)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (not log or v > 0)
-        values.append(math.log10(v) if ok and log else (float(v) if ok else math.nan))
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or (log and v <= 0):
+            values.append(math.nan)
+        else:
+            values.append(math.log10(v) if log else float(v))
     return values
 
 

@@ -162,10 +162,11 @@ def curve_controls(
     trials = {t.number: t for t in data.summary.trials}
     a, b, c = st.columns([1, 1, 3])
     metric = a.selectbox("metric", data.reported_metrics(), key=f"{key}-metric-{data.name}")
+    axes: list[str] = list(charts.X_LABELS)
     axis = b.selectbox(
         "x axis",
-        list(charts.X_LABELS),
-        format_func=charts.X_LABELS.get,
+        axes,
+        format_func=lambda a: charts.X_LABELS[a],
         key=f"{key}-axis-{data.name}",
     )
     chosen = c.multiselect(
