@@ -20,6 +20,7 @@ read for.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -120,10 +121,17 @@ class SqlCurves:
         self.engine.dispose()
 
 
+REST_RETRIES, REST_TIMEOUT_S = "1", "10"
+"""MLflow's HTTP client retries 7 times with backoff by default (minutes for a server that is
+down); a page waiting on it would hang, so the dashboard's process asks for less."""
+
+
 class RestCurves:
     """An MLflow tracking server, through ``MlflowClient`` (reads only)."""
 
     def __init__(self, tracking_uri: str) -> None:
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", REST_RETRIES)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", REST_TIMEOUT_S)
         from mlflow.tracking import MlflowClient
 
         self.description = f"MLflow server {tracking_uri}"
@@ -139,7 +147,8 @@ class RestCurves:
             try:
                 history = self.client.get_metric_history(run, metric)
             except MlflowException as exc:
-                raise StorageError(f"tracking: {self.description}: {exc.message}") from None
+                first = str(exc.message).splitlines()[0][:200]
+                raise StorageError(f"tracking: {self.description}: {first}") from None
             if history:
                 points = [(m.step, m.timestamp, m.value) for m in history]
                 out[trial] = _curve(trial, metric, points)

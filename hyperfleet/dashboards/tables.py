@@ -57,10 +57,10 @@ def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
         row["steps"] = t.last_step
         row["pruned at"] = str(t.last_step) if t.state == "PRUNED" else ""
         row["duration s"] = t.duration_s
-        row["started"] = timestamp(record.started_at) if record else "-"
-        row["host / devices"] = devices.get(t.number, record.host if record else None)
         row["error"] = error_summary(t.error)
         row["mlflow"] = run_link(ui, data.experiment_id, record.mlflow_run_id if record else None)
+        row["host / devices"] = devices.get(t.number, record.host if record else None)
+        row["started"] = timestamp(record.started_at) if record else "-"
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
