@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.results import SweepSummary, TrialSummary, summarize
@@ -177,6 +177,23 @@ def overview(storage: Storage) -> list[SweepOverview]:
     return rows
 
 
+class _TrialsRead:
+    """``storage`` with one sweep's trials already read: ``summarize`` builds its summary from
+    the same rows the page shows (one read instead of two, and never two moments)."""
+
+    def __init__(self, storage: Storage, name: str, trials: list[TrialRecord]) -> None:
+        self._storage, self._name, self._trials = storage, name, trials
+
+    def get_sweep(self, name: str) -> Any:
+        return self._storage.get_sweep(name)
+
+    def list_sweeps(self) -> Any:
+        return self._storage.list_sweeps()
+
+    def trials(self, name: str) -> list[TrialRecord]:
+        return self._trials if name == self._name else self._storage.trials(name)
+
+
 def sweep_data(storage: Storage, name: str) -> SweepData:
     """One sweep's configuration, summary, trial rows and leases.
 
@@ -186,7 +203,8 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     if row is None:
         known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
         raise StorageError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
-    summary = summarize(storage, name)
+    records = storage.trials(name)
+    summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
     return SweepData(
         name=name,
         config=dict(row.config),
@@ -195,7 +213,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
         updated_at=row.updated_at,
         experiment_id=row.mlflow_experiment_id,
         summary=summary,
-        records={t.number: t for t in storage.trials(name)},
+        records={t.number: t for t in records},
         leases=storage.leases(name),
     )
 
