@@ -66,7 +66,7 @@ def _curve(trial: int, metric: str, points: Sequence[tuple[int, int, float]]) ->
     """A curve from ``(step, timestamp_ms, value)`` points; of repeated steps the last logged
     wins (a resumed trial may log a step again)."""
     by_step: dict[int, tuple[int, float]] = {}
-    for step, stamp, value in sorted(points, key=lambda p: (p[0], p[1])):
+    for step, stamp, value in sorted(points):  # by step, then time: the last logged wins
         by_step[int(step)] = (int(stamp), float(value))
     steps = sorted(by_step)
     return Curve(
@@ -111,9 +111,8 @@ class SqlCurves:
         with self.engine.connect() as conn:
             for start in range(0, len(ids), _CHUNK):
                 chunk = ids[start : start + _CHUNK]
-                for run, step, stamp, value in conn.execute(
-                    query, {"key": metric, "nan": False, "ids": chunk}
-                ):
+                rows = conn.execute(query, {"key": metric, "nan": False, "ids": chunk}).all()
+                for run, step, stamp, value in rows:
                     points.setdefault(run, []).append((step, stamp, value))
         return {trial_of[run]: _curve(trial_of[run], metric, p) for run, p in points.items()}
 
