@@ -134,14 +134,21 @@ def _curves(uri: str, runs: tuple[tuple[int, str], ...], metric: str) -> dict[in
     return _curve_source(uri).histories(dict(runs), metric)
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def _final_curves(uri: str, runs: tuple[tuple[int, str], ...], metric: str) -> dict[int, Curve]:
+    return _curve_source(uri).histories(dict(runs), metric)
+
+
 def curves(uri: str, data: queries.SweepData, trials: list[int], metric: str) -> dict[int, Curve]:
     """``metric``'s curves of ``trials``; empty after a caption saying why when MLflow cannot
-    be read."""
+    be read. Curves of finished trials no longer change: they are kept until evicted, so a
+    live page does not read them again at every refresh."""
     runs = tuple(
         (n, data.records[n].mlflow_run_id or "") for n in sorted(trials) if n in data.records
     )
+    finished = all(data.records[n].state in queries.FINISHED for n, _ in runs)
     try:
-        return _curves(uri, runs, metric)
+        return (_final_curves if finished else _curves)(uri, runs, metric)
     except StorageError as exc:
         report_once(str(exc))
         st.warning(f"Learning curves come from MLflow, which cannot be read: {exc}")
