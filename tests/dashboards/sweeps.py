@@ -76,7 +76,7 @@ def configs(root: Path) -> list[dict[str, Any]]:
             PBT,
             scheduler={"type": "pbt", "population": 4, "perturbation_interval": 4, "seed": 0},
             budget={"max_concurrent": 2},
-            trial=_trial(steps=16),
+            trial=_trial(steps=24),
         ),
     ]
 

@@ -53,7 +53,7 @@ def mlflow_server(filled: Filled, tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
