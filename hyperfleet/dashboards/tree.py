@@ -128,6 +128,13 @@ def _colour(segs: Sequence[Segment], param: str | None, log: bool) -> list[float
     return values
 
 
+def _line_trace(
+    pairs: Sequence[tuple[tuple[float, float], tuple[float, float]]], name: str, **style: Any
+) -> go.Scatter:
+    xs, ys = _lines(pairs)
+    return go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", **style)
+
+
 def figure(
     pop: PopulationData, winner: int | None = None, colour_by: str | None = None, log: bool = False
 ) -> go.Figure:
@@ -135,54 +142,22 @@ def figure(
     coloured by ``colour_by`` (log10 of it when ``log``), its parameters on hover."""
     segs = segments(pop)
     fig = go.Figure()
-    xs, ys = _lines([((s.start, s.member), (s.end, s.member)) for s in segs])
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            name="training",
-            line={"color": "#7b8794", "width": 2},
-            hoverinfo="skip",
-        )
-    )
+    lanes = [((s.start, s.member), (s.end, s.member)) for s in segs]
+    fig.add_trace(_line_trace(lanes, "training", line={"color": "#7b8794", "width": 2}))
     jumps = [((e.step, e.member), (e.donor_step, e.member)) for e in edges(pop)]
-    xs, ys = _lines(jumps)
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            name="jump to the donor's step",
-            line={"color": "#bcccdc", "dash": "dot"},
-            hoverinfo="skip",
-        )
-    )
+    dotted = {"color": "#bcccdc", "dash": "dot"}
+    fig.add_trace(_line_trace(jumps, "jump to the donor's step", line=dotted))
     if winner is not None:
         path = ancestry(pop, winner)
         pairs = [((s.start, s.member), (s.end, s.member)) for s in path]
         pairs += [((s.start, s.donor), (s.start, s.member)) for s in path if s.donor is not None]
-        xs, ys = _lines(pairs)
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name=f"member {winner}'s ancestry",
-                line={"color": "#f0b429", "width": 7},
-                opacity=0.55,
-                hoverinfo="skip",
-            )
-        )
+        wide = {"color": "#f0b429", "width": 7}
+        fig.add_trace(_line_trace(pairs, f"member {winner}'s ancestry", line=wide, opacity=0.55))
     fig.add_trace(_edge_trace(edges(pop)))
     fig.add_trace(_start_markers(segs, colour_by, log))
     members = sorted(pop.members)
-    fig.update_yaxes(
-        title="member",
-        tickvals=members,
-        ticktext=[f"member {m}" for m in members],
-        autorange="reversed",
-    )
+    ticks = [f"member {m}" for m in members]
+    fig.update_yaxes(title="member", tickvals=members, ticktext=ticks, autorange="reversed")
     fig.update_xaxes(title="step")
     fig.update_layout(
         title={"text": "Family tree", "x": 0.0},
