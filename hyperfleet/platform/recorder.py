@@ -20,8 +20,9 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
-from hyperfleet.spec.wire import CONTINUE, TrialSpec
+from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 
@@ -34,7 +35,7 @@ class RankZeroRecorder:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.sweep = spec.sweep
         self.number = spec.number
-        self.storage = Storage(spec.storage, create=False, clock=clock)
+        self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink = (
             MetricSink(spec.tracking_uri, spec.run_id)
@@ -60,16 +61,17 @@ class RankZeroRecorder:
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
             self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
         if step <= self.reported_through:
-            return CONTINUE.to_wire()  # already recorded before the interruption
+            return CONTINUE  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
-        self.scheduler.report(self.number, step, metrics)
-        return self.scheduler.decide(self.number, step).to_wire()
+        retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
+        retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
+        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s)
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the
@@ -92,6 +94,12 @@ class RankZeroRecorder:
         if theirs is not None and theirs.last_step == step:
             fields["metrics"] = dict(theirs.metrics)
         self.storage.upsert_trial(self.sweep, self.number, **fields)
+
+    def note(self, message: str) -> None:
+        """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
+        over, so its reports are recorded again from the first."""
+        self.reported_through = -1
+        self.storage.upsert_trial(self.sweep, self.number, notes=message)
 
     def finish(self, outcome: str) -> None:
         if self.sink is not None:

@@ -46,21 +46,23 @@ def open_session(
     cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
 ) -> SweepSession:
     """Create the sweep (or continue it when its name is stored), its scheduler and its
-    parent run; the sweep's status becomes ``running``."""
+    parent run; the sweep's status becomes ``running``. Safe when several processes open the
+    same new sweep at once: under the sweep's claim lock, one creates, the others continue."""
+    with storage.claim_lock(cfg.name):
+        return _open(cfg, storage, tracker, tracking_uri)
+
+
+def _open(
+    cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
+) -> SweepSession:
     name = cfg.name
-    row = storage.get_sweep(name)
     config = cfg.model_dump(mode="json")
-    if row is None:
-        row = storage.create_sweep(name, config)
-    elif row.config.get("space") != config["space"]:
+    row = storage.get_sweep(name) or storage.create_sweep(name, config)
+    if row.config.get("space") != config["space"]:
         raise ConfigError(
             f"space: differs from the stored sweep {name!r}; "
             f"a continued sweep keeps its space, so use a new name"
         )
-    # as stored (not the in-memory value of a row just created): every reader, on any
-    # host, derives the same replica folder from it
-    stored = storage.get_sweep(name)
-    assert stored is not None
     scheduler = build_scheduler(cfg, storage, create=True)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, config)
     storage.update_sweep(
@@ -69,13 +71,21 @@ def open_session(
         mlflow_experiment_id=tracker.experiment_id,
         mlflow_parent_run_id=parent,
     )
+    # created_at as stored (not the in-memory value of a row just created): every reader, on
+    # any host, derives the same replica folder from it
+    stored = storage.get_sweep(name)
+    assert stored is not None
     return SweepSession(cfg, storage, scheduler, tracker, parent, stored.created_at, tracking_uri)
 
 
 def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
-    """The sweep's summary; its lineage and best trial logged, parent run and status ended."""
+    """The sweep's summary. Unless another controller still runs trials of it: its lineage
+    and best trial logged, the parent run ended, and its status ``done`` (or ``interrupted``)."""
     name = session.name
     summary = summarize(session.storage, name, interrupted=interrupted)
+    if any(t.state == "RUNNING" for t in summary.trials):  # others are still at work on it
+        session.storage.close()
+        return summary
     best = summary.best()
     if session.cfg.is_population and session.tracking_uri is not None:
         log_sweep_lineage(session.tracker, session.parent_run_id, session.storage, name)

@@ -456,6 +456,9 @@ class PBTScheduler(Scheduler):
     def members(self) -> dict[int, Member]:
         return self.store.members(self.sweep)
 
+    def running(self) -> set[int]:
+        return {n for n, m in self.members().items() if m.state == MemberState.RUNNING}
+
     def budget_left(self) -> int:
         """Members still to start plus members waiting to be resumed."""
         members = self.members()
