@@ -33,10 +33,11 @@ from hyperfleet.platform.schedulers.population import (
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord
+from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
 
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 ACTIVE = ("RUNNING",)
+LIVE = ("running", "submitted")  # sweep statuses whose pages refresh: at work, or waiting for one
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class SweepData:
     summary: SweepSummary
     records: dict[int, TrialRecord]
     leases: list[LeaseRecord]
+    workers: list[WorkerRecord] = field(default_factory=list)  # those that held its leases
     fetched_at: float = field(default_factory=time.time)
 
     @property
@@ -97,7 +99,8 @@ class SweepData:
 
     @property
     def running(self) -> bool:
-        return self.status == "running"
+        """Running, or submitted and waiting for a worker: its pages refresh."""
+        return self.status in LIVE
 
     def best(self) -> TrialSummary | None:
         return self.summary.best()
@@ -195,7 +198,7 @@ class _TrialsRead:
 
 
 def sweep_data(storage: Storage, name: str) -> SweepData:
-    """One sweep's configuration, summary, trial rows and leases.
+    """One sweep's configuration, summary, trial rows, leases and the workers that held them.
 
     ``StorageError`` (one line) when the storage holds no sweep ``name``.
     """
@@ -205,6 +208,8 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
         raise StorageError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
     records = storage.trials(name)
     summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
+    leases = storage.leases(name)
+    held = {lease.worker for lease in leases}
     return SweepData(
         name=name,
         config=dict(row.config),
@@ -214,7 +219,8 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
         experiment_id=row.mlflow_experiment_id,
         summary=summary,
         records={t.number: t for t in records},
-        leases=storage.leases(name),
+        leases=leases,
+        workers=[w for w in storage.workers() if w.id in held],
     )
 
 
