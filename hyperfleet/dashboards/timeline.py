@@ -5,7 +5,10 @@ devices, when it started and ended and how it ended (COMPLETE, PRUNED, FAIL, PAU
 open lease is a trial running now). A trial paused by PBT time-sharing gives its devices back
 and gets a new lease when it resumes, so it has several.
 
-* A **bar** is one device of one lease: a lane per ``host · device``.
+* A **bar** is one device of one lease: a lane per ``host · device`` — per
+  ``host · worker · device`` on a host where several workers (``hyperfleet worker``
+  processes, each with devices of its own) ran the sweep's trials, so two workers' ``cpu:0``
+  slots are two lanes.
 * A **pause** is the time between a PAUSED lease's end and the same trial's next lease (or
   now, or the end of the sweep): a lane per paused trial, so members waiting for a device
   show beside the devices they wait for.
@@ -50,6 +53,7 @@ class Bar:
     start: float
     end: float
     state: str  # how the lease ended; RUNNING while open; "paused" for a pause
+    worker: str = ""  # the worker's label on a host with several workers, else ""
 
 
 @dataclass(frozen=True)
@@ -60,28 +64,49 @@ class LaneUse:
     leases: int
     idle_gaps: int
     longest_idle_s: float
+    host: str = ""
+    worker: str = ""
 
     @property
     def utilisation(self) -> float:
         return self.busy_s / self.window_s if self.window_s > 0 else 0.0
 
 
+def worker_label(lease: LeaseRecord) -> str:
+    """A worker as a lane names it: its id without the host (``pid-suffix``), else its pid."""
+    if lease.worker:
+        return "worker " + lease.worker.removeprefix(f"{lease.host}-")
+    return f"worker {lease.pid}"
+
+
+def _shared_hosts(leases: Sequence[LeaseRecord]) -> set[str]:
+    """Hosts on which more than one worker held the leases."""
+    seen: dict[str, set[str]] = {}
+    for lease in leases:
+        seen.setdefault(lease.host, set()).add(lease.worker or str(lease.pid))
+    return {host for host, workers in seen.items() if len(workers) > 1}
+
+
 def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
     """One bar per device of each lease; an open lease runs until ``now``."""
+    shared = _shared_hosts(leases)
     out = []
     for lease in leases:
         end = lease.ended_at if lease.ended_at is not None else now
         state = lease.state or ("RUNNING" if lease.ended_at is None else "ENDED")
+        worker = worker_label(lease) if lease.host in shared else ""
+        prefix = f"{lease.host} · {worker}" if worker else lease.host
         for device in lease.devices or ["(no device)"]:
             out.append(
                 Bar(
-                    f"{lease.host} · {device}",
+                    f"{prefix} · {device}",
                     lease.host,
                     device,
                     lease.trial,
                     lease.started_at,
                     max(end, lease.started_at),
                     state,
+                    worker,
                 )
             )
     return out
@@ -148,10 +173,9 @@ def utilisation(device_bars: Sequence[Bar], start: float, end: float) -> list[La
         edges = [start] + [x for interval in busy for x in interval] + [end]
         gaps = [edges[i + 1] - edges[i] for i in range(0, len(edges), 2)]
         idle = [g for g in gaps if g > threshold]
+        busy_s, longest = sum(e - s for s, e in busy), max(idle, default=0.0)
         out.append(
-            LaneUse(
-                lane, sum(e - s for s, e in busy), span, len(bs), len(idle), max(idle, default=0.0)
-            )
+            LaneUse(lane, busy_s, span, len(bs), len(idle), longest, bs[0].host, bs[0].worker)
         )
     return out
 

@@ -157,6 +157,32 @@ def test_utilisation_idle_gaps_and_pauses() -> None:
     assert [(p.lane, p.start, p.end) for p in pauses] == [("paused · trial 0", 40.0, 100.0)]
 
 
+def test_a_host_with_several_workers_has_a_lane_per_worker_and_device() -> None:
+    def lease(i: int, host: str, worker: str, device: str) -> LeaseRecord:
+        pid = int(worker.split("-")[1])
+        return LeaseRecord(i, "s", i, host, pid, [device], i, i + 1.0, "COMPLETE", worker)
+
+    leases = [
+        lease(1, "a", "a-11-x1", "cpu:0"),
+        lease(2, "a", "a-22-y2", "cpu:0"),  # a second worker of host a: its own cpu:0 slot
+        lease(3, "b", "b-33-z3", "cpu:0"),  # host b has one worker: no worker in its lanes
+        lease(4, "b", "b-33-z3", "cpu:0"),
+    ]
+    bars = timeline.bars(leases, now=10.0)
+    assert [(b.lane, b.worker) for b in bars] == [
+        ("a · worker 11-x1 · cpu:0", "worker 11-x1"),
+        ("a · worker 22-y2 · cpu:0", "worker 22-y2"),
+        ("b · cpu:0", ""),
+        ("b · cpu:0", ""),
+    ]
+    uses = timeline.utilisation(bars, 1.0, 5.0)
+    assert [(u.lane, u.host, u.worker, u.leases) for u in uses] == [
+        ("a · worker 11-x1 · cpu:0", "a", "worker 11-x1", 1),
+        ("a · worker 22-y2 · cpu:0", "a", "worker 22-y2", 1),
+        ("b · cpu:0", "b", "", 2),
+    ]
+
+
 # -- the in-memory study -------------------------------------------------------------------------
 
 

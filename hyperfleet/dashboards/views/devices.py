@@ -1,6 +1,7 @@
-"""Devices: a timeline of which trial held which device when, per host, with each device's
-utilisation and idle gaps, and the stretches PBT members spent paused (see
-:mod:`hyperfleet.dashboards.timeline`)."""
+"""Devices: a timeline of which trial held which device when, per host (and per worker where
+several workers shared a host), with each device's utilisation and idle gaps, the stretches
+PBT members spent paused (see :mod:`hyperfleet.dashboards.timeline`), and the workers that ran
+the sweep's trials."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import streamlit as st
 from hyperfleet.dashboards import state, timeline
 from hyperfleet.dashboards.format import duration
 from hyperfleet.dashboards.queries import SweepData
+from hyperfleet.platform.storage import LeaseRecord, WorkerRecord
 
 
 def _usage(data: SweepData, now: float) -> tuple[list[timeline.Bar], list[timeline.Bar]]:
@@ -19,10 +21,13 @@ def _usage(data: SweepData, now: float) -> tuple[list[timeline.Bar], list[timeli
 
 
 def _table(uses: list[timeline.LaneUse]) -> pd.DataFrame:
+    workers = any(u.worker for u in uses)
     return pd.DataFrame(
         [
             {
                 "host · device": u.lane,
+                "host": u.host,
+                **({"worker": u.worker} if workers else {}),
                 "busy": f"{u.utilisation:.0%}",
                 "busy time": duration(u.busy_s),
                 "leases": u.leases,
@@ -32,6 +37,25 @@ def _table(uses: list[timeline.LaneUse]) -> pd.DataFrame:
             for u in uses
         ]
     ).set_index("host · device")
+
+
+def _workers(workers: list[WorkerRecord], leases: list[LeaseRecord], now: float) -> pd.DataFrame:
+    """One row per worker that held a lease of the sweep, as ``hyperfleet workers`` lists it."""
+    count = {w.id: sum(1 for lease in leases if lease.worker == w.id) for w in workers}
+    return pd.DataFrame(
+        [
+            {
+                "worker": w.id,
+                "host": w.host,
+                "pool": w.pool,
+                "devices": ", ".join(w.devices),
+                "state": w.state,
+                "heartbeat": f"{duration(max(0.0, now - w.heartbeat_at))} ago",
+                "leases of this sweep": count[w.id],
+            }
+            for w in workers
+        ]
+    ).set_index("worker")
 
 
 def body(url: str, name: str) -> None:
@@ -50,11 +74,13 @@ def body(url: str, name: str) -> None:
     uses = timeline.utilisation(device_bars, start, end)
     hosts = sorted({b.host for b in device_bars})
     busy = sum(u.busy_s for u in uses) / max(1e-9, sum(u.window_s for u in uses))
-    a, b, c, d = st.columns(4)
+    workers = {lease.worker or f"{lease.host}-{lease.pid}" for lease in data.leases}
+    a, b, c, d, e = st.columns(5)
     a.metric("hosts", len(hosts))
-    b.metric("devices", len(uses))
-    c.metric("utilisation", f"{busy:.0%}")
-    d.metric("paused stretches", len(pause_bars))
+    b.metric("workers", len(workers))
+    c.metric("devices", len(uses))
+    d.metric("utilisation", f"{busy:.0%}")
+    e.metric("paused stretches", len(pause_bars))
     st.plotly_chart(timeline.figure(device_bars, pause_bars), width="stretch", key="timeline")
     st.subheader("Utilisation")
     st.caption(
@@ -63,6 +89,10 @@ def body(url: str, name: str) -> None:
         f"{timeline.IDLE_MIN_FRACTION:.0%} of the window"
     )
     st.table(_table(uses))
+    if data.workers:
+        st.subheader("Workers")
+        st.caption("the `hyperfleet worker` processes that ran this sweep's trials")
+        st.table(_workers(data.workers, data.leases, now))
 
 
 def main() -> None:
