@@ -1,5 +1,6 @@
 """``hyperfleet dashboard`` as a user starts it: bound to loopback, nothing created for a
-mistyped ``--storage``, one line per problem, no traceback and no Streamlit noise."""
+mistyped ``--storage``, one line per problem, no traceback and no Streamlit noise. A storage
+that is not a URL is refused before Streamlit starts, so that check runs in-process."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.integration.cli import cli, cli_env
+import pytest
+
+from tests.integration.cli import cli_env, invoke
 
 START_TIMEOUT_S = 120
 
@@ -48,6 +51,7 @@ def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], list[str]
     return proc, lines
 
 
+@pytest.mark.slow  # a real Streamlit server
 def test_mistyped_storage_creates_nothing_and_is_one_warning(tmp_path: Path) -> None:
     port = _free_port()
     typo = tmp_path / "hyperfleet-rnus" / "hyperfleet.db"
@@ -70,10 +74,13 @@ def test_mistyped_storage_creates_nothing_and_is_one_warning(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_storage_that_is_not_a_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    proc = cli("dashboard", "--storage", "hyperfleet-runs/hyperfleet.db", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+def test_a_storage_that_is_not_a_url_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a relative path would have been created
+    result = invoke("dashboard", "--storage", "hyperfleet-runs/hyperfleet.db")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
         "error: storage: not a database URL: 'hyperfleet-runs/hyperfleet.db' (Could not parse "
         "SQLAlchemy URL from given URL string)"
     ]

@@ -1,6 +1,7 @@
 """Every page of the dashboard, run by Streamlit's own script runner (``AppTest``) against the
 session's real sweeps (:mod:`tests.dashboards.sweeps`): no exception, and the elements each
-page promises — checked against what the platform stored and what ``sweep status`` prints."""
+page promises — checked against what the platform stored and what ``sweep status`` prints.
+The pages on no storage, no sweep and no finished trial: :mod:`tests.dashboards.test_empty`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hyperfleet.platform.storage import Storage
 from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
 from tests.integration.cli import cli
 
+pytestmark = pytest.mark.slow  # the session's real sweeps (tests.dashboards.sweeps) run first
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 Open = Callable[..., AppTest]
 
@@ -278,49 +280,7 @@ def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Fi
     assert all(cell.endswith("%") for cell in lanes["busy"])
 
 
-# -- empty states and errors -------------------------------------------------------------------
-
-
-def test_missing_storage_is_one_message_and_nothing_is_created(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HYPERFLEET_STORAGE", f"sqlite:///{tmp_path / 'typo' / 'hf.db'}")
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    assert not at.exception
-    assert [e.value for e in at.error] == [
-        f"storage: no database at {tmp_path / 'typo' / 'hf.db'}; check --storage "
-        f"(nothing was created)"
-    ]
-    assert "hyperfleet sweep run" in at.info[0].value
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_empty_storage_says_how_to_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path / 'hf.db'}"
-    Storage(url).close()  # the schema, no sweep
-    monkeypatch.setenv("HYPERFLEET_STORAGE", url)
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    assert not at.exception
-    assert at.info[0].value.startswith("No sweeps yet. Start one with `hyperfleet sweep run")
-    for view in ("sweep", "compare", "population", "devices"):
-        at.switch_page(f"views/{view}.py").run()
-        assert not at.exception and "No sweeps yet" in at.info[0].value
-
-
-def test_sweep_without_a_completed_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite:///{tmp_path / 'hf.db'}"
-    st = Storage(url)
-    config = {"objective": {"metric": "loss", "mode": "min"}, "space": {}, "scheduler": {}}
-    st.create_sweep("fresh", config)
-    st.update_sweep("fresh", status="running")
-    st.upsert_trial("fresh", 0, state="RUNNING", params={}, started_at=st.now())
-    monkeypatch.setenv("HYPERFLEET_STORAGE", url)
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("views/sweep.py").run()
-    assert not at.exception
-    infos = " ".join(i.value for i in at.info)
-    assert "No completed trial yet" in infos and "need 2 completed trials" in infos
-    assert any("refreshes every 5 s while the sweep runs" in c.value for c in at.caption)
+# -- errors --------------------------------------------------------------------------------------
 
 
 def test_unreadable_mlflow_store_is_a_warning_not_an_error(
