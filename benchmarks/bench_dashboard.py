@@ -1,12 +1,12 @@
 """The dashboard's reads and charts on a sweep of 1,000 trials.
 
 Generates, in a temporary folder, a SQLite storage with a TPE sweep of 1,000 finished trials
-(four parameters, leases on 2 hosts x 4 devices, a 50-step MLflow curve per trial and 8 trials
-with 5,000-step curves) and a PBT sweep of 100 members with 1,000 exploits, then times what
-each page reads — the same ``queries``/``curves`` calls the pages make, uncached — against the
-goal of 1 s per page, and what each page's charts cost to build (built once per finished
-trial, then cached). It also compares the points and bytes a curve chart sends to the browser
-with and without downsampling.
+(four parameters, leases on 2 hosts x 2 workers x 2 devices, a 50-step MLflow curve per trial
+and 8 trials with 5,000-step curves) and a PBT sweep of 100 members with 1,000 exploits, then
+times what each page reads — the same ``queries``/``curves`` calls the pages make, uncached —
+against the goal of 1 s per page, and what each page's charts cost to build (built once per
+finished trial, then cached). It also compares the points and bytes a curve chart sends to the
+browser with and without downsampling.
 
 Usage: ``python benchmarks/bench_dashboard.py [--quick] [--data DIR]`` (``--quick``: 1,000-step
 long curves and 20 PBT members; ``--data``: generate into DIR once, then reuse it).
@@ -33,11 +33,13 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.schema import (
     LeaseRow,
     TrialRow,
+    WorkerRow,
     lineage_table,
     members_table,
 )
 
 TRIALS, HOSTS, DEVICES, STEPS = 1000, 2, 4, 50
+WORKERS = 2  # per host, each with DEVICES // WORKERS of its devices
 GOAL_S = 1.0
 SPACE = {
     "lr": {"type": "float", "low": 1e-5, "high": 1e-1, "log": True},
@@ -99,9 +101,18 @@ def generate(root: Path, long_steps: int, members: int) -> tuple[str, str]:
                            metrics={"loss": _loss(p, steps)}, last_step=steps, started_at=start,
                            ended_at=start + 55, host=f"host{n % HOSTS}", mlflow_run_id=runs[n],
                            error="RuntimeError: nan" if state == "FAIL" else None))  # fmt: skip
-            s.add(LeaseRow(sweep="big", trial=n, host=f"host{n % HOSTS}", pid=1,
-                           devices=[f"cuda:{(n // HOSTS) % DEVICES}"], started_at=start,
-                           ended_at=start + 55, state=state))  # fmt: skip
+            host, device = n % HOSTS, (n // HOSTS) % DEVICES
+            worker = device // (DEVICES // WORKERS)
+            s.add(LeaseRow(sweep="big", trial=n, host=f"host{host}", pid=100 + worker,
+                           devices=[f"cuda:{device}"], started_at=start, ended_at=start + 55,
+                           state=state, worker=f"host{host}-{100 + worker}-w"))  # fmt: skip
+        per = DEVICES // WORKERS
+        for host in range(HOSTS):
+            for w in range(WORKERS):
+                s.add(WorkerRow(id=f"host{host}-{100 + w}-w", host=f"host{host}", pid=100 + w,
+                                devices=[f"cuda:{d}" for d in range(w * per, (w + 1) * per)],
+                                started_at=1_700_000_000.0, heartbeat_at=1_700_060_000.0,
+                                state="stopped"))  # fmt: skip
     _population(storage, client, members, rng)
     storage.close()
     return url, tracking

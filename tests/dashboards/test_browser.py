@@ -110,11 +110,14 @@ class Page:
         self.folder = folder
 
     def wait(self, condition: Any, what: str) -> None:
-        from selenium.common.exceptions import TimeoutException
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
         from selenium.webdriver.support.ui import WebDriverWait
 
+        # an element read while Streamlit redraws the page can be gone: look again
+        waiting = WebDriverWait(self.driver, RENDER_TIMEOUT_S,
+                                ignored_exceptions=(StaleElementReferenceException,))  # fmt: skip
         try:
-            WebDriverWait(self.driver, RENDER_TIMEOUT_S).until(lambda d: condition())
+            waiting.until(lambda d: condition())
         except TimeoutException:
             path = self.shot("timeout")
             raise AssertionError(f"timed out waiting for {what}; see {path}") from None
@@ -158,11 +161,15 @@ class Page:
         return path
 
     def click_link(self, text: str) -> None:
-        links = [
-            a for a in self.css("a") if any(line.startswith(text) for line in a.text.splitlines())
-        ]
-        assert links, f"no link {text!r} on the page; see {self.shot('missing-link')}"
-        links[0].click()
+        found: list[Any] = []
+
+        def present() -> bool:
+            found[:] = [a for a in self.css("a")
+                        if any(line.startswith(text) for line in a.text.splitlines())]  # fmt: skip
+            return bool(found)
+
+        self.wait(present, f"a link {text!r}")
+        found[0].click()
 
 
 @pytest.fixture(scope="module")
@@ -244,4 +251,5 @@ def test_devices(page: Page, server: str) -> None:
     text = page.text
     path = page.shot("6-devices")
     assert "Utilisation" in text and "paused stretches" in text, path
+    assert "workers\n1" in text and "leases of this sweep" in text, path  # `sweep run`'s worker
     assert "paused · trial" in page.driver.page_source, path  # the paused members' lanes

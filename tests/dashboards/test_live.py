@@ -26,7 +26,7 @@ from tests.integration.cli import cli_env
 
 pytestmark = pytest.mark.slow
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
-TRIALS = 6
+TRIALS = 4
 
 
 def _sweep_file(root: Path, mlflow_template: Path) -> Path:
@@ -37,7 +37,7 @@ def _sweep_file(root: Path, mlflow_template: Path) -> Path:
         "scheduler": {"type": "tpe", "seed": 1, "n_startup_trials": 2},
         "budget": {"trials": TRIALS, "max_concurrent": 2},
         "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-        "trial": {"workload": WORKLOAD, "steps": 30, "eval_every": 1, "resources": {"devices": 0}},
+        "trial": {"workload": WORKLOAD, "steps": 20, "eval_every": 1, "resources": {"devices": 0}},
         "storage": f"sqlite:///{root / 'hf.db'}",
         "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
         "workdir": str(root),

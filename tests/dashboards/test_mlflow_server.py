@@ -4,7 +4,9 @@ real ``mlflow server`` on a copy of the TPE sweep's MLflow store."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +38,7 @@ def mlflow_server(filled: Filled, tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen([str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port),
                              "--backend-store-uri", f"sqlite:///{store}", "--workers", "1"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+                            text=True, start_new_session=True)  # fmt: skip
     watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
     watchdog.start()
     seen = []
@@ -50,12 +52,12 @@ def mlflow_server(filled: Filled, tmp_path: Path) -> Iterator[str]:
     threading.Thread(target=lambda: [None for _ in proc.stdout or []], daemon=True).start()
     try:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    finally:  # the server and its uvicorn worker and job runner, which it does not stop itself
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 

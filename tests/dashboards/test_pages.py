@@ -278,6 +278,9 @@ def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Fi
     lanes = at.table[0].value
     assert set(lanes.index) == {f"{lease.host} · {d}" for lease in leases for d in lease.devices}
     assert all(cell.endswith("%") for cell in lanes["busy"])
+    workers = at.table[1].value  # the one worker `sweep run` started served every lease
+    assert list(workers.index) == list({lease.worker for lease in leases})
+    assert list(workers["leases of this sweep"]) == [len(leases)]
 
 
 # -- errors --------------------------------------------------------------------------------------
