@@ -4,6 +4,7 @@ to start one, on every page) and a sweep without a finished trial."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,4 +58,5 @@ def test_sweep_without_a_completed_trial(
     assert not at.exception
     infos = " ".join(i.value for i in at.info)
     assert "No completed trial yet" in infos and "need 2 completed trials" in infos
-    assert any("refreshes every 5 s while the sweep runs" in c.value for c in at.caption)
+    fresh = r"updated \d+ s ago · refreshes every 5 s while the sweep runs"
+    assert any(re.fullmatch(fresh, c.value) for c in at.caption), [c.value for c in at.caption]
