@@ -58,3 +58,13 @@ def _triangle_step(accuracy: float, lr: float, uniform: Any, normal: Any) -> flo
         accuracy -= (q_err - q_tolerance) * uniform()
     accuracy += noise_level * normal()
     return max(0.0, accuracy)
+
+
+def sleeper(ctx: Any) -> None:
+    """A short trial's device time without compute: ``seconds`` split over its reports."""
+    import time
+
+    pause = float(ctx.params.get("seconds", 1.0)) / ctx.max_steps
+    for step in range(1, ctx.max_steps + 1):
+        time.sleep(pause)
+        ctx.report(step, {"score": float(step)})

@@ -218,8 +218,23 @@ def main(argv: list[str] | None = None) -> int:
         return fork_server(args[1])
     from torch.distributed.elastic.multiprocessing.errors import record
 
+    announce_node()
     record(run_spec_file)(Path(args[0]), install_signals=True)
     return 0
+
+
+def announce_node() -> None:
+    """Local rank 0 of each torchrun agent says which ranks its node holds, so a trial's log
+    shows how its world spans hosts (e.g. ``node 2 of 2: ranks 2-3 of world size 4``)."""
+    env = os.environ
+    if env.get("LOCAL_RANK") != "0" or "WORLD_SIZE" not in env:
+        return
+    world, local, rank = int(env["WORLD_SIZE"]), int(env["LOCAL_WORLD_SIZE"]), int(env["RANK"])
+    node, nodes = int(env.get("GROUP_RANK", "0")), max(1, world // max(local, 1))
+    print(
+        f"node {node + 1} of {nodes}: ranks {rank}-{rank + local - 1} of world size {world}",
+        flush=True,
+    )
 
 
 def _exit_now(code: int) -> None:

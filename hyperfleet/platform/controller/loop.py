@@ -133,7 +133,10 @@ class Controller:
         if launcher not in self._launchers:
             self._launchers.append(launcher)
         worker = self.worker.id if self.worker else None
-        self.drivers[session.name] = SweepDriver(session, launcher, self.clock, self.timing, worker)
+        address = self.worker.address if self.worker else None
+        self.drivers[session.name] = SweepDriver(
+            session, launcher, self.clock, self.timing, worker, address
+        )
         self._started[session.name] = self.clock.monotonic()
         logger.info("serving sweep %s", session.name)
 

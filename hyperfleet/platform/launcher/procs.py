@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 TRIAL_VAR = "HYPERFLEET_TRIAL"
 LAUNCH_VAR = "HYPERFLEET_LAUNCH"
+RDZV_VAR = "HYPERFLEET_RDZV"  # the rendezvous of a trial's launch that spans hosts
 
 
 def trial_tag(storage_url: str | None, sweep: str, number: int) -> str:
@@ -117,13 +118,18 @@ def running_here(trial_dir: str) -> Iterator[None]:
         mine.unlink(missing_ok=True)
 
 
-def end_older_copies(spec: TrialSpec) -> list[int]:
+def end_older_copies(spec: TrialSpec, rdzv_id: str | None = None) -> list[int]:
     """End any older copy of ``spec``'s trial still alive on this host (left by a controller
-    that died): processes tagged with the trial, and those that announced running it."""
+    that died): processes tagged with the trial, and those that announced running it. With
+    ``rdzv_id`` (a launch that spans hosts), the nodes of that same launch on this host are
+    not older copies: they are left alone."""
     if spec.storage is None:
         return []
-    older = kill_tagged(TRIAL_VAR, trial_tag(spec.storage, spec.sweep, spec.number))
-    for pid in _pid_files(spec.trial_dir):
+    siblings = set(tagged(RDZV_VAR, rdzv_id)) if rdzv_id else set()
+    candidates = set(tagged(TRIAL_VAR, trial_tag(spec.storage, spec.sweep, spec.number)))
+    candidates |= set(_pid_files(spec.trial_dir))
+    older = []
+    for pid in sorted(candidates - siblings):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             older.append(pid)
@@ -135,9 +141,11 @@ def end_older_copies(spec: TrialSpec) -> list[int]:
     return older
 
 
-def tag_launch(spec: TrialSpec) -> dict[str, str]:
+def tag_launch(spec: TrialSpec, rdzv_id: str | None = None) -> dict[str, str]:
     """The environment tags of a new launch of ``spec``'s trial, after ending any older copy
-    of the trial still alive on this host."""
-    end_older_copies(spec)
-    trial = trial_tag(spec.storage, spec.sweep, spec.number)
-    return {TRIAL_VAR: trial, LAUNCH_VAR: uuid.uuid4().hex}
+    of the trial still alive on this host (``rdzv_id``: see :func:`end_older_copies`)."""
+    end_older_copies(spec, rdzv_id)
+    tags = {TRIAL_VAR: trial_tag(spec.storage, spec.sweep, spec.number)}
+    if rdzv_id:
+        tags[RDZV_VAR] = rdzv_id
+    return {**tags, LAUNCH_VAR: uuid.uuid4().hex}

@@ -149,7 +149,7 @@ class TorchrunLauncher:
         rdzv_id = f"{spec.sweep}-{spec.number}-{int(time.time() * 1000)}"
         cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id, rendezvous)
         env = trial_env(lease, self.threads_per_process)
-        env.update(tag_launch(spec))
+        env.update(tag_launch(spec, rendezvous.rdzv_id if rendezvous else None))
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = spec.log_path.open("ab")
         log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
