@@ -239,6 +239,7 @@ def test_population(page: Page, server: str) -> None:
     path = page.shot("5-population")
     assert "Family tree" in page.driver.page_source and "full schedule" in text, path
     assert f"hyperfleet sweep replay {PBT} --member" in text, path
+    assert "from step" in text, path  # the schedule's steps are shown, not only its params
     assert "exploit (donor → member)" in page.driver.page_source, path
 
 

@@ -256,7 +256,7 @@ def test_population_shows_the_winners_full_schedule(open_page: Open, filled: Fil
         SqlPopulationStore(Storage(filled.storage, create=False).engine), PBT, best.number
     )
     shown = at.table[0].value
-    assert list(shown.index) == [s for s, _ in schedule]
+    assert list(shown["from step"]) == [s for s, _ in schedule]
     assert "member-curves" in figures(at)
 
 

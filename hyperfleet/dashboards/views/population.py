@@ -77,7 +77,7 @@ def body(url: str, name: str) -> None:
     if win is not None:
         st.subheader(f"Member {win}'s full schedule")
         rows = [{"from step": s, "params": params_text(p)} for s, p in pop.schedules.get(win, [])]
-        st.table(pd.DataFrame(rows).set_index("from step"))
+        st.table(pd.DataFrame(rows), hide_index=True)  # steps as a column: an int index is hidden
         st.caption(
             f"Re-run it as one plain training run: `hyperfleet sweep replay {name} --member {win}`"
         )
