@@ -21,15 +21,27 @@ LEAVES = {"torch"}  # installed by the image's own step, with the deps it needs
 EXTRAS = ("postgres",)
 
 
-def closure(project: str, extras: tuple[str, ...]) -> dict[str, str]:
-    """``{name: version}`` of every installed distribution ``project[extras]`` needs."""
+def top_level() -> list[str]:
+    """pyproject.toml's dependencies and its EXTRAS (the file, not the installed metadata,
+    which may predate a change)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [
+        *project["dependencies"],
+        *(r for e in EXTRAS for r in project["optional-dependencies"][e]),
+    ]
+
+
+def closure(requirements: list[str]) -> dict[str, str]:
+    """``{name: version}`` of every installed distribution ``requirements`` need."""
     found: dict[str, str] = {}
-    todo: list[tuple[str, tuple[str, ...]]] = [(project, extras)]
+    todo: list[tuple[str | None, tuple[str, ...]]] = [(None, ())]
     env = default_environment()
     while todo:
         name, wanted = todo.pop()
-        dist = metadata.distribution(name)
-        for raw in dist.requires or []:
+        reqs = requirements if name is None else metadata.distribution(name).requires or []
+        for raw in reqs:
             req = Requirement(raw)
             if req.marker is not None and not any(
                 req.marker.evaluate({**env, "extra": e}) for e in ("", *wanted)
@@ -47,7 +59,7 @@ def closure(project: str, extras: tuple[str, ...]) -> dict[str, str]:
 
 
 def main() -> None:
-    pins = closure("hyperfleet", EXTRAS)
+    pins = closure(top_level())
     py = ".".join(map(str, sys.version_info[:2]))
     lines = [
         "# Exact versions of hyperfleet's runtime dependencies (postgres extra included), without",

@@ -197,8 +197,10 @@ def _mlflow_command(cfg: StackConfig, pg: LocalPostgres) -> list[str]:
 
 
 def _dashboard_command(cfg: StackConfig) -> list[str]:
-    return _hyperfleet("dashboard", "--storage", cfg.storage_url,
-                       "--port", str(cfg.ports["dashboard"]))  # fmt: skip
+    return _hyperfleet(
+        "dashboard", "--storage", cfg.storage_url, "--tracking-uri", cfg.tracking_uri,
+        "--host", cfg.address, "--port", str(cfg.ports["dashboard"]),
+    )  # fmt: skip
 
 
 def up(cfg: StackConfig) -> list[Service]:
@@ -228,14 +230,9 @@ def up(cfg: StackConfig) -> list[Service]:
         _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
                        url=cfg.tracking_uri)  # fmt: skip
-        dash_env = {**os.environ, "STREAMLIT_SERVER_ADDRESS": cfg.address}  # its bind address
-        dash = spawn(
-            "dashboard",
-            _dashboard_command(cfg),
-            logs / "dashboard.log",
-            env=dash_env,
-            url=cfg.dashboard_url,
-        )  # with MLflow; workers once it answers
+        # the dashboard starts beside MLflow; the workers once MLflow answers
+        dash = spawn("dashboard", _dashboard_command(cfg), logs / "dashboard.log",
+                     url=cfg.dashboard_url)  # fmt: skip
         services += [mlflow, dash]
         _save(cfg, services)
         _ready(http_ok, f"http://{host}:{cfg.ports['mlflow']}/health", mlflow)
