@@ -6,6 +6,7 @@ nothing is written to storage or MLflow before the sweep file has been validated
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -131,7 +132,8 @@ def sweep_run(
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    summary = _guard(lambda: _run_with_progress(cfg, storage_url, tracking, devices, SweepRunner))
+    runner = functools.partial(SweepRunner, sweep_file=file)
+    summary = _guard(lambda: _run_with_progress(cfg, storage_url, tracking, devices, runner))
     console = err if as_json else out
     console.print(_results_table(summary))
     best = summary.best()
@@ -141,7 +143,12 @@ def sweep_run(
         )
     if len(summary.directions) > 1:
         console.print(_pareto_table(summary))
-    console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
+    from hyperfleet.platform.tracking.server import ui_hint
+
+    hint = ui_hint(
+        _tool("hyperfleet"), storage_url, tracking, default_tracking, summary.experiment_id
+    )
+    console.print("Open MLflow:    " + hint, soft_wrap=True, markup=False, highlight=False)
     console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
     if summary.interrupted:
         console.print("interrupted: run the same command again to continue the sweep")
@@ -326,6 +333,11 @@ def dashboard(
             storage,
         ],
     )
+
+
+from hyperfleet.platform.mlflow_cli import build_app  # noqa: E402 - needs _guard above
+
+app.add_typer(build_app(_guard, out, err, DEFAULT_STORAGE), name="mlflow")
 
 
 def main() -> None:

@@ -70,8 +70,10 @@ class SweepRunner:
         tracking_uri: str,
         devices: str = "auto",
         on_progress: Callable[[Progress], None] | None = None,
+        sweep_file: str | Path | None = None,
     ) -> None:
         self.cfg = cfg
+        self.sweep_file = sweep_file  # logged on the sweep's MLflow run
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
@@ -95,7 +97,10 @@ class SweepRunner:
         cfg = self.cfg
         storage = Storage(self.storage_url)
         experiment = cfg.tracking.experiment or cfg.name
-        tracker = SweepTracker(self.tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
+        tracker = SweepTracker(
+            self.tracking_uri, experiment, cfg.workdir, sweep_file=self.sweep_file,
+            register_model=cfg.tracking.register_model,
+        )  # fmt: skip
         session = open_session(cfg, storage, tracker, self.tracking_uri)
         launcher = build_launcher(cfg, self.pool)
         return Controller(session, self.pool, launcher, on_progress=self.on_progress)
