@@ -38,17 +38,29 @@ pytestmark = pytest.mark.slow
 
 
 def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
-    tmp_path: Path, mlflow_server: MlflowServer  # noqa: F811
+    tmp_path: Path,
+    mlflow_server: MlflowServer,  # noqa: F811
 ) -> None:
-    path = sweep_file(tmp_path, "digits-ui", mlflow_server.uri, {
-        "objective": {"metric": "val_accuracy", "mode": "max"},
-        "budget": {"trials": 3, "max_concurrent": 2},
-        "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True},
-                  "hidden": {"type": "int", "low": 16, "high": 48}},
-        "trial": {"workload": "digits", "params": {"batch_size": 64}, "steps": 40,
-                  "eval_every": 20},
-        "tracking": {"register_model": "digits-ui-best"},
-    })  # fmt: skip
+    path = sweep_file(
+        tmp_path,
+        "digits-ui",
+        mlflow_server.uri,
+        {
+            "objective": {"metric": "val_accuracy", "mode": "max"},
+            "budget": {"trials": 3, "max_concurrent": 2},
+            "space": {
+                "lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True},
+                "hidden": {"type": "int", "low": 16, "high": 48},
+            },
+            "trial": {
+                "workload": "digits",
+                "params": {"batch_size": 64},
+                "steps": 40,
+                "eval_every": 20,
+            },
+            "tracking": {"register_model": "digits-ui-best"},
+        },
+    )
     result, err = run_sweep(path)
     client = MlflowClient(mlflow_server.uri)
     exp_id = result["mlflow"]["experiment_id"]
@@ -62,7 +74,9 @@ def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
     parent = client.get_run(parent_id)
     assert parent.info.status == "FINISHED" and parent.info.run_name == "digits-ui"
     params = parent.data.params
-    assert params["space.lr"] == "float [0.003, 0.03] log" and params["space.hidden"] == "int [16, 48]"
+    assert (
+        params["space.lr"] == "float [0.003, 0.03] log" and params["space.hidden"] == "int [16, 48]"
+    )
     assert params["scheduler"] == "random" and params["budget.trials"] == "3"
     assert params["objective"] == "val_accuracy (max)"
     assert parent.data.metrics["trials/complete"] == 3.0
@@ -83,7 +97,10 @@ def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
         assert "system/cpu_utilization_percentage" in run.data.metrics
         assert run.data.tags["hyperfleet.devices"] == "cpu" and run.data.tags["hyperfleet.host"]
         assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {
-            "config.json", "spec.json", "log.txt"}  # fmt: skip
+            "config.json",
+            "spec.json",
+            "log.txt",
+        }
         assert run.data.metrics["final/val_accuracy"] == run.data.metrics["val_accuracy"]
     config = download_json(client, trials[0].info.run_id, "config.json", tmp_path / "dl")
     assert config["steps"] == 40 and config["params"]["batch_size"] == 64

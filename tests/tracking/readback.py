@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +56,14 @@ def sweep_env(**extra: str) -> dict[str, str]:
 
 def start_sweep(path: Path, **env: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json"]
-    return subprocess.Popen(cmd, cwd=path.parent, env=sweep_env(**env), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        cmd,
+        cwd=path.parent,
+        env=sweep_env(**env),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def run_sweep(path: Path, **env: str) -> tuple[dict[str, Any], str]:
@@ -64,6 +72,21 @@ def run_sweep(path: Path, **env: str) -> tuple[dict[str, Any], str]:
     out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 0, f"sweep run exited {proc.returncode}:\n{err[-4000:]}"
     return json.loads(out.strip().splitlines()[-1]), err
+
+
+def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
+    """Until ``cond()`` (polled); fails if the sweep ends first or ``SWEEP_TIMEOUT_S`` passes."""
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while not cond():
+        if proc.poll() is not None:
+            _out, err = proc.communicate()
+            raise AssertionError(
+                f"the sweep ended ({proc.returncode}) before {what}: {err[-4000:]}"
+            )
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)  # polling for a state the test waits on
 
 
 def runs(client: MlflowClient, experiment_id: str) -> list[Run]:
@@ -104,9 +127,10 @@ def snapshot(client: MlflowClient, experiment_id: str) -> dict[str, Any]:
             "end": r.info.end_time,
             "tags": dict(r.data.tags),
             "params": dict(r.data.params),
-            "metrics": {k: sorted((m.step, m.value, m.timestamp)
-                                  for m in client.get_metric_history(rid, k))
-                        for k in r.data.metrics},  # fmt: skip
+            "metrics": {
+                k: sorted((m.step, m.value, m.timestamp) for m in client.get_metric_history(rid, k))
+                for k in r.data.metrics
+            },
             "artifacts": sorted(a.path for a in client.list_artifacts(rid)),
         }
     return out
@@ -117,9 +141,15 @@ def download_json(client: MlflowClient, run_id: str, path: str, into: Path) -> A
     return json.loads(Path(client.download_artifacts(run_id, path, str(into))).read_text())
 
 
-def hyperfleet(*args: str, timeout: float = SWEEP_TIMEOUT_S, **env: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "hyperfleet.platform", *args], cwd=ROOT,
-                          env=sweep_env(**env), capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
-
-
+def hyperfleet(
+    *args: str, timeout: float = SWEEP_TIMEOUT_S, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hyperfleet.platform", *args],
+        cwd=ROOT,
+        env=sweep_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

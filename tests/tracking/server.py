@@ -62,12 +62,25 @@ class MlflowServer:
 
     def start(self) -> None:
         mlflow = str(Path(sys.executable).parent / "mlflow")
-        cmd = [mlflow, "server", "--backend-store-uri", f"sqlite:///{self.db}",
-               "--serve-artifacts", "--artifacts-destination", str(self.artifacts),
-               "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]  # fmt: skip
+        cmd = [
+            mlflow,
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{self.db}",
+            "--serve-artifacts",
+            "--artifacts-destination",
+            str(self.artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+        ]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + STARTUP_S
         while not self.healthy():
             if self.proc.poll() is not None:
@@ -96,7 +109,9 @@ class MlflowServer:
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path) -> Iterator[MlflowServer]:  # fmt: skip
+def mlflow_server(
+    tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
+) -> Iterator[MlflowServer]:
     """One real tracking server for the session."""
     server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), mlflow_template)
     server.start()
@@ -107,7 +122,9 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Pat
 
 
 @pytest.fixture
-def mlflow_server_factory(tmp_path: Path, mlflow_template: Path) -> Iterator[Callable[[], MlflowServer]]:  # fmt: skip
+def mlflow_server_factory(
+    tmp_path: Path, mlflow_template: Path
+) -> Iterator[Callable[[], MlflowServer]]:
     """``make()`` -> a server of this test (not started); all are stopped at the end."""
     made: list[MlflowServer] = []
 

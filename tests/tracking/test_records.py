@@ -9,9 +9,9 @@ from hyperfleet.platform.tracking.records import (
     best,
     child_params,
     describe_space,
-    pareto,
     parent_params,
     parent_series,
+    pareto,
     run_name,
     state_counts,
 )

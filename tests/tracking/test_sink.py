@@ -43,8 +43,10 @@ def test_reports_arrive_once_in_order(store: tuple[str, MlflowClient, str], tmp_
     assert sink.sent == 60 * 20 and Spool(tmp_path / "spool").unsent_bytes() == 0
 
 
-def test_an_unreachable_server_loses_nothing(store: tuple[str, MlflowClient, str], tmp_path: Path) -> None:  # fmt: skip
-    uri, client, run_id = store
+def test_an_unreachable_server_loses_nothing(
+    store: tuple[str, MlflowClient, str], tmp_path: Path
+) -> None:
+    _uri, client, run_id = store
     nobody = f"http://127.0.0.1:{free_port()}"  # no server listens there
     sink = MetricSink(nobody, run_id, tmp_path / "spool", flush_every_s=0.05)
     for step in range(1, 11):

@@ -90,7 +90,7 @@ def test_two_processes_shipping_one_spool_send_each_point_once(tmp_path: Path) -
 
 def test_through_survives_a_new_process_and_counts_series_apart(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    spool.append(points(5) + [("system/cpu_utilization_percentage", 50.0, 1, 2)])
+    spool.append([*points(5), ("system/cpu_utilization_percentage", 50.0, 1, 2)])
     again = Spool(tmp_path)
     assert again.through("report") == 4 and again.through("system") == 2
     assert again.through("nothing") == -1
