@@ -107,8 +107,12 @@ class SweepTracker:
         *,
         sweep_file: str | Path | None = None,
         register_model: str | None = None,
+        live: bool = True,
     ) -> None:
+        """``live``: extend the sweep run's best-so-far curve as trials complete (off for
+        ``hyperfleet mlflow sync``, which ends trials in storage's order, not as they came)."""
         self.uri = uri
+        self.live = live
         self.workdir = None if workdir is None else Path(workdir).resolve()
         self.sweep_file = None if sweep_file is None else Path(sweep_file)
         self.register_model = register_model
@@ -196,7 +200,7 @@ class SweepTracker:
     def _live_best(self, final: Mapping[str, float], now: int) -> None:
         """One more point of ``best/<metric>`` on the sweep's run (one objective)."""
         (metric, mode), *more = objectives(self.config)
-        if more or metric not in final:
+        if more or metric not in final or not self.live:
             return
         k, best = self._best
         value = float(final[metric])
@@ -205,10 +209,12 @@ class SweepTracker:
         self._best = (k + 1, best)
         point = (f"best/{metric}", best, now, k + 1)
 
-        def log() -> None:
+        def log() -> None:  # once per step, even when written again after a lost answer
             from mlflow.entities import Metric
 
-            self.client.log_batch(self.parent_id, metrics=[Metric(*point)])
+            have = self.client.get_metric_history(self.parent_id, point[0])
+            if all(m.step != point[3] for m in have):
+                self.client.log_batch(self.parent_id, metrics=[Metric(*point)])
 
         self.outbox.put("the best value so far", log)
 
@@ -234,7 +240,7 @@ class SweepTracker:
             self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(self._ensure(n)))
             return self._real.get(n, f"{PENDING}{n}")
         self._start_ms[n] = _now_ms()
-        if self.outbox.pending == 0 and self.outbox.healthy:
+        if self.outbox.healthy:  # else MLflow is away: don't hold the sweep loop for it
             try:
                 run_id = self._create(run)
             except Exception as exc:

@@ -1,0 +1,159 @@
+"""Tracking's cost to training: hyperfleet's sink against plain ``mlflow.log_metric`` calls.
+
+1. **Reporting 20 metrics per step**, the time the training thread spends in it, side by side
+   on the same store: plain MLflow (``mlflow.log_metric`` 20 times, each a synchronous write)
+   and hyperfleet (``MetricSink.log_metrics``: an append; a background thread batches,
+   spools and ships). Also the time until every point is in MLflow, end to end.
+2. **Tracking's share of a charlm step**: charlm's GPT (its default size) trains on the CPU,
+   reporting its metrics through the sink at every step (the worst case: ``eval_every: 1``),
+   against the same steps without tracking. Blocks of steps alternate between the two so that
+   machine load hits both alike; the share is the difference of the median step times.
+
+The store is a real ``mlflow server`` with ``--server`` (started here, on loopback; slow to
+start on a loaded machine), else a local SQLite store. Usage:
+``python benchmarks/bench_tracking.py [--quick] [--server]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mlflow
+import torch
+from mlflow.tracking import MlflowClient
+from torch.nn import functional as F  # noqa: N812
+
+from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.trials.models.gpt import GPT, GPTConfig
+
+KEYS = [f"metric_{i:02d}" for i in range(20)]
+
+
+def start_server(root: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.tracking.server import free_port
+
+    port = free_port()
+    cmd = [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
+           f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts", "--artifacts-destination",
+           str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=2)
+            return uri, proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("mlflow server did not start")
+
+
+def per_step_cost(uri: str, steps: int, root: Path) -> tuple[float, float, float, float]:
+    """Seconds per step on the training thread (plain, hyperfleet) and end to end."""
+    client = MlflowClient(uri)
+    exp = client.create_experiment(f"bench-{time.time_ns()}")
+    mlflow.set_tracking_uri(uri)
+    plain = client.create_run(exp).info.run_id
+    t0 = time.perf_counter()
+    with mlflow.start_run(run_id=plain):
+        for step in range(steps):
+            for i, key in enumerate(KEYS):
+                mlflow.log_metric(key, step + i / 100, step=step)
+    plain_s = (time.perf_counter() - t0) / steps
+    ours = client.create_run(exp).info.run_id
+    sink = MetricSink(uri, ours, root / "spool")
+    spent = 0.0
+    t0 = time.perf_counter()
+    for step in range(steps):
+        metrics = {key: step + i / 100 for i, key in enumerate(KEYS)}
+        t = time.perf_counter()
+        sink.log_metrics(step, metrics)
+        spent += time.perf_counter() - t
+    sink.close()
+    end_to_end = time.perf_counter() - t0
+    assert all(len(client.get_metric_history(ours, k)) == steps for k in KEYS[:3])
+    return plain_s, spent / steps, plain_s * steps, end_to_end
+
+
+def charlm_share(uri: str, blocks: int, block: int, root: Path) -> tuple[float, float]:
+    """Median seconds per charlm step without and with tracking at every step."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    cfg = GPTConfig()
+    model = GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    data = torch.randint(0, 256, (16, cfg.seq_len + 1))
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment(f"charlm-{time.time_ns()}")).info.run_id
+    sink = MetricSink(uri, run, root / "charlm-spool", system_metrics=True)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    step = 0
+    for b in range(2 * blocks):
+        tracked = b % 2 == 1
+        for _ in range(block):
+            t = time.perf_counter()
+            loss = F.cross_entropy(model(data[:, :-1]).flatten(0, 1), data[:, 1:].flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            if tracked:  # what the recorder hands the sink at a charlm report
+                value = float(loss)
+                sink.log_metrics(step, {"loss": value, "val_loss": value, "tokens_per_s": 1e4,
+                                        "samples_per_s": 1e2, "step_time_s": 0.05, "hp/lr": 3e-3})  # fmt: skip
+            times[tracked].append(time.perf_counter() - t)
+    sink.close()
+    return statistics.median(times[False]), statistics.median(times[True])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--server", action="store_true", help="a real mlflow server")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
+    server = None
+    try:
+        if args.server:
+            uri, server = start_server(root)
+        else:
+            uri = f"sqlite:///{root / 'mlflow.db'}"
+            MlflowClient(uri).search_experiments()  # create the store before timing anything
+        steps = 30 if args.quick else 100
+        plain, ours, plain_total, ours_total = per_step_cost(uri, steps, root)
+        store = "mlflow server (HTTP)" if args.server else "SQLite store"
+        print(f"\nReporting 20 metrics per step, {steps} steps, {store}:")
+        print(f"  plain mlflow.log_metric x20: {plain * 1e3:9.3f} ms per step on the training thread")
+        print(f"  hyperfleet MetricSink:       {ours * 1e3:9.3f} ms per step on the training thread")
+        print(f"  plain / hyperfleet:          {plain / ours:9.0f}x  (goal >= 20x)")
+        print(f"  until all points are in MLflow: plain {plain_total:.2f} s, "
+              f"hyperfleet {ours_total:.2f} s (background batches)")  # fmt: skip
+        blocks, block = (5, 10) if args.quick else (10, 20)
+        off, on = charlm_share(uri, blocks, block, root)
+        print(f"\ncharlm step (GPT {GPTConfig()}), {blocks} x {block} steps each way, "
+              "metrics reported at every step:")  # fmt: skip
+        print(f"  without tracking: {off * 1e3:8.2f} ms per step (median)")
+        print(f"  with tracking:    {on * 1e3:8.2f} ms per step (median)")
+        print(f"  tracking's share: {100 * (on - off) / off:8.2f} %  (goal < 1%)")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
