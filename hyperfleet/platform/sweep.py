@@ -95,12 +95,12 @@ class SweepRunner:
 
     def _controller(self) -> Controller:
         cfg = self.cfg
-        storage = Storage(self.storage_url)
         experiment = cfg.tracking.experiment or cfg.name
-        tracker = SweepTracker(
+        tracker = SweepTracker(  # first: an unreachable tracking store stops before storage
             self.tracking_uri, experiment, cfg.workdir, sweep_file=self.sweep_file,
             register_model=cfg.tracking.register_model,
         )  # fmt: skip
+        storage = Storage(self.storage_url)
         session = open_session(cfg, storage, tracker, self.tracking_uri)
         launcher = build_launcher(cfg, self.pool)
         return Controller(session, self.pool, launcher, on_progress=self.on_progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.tracking.client import experiment_location
 from hyperfleet.platform.tracking.server import ui_command, ui_hint
 from tests.integration.cli import cli
+from tests.tracking.server import free_port
 
 
 def test_a_local_store_is_served_with_its_artifacts_beside_it(tmp_path: Path) -> None:
@@ -44,3 +46,19 @@ def test_a_storage_without_sweeps_is_one_line_and_exit_2(tmp_path: Path) -> None
     proc = cli("mlflow", "--storage", f"sqlite:///{tmp_path / 'nothing.db'}", timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_unreachable_tracking_server_stops_a_sweep_before_anything_is_written(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"
+    path = sweep_file({"name": "no-mlflow", "tracking": {"uri": nobody}})
+    proc = cli("sweep", "run", str(path), timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        f"error: tracking.uri: cannot open MLflow at {nobody} (connection refused); "
+        "start the server or fix tracking.uri"
+    ]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs" / "hf.db").exists()  # nothing written to storage

@@ -7,8 +7,8 @@ Where each part lives:
   their ends, through :mod:`.outbox` (ordered writes, retried through an outage);
 * :mod:`.sink` — a trial's rank 0 (:class:`MetricSink`): reports and system metrics
   (:mod:`.system`), batched off the training thread and written ahead to a :mod:`.spool`;
-* :mod:`.marks`, :mod:`.artifacts`, :mod:`.model` — the sweep's run at the end, a trial's files,
-  the best trial's model;
+* :mod:`.runs`, :mod:`.marks`, :mod:`.artifacts`, :mod:`.model` — the experiment and a trial
+  run's end, the sweep's run at the end, a trial's files, the best trial's model;
 * :mod:`.sync` and :mod:`.server` — ``hyperfleet mlflow sync`` and ``hyperfleet mlflow``;
 * :mod:`.client` — opening MLflow, outages, where artifacts live.
 """

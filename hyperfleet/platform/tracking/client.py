@@ -24,6 +24,7 @@ between machines, use a server.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -68,6 +69,9 @@ def open_client(uri: str) -> Any:
     if is_server(uri):
         for key, value in HTTP_DEFAULTS.items():
             os.environ.setdefault(key, value)
+        # one line per retry of every call during an outage says nothing the sink's and the
+        # outbox's own warnings (one per outage) do not
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
@@ -109,9 +113,14 @@ def experiment_location(uri: str, workdir: Path | None = None) -> str | None:
 
 def unreachable(uri: str, exc: BaseException) -> TrackingUnavailableError:
     """The one-line error for a tracking store that cannot be opened."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if len(reason) > 200:
-        reason = reason[:200] + "..."
+    text = str(exc)
+    if "Connection refused" in text:
+        reason = "connection refused"
+    elif "timed out" in text or "Timeout" in text:
+        reason = "no answer in time"
+    else:
+        reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        reason = reason[:200] + ("..." if len(reason) > 200 else "")
     fix = "start the server" if is_server(uri) else "check the path"
     return TrackingUnavailableError(
         f"tracking.uri: cannot open MLflow at {uri} ({reason}); {fix} or fix tracking.uri"

@@ -110,10 +110,10 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
         complete = tracker.end_parent(parent, status, view)
     else:
         complete = tracker.wait()
+        tracker.outbox.close()
     created = tracker.resolved()
     for r in records:
         if is_pending(r.mlflow_run_id) and r.number in created:
             storage.upsert_trial(name, r.number, mlflow_run_id=created[r.number])
-    tracker.outbox.close()
     fresh = sum(1 for r in records if is_pending(r.mlflow_run_id) and r.number in created)
     return SyncResult(name, len(records), tracker.shipped, fresh, complete)

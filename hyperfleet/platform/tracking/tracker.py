@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.tracking.artifacts import failure_note, log_json, log_trial_files
+from hyperfleet.platform.tracking.artifacts import log_json
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.client import (
     experiment_location,
@@ -45,55 +45,23 @@ from hyperfleet.platform.tracking.client import (
 )
 from hyperfleet.platform.tracking.outbox import Outbox
 from hyperfleet.platform.tracking.records import (
-    KIND,
-    KIND_TAG,
-    NOTE_TAG,
     STATE_TAG,
-    STATUS,
     child_params,
     objectives,
     parent_params,
     run_name,
-    tracked_state,
 )
+from hyperfleet.platform.tracking.runs import end_trial_run, ensure_experiment
 from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.wire import trial_dir
 
 logger = logging.getLogger(__name__)
 
 WAIT_S = 120.0
-EXPERIMENT_NOTE = (
-    "Sweeps run by **hyperfleet**: one run per sweep (its search space, scheduler and best "
-    "trial), with a nested run per trial (its metric curves, system metrics, config, log and, "
-    "for the best trial, its model)."
-)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def ensure_experiment(client: Any, name: str, location: str | None) -> str:
-    """The experiment's id, created if needed; tagged for MLflow's model-training view."""
-    from mlflow.exceptions import MlflowException
-
-    exp = client.get_experiment_by_name(name)
-    if exp is None:
-        try:
-            tags = {KIND_TAG: KIND, NOTE_TAG: EXPERIMENT_NOTE}
-            return str(client.create_experiment(name, artifact_location=location, tags=tags))
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-            exp = client.get_experiment_by_name(name)  # another controller created it
-    if exp.lifecycle_stage == "deleted":
-        raise ConfigError(
-            f"tracking.experiment: {name!r} is deleted in MLflow; restore it "
-            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or use another name"
-        )
-    if KIND_TAG not in exp.tags:  # an experiment made before: open it as model training too
-        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
-    return str(exp.experiment_id)
 
 
 class SweepTracker:
@@ -366,37 +334,14 @@ class SweepTracker:
         error: str,
         now: int,
     ) -> None:
-        from mlflow.entities import Metric
-
         run_id = self._resolve(run_id, number)
         number = self._numbers.get(run_id, number)
         spool = None if number is None else self.spool(number)
         if spool is not None:
             self.shipped += spool.ship(self.client, run_id)  # its last reports first
-        run = self.client.get_run(run_id)
-        have = run.data.metrics
-        tags = {STATE_TAG: tracked_state(state)}
         directory = None if number is None else self.trial_dir(number)
-        if state == "FAIL" and error:
-            tags["hyperfleet.error"] = error[-4000:]
-            tags[NOTE_TAG] = failure_note(error, directory)
-        tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
-        metrics = [
-            Metric(f"final/{k}", float(v), now, 0)
-            for k, v in final.items()
-            if have.get(f"final/{k}") != float(v)
-        ]
         step = -1 if spool is None else spool.through("report")
-        key = {"PRUNED": "pruned_at_step", "WAITING": "stopped_at_step"}.get(tracked_state(state))
-        if key is not None and step >= 0 and have.get(key) != float(step):
-            metrics.append(Metric(key, float(step), now, step))
-        status = STATUS.get(state, "FAILED")
-        if tags or metrics:
-            log_batches(self.client, run_id, tags=tags, metrics=metrics)
-        if directory is not None and (tags or run.info.status != status):  # not if done before
-            log_trial_files(self.client, run_id, directory)
-        if run.info.status != status:
-            self.client.set_terminated(run_id, status, end_time=now)
+        end_trial_run(self.client, run_id, state, final, error, now, step, directory)
 
     def ship(self, number: int, run_id: str | None) -> None:
         """Send trial ``number``'s spool now (``hyperfleet mlflow sync`` of a running trial)."""
@@ -425,6 +370,7 @@ class SweepTracker:
         synced = self.wait()
         if synced and not view.interrupted:
             export_best(self, view)
+        self.outbox.close()  # the session ends: what is still queued waits for a sync
         return synced
 
     def wait(self) -> bool:
