@@ -78,18 +78,26 @@ def start_server(root: Path) -> tuple[str, subprocess.Popen[bytes]]:
     raise RuntimeError("mlflow server did not start")
 
 
-def per_step_cost(uri: str, steps: int, root: Path) -> tuple[float, float, float, float]:
-    """Seconds per step on the training thread (plain, hyperfleet) and end to end."""
+def _plain(client: MlflowClient, exp: str, steps: int, synchronous: bool) -> tuple[float, float]:
+    """Seconds per step on the training thread, and until the points are in MLflow."""
+    run = client.create_run(exp).info.run_id
+    t0 = time.perf_counter()
+    with mlflow.start_run(run_id=run):
+        for step in range(steps):
+            for i, key in enumerate(KEYS):
+                mlflow.log_metric(key, step + i / 100, step=step, synchronous=synchronous)
+        per_step = (time.perf_counter() - t0) / steps
+        mlflow.flush_async_logging()
+    return per_step, time.perf_counter() - t0
+
+
+def per_step_cost(uri: str, steps: int, root: Path) -> dict[str, tuple[float, float]]:
+    """Seconds per step on the training thread and end to end: plain MLflow, MLflow's own
+    asynchronous logging, hyperfleet's sink."""
     client = MlflowClient(uri)
     exp = client.create_experiment(f"bench-{time.time_ns()}")
     mlflow.set_tracking_uri(uri)
-    plain = client.create_run(exp).info.run_id
-    t0 = time.perf_counter()
-    with mlflow.start_run(run_id=plain):
-        for step in range(steps):
-            for i, key in enumerate(KEYS):
-                mlflow.log_metric(key, step + i / 100, step=step)
-    plain_s = (time.perf_counter() - t0) / steps
+    out = {"plain": _plain(client, exp, steps, True), "async": _plain(client, exp, steps, False)}
     ours = client.create_run(exp).info.run_id
     sink = MetricSink(uri, ours, root / "spool")
     spent = 0.0
@@ -100,9 +108,9 @@ def per_step_cost(uri: str, steps: int, root: Path) -> tuple[float, float, float
         sink.log_metrics(step, metrics)
         spent += time.perf_counter() - t
     sink.close()
-    end_to_end = time.perf_counter() - t0
+    out["hyperfleet"] = (spent / steps, time.perf_counter() - t0)
     assert all(len(client.get_metric_history(ours, k)) == steps for k in KEYS[:3])
-    return plain_s, spent / steps, plain_s * steps, end_to_end
+    return out
 
 
 def thread_cpu(native_id: int) -> float:
@@ -169,10 +177,43 @@ def charlm_share(uri: str, blocks: int, block: int, root: Path) -> dict[str, tup
     }
 
 
+def report_part(uri: str, store: str, quick: bool, root: Path) -> None:
+    steps = 30 if quick else 100
+    cost = per_step_cost(uri, steps, root)
+    ours = cost["hyperfleet"][0]
+    print(f"\nReporting 20 metrics per step, {steps} steps, {store}:")
+    print("                                    training thread    all points in MLflow")
+    rows = [
+        ("plain mlflow.log_metric x20", "plain"),
+        ("mlflow.log_metric x20, synchronous=False", "async"),
+        ("hyperfleet MetricSink.log_metrics", "hyperfleet"),
+    ]
+    for label, key in rows:
+        per_step, total = cost[key]
+        ratio = "" if key == "hyperfleet" else f"  ({per_step / ours:,.0f}x hyperfleet's)"
+        print(f"  {label:41} {per_step * 1e3:9.3f} ms/step {total:8.2f} s{ratio}")
+    print(f"  plain / hyperfleet: {cost['plain'][0] / ours:,.0f}x  (goal >= 20x)")
+
+
+def charlm_part(uri: str, quick: bool, root: Path) -> None:
+    blocks, block = (6, 10) if quick else (20, 25)
+    share = charlm_share(uri, blocks, block, root)
+    print(f"\ncharlm step (GPT {GPTConfig()}), {blocks} blocks of {block} steps each way,")
+    print("metrics reported at every step (system metrics on):")
+    (w0, w1), (c0, c1) = share["wall"], share["cpu"]
+    print(
+        f"  wall per step (median): without {w0 * 1e3:7.2f} ms, with {w1 * 1e3:7.2f} ms "
+        f"({100 * (w1 - w0) / w0:+.2f} %: machine load included)"
+    )
+    print(f"  CPU per step: training {c0 * 1e3:7.3f} ms, tracking {(c1 - c0) * 1e3:7.3f} ms")
+    print(f"  tracking's share of a step: {100 * (c1 - c0) / c0:.2f} %  (goal < 1%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--server", action="store_true", help="a real mlflow server")
+    parser.add_argument("--part", choices=["all", "report", "charlm"], default="all")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
     server = None
@@ -182,29 +223,11 @@ def main() -> None:
         else:
             uri = f"sqlite:///{root / 'mlflow.db'}"
             MlflowClient(uri).search_experiments()  # create the store before timing anything
-        steps = 30 if args.quick else 100
-        plain, ours, plain_total, ours_total = per_step_cost(uri, steps, root)
         store = "mlflow server (HTTP)" if args.server else "SQLite store"
-        print(f"\nReporting 20 metrics per step, {steps} steps, {store}:")
-        print("  time on the training thread per step:")
-        print(f"  plain mlflow.log_metric x20: {plain * 1e3:9.3f} ms")
-        print(f"  hyperfleet MetricSink:       {ours * 1e3:9.3f} ms")
-        print(f"  plain / hyperfleet:          {plain / ours:9.0f}x  (goal >= 20x)")
-        print(
-            f"  until all points are in MLflow: plain {plain_total:.2f} s, "
-            f"hyperfleet {ours_total:.2f} s (background batches)"
-        )
-        blocks, block = (6, 10) if args.quick else (20, 25)
-        share = charlm_share(uri, blocks, block, root)
-        print(f"\ncharlm step (GPT {GPTConfig()}), {blocks} blocks of {block} steps each way,")
-        print("metrics reported at every step (system metrics on):")
-        (w0, w1), (c0, c1) = share["wall"], share["cpu"]
-        print(
-            f"  wall per step (median): without {w0 * 1e3:7.2f} ms, with {w1 * 1e3:7.2f} ms "
-            f"({100 * (w1 - w0) / w0:+.2f} %: machine load included)"
-        )
-        print(f"  CPU per step: training {c0 * 1e3:7.3f} ms, tracking {(c1 - c0) * 1e3:7.3f} ms")
-        print(f"  tracking's share of a step: {100 * (c1 - c0) / c0:.2f} %  (goal < 1%)")
+        if args.part in ("all", "report"):
+            report_part(uri, store, args.quick, root)
+        if args.part in ("all", "charlm"):
+            charlm_part(uri, args.quick, root)
     finally:
         if server is not None:
             server.terminate()

@@ -33,7 +33,7 @@ def steps_of(client: MlflowClient, run_id: str, key: str) -> list[int]:
 
 def test_reports_arrive_once_in_order(store: tuple[str, MlflowClient, str], tmp_path: Path) -> None:
     uri, client, run_id = store
-    sink = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=0.05)
+    sink = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05)
     for step in range(1, 61):
         sink.log_metrics(step, {k: step + i / 100 for i, k in enumerate(KEYS)})
     sink.log_metrics(61, {"m00": float("nan")})  # dropped: MLflow cannot chart it
@@ -48,7 +48,7 @@ def test_an_unreachable_server_loses_nothing(
 ) -> None:
     _uri, client, run_id = store
     nobody = f"http://127.0.0.1:{free_port()}"  # no server listens there
-    sink = MetricSink(nobody, run_id, tmp_path / "spool", flush_every_s=0.05)
+    sink = MetricSink(nobody, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05)
     for step in range(1, 11):
         sink.log_metrics(step, {"loss": 1.0 / step})
     sink.close()  # one last attempt fails; the trial does not wait
@@ -64,7 +64,7 @@ def test_a_pending_run_is_found_once_the_controller_created_it(
     store: tuple[str, MlflowClient, str], tmp_path: Path
 ) -> None:
     uri, client, run_id = store
-    sink = MetricSink(uri, "pending:4", tmp_path / "spool", flush_every_s=0.05)
+    sink = MetricSink(uri, "pending:4", tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05)
     sink.log_metrics(1, {"loss": 1.0})
     assert not sink.flush()  # no run yet: kept
     Spool(tmp_path / "spool").publish_run_id(run_id)  # the controller, when MLflow is back
@@ -78,13 +78,17 @@ def test_system_metrics_and_device_tags(
 ) -> None:
     uri, client, run_id = store
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    sink = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=0.05, system_metrics=True)
+    sink = MetricSink(
+        uri, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05, system_metrics=True
+    )
     sink.log_metrics(1, {"loss": 1.0})
     sink.close()  # a short trial still gets one sample
     data = client.get_run(run_id).data
     assert "system/cpu_utilization_percentage" in data.metrics
     assert "system/system_memory_usage_megabytes" in data.metrics
     assert data.tags["hyperfleet.devices"] == "cpu" and data.tags["hyperfleet.host"]
-    resumed = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=0.05, system_metrics=True)
+    resumed = MetricSink(
+        uri, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05, system_metrics=True
+    )
     resumed.close()  # a resumed trial continues the steps of its system metrics
     assert len(set(steps_of(client, run_id, "system/cpu_utilization_percentage"))) == 2

@@ -119,3 +119,19 @@ def test_a_line_cut_short_by_a_crash_is_skipped(tmp_path: Path) -> None:
     client = Recorder()
     assert spool.ship(client, "r") == 4
     assert [p[3] for p in client.points] == [0, 1, 4, 5]
+
+
+def test_through_outlives_emptying_the_file_once_all_was_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hyperfleet.platform.tracking.spool._COMPACT_BYTES", 1)
+    spool = Spool(tmp_path)
+    spool.append([*points(5), ("system/cpu_utilization_percentage", 50.0, 1, 7)])
+    assert spool.through("report") == 4  # read from the file
+    client = Recorder()
+    assert spool.ship(client, "r") == 6
+    assert spool.path.stat().st_size == 0  # emptied: everything in it was sent
+    assert Spool(tmp_path).through("report") == 4 and Spool(tmp_path).through("system") == 7
+    spool.append(points(3, step0=5))  # the same instance sees what came after
+    assert spool.through("report") == 7 and Spool(tmp_path).through("system") == 7
+    assert spool.ship(client, "r") == 3 and client.points[-3:] == points(3, step0=5)

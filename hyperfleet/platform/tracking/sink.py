@@ -5,8 +5,10 @@
 MLflow import on the training thread, so a slow or absent tracking server never slows a step.
 
 A background thread (which also imports MLflow, overlapping the trial's start-up) wakes every
-``flush_every_s`` seconds, appends what was buffered to the trial's :class:`~.spool.Spool`
-(one file write) and ships everything unsent with ``log_batch``. While the server is
+``flush_every_s`` seconds and appends what was buffered to the trial's :class:`~.spool.Spool`
+(one file write); every ``ship_every_s`` seconds it ships everything unsent with
+``log_batch``, a few large calls rather than many small ones (MLflow's client spends about as
+much CPU per call as on 200 points: ``benchmarks/bench_tracking.py``). While the server is
 unreachable the records stay in the spool and the thread retries with a growing pause (up to
 ``max_backoff_s``); when the server is back they go out in order, each once, before anything
 newer. :meth:`close` makes one last attempt and leaves whatever is still unsent in the spool,
@@ -49,6 +51,7 @@ class MetricSink:
         run_id: str | None,
         spool_dir: str | Path | None = None,
         flush_every_s: float = 2.0,
+        ship_every_s: float = 6.0,
         max_backoff_s: float = 30.0,
         tags: Mapping[str, str] | None = None,
         system_metrics: bool = False,
@@ -64,9 +67,10 @@ class MetricSink:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._every = flush_every_s
+        self._ship_every = max(ship_every_s, flush_every_s)
         self._max_backoff = max_backoff_s
-        self._retry_at = 0.0
-        self._backoff = flush_every_s
+        self._next_ship = 0.0
+        self._backoff = self._ship_every
         self._down_since: float | None = None
         self.sent = 0  # points this sink shipped (benchmarks, tests)
         self.opened = threading.Event()  # MLflow imported (by this sink's thread)
@@ -153,13 +157,14 @@ class MetricSink:
 
     def _tick(self) -> None:
         self._spool_buffered()
-        if time.monotonic() < self._retry_at:
+        now = time.monotonic()
+        if now < self._next_ship:
             return
         if self._ship():
-            self._backoff = self._every
-            self._retry_at = 0.0
+            self._backoff = self._ship_every
+            self._next_ship = now + self._ship_every
         else:
-            self._retry_at = time.monotonic() + self._backoff
+            self._next_ship = now + self._backoff
             self._backoff = min(self._backoff * 2, self._max_backoff)
 
     def _loop(self) -> None:

@@ -14,11 +14,14 @@ it was reported at and MLflow's SQL stores hold one row per (key, step, timestam
 Several processes may ship one spool (the trial, then the controller): a file lock makes them
 take turns.
 
-``state.json`` also keeps, per series (``report``, ``system``), the last step ever appended
-(``through``): a resumed trial logs only later steps, so no step is logged twice, without
-asking MLflow (which may be down) what it holds. A spool belongs to one run: bound to another
-run id it starts afresh, keeping the old file as ``spool-<old run id>.jsonl``. A run id that
-is still ``pending:N`` (its run not created yet, see :mod:`.tracker`) binds to anything.
+The spool also knows, per series (``report``, ``system``), the last step ever appended
+(``through``: read from the file, and kept in ``state.json`` when the file is emptied after
+everything in it was sent): a resumed trial logs only later steps, so no step is logged twice,
+without asking MLflow (which may be down) what it holds. Appending writes the file only (no
+state file rename per batch: a rename costs more than the append on some file systems). A
+spool belongs to one run: bound to another run id it starts afresh, keeping the old file as
+``spool-<old run id>.jsonl``. A run id that is still ``pending:N`` (its run not created yet,
+see :mod:`.tracker`) binds to anything.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class Spool:
         self.path = self.directory / self.FILE
         self._state_path = self.directory / self.STATE
         self._lock = FileLock(str(self.directory / ".lock"))
+        self._scanned: tuple[tuple[int, ...], dict[str, int]] = ((), {})
 
     # -- state -------------------------------------------------------------------------------
 
@@ -126,8 +130,26 @@ class Spool:
         os.replace(tmp, self.directory / "run_id")
 
     def through(self, series: str = "report") -> int:
-        """The last step of ``series`` ever appended (-1 if none)."""
-        return int(self._state()["through"].get(series, -1))
+        """The last step of ``series`` ever appended (-1 if none): the larger of what the
+        state kept when the file was last emptied and what the file holds now."""
+        base = int(self._state()["through"].get(series, -1))
+        return max(base, self._scan().get(series, -1))
+
+    def _scan(self) -> dict[str, int]:
+        """The last step per series in the file (read again only when the file changed)."""
+        try:
+            st = self.path.stat()
+            version: tuple[int, ...] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:
+            version = (0,)
+        if self._scanned[0] != version:
+            found: dict[str, int] = {}
+            for line in self._lines(0):
+                for key, _value, _ts, step in line.metrics:
+                    series = series_of(key)
+                    found[series] = max(found.get(series, -1), step)
+            self._scanned = (version, found)
+        return self._scanned[1]
 
     def unsent_bytes(self) -> int:
         size = self.path.stat().st_size if self.path.exists() else 0
@@ -136,7 +158,7 @@ class Spool:
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, metrics: Sequence[Point], tags: Mapping[str, str] | None = None) -> None:
-        """Append records (nothing is sent here); updates ``through``."""
+        """Append records (nothing is sent here): one write, no state to update."""
         if not metrics and not tags:
             return
         chunks = [
@@ -145,17 +167,10 @@ class Spool:
         lines = [json.dumps({"m": c}) for c in chunks]
         if tags:
             lines.append(json.dumps({"t": dict(tags)}))
-        with self._lock:
-            state = self._state()
-            with self.path.open("ab") as f:
-                if f.tell() and not self._ends_with_newline():
-                    f.write(b"\n")  # a line cut short by a crash stays a line of its own
-                f.write(("\n".join(lines) + "\n").encode())
-            through = state["through"]
-            for key, _value, _ts, step in metrics:
-                series = series_of(key)
-                through[series] = max(int(through.get(series, -1)), int(step))
-            self._save(state)
+        with self._lock, self.path.open("ab") as f:
+            if f.tell() and not self._ends_with_newline():
+                f.write(b"\n")  # a line cut short by a crash stays a line of its own
+            f.write(("\n".join(lines) + "\n").encode())
 
     def _ends_with_newline(self) -> bool:
         with self.path.open("rb") as f:
@@ -233,11 +248,14 @@ class Spool:
         return sent
 
     def _compact(self, state: dict[str, Any]) -> None:
-        """Empty the file once everything in it was sent (``through`` stays)."""
+        """Empty the file once everything in it was sent (``through`` moves to the state)."""
         if not self.path.exists():
             return
         size = self.path.stat().st_size
         if size >= _COMPACT_BYTES and int(state["offset"]) >= size:
-            self.path.write_bytes(b"")
-            state["offset"] = 0
+            through = dict(state["through"])
+            for series, step in self._scan().items():
+                through[series] = max(int(through.get(series, -1)), step)
+            state["through"], state["offset"] = through, 0
             self._save(state)
+            self.path.write_bytes(b"")
