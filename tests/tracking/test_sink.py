@@ -7,11 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.platform.tracking.client import is_transient, open_client
 from hyperfleet.platform.tracking.spool import Spool
-from tests.tracking.server import free_port
+from tests.tracking.server import MlflowServer, free_port, mlflow_server  # noqa: F401
 
 KEYS = [f"m{i:02d}" for i in range(20)]
 
@@ -46,7 +48,7 @@ def test_reports_arrive_once_in_order(store: tuple[str, MlflowClient, str], tmp_
 def test_an_unreachable_server_loses_nothing(
     store: tuple[str, MlflowClient, str], tmp_path: Path
 ) -> None:
-    _uri, client, run_id = store
+    uri, client, run_id = store
     nobody = f"http://127.0.0.1:{free_port()}"  # no server listens there
     sink = MetricSink(nobody, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05)
     for step in range(1, 11):
@@ -55,8 +57,8 @@ def test_an_unreachable_server_loses_nothing(
     spool = Spool(tmp_path / "spool")
     assert sink.sent == 0 and spool.unsent_bytes() > 0 and spool.through() == 10
     # what the controller (or `hyperfleet mlflow sync`) does once MLflow answers
-    assert spool.ship(client, run_id) == 10
-    assert spool.ship(client, run_id) == 0
+    assert spool.ship(open_client(uri), run_id) == 10
+    assert spool.ship(open_client(uri), run_id) == 0
     assert steps_of(client, run_id, "loss") == list(range(1, 11))
 
 
@@ -92,3 +94,24 @@ def test_system_metrics_and_device_tags(
     )
     resumed.close()  # a resumed trial continues the steps of its system metrics
     assert len(set(steps_of(client, run_id, "system/cpu_utilization_percentage"))) == 2
+
+
+def test_points_reach_a_server_through_its_rest_api(
+    mlflow_server: MlflowServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    uri = mlflow_server.uri
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment(f"sink-{tmp_path.name}")).info.run_id
+    sink = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=0.05, ship_every_s=0.05)
+    sink.set_tags({"hyperfleet.host": "h"})
+    for step in range(1, 31):
+        sink.log_metrics(step, {k: step + i / 7 for i, k in enumerate(KEYS)})
+    sink.close()
+    for i, key in enumerate(KEYS):  # each point once, with the value and step reported
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp)
+        assert [(m.step, m.value) for m in history] == [(s, s + i / 7) for s in range(1, 31)]
+    assert client.get_run(run_id).data.tags["hyperfleet.host"] == "h"
+    with pytest.raises(MlflowException) as rejected:
+        open_client(uri).log_points("0" * 32, [("loss", 1.0, 1, 1)], {})
+    assert not is_transient(rejected.value)  # no such run: skipped by a spool, not retried

@@ -18,7 +18,7 @@ from hyperfleet.platform.tracking.spool import Spool
 
 
 class Recorder:
-    """A client that keeps what ``log_batch`` received; raises ``fail[i]`` on call ``i``."""
+    """A client that keeps what ``log_points`` received; raises ``fail[i]`` on call ``i``."""
 
     def __init__(self, fail: dict[int, Exception] | None = None) -> None:
         self.calls = 0
@@ -27,13 +27,13 @@ class Recorder:
         self.fail = fail or {}
         self.lock = threading.Lock()
 
-    def log_batch(self, run_id: str, metrics: Any = (), tags: Any = (), params: Any = ()) -> None:
+    def log_points(self, run_id: str, points: Any, tags: Any) -> None:
         with self.lock:
             self.calls += 1
             if self.calls in self.fail:
                 raise self.fail[self.calls]
-            self.points += [(m.key, m.value, m.timestamp, m.step) for m in metrics]
-            self.tags.update({t.key: t.value for t in tags})
+            self.points += list(points)
+            self.tags.update(tags)
 
 
 def points(n: int, step0: int = 0, key: str = "loss") -> list[tuple[str, float, int, int]]:

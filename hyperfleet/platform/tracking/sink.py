@@ -7,8 +7,8 @@ MLflow import on the training thread, so a slow or absent tracking server never 
 A background thread (which also imports MLflow, overlapping the trial's start-up) wakes every
 ``flush_every_s`` seconds and appends what was buffered to the trial's :class:`~.spool.Spool`
 (one file write); every ``ship_every_s`` seconds it ships everything unsent with
-``log_batch``, a few large calls rather than many small ones (MLflow's client spends about as
-much CPU per call as on 200 points: ``benchmarks/bench_tracking.py``). While the server is
+``log_batch`` (:func:`~.client.log_points`), a few large calls rather than many small ones
+(each call costs an HTTP request or a database transaction of its own). While the server is
 unreachable the records stay in the spool and the thread retries with a growing pause (up to
 ``max_backoff_s``); when the server is back they go out in order, each once, before anything
 newer. :meth:`close` makes one last attempt and leaves whatever is still unsent in the spool,

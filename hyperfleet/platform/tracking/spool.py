@@ -36,11 +36,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from hyperfleet.platform.tracking.client import is_transient
+from hyperfleet.platform.tracking.client import Point, is_transient
 
 logger = logging.getLogger(__name__)
 
-Point = tuple[str, float, int, int]  # key, value, timestamp (ms), step
 PENDING = "pending:"
 _MAX_METRICS = 1000  # MLflow's limit per log_batch
 _MAX_TAGS = 100
@@ -216,21 +215,20 @@ class Spool:
 
     def ship(self, client: Any, run_id: str) -> int:
         """Send every unsent line to ``run_id`` in order; the number of points sent.
+        ``client``: one of :func:`~.client.open_client`'s (its ``log_points``).
 
         Raises the first transient failure (what was sent before it stays sent); a request
         MLflow rejects as invalid is logged and skipped, so it cannot block the rest.
         """
-        from mlflow.entities import Metric, RunTag
-
         sent = 0
         with self._lock:
             state = self._state()
             for group in self._groups(self._lines(int(state["offset"]))):
-                metrics = [Metric(k, v, ts, s) for line in group for k, v, ts, s in line.metrics]
-                tags = [RunTag(k, v) for line in group for k, v in line.tags.items()]
+                metrics = [point for line in group for point in line.metrics]
+                tags = {k: v for line in group for k, v in line.tags.items()}
                 try:
                     if metrics or tags:
-                        client.log_batch(run_id, metrics=metrics, tags=tags)
+                        client.log_points(run_id, metrics, tags)
                 except Exception as exc:
                     if is_transient(exc):
                         raise
