@@ -22,8 +22,9 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
-from hyperfleet.spec.wire import CONTINUE, TrialSpec
+from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 
@@ -36,7 +37,7 @@ class RankZeroRecorder:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.sweep = spec.sweep
         self.number = spec.number
-        self.storage = Storage(spec.storage, create=False, clock=clock)
+        self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink: MetricSink | None = None
         if spec.run_id and spec.tracking_uri:
@@ -81,14 +82,15 @@ class RankZeroRecorder:
         if record is not None and record.last_step == point.step:
             self._log(point.step, dict(record.metrics))
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         self._log(step, metrics)
         if step <= self.reported_through:
-            return CONTINUE.to_wire()  # already recorded before the interruption
+            return CONTINUE  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
-        self.scheduler.report(self.number, step, metrics)
-        return self.scheduler.decide(self.number, step).to_wire()
+        retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
+        retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
+        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s)
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the
@@ -115,6 +117,12 @@ class RankZeroRecorder:
             fields["metrics"] = adopted = dict(theirs.metrics)
         self.storage.upsert_trial(self.sweep, self.number, **fields)
         self._log(step, adopted)
+
+    def note(self, message: str) -> None:
+        """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
+        over, so its reports are recorded again from the first."""
+        self.reported_through = -1
+        self.storage.upsert_trial(self.sweep, self.number, notes=message)
 
     def finish(self, outcome: str) -> None:
         if self.sink is not None:

@@ -1,29 +1,28 @@
-"""``hyperfleet sweep run``: one sweep on this host's devices, from the command line.
+"""``hyperfleet sweep submit`` and ``hyperfleet sweep run``.
 
-:class:`SweepRunner` builds the controller's parts for a sweep file — the device pool, the
-launcher (torchrun trials, or in-process ones for ``resources.devices: 0``), the storage and
-the MLflow tracker — opens the sweep and runs the :class:`~hyperfleet.platform.controller.
-Controller` until the sweep is done, stopping it cleanly on SIGINT or SIGTERM.
+``submit_sweep`` creates a sweep (or updates the budget of a stored one) in its storage, with
+its study and its MLflow parent run, for workers to take, and returns. ``SweepRunner`` is the
+one-command, one-host case: it submits, then runs a local worker restricted to that sweep
+(:func:`~hyperfleet.platform.worker.run_worker`, the same loop ``hyperfleet worker`` runs)
+until the sweep is done. Two ``sweep run`` of one file on two hosts therefore cooperate on
+one sweep instead of duplicating it.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller import Controller, Progress, open_session
-from hyperfleet.platform.launcher.base import Launcher
-from hyperfleet.platform.pool import Device, LocalPool
-from hyperfleet.platform.results import SweepSummary
+from hyperfleet.platform.controller import Progress, Timing, Until
+from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.preflight import check_storage, check_tracking, writable_dir
+from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.tracking import SweepTracker
+from hyperfleet.platform.worker import check_pool, open_stored, run_worker
 
-__all__ = ["Progress", "SweepRunner", "build_launcher", "build_pool", "default_urls"]
+__all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
 
 
 def default_urls(cfg: SweepConfig) -> tuple[str, str]:
@@ -34,14 +33,16 @@ def default_urls(cfg: SweepConfig) -> tuple[str, str]:
 
 
 def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
-    """The devices this sweep's trials lease; ``ConfigError``/``PoolError`` if they can't fit."""
-    k = cfg.trial.resources.devices
+    """This host's devices for the sweep's trials; ``ConfigError``/``PoolError`` if a node of
+    its trials could never run on them."""
+    r = cfg.trial.resources
     slots = cfg.budget.max_concurrent
-    if k == 0:  # in-process trials: one slot per concurrent trial, no devices
-        return LocalPool([Device("cpu", i) for i in range(slots)])
+    if r.devices == 0:  # in-process trials: one CPU slot each
+        return LocalPool.from_spec(devices, min_cpu_slots=slots)
+    k = r.devices // r.nodes
     pool = LocalPool.from_spec(devices, min_cpu_slots=k * slots)
     pool.check_fits(k)
-    if cfg.is_population and pool.size // k < slots:
+    if cfg.is_population and pool.size // k < slots and r.nodes == 1:
         raise ConfigError(
             f"budget.max_concurrent: {slots} PBT members of {k} device(s) need "
             f"{slots * k} devices, the pool has {pool.size}; lower it to "
@@ -50,18 +51,40 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
     return pool
 
 
-def build_launcher(cfg: SweepConfig, pool: LocalPool) -> Launcher:
-    if cfg.trial.resources.devices == 0:
-        from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+def submit_sweep(
+    cfg: SweepConfig,
+    storage_url: str,
+    tracking_uri: str,
+    stale_after: float = 30.0,
+    sweep_file: str | Path | None = None,
+) -> SweepSummary:
+    """Create the sweep (or update a stored one's budget) for workers to take; its summary.
+    ``sweep_file`` goes onto a new sweep's MLflow run.
 
-        return InProcessLauncher(cfg.budget.max_concurrent)
-    from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
-
-    return TorchrunLauncher(pool.threads_per_process())
+    Checked first, before anything is written: the working directory, the storage and the
+    tracking server; and that some live worker could hold one node of its trials."""
+    writable_dir(cfg.workdir, "workdir")
+    check_storage(storage_url)
+    check_tracking(tracking_uri)
+    registry = Storage(storage_url, retry_s=cfg.storage_retry)
+    try:
+        check_pool(cfg, registry, stale_after)
+        session = open_stored(cfg, storage_url, tracking_uri, sweep_file=sweep_file)
+        session.storage.update_sweep(cfg.name, config=cfg.model_dump(mode="json"))
+        summary = summarize(session.storage, cfg.name)
+        if not summary.trials:
+            session.storage.update_sweep(cfg.name, status="submitted")
+        session.tracker.close()  # the sweep file is on the sweep's run before workers start
+        session.storage.close()
+        return summary
+    finally:
+        registry.close()
 
 
 class SweepRunner:
-    """One sweep on this host (see the module docstring)."""
+    """One sweep on this host: submit it, then serve it with a local worker until it is done.
+    Constructing it checks the devices, the working directory, the storage and the tracking
+    URI, before anything is written."""
 
     def __init__(
         self,
@@ -70,6 +93,7 @@ class SweepRunner:
         tracking_uri: str,
         devices: str = "auto",
         on_progress: Callable[[Progress], None] | None = None,
+        timing: Timing | None = None,
         sweep_file: str | Path | None = None,
     ) -> None:
         self.cfg = cfg
@@ -77,41 +101,23 @@ class SweepRunner:
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
+        writable_dir(cfg.workdir, "workdir")
+        check_storage(storage_url)
+        check_tracking(tracking_uri)
         self.on_progress = on_progress
-        self.controller: Controller | None = None
-        self._stop = threading.Event()
-
-    def request_stop(self, *_: Any) -> None:
-        self._stop.set()
-        if self.controller is not None:
-            self.controller.request_stop()
-
-    def _install_signals(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        return {
-            sig: signal.signal(sig, self.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-
-    def _controller(self) -> Controller:
-        cfg = self.cfg
-        experiment = cfg.tracking.experiment or cfg.name
-        tracker = SweepTracker(  # first: an unreachable tracking store stops before storage
-            self.tracking_uri, experiment, cfg.workdir, sweep_file=self.sweep_file,
-            register_model=cfg.tracking.register_model,
-        )  # fmt: skip
-        storage = Storage(self.storage_url)
-        session = open_session(cfg, storage, tracker, self.tracking_uri)
-        launcher = build_launcher(cfg, self.pool)
-        return Controller(session, self.pool, launcher, on_progress=self.on_progress)
+        self.timing = timing
 
     def run(self) -> SweepSummary:
-        old_handlers = self._install_signals()
-        try:
-            self.controller = self._controller()
-            if self._stop.is_set():
-                self.controller.request_stop()
-            return self.controller.run()
+        submit_sweep(self.cfg, self.storage_url, self.tracking_uri, sweep_file=self.sweep_file)
+        summaries, signalled = run_worker(
+            self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.tracking_uri,
+            until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
+            prestart=self.cfg,
+        )  # fmt: skip
+        if self.cfg.name in summaries:
+            return summaries[self.cfg.name]
+        storage = Storage.open_readonly(self.storage_url)
+        try:  # stopped before it served the sweep, or others still run its trials
+            return summarize(storage, self.cfg.name, interrupted=signalled)
         finally:
-            for sig, handler in old_handlers.items():
-                signal.signal(sig, handler)
+            storage.close()

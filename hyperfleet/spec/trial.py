@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -134,6 +134,29 @@ class Resources(_Section):
     devices: int = Field(
         1, ge=0, description="processes of one trial (GPUs, or CPU slots); 0: in-process"
     )
+    nodes: int = Field(
+        1, ge=1, description="hosts a trial spans (devices per node = devices / nodes)"
+    )
+    gang_timeout: float = Field(
+        300.0, gt=0, description="a multi-node trial not joined by every node by then is let go"
+    )
+    pool: str | None = Field(
+        None, description="only workers started with --pool NAME run it; None: any worker"
+    )
+
+    @field_validator("gang_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _nodes_divide_devices(self) -> Resources:
+        if self.nodes > 1 and (self.devices == 0 or self.devices % self.nodes):
+            raise ValueError(
+                f"devices ({self.devices}) must be a positive multiple of nodes ({self.nodes}): "
+                f"each node runs devices / nodes processes"
+            )
+        return self
 
 
 class TrialConfig(_Section):
@@ -149,3 +172,18 @@ class TrialConfig(_Section):
     comm: CommConfig = Field(default_factory=CommConfig)
     sync: SyncConfig = Field(default_factory=SyncConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    timeout: float | None = Field(
+        None, gt=0, description="a launch of a trial running longer is stopped and FAIL (90s, 2h)"
+    )
+    reuse: bool = Field(
+        True,
+        description="run this trial in a warm process group left by an earlier trial of the "
+        "same devices and layout (torch, the process group and the workload's module already "
+        "loaded); false: fresh processes for every trial, for workloads that keep state in "
+        "module globals, threads or native libraries that outlive a trial",
+    )
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)

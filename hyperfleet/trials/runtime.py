@@ -13,15 +13,30 @@ no process is relaunched. A replayed schedule (``sweep replay``) runs it once pe
 When the workload returns, rank 0's recorder is told the outcome (complete, pruned, paused or
 fail); the controller turns it into the trial's final state. A workload that raises makes the
 process exit non-zero, its traceback in the trial's log.
+
+**Reuse.** A warm process group (:mod:`hyperfleet.platform.launcher.warm`) runs trial after
+trial in the same processes, its process group kept (``keep_process_group``). Before each
+trial :class:`Baseline` puts back what a fresh process would have had, so a trial's metrics do
+not depend on the trials before it: the working directory and environment the group was started
+with, torch's, Python's and NumPy's default generators seeded from fresh entropy (as a new
+process seeds them: unseeded draws differ from run to run cold too), grad mode, default dtype,
+thread count, deterministic-algorithm and TF32 flags, autocast's cache and the CUDA
+allocator's cache, and the root logger's handlers. Workloads seed
+themselves from their params as they do in a fresh process. What it cannot put back is a
+workload module's own globals: ``trial.reuse: false`` gives such a workload fresh processes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import random
 import signal
+import socket
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,7 +54,7 @@ logger = logging.getLogger("hyperfleet.trial")
 class Recorder(Protocol):
     """Rank 0's side of ``ctx.report``: record a report and return the decision."""
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any: ...
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision: ...
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         """After an exploit the trial continues from the donor's ``step`` with ``params``."""
@@ -51,6 +66,10 @@ class Recorder(Protocol):
         """This trial's checkpoint steps another trial will still load (never pruned);
         None when unknown (then none are pruned)."""
 
+    def note(self, message: str) -> None:
+        """Something the user should know about this trial (kept in its record); reports
+        are recorded again from the start."""
+
 
 class PrintRecorder:
     """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
@@ -58,11 +77,11 @@ class PrintRecorder:
     def __init__(self, spec: TrialSpec | None = None) -> None:
         self.last: tuple[int, dict[str, float]] | None = None
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
         print(f"step {step}: {shown}", flush=True)
         self.last = (step, dict(metrics))
-        return CONTINUE.to_wire()
+        return CONTINUE
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         pass
@@ -75,6 +94,9 @@ class PrintRecorder:
 
     def pinned_steps(self) -> set[int] | None:
         return set()
+
+    def note(self, message: str) -> None:
+        print(f"note: {message}", flush=True)
 
 
 RecorderFactory = Callable[[TrialSpec], Recorder]
@@ -143,10 +165,6 @@ def _segments(spec: TrialSpec) -> list[tuple[int, dict[str, Any]]]:
     ]
 
 
-def _as_decision(value: Any) -> Decision:
-    return value if isinstance(value, Decision) else Decision.from_wire(value)
-
-
 class _Run:
     """One trial process's run of the workload (see the module docstring)."""
 
@@ -169,6 +187,7 @@ class _Run:
     def start(self) -> None:
         point = self.spec.restore
         if point is None:
+            self._check_resumable()
             return
         self.restore = point.step
         if point.trial != self.spec.number:
@@ -177,6 +196,20 @@ class _Run:
             got = self.adopt(point.trial, point.step, self.spec.params)
             if self.recorder is not None and got != point.step:
                 self.recorder.rewind(got, self.spec.params, point.trial)
+
+    def _check_resumable(self) -> None:
+        """A trial that reported before (it is resumed, maybe on another host) but has no
+        checkpoint readable here restarts from step 0, and its record says why."""
+        if not self.spec.reported_through or self.own.latest_step() is not None:
+            return
+        message = (
+            f"resumed on {socket.gethostname()} without a readable checkpoint (it had reported "
+            f"step {self.spec.reported_through}); restarted from step 0 — give "
+            f"trial.checkpoint.replica a folder every host can read"
+        )
+        logger.warning(message)
+        if self.recorder is not None:
+            self.recorder.note(message)
 
     def context(self, max_steps: int, params: Mapping[str, Any]) -> TrialContext:
         trial = self.spec.trial
@@ -196,27 +229,129 @@ class _Run:
         )
 
     def segment(self, fn: Callable[[TrialContext], Any], max_steps: int, params: Any) -> None:
-        """Run the workload to ``max_steps``, restarting it in place after each exploit."""
+        """Run the workload to ``max_steps``, restarting it in place after each exploit.
+
+        Defaults a custom workload declares (``main.hyperfleet_params``) fill in the params
+        the spec doesn't give."""
         trial = self.spec.trial
+        params = merged_params(trial.workload, {}, params, fn)
         while True:
             try:
                 fn(self.context(max_steps, params))
                 return
             except Exploit as change:
-                d = _as_decision(change.decision)
+                d = change.decision
                 assert d.donor is not None and d.params is not None
-                params = merged_params(trial.workload, trial.params, d.params)
+                params = merged_params(trial.workload, trial.params, d.params, fn)
                 step = self.adopt(d.donor, d.donor_step, params)
                 if self.recorder is not None:
                     self.recorder.rewind(step, params, d.donor)
                 logger.info("exploit: continues from trial %s at step %d", d.donor, step)
 
 
+def fresh_seeds() -> None:
+    """Seed torch's (every device's), Python's and NumPy's default generators from fresh
+    entropy, as a new process starts with them."""
+    import numpy as np
+    import torch
+
+    torch.seed()
+    random.seed()
+    np.random.seed()
+
+
+@dataclass
+class Baseline:
+    """The process state a trial may change, as the process started; :meth:`restore` puts it
+    back before the next trial in the same process (see the module docstring)."""
+
+    cwd: str
+    environ: dict[str, str]
+    grad_enabled: bool
+    default_dtype: Any
+    threads: int
+    deterministic: bool
+    matmul_precision: str
+    flags: dict[str, bool] = field(default_factory=dict)
+    log_handlers: list[logging.Handler] = field(default_factory=list)
+    log_level: int = logging.WARNING
+
+    @classmethod
+    def capture(cls) -> Baseline:
+        import torch
+
+        root = logging.getLogger()
+        return cls(
+            cwd=os.getcwd(),
+            environ=dict(os.environ),
+            grad_enabled=torch.is_grad_enabled(),
+            default_dtype=torch.get_default_dtype(),
+            threads=torch.get_num_threads(),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+            matmul_precision=torch.get_float32_matmul_precision(),
+            flags={name: bool(_flag(name)) for name in _TORCH_FLAGS},
+            log_handlers=list(root.handlers),
+            log_level=root.level,
+        )
+
+    def restore(self) -> None:
+        import torch
+
+        os.chdir(self.cwd)
+        if dict(os.environ) != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        fresh_seeds()
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.set_default_dtype(self.default_dtype)
+        torch.set_num_threads(self.threads)
+        torch.use_deterministic_algorithms(self.deterministic)
+        torch.set_float32_matmul_precision(self.matmul_precision)
+        for name, value in self.flags.items():
+            module, _, attr = name.rpartition(".")
+            setattr(_module(module), attr, value)
+        torch.clear_autocast_cache()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        root = logging.getLogger()
+        root.handlers[:] = self.log_handlers
+        root.setLevel(self.log_level)
+
+
+_TORCH_FLAGS = (
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_tf32",
+)
+
+
+def _module(dotted: str) -> Any:
+    import importlib
+
+    head, *rest = dotted.split(".")
+    obj: Any = importlib.import_module(head)
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _flag(name: str) -> Any:
+    module, _, attr = name.rpartition(".")
+    return getattr(_module(module), attr)
+
+
 def run_trial(
-    spec: TrialSpec, recorder_factory: RecorderFactory | None = None, install_signals: bool = False
+    spec: TrialSpec,
+    recorder_factory: RecorderFactory | None = None,
+    install_signals: bool = False,
+    keep_process_group: bool = False,
 ) -> str:
     """Run one trial described by ``spec``; returns its outcome (rank 0's recorder is built by
-    ``recorder_factory``, default :class:`PrintRecorder`)."""
+    ``recorder_factory``, default :class:`PrintRecorder`). ``keep_process_group``: a warm
+    group's next trial uses it again (see the module docstring)."""
     if install_signals:
         exit_on_sigterm()
     env = distributed.init()
@@ -238,7 +373,8 @@ def run_trial(
         logger.info("trial %s paused; it resumes from its checkpoint", spec.number)
         outcome = "paused"
     finally:
-        distributed.teardown()
+        if not keep_process_group:
+            distributed.teardown()
         if recorder is not None:
             recorder.finish(outcome)  # a failed trial keeps the metrics it reported
     return outcome

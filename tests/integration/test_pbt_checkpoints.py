@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sqlalchemy.exc import OperationalError
 
@@ -22,6 +23,7 @@ from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.trials.checkpoint import CheckpointManager
 from tests.integration.test_pbt import cli_env, toy_sweep
 
+pytestmark = pytest.mark.slow  # a real trial process, like the rest of tests/integration
 STEPS = 40
 
 

@@ -1,50 +1,49 @@
-"""The controller: ask the scheduler, lease devices, launch trials, reap them, repeat.
+"""The controller: the loop of a worker — fill its devices with trials, reap them, repeat.
 
-One :meth:`Controller.run` drives an open sweep (:mod:`.session`) until the scheduler has
-nothing left: for Optuna-based schedulers at most ``budget.trials`` trials (counting every
-finished and running one); for PBT until every member reached its step budget. At most
-``budget.max_concurrent`` trials run at once, and only while devices are free; no new trial
-starts after ``budget.timeout`` (running trials finish). Every state that must survive a crash
-is written to storage before the loop moves on.
+A controller serves the sweeps its :class:`SweepSource` yields (the one of ``sweep run``, the
+named ones of ``hyperfleet worker --sweep``, or every active sweep in the storage), one
+:class:`~.driver.SweepDriver` each, in order of ``budget.priority`` then age: each tick it reaps
+ended trials, stops trials past ``trial.timeout``, and launches trials while its devices are
+free and a sweep has work (claims are exact across workers: :mod:`.driver`). Every few seconds
+it heartbeats itself and its trials, looks for new sweeps and requeues trials of workers that
+went silent (:mod:`.recovery`), so any worker resumes them from their checkpoints.
 
-Its parts are injected — the scheduler and storage (in the session), the device pool, the
-launcher, the clock — so the same loop runs torchrun trials, in-process trials and simulated
+A sweep's driver closes when the sweep is over here and no trial of it runs anywhere (the last
+controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
+done; ``exit_when_idle``; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
+stopped and requeued, not failed, and its devices released — a drain).
+
+Its parts are injected — the sweeps (with their schedulers and storage), the device pool, the
+launchers, the clock — so the same loop runs torchrun trials, in-process trials and simulated
 trials on a virtual clock; it never asks which.
-
-:meth:`Controller.request_stop` (SIGINT/SIGTERM in the CLI) stops the trials (SIGTERM, then
-SIGKILL after a grace period) and requeues them with their params, checkpoint and MLflow run,
-so running the same sweep again continues each one; COMPLETE trials are never rerun. A trial
-that pauses (PBT time-sharing) gives its devices back and is resumed later by the scheduler.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
-from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_stale
-from hyperfleet.platform.controller.session import SweepSession, close_session
-from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
-from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.controller.driver import SweepDriver, Timing
+from hyperfleet.platform.controller.gangs import join_open
+from hyperfleet.platform.controller.heartbeat import Heartbeat
+from hyperfleet.platform.controller.recovery import recover
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.results import SweepSummary
-from hyperfleet.platform.schedulers import TrialState
-from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.storage import Storage, WorkerRecord
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass
-class Running:
-    number: int
-    handle: TrialHandle
-    lease: Lease
-    run_id: str
-    lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
+__all__ = ["Controller", "FixedSweeps", "Progress", "SweepSource", "Timing"]
 
 
 @dataclass(frozen=True)
@@ -54,238 +53,256 @@ class Progress:
     budget: int | None
 
 
-@dataclass(frozen=True)
-class Timing:
-    """How often the controller looks, heartbeats, and how long it waits for things."""
+class SweepSource(Protocol):
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        """Open sessions of the active sweeps this controller should serve and does not
+        (``serving`` are those it does)."""
 
-    poll_every: float = 0.1  # between loop iterations
-    ask_every: float = 2.0  # after the scheduler had nothing, ask again after this (or an end)
-    heartbeat_every: float = 5.0  # RUNNING trials' heartbeat in storage
-    stale_after: float = 120.0  # a RUNNING trial silent this long has no live worker
-    stop_grace: float = 10.0  # SIGTERM to SIGKILL when stopping trials
+
+class FixedSweeps:
+    """The given open sessions, once (simulated sweeps)."""
+
+    def __init__(self, sessions: list[SweepSession]) -> None:
+        self._new = list(sessions)
+
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        new, self._new = self._new, []
+        return new
+
+
+@dataclass(frozen=True)
+class Until:
+    """When a controller ends by itself."""
+
+    done: bool = True  # its sweeps are done (nothing left anywhere)
+    idle: float | None = None  # no trial here for this long
+    max_trials: int | None = None  # launched this many
 
 
 class Controller:
-    """The sweep loop over injected parts (see the module docstring)."""
+    """The loop of a worker (see the module docstring)."""
 
     def __init__(
         self,
-        session: SweepSession,
         pool: LocalPool,
-        launcher: Launcher,
+        sweeps: SweepSource,
+        launcher_for: Callable[[SweepConfig], Launcher],
         *,
         clock: Clock | None = None,
         timing: Timing | None = None,
+        worker: WorkerRecord | None = None,
+        registry: Storage | None = None,
+        until: Until | None = None,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> None:
-        self.session = session
         self.pool = pool
-        self.launcher = launcher
+        self.sweeps = sweeps
+        self.launcher_for = launcher_for
         self.clock = clock or SystemClock()
         self.timing = timing or Timing()
+        self.worker = worker
+        self.registry = registry  # where the worker registers and heartbeats
+        self.until = until or Until()
         self.on_progress = on_progress
-        self.running: dict[int, Running] = {}
-        self.finished = 0
+        self.drivers: dict[str, SweepDriver] = {}
+        self.summaries: dict[str, SweepSummary] = {}
+        self._started: dict[str, float] = {}
+        self._launchers: list[Launcher] = []
         self._stop = threading.Event()
-        self._next_ask = 0.0  # the scheduler had nothing: ask again at this time, or sooner
-        # when a trial ends (ends free devices, pauses and failures change what it can offer)
-
-    @property
-    def cfg(self) -> SweepConfig:
-        return self.session.cfg
+        self._idle_since = 0.0
+        self._beat: Heartbeat | None = None
 
     def request_stop(self) -> None:
-        """Stop running trials, requeue them, and end :meth:`run` (thread- and signal-safe)."""
+        """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
+        signal-safe)."""
         self._stop.set()
 
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()
 
-    # -- launching ------------------------------------------------------------------------
+    @property
+    def running(self) -> int:
+        """Launches of this worker in flight (trials it leads or runs, nodes of others')."""
+        return sum(len(d.running) + len(d.members) for d in self.drivers.values())
 
-    def _devices(self) -> int:
-        return max(1, self.cfg.trial.resources.devices)
+    # -- sweeps ---------------------------------------------------------------------------
 
-    def _launch_next(self) -> bool:
-        """Start one trial if devices and a suggestion are there; False if not."""
-        lease = self.pool.try_acquire(self._devices())
-        if lease is None:
+    def _add(self, session: SweepSession) -> None:
+        launcher = self.launcher_for(session.cfg)
+        if launcher not in self._launchers:
+            self._launchers.append(launcher)
+        worker = self.worker.id if self.worker else None
+        address = self.worker.address if self.worker else None
+        self.drivers[session.name] = SweepDriver(
+            session, launcher, self.clock, self.timing, worker, address
+        )
+        self._started[session.name] = self.clock.monotonic()
+        logger.info("serving sweep %s", session.name)
+
+    def _ordered(self) -> list[SweepDriver]:
+        return sorted(
+            self.drivers.values(),
+            key=lambda d: (-d.cfg.budget.priority, d.session.created_at, d.name),
+        )
+
+    def _rescan(self) -> None:
+        """New sweeps to serve, and open gangs to join."""
+        for session in self.sweeps.sessions(set(self.drivers)):
+            self._add(session)
+        for d in self._ordered():
+            if not self._stop.is_set():
+                join_open(d, self.pool)
+
+    def _recover(self) -> None:
+        """Requeue the trials of workers that went silent (every few heartbeats)."""
+        for d in self._ordered():
+            d._db(functools.partial(recover, d.session, self.timing.stale_after))
+
+    def _timed_out(self, d: SweepDriver) -> bool:
+        timeout = d.cfg.budget.timeout
+        return timeout is not None and self.clock.monotonic() - self._started[d.name] > timeout
+
+    def _close_over(self) -> None:
+        """Close the drivers whose sweep is over here and runs nowhere else."""
+        for d in list(self.drivers.values()):
+            if not d.over(self._timed_out(d)):
+                continue
+            busy = any(t.state == "RUNNING" for t in d.session.storage.trials(d.name))
+            if busy and not self._timed_out(d):
+                continue  # other workers still run its trials: stay, to take over if they die
+            self.summaries[d.name] = d.close(interrupted=False)
+            del self.drivers[d.name]
+
+    # -- one tick ---------------------------------------------------------------------------
+
+    def _launched(self) -> int:
+        return sum(d.launched for d in self.drivers.values())
+
+    def _fill(self) -> None:
+        """Launch trials, higher-priority sweeps first, while devices are free."""
+        limit = self.until.max_trials
+        for d in self._ordered():
+            if self._timed_out(d):
+                continue
+            while not self._stop.is_set() and (limit is None or self._launched() < limit):
+                if not d.try_launch(self.pool):
+                    break
+
+    def _tick(self) -> None:
+        for d in self._ordered():
+            d.reap()
+            d.enforce_trial_timeout()
+            if self._timed_out(d) and d.cfg.budget.stop_at_timeout and d.running:
+                logger.warning("sweep %s: budget.timeout reached; stopping its trials", d.name)
+                d.stop_all()
+        self._fill()
+        self._close_over()
+
+    def _should_end(self) -> bool:
+        if self.running:
+            self._idle_since = self.clock.monotonic()
             return False
-        try:
-            suggestion = self.session.scheduler.suggest()
-            prepared = None if suggestion is None else prepare(self.session, suggestion)
-        except BaseException:
-            self.pool.release(lease)
-            raise
-        if prepared is None:
-            self.pool.release(lease)
-            self._next_ask = self.clock.monotonic() + self.timing.ask_every
-            return False
-        if prepared.problems:  # a sampled combination that breaks a layout rule never launches
-            self._reject(prepared, lease, "; ".join(prepared.problems))
+        if self.until.max_trials is not None and self._launched() >= self.until.max_trials:
             return True
-        handle = self._start(prepared, lease)
-        row = self.session.storage.open_lease(
-            self.session.name, prepared.number, [str(d) for d in lease.devices]
-        )
-        self.running[prepared.number] = Running(
-            prepared.number, handle, lease, prepared.spec.run_id or "", row
-        )
-        return True
-
-    def _record_start(self, p: PreparedTrial, attempts: int) -> None:
-        host, pid = worker_identity()
-        now = self.clock.time()
-        self.session.storage.upsert_trial(
-            self.session.name,
-            p.number,
-            state="RUNNING",
-            params=p.stored_params,
-            host=host,
-            pid=pid,
-            heartbeat_at=now,
-            started_at=now,
-            ended_at=None,
-            attempts=attempts,
-            outcome=None,
-            error=None,
-            mlflow_run_id=p.spec.run_id,
-            log_path=str(p.spec.log_path),
-            trial_dir=p.spec.trial_dir,
-        )
-
-    def _reject(self, p: PreparedTrial, lease: Lease, error: str) -> None:
-        logger.warning("trial %d rejected before launch: %s", p.number, error)
-        self._record_start(p, attempts=0)
-        rejected = self.running[p.number] = Running(
-            p.number, NoProcess(), lease, p.spec.run_id or ""
-        )
-        self._finish(rejected, TrialState.FAIL, None, error)
-
-    def _start(self, p: PreparedTrial, lease: Lease) -> TrialHandle:
-        p.spec.write()
-        adopt_donor_record(self.session, p.number, p.spec.restore)
-        self._record_start(p, attempts=(p.prior.attempts if p.prior else 0) + 1)
-        logger.info("trial %d starts on %s", p.number, ", ".join(map(str, lease.devices)))
-        return self.launcher.launch(p.spec, lease)
-
-    # -- reaping ---------------------------------------------------------------------------
-
-    def _outcome(self, r: Running, code: int) -> tuple[TrialState | None, list[float] | None, str]:
-        """The trial's end state (None: paused), objective values and error text."""
-        rec = self.session.storage.get_trial(self.session.name, r.number)
-        assert rec is not None
-        if code != 0 or rec.outcome not in ("complete", "pruned", "paused"):
-            return TrialState.FAIL, None, f"exit code {code}\n{r.handle.log_tail()}"
-        if rec.outcome == "pruned":
-            return TrialState.PRUNED, None, ""
-        if rec.outcome == "paused":
-            return None, None, ""
-        objectives = self.cfg.all_objectives
-        missing = [o.metric for o in objectives if o.metric not in rec.metrics]
-        if missing:
-            reported = ", ".join(sorted(rec.metrics)) or "none"
-            return (
-                TrialState.FAIL,
-                None,
-                f"objective metric {', '.join(missing)} not in the last report "
-                f"(reported: {reported}); report it or fix objective.metric",
-            )
-        return TrialState.COMPLETE, [float(rec.metrics[o.metric]) for o in objectives], ""
-
-    def _finish(
-        self, r: Running, state: TrialState | None, values: list[float] | None, error: str
-    ) -> None:
-        """Record how the trial's processes ended and give its devices back."""
-        scheduler = self.session.scheduler
-        if state is None:  # paused: the scheduler resumes it later
-            scheduler.on_trial_end(r.number, TrialState.COMPLETE)
-            stored, tracked = "PAUSED", "WAITING"
-        elif state is TrialState.WAITING:  # stopped by an interrupt
-            scheduler.requeue(r.number)
-            stored = tracked = "WAITING"
-        else:
-            scheduler.on_trial_end(r.number, state, values, error or None)
-            stored = tracked = state.value
-            self.finished += 1
-        self.session.storage.upsert_trial(
-            self.session.name, r.number, state=stored, ended_at=self.clock.time(),
-            error=error or None,
-        )  # fmt: skip
-        metrics = [o.metric for o in self.cfg.all_objectives]
-        final = dict(zip(metrics, values or [], strict=False))
-        try:
-            self.session.tracker.end_child(r.run_id, tracked, final, error)
-        except Exception:
-            logger.warning("could not end MLflow run of trial %d", r.number, exc_info=True)
-        if r.lease_row is not None:
-            self.session.storage.close_lease(r.lease_row, stored)
-        self.pool.release(r.lease)
-        del self.running[r.number]
-        self._next_ask = 0.0
-        logger.info("trial %d ended %s %s", r.number, stored, values or "")
-
-    def _reap(self) -> None:
-        for r in list(self.running.values()):
-            code = r.handle.poll()
-            if code is not None:
-                self._finish(r, *self._outcome(r, code))
-
-    def _stop_all(self) -> None:
-        """Stop every running trial; those that didn't finish go back in the queue."""
-        for r in list(self.running.values()):
-            code = r.handle.poll()
-            if code is None:
-                r.handle.stop(self.timing.stop_grace)
-                self._finish(r, TrialState.WAITING, None, "")
-            else:
-                self._finish(r, *self._outcome(r, code))
-
-    # -- the loop --------------------------------------------------------------------------
+        if self.until.idle is not None:
+            return self.clock.monotonic() - self._idle_since > self.until.idle
+        return bool(self.until.done and not self.drivers)
 
     def _heartbeat(self) -> None:
+        """Without a heartbeat thread (simulated sweeps): stamp the trials from the loop."""
+        if self._beat is None:
+            for d in self.drivers.values():
+                d._db(d.heartbeat)
+
+    def _fence(self) -> None:
+        """Stop local copies of trials that another worker requeued meanwhile."""
+        if self._beat is None:
+            return
+        owned, taken = self._beat.owned()
+        if owned is not None:
+            for d in self.drivers.values():
+                d.fence(owned, taken)
+
+    def _progress(self) -> None:
+        if self.on_progress is None:
+            return
+        budget = None
+        if len(self.drivers) == 1:
+            d = next(iter(self.drivers.values()))
+            cfg = d.cfg
+            budget = int(cfg.scheduler.population) if cfg.is_population else cfg.budget.trials
+        finished = sum(d.finished for d in self.drivers.values())
+        self.on_progress(Progress(self.running, finished, budget))
+
+    def _wait(self) -> None:
+        """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's
+        process has something to say (its ``wait(timeout)``: an ended trial is reaped at once
+        instead of on the next tick)."""
+        waits = [w for launcher in self._launchers if (w := getattr(launcher, "wait", None))]
+        if len(waits) == 1 and self.running and not self._stop.is_set():
+            waits[0](self.timing.poll_every)
+        else:
+            self.clock.wait(self._stop, self.timing.poll_every)
+
+    def _register(self) -> None:
+        """Announce the worker (once its sweeps are open: registered means ready to take
+        trials) and start its heartbeat."""
+        if self.worker is None or self.registry is None:
+            return
         now = self.clock.time()
-        for number in list(self.running):
-            self.session.storage.upsert_trial(self.session.name, number, heartbeat_at=now)
+        self.registry.register_worker(
+            dataclasses.replace(self.worker, started_at=now, heartbeat_at=now)
+        )
+        self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)
+        self._beat.start()
 
-    def _fill(self, timed_out: bool) -> bool:
-        """Launch trials while there is room; False when the scheduler had nothing."""
-        while not timed_out and not self._stop.is_set():
-            if len(self.running) >= self.cfg.budget.max_concurrent:
-                return True
-            if self.pool.free < self._devices():
-                return True
-            if self.clock.monotonic() < self._next_ask or not self._launch_next():
-                return False
-        return True
+    def _loop(self) -> None:
+        self._rescan()
+        self._register()
+        self._recover()
+        last_beat = last_scan = last_recovery = self._idle_since = self.clock.monotonic()
+        while not self._stop.is_set():
+            self._fence()
+            self._tick()
+            if self._should_end():
+                return
+            now = self.clock.monotonic()
+            if now - last_beat >= self.timing.heartbeat_every:
+                self._heartbeat()
+                last_beat = now
+            if now - last_scan >= self.timing.rescan_every:
+                self._rescan()
+                last_scan = now
+            if now - last_recovery >= self.timing.stale_after / 3:
+                self._recover()
+                last_recovery = now
+            self._progress()
+            self._wait()
 
-    def budget(self) -> int | None:
-        if self.cfg.is_population:
-            return int(self.cfg.scheduler.population)
-        return self.cfg.budget.trials
-
-    def run(self) -> SweepSummary:
-        """Run the sweep to its end (or until stopped); its summary."""
-        requeue_stale(self.session, self.timing.stale_after)
-        timeout = self.cfg.budget.timeout
-        start = self.clock.monotonic()
-        last_beat = start
+    def run(self) -> dict[str, SweepSummary]:
+        """Serve sweeps until told to end (see the module docstring); the summaries of the
+        sweeps closed meanwhile. A storage outage longer than the retry period stops every
+        trial and raises ``StorageOutageError``."""
         try:
-            while not self._stop.is_set():
-                self._reap()
-                timed_out = timeout is not None and self.clock.monotonic() - start > timeout
-                more = self._fill(timed_out)
-                scheduler = self.session.scheduler
-                if not self.running and (not more or timed_out or scheduler.finished()):
-                    break
-                if self.clock.monotonic() - last_beat > self.timing.heartbeat_every:
-                    self._heartbeat()
-                    last_beat = self.clock.monotonic()
-                if self.on_progress is not None:
-                    self.on_progress(Progress(len(self.running), self.finished, self.budget()))
-                self.clock.wait(self._stop, self.timing.poll_every)
+            self._loop()
+        except StorageOutageError:
+            for d in self.drivers.values():  # the outage lasted: clean up without waiting
+                d.session.storage.retry_s = 0.0
+            raise
         finally:
-            self._stop_all()
-            self.launcher.close()
-        return close_session(self.session, interrupted=self._stop.is_set())
+            self._shutdown()
+        return self.summaries
+
+    def _shutdown(self) -> None:
+        interrupted = self._stop.is_set()
+        for d in list(self.drivers.values()):
+            d.stop_all()
+        for launcher in self._launchers:
+            launcher.close()
+        for d in list(self.drivers.values()):
+            if d.session.storage.retry_s > 0:
+                self.summaries[d.name] = d.close(interrupted=interrupted)
+            del self.drivers[d.name]
+        if self._beat is not None:
+            self._beat.stop()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.checks import apply_overrides, layout_problems, split_params
+from hyperfleet.platform.config import apply_overrides, layout_problems, split_params
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.schedulers import Suggestion
 from hyperfleet.platform.storage import TrialRecord

@@ -54,21 +54,23 @@ def open_session(
     cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
 ) -> SweepSession:
     """Create the sweep (or continue it when its name is stored), its scheduler and its
-    parent run; the sweep's status becomes ``running``."""
+    parent run; the sweep's status becomes ``running``. Safe when several processes open the
+    same new sweep at once: under the sweep's claim lock, one creates, the others continue."""
+    with storage.claim_lock(cfg.name):
+        return _open(cfg, storage, tracker, tracking_uri)
+
+
+def _open(
+    cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
+) -> SweepSession:
     name = cfg.name
-    row = storage.get_sweep(name)
     config = cfg.model_dump(mode="json")
-    if row is None:
-        row = storage.create_sweep(name, config)
-    elif row.config.get("space") != config["space"]:
+    row = storage.get_sweep(name) or storage.create_sweep(name, config)
+    if row.config.get("space") != config["space"]:
         raise ConfigError(
             f"space: differs from the stored sweep {name!r}; "
             f"a continued sweep keeps its space, so use a new name"
         )
-    # as stored (not the in-memory value of a row just created): every reader, on any
-    # host, derives the same replica folder from it
-    stored = storage.get_sweep(name)
-    assert stored is not None
     scheduler = build_scheduler(cfg, storage, create=True)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, config)
     storage.update_sweep(
@@ -77,30 +79,44 @@ def open_session(
         mlflow_experiment_id=tracker.experiment_id,
         mlflow_parent_run_id=parent,
     )
+    # created_at as stored (not the in-memory value of a row just created): every reader, on
+    # any host, derives the same replica folder from it
+    stored = storage.get_sweep(name)
+    assert stored is not None
     return SweepSession(cfg, storage, scheduler, tracker, parent, stored.created_at, tracking_uri)
 
 
 def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
-    """The sweep's summary; its lineage, best trial and end written to MLflow (what MLflow
-    cannot take now is left for ``hyperfleet mlflow sync``), and its status ended."""
+    """The sweep's summary. Unless another controller still runs trials of it (then only what
+    this one queued for MLflow is written): its lineage, best trial and end written to MLflow
+    (what MLflow cannot take now is left for ``hyperfleet mlflow sync``), and its status ended."""
     name = session.name
     summary = summarize(session.storage, name, interrupted=interrupted)
     tracker = session.tracker
+    if any(t.state == "RUNNING" for t in summary.trials):  # others are still at work on it
+        _mlflow_done(session, tracker.close())
+        session.storage.close()
+        return summary
     if session.cfg.is_population and session.tracking_uri is not None and tracker.active:
         log_sweep_lineage(tracker, session.parent_run_id, session.storage, name)
     records = session.storage.trials(name)
     view = SweepView.from_records(name, session.cfg.model_dump(mode="json"), records, interrupted)
     status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
-    synced = tracker.end_parent(session.parent_run_id, status, view)
-    resolved = tracker.resolved()
-    for r in records:  # runs created after their trial launched (during an outage)
+    _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view))
+    session.storage.update_sweep(name, status="interrupted" if interrupted else "done")
+    session.storage.close()
+    return summary
+
+
+def _mlflow_done(session: SweepSession, synced: bool) -> None:
+    """Storage learns the runs created after their trial launched (during an outage); what
+    MLflow did not take is named."""
+    resolved = session.tracker.resolved()
+    for r in session.storage.trials(session.name):
         if is_pending(r.mlflow_run_id) and r.number in resolved:
-            session.storage.upsert_trial(name, r.number, mlflow_run_id=resolved[r.number])
+            session.storage.upsert_trial(session.name, r.number, mlflow_run_id=resolved[r.number])
     if not synced:
         logger.warning(
             "MLflow did not take everything; when it is back: hyperfleet mlflow sync --storage %s",
             session.storage.url,
         )
-    session.storage.update_sweep(name, status="interrupted" if interrupted else "done")
-    session.storage.close()
-    return summary

@@ -4,7 +4,9 @@ A :class:`Launcher` turns a trial spec and a device lease into a running trial a
 :class:`TrialHandle` at once; the controller polls handles, stops them on interrupt or time
 limit, and reads the outcome the trial's rank 0 recorded in storage. Implementations:
 
-* :class:`~.torchrun.TorchrunLauncher` — PyTorch's elastic launcher, one process group per trial;
+* :class:`~.warm.WarmTorchrunLauncher` — PyTorch's elastic launcher; a trial's process group
+  is kept after it ends and runs the next trial of the same layout (what sweeps use);
+* :class:`~.torchrun.TorchrunLauncher` — one torchrun process group per trial;
 * :class:`~.inprocess.InProcessLauncher` — cheap trials (``resources.devices: 0``) in a pool of
   warm worker processes;
 * :class:`~.simulated.SimulatedLauncher` — no processes at all: scripted reports on a virtual
@@ -15,6 +17,7 @@ The controller never branches on which one it was given.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -37,10 +40,27 @@ class TrialHandle(Protocol):
         """The last lines of the trial's log (for an error message)."""
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """How the nodes of a trial that spans hosts find each other (torchrun's c10d
+    rendezvous): ``nodes`` agents meet at ``endpoint`` under ``rdzv_id``; the leader's agent
+    (``is_host``) serves the rendezvous store; each waits at most ``join_timeout`` seconds
+    for the others."""
+
+    endpoint: str
+    rdzv_id: str
+    nodes: int
+    is_host: bool
+    join_timeout: float
+
+
 class Launcher(Protocol):
-    def launch(self, spec: TrialSpec, lease: Lease) -> TrialHandle:
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TrialHandle:
         """Start the trial of ``spec`` (already written to ``spec.path``) on ``lease``'s
-        devices; returns at once."""
+        devices — this host's share of it when ``rendezvous`` joins other hosts; returns at
+        once."""
 
     def close(self) -> None:
         """Release what the launcher holds (worker pools); running trials were stopped."""

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import signal
 import time
 from pathlib import Path
 
 from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.trial_entry import inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
@@ -45,9 +47,10 @@ class _Worker:
 class InProcessHandle:
     """One in-process trial: the worker running it and the trial's log."""
 
-    def __init__(self, worker: _Worker, log_path: Path) -> None:
+    def __init__(self, worker: _Worker, log_path: Path, launch: str) -> None:
         self.worker = worker
         self.log_path = log_path
+        self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
         self.code: int | None = None
 
     def poll(self) -> int | None:
@@ -81,6 +84,7 @@ class InProcessHandle:
         if self.poll() is None:
             self._signal(signal.SIGKILL)
             self.worker.proc.join()
+        kill_tagged(LAUNCH_VAR, self.launch)  # processes the trial started, if any
         return int(self.poll() or 0)
 
     def log_tail(self, lines: int = 30) -> str:
@@ -88,11 +92,27 @@ class InProcessHandle:
 
 
 class InProcessLauncher:
-    """Up to ``workers`` warm worker processes, one trial at a time each."""
+    """Up to ``workers`` warm worker processes, one trial at a time each.
 
-    def __init__(self, workers: int) -> None:
+    ``prestart``: start them all now, so that their start-up (an interpreter, torch, the
+    platform's clients) overlaps the controller's own instead of delaying the first trials.
+    """
+
+    def __init__(self, workers: int, prestart: bool = False) -> None:
         self.max_workers = workers
         self._workers: list[_Worker] = []
+        if prestart:
+            self._workers = [_Worker() for _ in range(workers)]
+
+    def wait(self, timeout: float) -> None:
+        """Return when a busy worker answers or ends, or after ``timeout`` seconds: the
+        controller reaps a finished trial at once instead of at its next tick."""
+        busy = [w for w in self._workers if w.busy]
+        if busy:
+            ready = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+            mp.connection.wait(ready, timeout)
+        else:
+            time.sleep(timeout)
 
     def _idle_worker(self) -> _Worker:
         self._workers = [w for w in self._workers if w.alive()]
@@ -105,19 +125,23 @@ class InProcessLauncher:
         self._workers.append(worker)
         return worker
 
-    def launch(self, spec: TrialSpec, lease: Lease | None = None) -> InProcessHandle:
+    def launch(
+        self, spec: TrialSpec, lease: Lease | None = None, rendezvous: object = None
+    ) -> InProcessHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        tags = tag_launch(spec)
         worker = self._idle_worker()
         worker.busy = True
-        worker.conn.send((str(spec.log_path), str(spec.path)))
-        return InProcessHandle(worker, spec.log_path)
+        worker.conn.send((str(spec.log_path), str(spec.path), tags))
+        return InProcessHandle(worker, spec.log_path, tags[LAUNCH_VAR])
 
     def close(self) -> None:
         for w in self._workers:
             with contextlib.suppress(OSError, BrokenPipeError):
                 w.conn.send(None)
+        deadline = time.monotonic() + 5
         for w in self._workers:
-            w.proc.join(timeout=5)
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             if w.proc.is_alive():
                 w.proc.kill()
                 w.proc.join()

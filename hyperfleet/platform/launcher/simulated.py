@@ -109,8 +109,7 @@ class SimulatedHandle:
         elapsed = self.launcher.clock.monotonic() - self.started
         while self.pending and self.pending[0].at <= elapsed:
             r = self.pending.pop(0)
-            raw = self.recorder(r.step, dict(r.metrics))
-            d = raw if isinstance(raw, Decision) else Decision.from_wire(raw)
+            d: Decision = self.recorder(r.step, dict(r.metrics))
             self.log.append(f"step {r.step}: {dict(r.metrics)} -> {d.kind.value}")
             if d.kind is DecisionKind.PRUNE:
                 return self._end("pruned", 0)
@@ -170,7 +169,7 @@ class SimulatedLauncher:
 
         return RankZeroRecorder(spec, clock=self.clock)
 
-    def launch(self, spec: TrialSpec, lease: Lease) -> SimulatedHandle:
+    def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> SimulatedHandle:
         handle = SimulatedHandle(self, spec, self.recorder_factory(spec), self.clock.monotonic())
         start = spec.reported_through or 0
         if spec.restore is not None and spec.restore.step is not None:

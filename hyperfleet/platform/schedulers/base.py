@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+__all__ = ["Decision", "DecisionKind", "Scheduler", "Suggestion", "TrialState"]
+
+
 class TrialState(str, enum.Enum):
     """A trial's state; the names are Optuna's."""
 
@@ -111,6 +114,10 @@ class Scheduler(ABC):
         """The trial's processes were stopped before it finished (interrupt, dead worker):
         put it back in the queue so ``suggest`` resumes it from its checkpoint. A trial that
         is not running is left as it is."""
+
+    @abstractmethod
+    def running(self) -> set[int]:
+        """Trials the scheduler considers running (suggested, not ended, not requeued)."""
 
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
         """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""

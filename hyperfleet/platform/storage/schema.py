@@ -9,6 +9,10 @@ the platform keeps what it must survive a crash with:
 * ``hf_pbt_populations``, ``hf_pbt_members``, ``hf_lineage`` — population-based training: a
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.schedulers.population` reads and writes them);
+* ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
+  heartbeat, state); trials and leases name the worker that holds them;
+* ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
+  joined as its nodes;
 * ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
   from when to when (a paused or resumed trial has several); the dashboard's device timeline
   and the utilisation figures come from it;
@@ -73,6 +77,42 @@ class TrialRow(Base):
     mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
     log_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     trial_dir: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)  # hf_workers.id
+    retries: Mapped[int] = mapped_column(sa.Integer, default=0)  # relaunches after losses/crashes
+    notes: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # warnings for the user
+
+
+class WorkerRow(Base):
+    __tablename__ = "hf_workers"
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(sa.String(255))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+    pool: Mapped[str] = mapped_column(sa.String(128), default="default")
+    devices: Mapped[list[str]] = mapped_column(sa.JSON)
+    address: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)  # advertised
+    sweeps: Mapped[list[str] | None] = mapped_column(sa.JSON, nullable=True)  # None: all
+    started_at: Mapped[float] = mapped_column(sa.Float)
+    heartbeat_at: Mapped[float] = mapped_column(sa.Float)
+    state: Mapped[str] = mapped_column(sa.String(16))  # active | draining | stopped
+
+
+class GangRow(Base):
+    """A trial spanning ``nodes`` hosts: its rendezvous, and which workers joined as nodes."""
+
+    __tablename__ = "hf_gangs"
+    __table_args__ = (sa.UniqueConstraint("sweep", "trial", "attempt"),)
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sweep: Mapped[str] = mapped_column(sa.String(128), index=True)
+    trial: Mapped[int] = mapped_column(sa.Integer)
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    nodes: Mapped[int] = mapped_column(sa.Integer)
+    per_node: Mapped[int] = mapped_column(sa.Integer)  # devices on each node
+    endpoint: Mapped[str] = mapped_column(sa.String(255))  # host:port of the c10d rendezvous
+    rdzv_id: Mapped[str] = mapped_column(sa.String(255))
+    spec: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # the TrialSpec every node runs
+    members: Mapped[list[str]] = mapped_column(sa.JSON)  # worker ids, node 0 (the leader) first
+    deadline: Mapped[float] = mapped_column(sa.Float)  # unfilled by then: the leader gives up
+    state: Mapped[str] = mapped_column(sa.String(16))  # open | full | over
 
 
 class LeaseRow(Base):
@@ -86,6 +126,7 @@ class LeaseRow(Base):
     started_at: Mapped[float] = mapped_column(sa.Float)
     ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
     state: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)  # how it ended
+    worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
 
 
 meta_table = sa.Table(

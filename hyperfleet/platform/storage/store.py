@@ -14,11 +14,12 @@ Every write is one transaction.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,11 @@ from hyperfleet.platform.storage.engine import (
     engine_kwargs,
     readonly_url,
 )
+from hyperfleet.platform.storage.fleet import FleetStore
+from hyperfleet.platform.storage.locks import claim_lock
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import (
-    LeaseRow,
     SweepRow,
     TrialRow,
     check_readable,
@@ -64,21 +68,21 @@ class TrialRecord:
     mlflow_run_id: str | None
     log_path: str | None
     trial_dir: str | None
+    worker: str | None = None
+    retries: int = 0
+    notes: str | None = None
 
 
-@dataclass(frozen=True)
-class LeaseRecord:
-    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
-
-    id: int
-    sweep: str
-    trial: int
-    host: str
-    pid: int
-    devices: list[str]
-    started_at: float
-    ended_at: float | None
-    state: str | None
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON
+    (and PostgreSQL's json type) has no NaN or infinity, and a reported NaN must be kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _record(row: TrialRow) -> TrialRecord:
@@ -89,17 +93,24 @@ def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
 
-class Storage:
+class Storage(FleetStore):
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
     def __init__(
-        self, url: str, create: bool = True, readonly: bool = False, clock: Any = None
+        self,
+        url: str,
+        create: bool = True,
+        readonly: bool = False,
+        clock: Any = None,
+        retry_s: float = DEFAULT_RETRY_S,
     ) -> None:
         """``create=False`` (trial processes): the controller already made the tables and
         checked Optuna's schema version, so opening costs no DDL or migration lookup.
         ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
-        stamps heartbeats and reports: a simulated sweep runs on a virtual clock."""
+        stamps heartbeats and reports: a simulated sweep runs on a virtual clock. ``retry_s``:
+        how long a data method rides out an outage (:mod:`.retry`)."""
         self.url = url
+        self.retry_s = retry_s
         self.clock = clock
         self.create = create and not readonly
         self.readonly = readonly
@@ -143,6 +154,11 @@ class Storage:
             configure_sqlite(self._optuna.engine, self.readonly)
         return self._optuna
 
+    def claim_lock(self, sweep: str) -> AbstractContextManager[None]:
+        """The sweep's claim lock (:mod:`.locks`): held while asking its scheduler for a trial
+        and recording it, and while opening or recovering the sweep."""
+        return claim_lock(self.engine, self.url, sweep)
+
     def has_studies(self) -> bool:
         """True when Optuna's tables exist (a PBT-only database has none)."""
         return sa.inspect(self.engine).has_table("studies")
@@ -160,19 +176,28 @@ class Storage:
 
     # -- sweeps ------------------------------------------------------------------------
 
+    @_retried
     def get_sweep(self, name: str) -> SweepRow | None:
         with self.session() as s:
             return s.get(SweepRow, name)
 
+    @_retried
     def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
+        """Create the sweep's row, or return it if another process created it first."""
         now = self.now()
         row = SweepRow(
             name=name, study_name=name, config=dict(config), created_at=now, updated_at=now
         )
-        with self.session() as s:
-            s.add(row)
+        try:
+            with self.session() as s:
+                s.add(row)
+        except sa.exc.IntegrityError:
+            existing = self.get_sweep(name)
+            assert existing is not None
+            return existing
         return row
 
+    @_retried
     def update_sweep(self, name: str, **fields: Any) -> None:
         with self.session() as s:
             row = s.get(SweepRow, name, with_for_update=True)
@@ -181,17 +206,20 @@ class Storage:
                 setattr(row, key, value)
             row.updated_at = self.now()
 
+    @_retried
     def list_sweeps(self) -> list[SweepRow]:
         with self.session() as s:
             return list(s.scalars(sa.select(SweepRow).order_by(SweepRow.created_at)))
 
     # -- trials ------------------------------------------------------------------------
 
+    @_retried
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
         with self.session() as s:
             row = self._trial_row(s, sweep, number)
             return _record(row) if row else None
 
+    @_retried
     def trials(self, sweep: str) -> list[TrialRecord]:
         with self.session() as s:
             q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
@@ -204,76 +232,40 @@ class Storage:
             q = q.with_for_update()
         return s.scalars(q).one_or_none()
 
+    @_retried
     def upsert_trial(self, sweep: str, number: int, **fields: Any) -> TrialRecord:
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
             if row is None:
-                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0)
+                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
                 row.params, row.metrics = {}, {}
                 s.add(row)
             for key, value in fields.items():
-                setattr(row, key, value)
+                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
             s.flush()
             return _record(row)
 
     def now(self) -> float:
         return time.time() if self.clock is None else float(self.clock.time())
 
+    @_retried
     def record_report(
         self, sweep: str, number: int, step: int, metrics: Mapping[str, float]
     ) -> None:
-        self.upsert_trial(
-            sweep, number, last_step=step, metrics=dict(metrics), heartbeat_at=self.now()
+        """One report of a running trial: its last step and metrics, and a heartbeat. On the
+        hot path of every ``ctx.report``, so one UPDATE statement in one transaction (no
+        read, no ORM); a trial without a row yet gets one through :meth:`upsert_trial`."""
+        fields = {
+            "last_step": step,
+            "metrics": json_safe(dict(metrics)),
+            "heartbeat_at": self.now(),
+        }
+        query = (
+            sa.update(TrialRow)
+            .where(TrialRow.sweep == sweep, TrialRow.number == number)
+            .values(**fields)
         )
-
-    # -- leases ------------------------------------------------------------------------
-
-    def open_lease(self, sweep: str, trial: int, devices: list[str]) -> int:
-        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
-        host, pid = worker_identity()
-        with self.session() as s:
-            row = LeaseRow(
-                sweep=sweep, trial=trial, host=host, pid=pid, devices=list(devices),
-                started_at=self.now(),
-            )  # fmt: skip
-            s.add(row)
-            s.flush()
-            return int(row.id)
-
-    def close_lease(self, lease_id: int, state: str) -> None:
-        with self.session() as s:
-            row = s.get(LeaseRow, lease_id)
-            if row is not None and row.ended_at is None:
-                row.ended_at, row.state = self.now(), state
-
-    def leases(self, sweep: str) -> list[LeaseRecord]:
-        with self.session() as s:
-            q = sa.select(LeaseRow).where(LeaseRow.sweep == sweep).order_by(LeaseRow.id)
-            return [
-                LeaseRecord(**{f: getattr(r, f) for f in LeaseRecord.__dataclass_fields__})
-                for r in s.scalars(q)
-            ]
-
-    def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
-        """RUNNING trials whose worker is gone: a dead pid on this host, or a silent heartbeat."""
-        host, _ = worker_identity()
-        now = self.now()
-        stale = []
-        for t in self.trials(sweep):
-            if t.state != "RUNNING":
-                continue
-            dead = t.host == host and t.pid is not None and not _pid_alive(t.pid)
-            silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
-            if dead or silent:
-                stale.append(t)
-        return stale
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with self.engine.begin() as conn:
+            updated = conn.execute(query).rowcount
+        if not updated:
+            self.upsert_trial(sweep, number, **fields)

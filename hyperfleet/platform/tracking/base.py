@@ -108,6 +108,11 @@ class Tracker(Protocol):
         """Trials whose run was created late (an outage): number -> run id, for storage."""
         ...
 
+    def close(self) -> bool:
+        """This session's writes done, without ending the sweep's run (another controller
+        still runs its trials); True when everything is in the tracking store."""
+        ...
+
 
 class NullTracker:
     """Tracks nothing (simulated sweeps, tests of the controller): run ids are made up and the
@@ -149,3 +154,6 @@ class NullTracker:
 
     def resolved(self) -> dict[int, str]:
         return {}
+
+    def close(self) -> bool:
+        return True

@@ -373,6 +373,13 @@ class SweepTracker:
         self.outbox.close()  # the session ends: what is still queued waits for a sync
         return synced
 
+    def close(self) -> bool:
+        """This session's queued writes done (see :meth:`wait`), without ending the sweep's
+        run; the outbox stops."""
+        synced = self.wait()
+        self.outbox.close()
+        return synced
+
     def wait(self) -> bool:
         """Wait for the outbox; False after ``wait_s`` seconds of continuous outage."""
         while not self.outbox.drain(1.0):

@@ -11,9 +11,17 @@ from typing import Any
 
 from hyperfleet.platform.clock import VirtualClock
 from hyperfleet.platform.config import SweepConfig, parse_sweep
-from hyperfleet.platform.controller import Controller, Progress, Timing, open_session
+from hyperfleet.platform.controller import (
+    Controller,
+    FixedSweeps,
+    Progress,
+    Timing,
+    Until,
+    open_session,
+)
 from hyperfleet.platform.launcher.simulated import Script, SimulatedLauncher
 from hyperfleet.platform.pool import Device, LocalPool
+from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, TrialRecord
 from tests.conftest import deep_update
 
@@ -62,15 +70,27 @@ class Sim:
         storage = Storage(str(self.cfg.storage), clock=self.clock)
         session = open_session(self.cfg, storage, NullTracker(), None)
         controller = Controller(
-            session, self.pool, self.launcher, clock=self.clock, timing=Timing(**timing)
+            self.pool,
+            FixedSweeps([session]),
+            lambda _: self.launcher,
+            clock=self.clock,
+            timing=Timing(**timing),
+            until=Until(done=True),
         )
         controller.on_progress = lambda p: self._watch(controller, p)
         return controller
 
+    def run(self, controller: Controller) -> SweepSummary:
+        """Run ``controller`` to its end; the sweep's summary."""
+        return controller.run()[self.cfg.name]
+
     def _watch(self, controller: Controller, _: Progress) -> None:
         self.max_running = max(self.max_running, self.launcher.running)
-        self.max_leased = max(self.max_leased, self.pool.size - self.pool.free)
-        assert self.launcher.running == len(controller.running)
+        leased = self.pool.size - self.pool.free
+        if self.cfg.trial.resources.devices == 0:
+            leased = controller.running
+        self.max_leased = max(self.max_leased, leased)
+        assert self.launcher.running == controller.running
 
     def trials(self) -> list[TrialRecord]:
         return self.storage.trials(self.cfg.name)

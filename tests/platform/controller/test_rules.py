@@ -39,7 +39,7 @@ TEN_STEPS = curve(quadratic, steps=10, every=1, seconds_per_step=1.0)
 
 def test_budget_is_exact_and_concurrency_capped(tmp_path: Path) -> None:
     sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 7, "max_concurrent": 3}}, devices=4)
-    summary = sim.controller().run()
+    summary = sim.run(sim.controller())
     assert summary.state_counts["COMPLETE"] == 7
     assert sim.states() == {"COMPLETE": 7}
     assert sim.optuna_states() == {"COMPLETE": 7}
@@ -55,7 +55,7 @@ def test_devices_cap_concurrency_below_max_concurrent(tmp_path: Path) -> None:
         "trial": {"resources": {"devices": 2}, "parallel": {"data": 2}},
     }
     sim = Sim(tmp_path, TEN_STEPS, changes, devices=5)
-    sim.controller().run()
+    sim.run(sim.controller())
     assert sim.states() == {"COMPLETE": 5}
     assert sim.max_running == 2, "5 devices hold two trials of 2 devices"
     assert sim.max_leased == 4
@@ -65,7 +65,7 @@ def test_budget_timeout_stops_new_trials_and_lets_running_ones_finish(tmp_path: 
     changes = {"budget": {"trials": 20, "max_concurrent": 1, "timeout": "25s"}}
     sim = Sim(tmp_path, TEN_STEPS, changes, devices=1)
     start = sim.clock.time()
-    sim.controller().run()
+    sim.run(sim.controller())
     trials = sim.trials()
     assert [t.state for t in trials] == ["COMPLETE"] * 3
     assert max(t.started_at for t in trials) - start <= 25
@@ -88,7 +88,7 @@ def test_interrupt_requeues_running_trials_and_a_rerun_resumes_them(tmp_path: Pa
     sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 5, "max_concurrent": 2}})
     first = sim.controller()
     _stop_when(sim, first, lambda: sim.clock.monotonic() >= 15)  # trials 2, 3 are half way
-    summary = first.run()
+    summary = sim.run(first)
     assert summary.interrupted
     waiting = [t for t in sim.trials() if t.state == "WAITING"]
     assert len(waiting) == 2 and all(0 < (t.last_step or 0) < 10 for t in waiting)
@@ -97,7 +97,7 @@ def test_interrupt_requeues_running_trials_and_a_rerun_resumes_them(tmp_path: Pa
     assert sim.pool.free == sim.pool.size
     done_before = {t.number: t.ended_at for t in sim.trials() if t.state == "COMPLETE"}
 
-    summary = sim.controller().run()  # the same sweep again
+    summary = sim.run(sim.controller())  # the same sweep again
     assert not summary.interrupted
     assert sim.states() == {"COMPLETE": 5}, "budget exact across the interruption"
     after = {t.number: t for t in sim.trials()}
@@ -120,7 +120,7 @@ def test_a_pruned_trial_frees_its_devices_at_once(tmp_path: Path) -> None:
         "pruner": {"type": "median", "n_startup_trials": 2, "n_warmup_steps": 2},
     }
     sim = Sim(tmp_path, script, changes, devices=1)
-    sim.controller().run()
+    sim.run(sim.controller())
     trials = sim.trials()
     assert [t.state for t in trials] == ["COMPLETE", "COMPLETE", "PRUNED", "PRUNED", "PRUNED"]
     assert {t.last_step for t in trials[2:]} == {2}, "pruned at the first step after warm-up"
@@ -138,10 +138,13 @@ def test_a_rejected_knob_combination_is_fail_with_its_reason(tmp_path: Path) -> 
         },
     }
     sim = Sim(tmp_path, TEN_STEPS, changes, devices=1)
-    controller = sim.controller()
-    controller.session.scheduler.enqueue({"x": 0.5, "trial.parallel.pipeline": 2})
-    controller.session.scheduler.enqueue({"x": 0.5, "trial.parallel.pipeline": 1})
-    controller.run()
+    from hyperfleet.platform.schedulers import build_scheduler
+
+    sim.controller()  # opens the sweep and its study
+    scheduler = build_scheduler(sim.cfg, sim.storage)
+    scheduler.enqueue({"x": 0.5, "trial.parallel.pipeline": 2})
+    scheduler.enqueue({"x": 0.5, "trial.parallel.pipeline": 1})
+    sim.run(sim.controller())
     first, second = sim.trials()[:2]
     assert first.state == "FAIL" and "parallel.pipeline" in (first.error or "")
     assert first.attempts == 0 and first.params["trial.parallel.pipeline"] == 2
@@ -157,7 +160,7 @@ def test_a_failed_trial_is_fail_with_its_log_and_the_sweep_goes_on(tmp_path: Pat
         return TEN_STEPS(t)
 
     sim = Sim(tmp_path, script, {"budget": {"trials": 3}})
-    sim.controller().run()
+    sim.run(sim.controller())
     states = {t.number: t for t in sim.trials()}
     assert states[1].state == "FAIL" and "exit code 1" in (states[1].error or "")
     assert "ended fail" in (states[1].error or ""), "the trial's log tail is in the error"
@@ -181,7 +184,7 @@ def test_a_pbt_pause_gives_the_devices_back(tmp_path: Path) -> None:
     }
     script = curve(toy, steps=12, every=2, seconds_per_step=1.0)
     sim = Sim(tmp_path, script, changes, devices=2)
-    sim.controller().run()
+    sim.run(sim.controller())
     assert sim.states() == {"COMPLETE": 4}
     assert all(t.last_step == 12 for t in sim.trials())
     paused = [h for h in sim.launcher.handles if any("ended paused" in x for x in h.log)]
@@ -194,18 +197,17 @@ def test_a_pbt_pause_gives_the_devices_back(tmp_path: Path) -> None:
 def test_stale_running_trials_of_a_dead_controller_are_requeued(tmp_path: Path) -> None:
     sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 2}})
     dead = sim.controller()
-    while len(dead.running) < 2 or sim.clock.monotonic() < 3:  # the controller "dies" at t=3
-        dead._reap()
-        dead._fill(timed_out=False)
+    dead._rescan()
+    while dead.running < 2 or sim.clock.monotonic() < 3:  # the controller "dies" at t=3
+        dead._tick()
         sim.clock.advance(0.5)
-        for r in dead.running.values():
-            r.handle.poll()
-    orphans = sorted(dead.running)
-    for r in dead.running.values():
+    running = dead.drivers["sim"].running
+    orphans = sorted(running)
+    for r in running.values():
         r.handle.kill()  # its trials' processes went with it; their rows say RUNNING
     assert [t.state for t in sim.trials()] == ["RUNNING", "RUNNING"]
     sim.clock.advance(60)  # silent for longer than stale_after
-    sim.controller(stale_after=30).run()
+    sim.run(sim.controller(stale_after=30))
     trials = {t.number: t for t in sim.trials()}
     assert sim.states() == {"COMPLETE": 4}
     assert all(trials[n].attempts == 2 for n in orphans), "resumed, not started anew"
@@ -214,7 +216,7 @@ def test_stale_running_trials_of_a_dead_controller_are_requeued(tmp_path: Path) 
 def test_every_launch_leases_devices_for_its_span(tmp_path: Path) -> None:
     changes = {"budget": {"trials": 3, "max_concurrent": 2}}
     sim = Sim(tmp_path, TEN_STEPS, changes, devices=2)
-    sim.controller().run()
+    sim.run(sim.controller())
     leases = sim.storage.leases(sim.cfg.name)
     assert sorted(x.trial for x in leases) == [0, 1, 2]
     assert all(x.state == "COMPLETE" and x.ended_at - x.started_at == pytest.approx(10, abs=0.2)

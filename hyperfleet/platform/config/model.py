@@ -1,23 +1,20 @@
-"""The sweep file: YAML validated into typed, frozen pydantic objects.
+"""The sweep file's structure: typed, frozen pydantic models of every section.
 
-Validation runs in two passes. The first is structural (pydantic: types, ranges, unknown keys);
-the second is semantic (the workload exists and knows every parameter name, the device count
-matches the parallel layout). Both report every problem at once, one line each, naming the field
-path, the bad value and what is expected; ``load_sweep`` raises a single ``ConfigError`` holding
-those lines. Nothing is written anywhere before a file has passed both.
+``SweepConfig`` is the whole file: its name, one objective (or several), the scheduler and
+pruner, the budget, the search space (``FloatParam``, ``IntParam``, ``CategoricalParam`` by
+``type``), the ``trial`` section (:class:`hyperfleet.spec.trial.TrialConfig`, shared with the
+trial processes), storage, tracking and the working directory. Unknown keys are rejected and
+every field names what it expects; what needs more than one field at a time (the workload knows
+the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.checks`'s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.configs import (
     NoPrunerConfig,
     PrunerConfig,
@@ -104,7 +101,19 @@ class Objective(_Frozen):
 class Budget(_Frozen):
     trials: int | None = Field(None, ge=1)
     max_concurrent: int = Field(1, ge=1)
-    timeout: float | None = Field(None, gt=0, description="seconds; YAML accepts 90s, 30m, 2h")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description="no trial starts after this long (90s, 30m, 2h); running ones finish, "
+        "unless stop_at_timeout",
+    )
+    stop_at_timeout: bool = Field(
+        False, description="at budget.timeout, stop running trials too (they are requeued)"
+    )
+    max_retries: int = Field(
+        2, ge=0, description="relaunches of a trial after lost workers or crashed processes"
+    )
+    priority: int = Field(0, description="workers serve sweeps of higher priority first")
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -145,8 +154,18 @@ class SweepConfig(_Frozen):
     space: dict[str, ParamSpec]
     trial: TrialConfig
     storage: str | None = None
+    storage_retry: float = Field(
+        120.0,
+        gt=0,
+        description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
+    )
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
     workdir: str = Field("hyperfleet-runs", description="logs, checkpoints, default stores")
+
+    @field_validator("storage_retry", mode="before")
+    @classmethod
+    def _retry_duration(cls, v: Any) -> Any:
+        return parse_duration(v)
 
     @field_validator("name")
     @classmethod
@@ -183,96 +202,3 @@ class SweepConfig(_Frozen):
     @property
     def is_population(self) -> bool:
         return self.scheduler.type in ("pbt", "pb2")
-
-
-# -- loading --------------------------------------------------------------------------------
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that rejects a key given twice in one mapping."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            line = key_node.start_mark.line + 1
-            raise ConfigError(f"{key}: duplicate key at line {line}; give each name once")
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(
-            f"{path}: cannot read the sweep file ({exc.strerror}); check the path"
-        ) from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML") from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: expected a mapping of sweep settings, got {type(data).__name__}"
-        )
-    return data
-
-
-def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
-    """Dotted field path of a pydantic error, without discriminated-union tags."""
-    parts: list[str] = []
-    node = data
-    for item in loc:
-        if isinstance(node, Mapping) and item not in node and node.get("type") == item:
-            continue  # the union's tag, not a field
-        parts.append(str(item))
-        if isinstance(node, Mapping):
-            node = node.get(item)
-        elif isinstance(node, list) and isinstance(item, int) and item < len(node):
-            node = node[item]
-        else:
-            node = None
-    return ".".join(parts) or "(file)"
-
-
-def _problem(err: Mapping[str, Any], data: Any) -> str:
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if not err["loc"]:
-        return msg  # a whole-file rule; its message starts with the field it is about
-    path = _loc_path(tuple(err["loc"]), data)
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return f"{path}: unknown key; remove it or check its spelling"
-    if kind == "missing":
-        return f"{path}: required field is missing"
-    value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
-    return f"{path}: {msg}{shown}"
-
-
-def parse_sweep(data: Mapping[str, Any]) -> SweepConfig:
-    """Structural and semantic validation of a sweep mapping."""
-    try:
-        cfg = SweepConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError([_problem(e, data) for e in exc.errors()]) from None
-    from hyperfleet.platform.checks import semantic_problems
-
-    problems = semantic_problems(cfg)
-    if problems:
-        raise ConfigError(problems)
-    return cfg
-
-
-def load_sweep(path: str | Path) -> SweepConfig:
-    return parse_sweep(read_yaml(path))
