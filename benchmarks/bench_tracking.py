@@ -7,8 +7,8 @@
    Also the time until every point is in MLflow, end to end.
 2. **Tracking's share of a charlm step**: charlm's GPT (its default size) trains on the CPU,
    reporting its metrics through the sink at every step (the worst case: ``eval_every: 1``),
-   then every 50 steps (charlm's default ``eval_every``), with system metrics on, in blocks
-   that alternate with blocks without tracking. The share is
+   then every 50 steps (charlm's default ``eval_every``), with system metrics on, after as
+   many steps without tracking. The share is
    tracking's CPU time (the sink's and the sampler's threads, read from ``/proc``, plus the
    training thread's time in ``log_metrics``; after their one-off start, importing MLflow)
    over the training thread's CPU time per step;
@@ -126,13 +126,11 @@ def thread_cpu(native_id: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def charlm_share(
-    uri: str, blocks: int, block: int, root: Path, every: int = 1
-) -> dict[str, tuple[float, ...]]:
-    """Per charlm step, without and with tracking (a report every ``every`` steps): median
-    wall seconds (machine load shows in it), and CPU seconds: the training thread's, and
-    tracking's (the sink's and the system sampler's threads, which run through both kinds of
-    block, plus the training thread's time in ``log_metrics``), over the tracked steps."""
+def charlm_share(uri: str, steps: int, root: Path, every: int = 1) -> dict[str, tuple[float, ...]]:
+    """Per charlm step, ``steps`` steps without tracking, then ``steps`` with it (a report every
+    ``every`` steps): median wall seconds (machine load shows in it), and CPU seconds: the
+    training thread's, and tracking's (the sink's and the system sampler's threads, plus the
+    training thread's time in ``log_metrics``) while the tracked steps ran."""
     torch.manual_seed(0)
     torch.set_num_threads(1)
     cfg = GPTConfig()
@@ -141,45 +139,44 @@ def charlm_share(
     data = torch.randint(0, 256, (16, cfg.seq_len + 1))
     client = MlflowClient(uri)
     run = client.create_run(client.create_experiment(f"charlm-{time.time_ns()}")).info.run_id
-    sink = MetricSink(uri, run, root / f"charlm-spool-{every}", system_metrics=True)
-    assert sink.system is not None
-    sink.opened.wait()  # the one-off costs (importing MLflow, psutil) are not a step's
-    sink.system._ready.wait()
-    tracking_threads = (sink._thread, sink.system._thread)
-    start = [thread_cpu(t.native_id or 0) for t in tracking_threads]
     wall: dict[bool, list[float]] = {False: [], True: []}
     train_cpu = {False: 0.0, True: 0.0}
     in_sink = 0.0
-    step = 0
-    for b in range(2 * blocks):
-        tracked = b % 2 == 1
-        for _ in range(block):
-            t, c = time.perf_counter(), time.thread_time()
-            loss = F.cross_entropy(model(data[:, :-1]).flatten(0, 1), data[:, 1:].flatten())
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            train_cpu[tracked] += time.thread_time() - c
-            if tracked and step % every == 0:  # what the recorder hands the sink at a report
-                c = time.thread_time()
-                value = float(loss.detach())
-                sink.log_metrics(
-                    step,
-                    {
-                        "loss": value,
-                        "val_loss": value,
-                        "tokens_per_s": 1e4,
-                        "samples_per_s": 1e2,
-                        "step_time_s": 0.05,
-                        "hp/lr": 3e-3,
-                    },
-                )
-                in_sink += time.thread_time() - c
-            wall[tracked].append(time.perf_counter() - t)
+    sink: MetricSink | None = None
+    for step in range(1, 2 * steps + 1):
+        tracked = step > steps
+        if tracked and sink is None:
+            sink = MetricSink(uri, run, root / f"charlm-spool-{every}", system_metrics=True)
+            assert sink.system is not None
+            sink.opened.wait()  # the one-off costs (importing MLflow, psutil) are not a step's
+            sink.system._ready.wait()
+            tracking_threads = (sink._thread, sink.system._thread)
+            start = [thread_cpu(t.native_id or 0) for t in tracking_threads]
+        t, c = time.perf_counter(), time.thread_time()
+        loss = F.cross_entropy(model(data[:, :-1]).flatten(0, 1), data[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        train_cpu[tracked] += time.thread_time() - c
+        if sink is not None and step % every == 0:  # what the recorder hands the sink
+            c = time.thread_time()
+            value = float(loss.detach())
+            sink.log_metrics(
+                step,
+                {
+                    "loss": value,
+                    "val_loss": value,
+                    "tokens_per_s": 1e4,
+                    "samples_per_s": 1e2,
+                    "step_time_s": 0.05,
+                    "hp/lr": 3e-3,
+                },
+            )
+            in_sink += time.thread_time() - c
+        wall[tracked].append(time.perf_counter() - t)
+    assert sink is not None
     used = [thread_cpu(t.native_id or 0) - s for t, s in zip(tracking_threads, start, strict=True)]
     sink.close()
-    steps = blocks * block
     return {
         "wall": (statistics.median(wall[False]), statistics.median(wall[True])),
         "cpu": (train_cpu[True] / steps, (train_cpu[True] + sum(used) + in_sink) / steps),
@@ -206,11 +203,11 @@ def report_part(uri: str, store: str, quick: bool, root: Path) -> None:
 
 
 def charlm_part(uri: str, quick: bool, root: Path) -> None:
-    blocks, block = (6, 10) if quick else (20, 25)
+    steps = 60 if quick else 500
     default_every = TrialConfig.model_fields["eval_every"].default
     for every in (1, default_every):
-        share = charlm_share(uri, blocks, block, root, every)
-        print(f"\ncharlm step (GPT {GPTConfig()}), {blocks} blocks of {block} steps each way,")
+        share = charlm_share(uri, steps, root, every)
+        print(f"\ncharlm step (GPT {GPTConfig()}), {steps} steps without tracking, then with,")
         when = "every step (the worst case)" if every == 1 else f"every {every} steps (default)"
         print(f"metrics reported {when}, system metrics on:")
         (w0, w1), (c0, c1) = share["wall"], share["cpu"]
