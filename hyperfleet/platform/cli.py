@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from hyperfleet.errors import ConfigError
+from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform import cli_fleet
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
 from hyperfleet.platform.mlflow_cli import build_app
@@ -317,29 +317,39 @@ def train(
 
 @app.command()
 def dashboard(
-    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    storage: Annotated[str, typer.Option(help="Storage URL (read only).")] = DEFAULT_STORAGE,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: each sweep's tracking.uri)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to serve on; 0.0.0.0 serves every interface.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
-    """Open the Streamlit dashboard on a storage."""
-    import hyperfleet.dashboards.app as dash
+    """Serve the Streamlit dashboard on a storage (read only: nothing is created or written)."""
+    import importlib.util
 
-    os.execv(
-        sys.executable,
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            dash.__file__,
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-            "--",
-            "--storage",
-            storage,
-        ],
-    )
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.engine import parse_url
+
+    _guard(lambda: parse_url(storage))
+    try:  # a storage that is not there yet is reported, and the page waits for it
+        Storage.open_readonly(storage).close()
+    except HyperfleetError as exc:
+        err.print(f"warning: {exc}", markup=False, highlight=False, soft_wrap=True)
+    spec = importlib.util.find_spec("hyperfleet.dashboards.app")  # its path, not imported
+    assert spec is not None and spec.origin is not None
+    argv = [sys.executable, "-m", "streamlit", "run", spec.origin,
+            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--client.toolbarMode", "viewer",
+            "--", "--storage", storage]  # fmt: skip
+    if tracking_uri:
+        argv += ["--tracking-uri", tracking_uri]
+    err.print(f"dashboard: http://{host}:{port} (storage {storage})", markup=False, highlight=False)
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
 
 
 app.command("worker")(cli_fleet.worker)
