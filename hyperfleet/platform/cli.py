@@ -19,6 +19,7 @@ from rich.table import Table
 from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform import cli_fleet, cli_stack
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.mlflow_cli import build_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
@@ -120,7 +121,9 @@ def sweep_run(
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    runner = _guard(lambda: SweepRunner(cfg, storage_url, tracking, devices=devices))
+    runner = _guard(
+        lambda: SweepRunner(cfg, storage_url, tracking, devices=devices, sweep_file=file)
+    )
     summary = _guard(lambda: _run_with_progress(runner))
     console = err if as_json else out
     console.print(_results_table(summary))
@@ -131,7 +134,12 @@ def sweep_run(
         )
     if len(summary.directions) > 1:
         console.print(_pareto_table(summary))
-    console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
+    from hyperfleet.platform.tracking.server import ui_hint
+
+    hint = ui_hint(
+        _tool("hyperfleet"), storage_url, tracking, default_tracking, summary.experiment_id
+    )
+    console.print("Open MLflow:    " + hint, soft_wrap=True, markup=False, highlight=False)
     console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
     if summary.interrupted:
         console.print("interrupted: run the same command again to continue the sweep")
@@ -348,6 +356,7 @@ def dashboard(
 app.command("worker")(cli_fleet.worker)
 app.command("workers")(cli_fleet.workers)
 sweep_app.command("submit")(cli_fleet.sweep_submit)
+app.add_typer(build_app(_guard, out, err, DEFAULT_STORAGE), name="mlflow")
 
 
 def main() -> None:

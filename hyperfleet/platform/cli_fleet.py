@@ -145,7 +145,9 @@ def sweep_submit(
     cfg = _guard(lambda: load_sweep(file))
     default_storage, default_tracking = default_urls(cfg)
     url = storage or default_storage
-    summary = _guard(lambda: submit_sweep(cfg, url, tracking_uri or default_tracking))
+    summary = _guard(
+        lambda: submit_sweep(cfg, url, tracking_uri or default_tracking, sweep_file=file)
+    )
     done = sum(summary.state_counts.values())
     when = dt.datetime.now().isoformat(timespec="seconds")
     out.print(f"submitted sweep {cfg.name!r} to {url} at {when} ({done} trials so far); "
