@@ -143,6 +143,7 @@ def _make(
             n_restarts_optimizer=cfg.n_restarts_optimizer,
             xi=cfg.xi,
             kappa=cfg.kappa,
+            value_transform=cfg.value_transform,
             seed=cfg.seed,
         )
     raise AssertionError(f"unhandled scheduler config {cfg!r}")

@@ -15,18 +15,37 @@ How it maps onto Optuna:
   ``n_initial_points`` trials, come from an internal ``TPESampler`` (random in its start-up).
 * The optimizer is re-created for every suggestion from the study's COMPLETE trials
   (``max_history`` keeps the best half and the most recent), so any process can suggest from
-  storage alone; its random state is derived from ``seed`` and the trial number.
-* Concurrency: RUNNING trials are told to the optimizer with a constant lie (``cl_min``: the
-  best value so far, ``cl_mean``, ``cl_max``), all in one ``tell`` so the model is fitted once.
-  A point that is being evaluated then looks known, and the next suggestion moves elsewhere.
-  This needs the running trials' parameters in storage: suggest them right after ``ask``.
-* Cost: a GP fit is O(n^3) in observations. The seconds spent are stored on the trial (user
-  attr ``hyperfleet.suggest_time_s``, with ``hyperfleet.sampler`` = ``skopt`` or ``tpe``). Once
-  the latest skopt suggestion took longer than ``time_budget_s``, later trials are sampled by
-  TPE, and the trial gets ``hyperfleet.sampler_fallback`` (a sentence) plus a log warning. A
-  model error (a space skopt can't fit) falls back for that trial the same way.
-* ``acq_func="gp_hedge"`` chooses among EI, LCB and PI by their past gains; since the optimizer
-  is rebuilt for each suggestion those gains start at zero, so the choice is uniform.
+  storage alone; its random state is derived from ``seed`` and the trial number. The model is
+  fitted to the values standardised and, by default, Yeo-Johnson transformed: objectives with
+  a long tail of bad values (a loss that diverges, a function 150 times higher at the edges
+  than in its basin) otherwise make a GP's fitted length scales collapse, after which the
+  acquisition sends trials to the domain's edges.
+
+Trials in flight. Every RUNNING trial of the study, whichever worker claimed it, is a pending
+point, read fresh from storage at each suggestion: its parameters, or the whole suggestion,
+which is stored on the trial (system attr ``hyperfleet.skopt_params``) as soon as it is made. A
+pending point is told to the optimizer with a made-up value, so it looks known and the next
+suggestion moves elsewhere (Ginsbourger et al., 2010, "Kriging is well-suited to parallelize
+optimization"). The constant liar tells the best (``cl_min``), mean (``cl_mean``) or worst
+(``cl_max``) finished value; the kriging believer (``kriging_believer``, the default) tells the
+model's own prediction there, which removes the uncertainty at the point and changes nothing
+else. The model is first fitted to the finished trials alone; a GP's hyperparameters (length
+scales, amplitude, noise) are then kept fixed while the pending points are added. Refitting
+them to invented values, as skopt's own ``ask(n_points)`` does, is what made parallel runs
+erratic: a lie far from the data makes the function look rough, the length scales collapse and
+the next trials go to the edges. An optimistic lie (``cl_min``) also pulls the next
+suggestions next to the pending points, where the model now believes the best value lies. The
+numbers of the pending trials are stored on each suggested trial (user attr
+``hyperfleet.pending_trials``). A trial still inside its own suggestion (the model's fit
+time) has no point yet and cannot be pending.
+
+Cost: a GP fit is O(n^3) in observations. The seconds spent are stored on the trial (user attr
+``hyperfleet.suggest_time_s``, with ``hyperfleet.sampler`` = ``skopt`` or ``tpe``). Once the
+latest skopt suggestion took longer than ``time_budget_s``, later trials are sampled by TPE,
+and the trial gets ``hyperfleet.sampler_fallback`` (a sentence) plus a log warning. A model
+error (a space skopt can't fit) falls back for that trial the same way.
+``acq_func="gp_hedge"`` chooses among EI, LCB and PI by their past gains; since the optimizer
+is rebuilt for each suggestion those gains start at zero, so the choice is uniform.
 
 Compatibility fix for scikit-optimize 0.10.2 with scikit-learn >= 1.6: skopt's
 ``GradientBoostingQuantileRegressor`` lists ``BaseEstimator`` before ``RegressorMixin``, so
@@ -64,8 +83,11 @@ logger = logging.getLogger(__name__)
 ATTR_TIME = "hyperfleet.suggest_time_s"
 ATTR_SAMPLER = "hyperfleet.sampler"
 ATTR_FALLBACK = "hyperfleet.sampler_fallback"
+ATTR_PENDING = "hyperfleet.pending_trials"
+_PARAMS_KEY = "hyperfleet.skopt_params"  # system attr: the suggestion, visible to other workers
 
-_LIARS: dict[str, Callable[..., Any]] = {"cl_min": np.min, "cl_mean": np.mean, "cl_max": np.max}
+_CONSTANT_LIES: dict[str, Callable[..., Any]] = {"cl_min": min, "cl_mean": np.mean, "cl_max": max}
+LIARS = (*_CONSTANT_LIES, "kriging_believer")
 
 
 @functools.cache
@@ -185,7 +207,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         base_estimator: str = "GP",
         acq_func: str = "EI",
         n_initial_points: int = 10,
-        liar: str = "cl_min",
+        liar: str = "kriging_believer",
         max_history: int | None = None,
         time_budget_s: float | None = None,
         n_candidates: int = 2000,
@@ -193,10 +215,11 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         n_restarts_optimizer: int = 5,
         xi: float = 0.01,
         kappa: float = 1.96,
+        value_transform: str = "yeo-johnson",
         seed: int | None = None,
     ) -> None:
-        if liar not in _LIARS:
-            raise ValueError(f"liar must be one of {sorted(_LIARS)}, got {liar!r}")
+        if liar not in LIARS:
+            raise ValueError(f"liar must be one of {', '.join(LIARS)}, got {liar!r}")
         self._base_estimator = base_estimator
         self._acq_func = acq_func
         self._n_initial_points = n_initial_points
@@ -206,7 +229,9 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self._n_candidates = n_candidates
         self._acq_optimizer = acq_optimizer
         self._n_restarts = n_restarts_optimizer
-        self._acq_func_kwargs = {"xi": xi, "kappa": kappa}
+        self._xi = xi
+        self._kappa = kappa
+        self._value_transform = value_transform
         self._seed = seed
         self._tpe = optuna.samplers.TPESampler(
             seed=seed, n_startup_trials=n_initial_points, constant_liar=True
@@ -232,7 +257,8 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self._raise_error_if_multi_objective(study)
         if not search_space:
             return {}
-        trials = study._get_trials(deepcopy=False, use_cache=True)
+        # Fresh from storage, not the per-ask cache: RUNNING trials of other workers count.
+        trials = study._get_trials(deepcopy=False, use_cache=False)
         complete = [
             t
             for t in trials
@@ -244,12 +270,14 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         if reason is None:
             start = time.perf_counter()
             try:
-                params = self._ask(study, trial, search_space, complete, trials)
+                params, pending = self._ask(study, trial, search_space, complete, trials)
             except (ValueError, np.linalg.LinAlgError) as exc:
                 reason = f"skopt could not suggest ({type(exc).__name__}: {exc}); used TPE"
             else:
+                study._storage.set_trial_system_attr(trial._trial_id, _PARAMS_KEY, params)
                 elapsed = time.perf_counter() - start
-                self._set_attrs(study, trial, {ATTR_TIME: elapsed, ATTR_SAMPLER: "skopt"})
+                attrs = {ATTR_TIME: elapsed, ATTR_SAMPLER: "skopt", ATTR_PENDING: pending}
+                self._set_attrs(study, trial, attrs)
                 self._skopt_trials.add(trial._trial_id)
                 return params
         logger.warning("trial %d: %s", trial.number, reason)
@@ -277,52 +305,90 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         search_space: dict[str, BaseDistribution],
         complete: list[FrozenTrial],
         trials: list[FrozenTrial],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], list[int]]:
+        """The suggestion for ``trial`` and the numbers of the trials it took as pending."""
         from skopt import Optimizer
 
         codec = _Codec(search_space)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         history = self._history(complete, sign)
         xs = [codec.encode(t.params) for t in history]
-        ys = np.array([sign * float(t.value) for t in history])  # type: ignore[arg-type]
-        ys = _finite(ys)
-        pending = [
-            codec.encode(t.params)
+        ys = _finite(np.array([sign * float(t.value) for t in history]))  # type: ignore[arg-type]
+        zs = _transformed(ys, self._value_transform)
+        running = [
+            (t.number, params)
             for t in trials
-            if t.state == TrialState.RUNNING
-            and t.number != trial.number
-            and all(n in t.params for n in search_space)
+            if t.state == TrialState.RUNNING and t.number != trial.number
+            for params in [_running_params(t)]
+            if all(n in params for n in search_space)
         ]
-        lie = float(_LIARS[self._liar](ys))
+        pending = [codec.encode(params) for _, params in running]
         rng = np.random.RandomState(
             None if self._seed is None else derive_seed(self._seed, trial.number, "skopt")
         )
-        estimator: Any = self._base_estimator
-        if estimator == "GBRT":
-            estimator = _gbrt_quantile(int(rng.randint(0, 2**31 - 1)))
         acq_optimizer = self._acq_optimizer
         if acq_optimizer == "auto":
             use_lbfgs = self._base_estimator == "GP" and not codec.has_categorical
             acq_optimizer = "lbfgs" if use_lbfgs else "sampling"
-        opt = Optimizer(
-            codec.dimensions,
-            base_estimator=estimator,
-            n_initial_points=0,
-            acq_func=self._acq_func,
-            acq_optimizer=acq_optimizer,
-            random_state=rng,
-            acq_func_kwargs=self._acq_func_kwargs,
-            acq_optimizer_kwargs={
-                "n_points": self._n_candidates,
-                "n_restarts_optimizer": self._n_restarts,
-            },
-        )
         # The matrices are small: BLAS threads only contend (4x slower on a busy 2-core box).
         with warnings.catch_warnings(), threadpool_limits(limits=1):
             warnings.simplefilter("ignore")
-            opt.tell(xs + pending, [float(y) for y in ys] + [lie] * len(pending))
+            model, lies = self._surrogate(codec, xs, zs, pending, rng)
+            opt = Optimizer(
+                codec.dimensions,
+                base_estimator=model,
+                n_initial_points=0,
+                acq_func=self._acq_func,
+                acq_optimizer=acq_optimizer,
+                random_state=rng,
+                acq_func_kwargs={"xi": self._xi, "kappa": self._kappa},
+                acq_optimizer_kwargs={
+                    "n_points": self._n_candidates,
+                    "n_restarts_optimizer": self._n_restarts,
+                },
+            )
+            opt.tell(xs + pending, zs + lies)
             x = opt.ask()
-        return codec.decode(x)
+        return codec.decode(x), [number for number, _ in running]
+
+    def _surrogate(
+        self,
+        codec: _Codec,
+        xs: list[list[Any]],
+        zs: list[float],
+        pending: list[list[Any]],
+        rng: np.random.RandomState,
+    ) -> tuple[Any, list[float]]:
+        """The unfitted model skopt fits to ``xs + pending``, and the values lied for pending.
+
+        Without pending points that is the plain model. With them, the model is fitted to the
+        finished trials first (for the kriging believer's predictions, and for a GP's
+        hyperparameters, which the returned model then keeps fixed: see the module docstring).
+        """
+        from sklearn.base import clone
+        from skopt.space import Space
+        from skopt.utils import cook_estimator, normalize_dimensions
+
+        is_gp = self._base_estimator == "GP"
+        seed = int(rng.randint(0, 2**31 - 1))
+        if self._base_estimator == "GBRT":
+            model = _gbrt_quantile(seed)
+        else:
+            model = cook_estimator(self._base_estimator, space=codec.dimensions, random_state=seed)
+        if is_gp:
+            model.set_params(normalize_y=False)  # the values come standardised (module doc)
+        if not pending:
+            return model, []
+        if self._liar in _CONSTANT_LIES and not is_gp:
+            return model, [float(_CONSTANT_LIES[self._liar](zs))] * len(pending)
+        # skopt fits a GP in the unit cube (normalize_dimensions) and other models as given.
+        space = Space(normalize_dimensions(codec.dimensions) if is_gp else codec.dimensions)
+        fitted = clone(model).fit(space.transform(xs), zs)
+        if self._liar in _CONSTANT_LIES:
+            lies = [float(_CONSTANT_LIES[self._liar](zs))] * len(pending)
+        else:
+            lies = [float(v) for v in fitted.predict(space.transform(pending))]
+        return (_frozen_gp(model, fitted) if is_gp else model), lies
 
     def _history(self, complete: list[FrozenTrial], sign: float) -> list[FrozenTrial]:
         cap = self._max_history
@@ -368,6 +434,38 @@ class SkoptSampler(optuna.samplers.BaseSampler):
     def _set_attrs(study: Study, trial: FrozenTrial, attrs: dict[str, Any]) -> None:
         for key, value in attrs.items():
             study._storage.set_trial_user_attr(trial._trial_id, key, value)
+
+
+def _running_params(trial: FrozenTrial) -> dict[str, Any]:
+    """A running trial's point: its suggested parameters, or the suggestion stored for it."""
+    return {**trial.system_attrs.get(_PARAMS_KEY, {}), **trial.params}
+
+
+def _frozen_gp(template: Any, fitted: Any) -> Any:
+    """``template`` with ``fitted``'s kernel hyperparameters, learned noise included, fixed.
+
+    skopt's GP (``noise="gaussian"``) fits ``amplitude * Matern + WhiteKernel`` and afterwards
+    moves the white noise level into ``noise_``; it is put back as a fixed WhiteKernel.
+    """
+    from sklearn.base import clone
+    from skopt.learning.gaussian_process.kernels import Sum, WhiteKernel
+
+    kernel = fitted.kernel_
+    assert isinstance(kernel, Sum) and isinstance(kernel.k2, WhiteKernel), kernel
+    noise = WhiteKernel(noise_level=fitted.noise_, noise_level_bounds="fixed")
+    return clone(template).set_params(kernel=kernel.k1 + noise, optimizer=None)
+
+
+def _transformed(ys: np.ndarray, transform: str) -> list[float]:
+    """``ys`` standardised, after a Yeo-Johnson power transform if ``transform`` says so."""
+    if float(ys.std()) == 0.0:
+        return [0.0] * len(ys)
+    zs = (ys - ys.mean()) / ys.std()
+    if transform == "yeo-johnson":
+        from sklearn.preprocessing import PowerTransformer
+
+        zs = PowerTransformer(method="yeo-johnson").fit_transform(zs.reshape(-1, 1))[:, 0]
+    return [float(z) for z in zs]
 
 
 def _finite(ys: np.ndarray) -> np.ndarray:
