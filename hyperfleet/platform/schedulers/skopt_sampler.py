@@ -437,8 +437,10 @@ class SkoptSampler(optuna.samplers.BaseSampler):
 
 
 def _running_params(trial: FrozenTrial) -> dict[str, Any]:
-    """A running trial's point: its suggested parameters, or the suggestion stored for it."""
-    return {**trial.system_attrs.get(_PARAMS_KEY, {}), **trial.params}
+    """A running trial's point: its parameters so far, completed by the suggestion stored for
+    it (or, for an enqueued trial, the parameters it was enqueued with)."""
+    attrs = trial.system_attrs
+    return {**attrs.get("fixed_params", {}), **attrs.get(_PARAMS_KEY, {}), **trial.params}
 
 
 def _frozen_gp(template: Any, fitted: Any) -> Any:

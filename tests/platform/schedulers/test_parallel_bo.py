@@ -116,6 +116,19 @@ def test_skopt_pending_includes_a_trial_still_being_suggested(
     assert not close([suggested[n] for n in NAMES], [b.params[n] for n in NAMES])
 
 
+def test_skopt_pending_includes_an_enqueued_trial_not_yet_suggested(
+    tmp_path: Path, skopt_told: list[list[list[Any]]]
+) -> None:
+    # A point queued by hand (sweep enqueue), popped by worker 1, none of its params set yet.
+    url, one = prefilled(SKOPT, tmp_path)
+    one.enqueue_trial({"x0": 2.5, "x1": 7.5})
+    a = one.ask()
+    assert a.params == {}
+    b = start(worker(SKOPT, url))
+    assert close(skopt_told[-1][-1], [2.5, 7.5])
+    assert b.study._storage.get_trial(b._trial_id).user_attrs[ATTR_PENDING] == [a.number]
+
+
 def test_skopt_in_one_process_two_in_flight(
     tmp_path: Path, skopt_told: list[list[list[Any]]]
 ) -> None:
