@@ -46,7 +46,8 @@ from hyperfleet.platform.schedulers.configs import (
     SkoptConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler, derive_seed
+from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
+from hyperfleet.platform.schedulers.skopt_support import derive_seed
 
 logger = logging.getLogger(__name__)
 

@@ -45,38 +45,38 @@ latest skopt suggestion took longer than ``time_budget_s``, later trials are sam
 and the trial gets ``hyperfleet.sampler_fallback`` (a sentence) plus a log warning. A model
 error (a space skopt can't fit) falls back for that trial the same way.
 ``acq_func="gp_hedge"`` chooses among EI, LCB and PI by their past gains; since the optimizer
-is rebuilt for each suggestion those gains start at zero, so the choice is uniform.
+is rebuilt for each suggestion those gains start at zero, so the choice is uniform. skopt would
+still optimise all three acquisitions and keep one; the sampler draws the one first (from the
+same seeded random state) and optimises only that: the same choice for a third of the work.
 
-Compatibility fix for scikit-optimize 0.10.2 with scikit-learn >= 1.6: skopt's
-``GradientBoostingQuantileRegressor`` lists ``BaseEstimator`` before ``RegressorMixin``, so
-scikit-learn's tag-based ``is_regressor`` says no and ``base_estimator="GBRT"`` fails with "has
-to be a regressor". ``_GBRTQuantile`` overrides its tags, and its ``predict(return_std=True)``,
-which calls ``np.in1d`` (removed in numpy 2.4). numpy 2 scalars
-(``np.int64``, ``np.str_``) coming back from ``ask`` are converted to Python values.
+The space codec, the model helpers and a compatibility fix for scikit-optimize with recent
+scikit-learn and numpy are in ``skopt_support``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import warnings
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
+from optuna.distributions import BaseDistribution
 from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
+
+from hyperfleet.platform.schedulers.skopt_support import (
+    Codec,
+    derive_seed,
+    finite,
+    frozen_gp,
+    gbrt_quantile,
+    transformed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,111 +88,6 @@ _PARAMS_KEY = "hyperfleet.skopt_params"  # system attr: the suggestion, visible 
 
 _CONSTANT_LIES: dict[str, Callable[..., Any]] = {"cl_min": min, "cl_mean": np.mean, "cl_max": max}
 LIARS = (*_CONSTANT_LIES, "kriging_believer")
-
-
-@functools.cache
-def _gbrt_class() -> type:
-    from sklearn.utils import RegressorTags
-    from skopt.learning import GradientBoostingQuantileRegressor
-
-    class _GBRTQuantile(GradientBoostingQuantileRegressor):  # type: ignore[misc]
-        """skopt's GBRT quantile regressor, tagged as a regressor for scikit-learn >= 1.6."""
-
-        def __sklearn_tags__(self) -> Any:
-            tags = super().__sklearn_tags__()
-            tags.estimator_type = "regressor"
-            tags.regressor_tags = RegressorTags()
-            return tags
-
-        def predict(
-            self,
-            X: Any,  # noqa: N803 - scikit-learn's argument name
-            return_std: bool = False,
-            return_quantiles: bool = False,
-        ) -> Any:
-            if not return_std or return_quantiles:
-                return super().predict(X, return_quantiles=return_quantiles)
-            # skopt's own return_std path calls np.in1d, removed in numpy 2.4.
-            if not {0.16, 0.5, 0.84} <= set(self.quantiles):
-                raise ValueError("return_std needs the quantiles 0.16, 0.5 and 0.84")
-            low, mid, high = (
-                self.regressors_[self.quantiles.index(q)].predict(X) for q in (0.16, 0.5, 0.84)
-            )
-            return mid, (high - low) / 2.0
-
-    return _GBRTQuantile
-
-
-def _gbrt_quantile(random_state: int) -> Any:
-    from sklearn.ensemble import GradientBoostingRegressor
-
-    gbrt = GradientBoostingRegressor(n_estimators=30, loss="quantile")
-    return _gbrt_class()(base_estimator=gbrt, random_state=random_state)
-
-
-def derive_seed(seed: int, *parts: int | str) -> int:
-    """A 32-bit seed from ``seed`` and ``parts`` (trial number, parameter name, ...)."""
-    words = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF]
-    words += [p if isinstance(p, int) else zlib.crc32(p.encode()) for p in parts]
-    return int(np.random.SeedSequence(words).generate_state(1)[0])
-
-
-class _Codec:
-    """Converts between Optuna parameter values and skopt dimension values."""
-
-    def __init__(self, space: dict[str, BaseDistribution]) -> None:
-        from skopt.space import Categorical, Integer, Real
-
-        self.names = sorted(space)
-        self.dists: list[Any] = [space[n] for n in self.names]  # Optuna distributions
-        self.dimensions: list[Any] = []
-        for d in self.dists:
-            if isinstance(d, CategoricalDistribution):
-                self.dimensions.append(Categorical([str(i) for i in range(len(d.choices))]))
-            elif d.step is not None and d.step != 1:
-                n_steps = round((d.high - d.low) / d.step)
-                self.dimensions.append(Integer(0, n_steps))
-            elif isinstance(d, IntDistribution):
-                self.dimensions.append(Integer(d.low, d.high, prior=_prior(d.log)))
-            elif isinstance(d, FloatDistribution):
-                self.dimensions.append(Real(d.low, d.high, prior=_prior(d.log)))
-            else:
-                raise TypeError(f"unsupported distribution {d!r}")
-        self.has_categorical = any(isinstance(d, CategoricalDistribution) for d in self.dists)
-
-    def encode(self, params: dict[str, Any]) -> list[Any]:
-        out: list[Any] = []
-        for name, d in zip(self.names, self.dists, strict=True):
-            v = params[name]
-            if isinstance(d, CategoricalDistribution):
-                out.append(str(d.choices.index(v)))
-            elif d.step is not None and d.step != 1:
-                out.append(round((v - d.low) / d.step))
-            elif isinstance(d, IntDistribution):
-                out.append(int(v))
-            else:
-                out.append(float(v))
-        return out
-
-    def decode(self, x: Sequence[Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, d, v in zip(self.names, self.dists, x, strict=True):
-            if isinstance(d, CategoricalDistribution):
-                out[name] = d.choices[int(v)]
-            elif d.step is not None and d.step != 1:
-                value = d.low + int(v) * d.step
-                out[name] = min(max(value, d.low), d.high)
-                if isinstance(d, IntDistribution):
-                    out[name] = int(out[name])
-            elif isinstance(d, IntDistribution):
-                out[name] = int(min(max(int(v), d.low), d.high))
-            else:
-                out[name] = float(min(max(float(v), d.low), d.high))
-        return out
-
-
-def _prior(log: bool) -> str:
-    return "log-uniform" if log else "uniform"
 
 
 class SkoptSampler(optuna.samplers.BaseSampler):
@@ -309,12 +204,12 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         """The suggestion for ``trial`` and the numbers of the trials it took as pending."""
         from skopt import Optimizer
 
-        codec = _Codec(search_space)
+        codec = Codec(search_space)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         history = self._history(complete, sign)
         xs = [codec.encode(t.params) for t in history]
-        ys = _finite(np.array([sign * float(t.value) for t in history]))  # type: ignore[arg-type]
-        zs = _transformed(ys, self._value_transform)
+        ys = finite(np.array([sign * float(t.value) for t in history]))  # type: ignore[arg-type]
+        zs = transformed(ys, self._value_transform)
         running = [
             (t.number, params)
             for t in trials
@@ -326,6 +221,9 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         rng = np.random.RandomState(
             None if self._seed is None else derive_seed(self._seed, trial.number, "skopt")
         )
+        acq_func = self._acq_func
+        if acq_func == "gp_hedge":  # uniform with no past gains: see the module docstring
+            acq_func = ("EI", "LCB", "PI")[rng.randint(3)]
         acq_optimizer = self._acq_optimizer
         if acq_optimizer == "auto":
             use_lbfgs = self._base_estimator == "GP" and not codec.has_categorical
@@ -338,7 +236,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
                 codec.dimensions,
                 base_estimator=model,
                 n_initial_points=0,
-                acq_func=self._acq_func,
+                acq_func=acq_func,
                 acq_optimizer=acq_optimizer,
                 random_state=rng,
                 acq_func_kwargs={"xi": self._xi, "kappa": self._kappa},
@@ -353,7 +251,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
 
     def _surrogate(
         self,
-        codec: _Codec,
+        codec: Codec,
         xs: list[list[Any]],
         zs: list[float],
         pending: list[list[Any]],
@@ -372,7 +270,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         is_gp = self._base_estimator == "GP"
         seed = int(rng.randint(0, 2**31 - 1))
         if self._base_estimator == "GBRT":
-            model = _gbrt_quantile(seed)
+            model = gbrt_quantile(seed)
         else:
             model = cook_estimator(self._base_estimator, space=codec.dimensions, random_state=seed)
         if is_gp:
@@ -388,7 +286,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
             lies = [float(_CONSTANT_LIES[self._liar](zs))] * len(pending)
         else:
             lies = [float(v) for v in fitted.predict(space.transform(pending))]
-        return (_frozen_gp(model, fitted) if is_gp else model), lies
+        return (frozen_gp(model, fitted) if is_gp else model), lies
 
     def _history(self, complete: list[FrozenTrial], sign: float) -> list[FrozenTrial]:
         cap = self._max_history
@@ -441,38 +339,3 @@ def _running_params(trial: FrozenTrial) -> dict[str, Any]:
     it (or, for an enqueued trial, the parameters it was enqueued with)."""
     attrs = trial.system_attrs
     return {**attrs.get("fixed_params", {}), **attrs.get(_PARAMS_KEY, {}), **trial.params}
-
-
-def _frozen_gp(template: Any, fitted: Any) -> Any:
-    """``template`` with ``fitted``'s kernel hyperparameters, learned noise included, fixed.
-
-    skopt's GP (``noise="gaussian"``) fits ``amplitude * Matern + WhiteKernel`` and afterwards
-    moves the white noise level into ``noise_``; it is put back as a fixed WhiteKernel.
-    """
-    from sklearn.base import clone
-    from skopt.learning.gaussian_process.kernels import Sum, WhiteKernel
-
-    kernel = fitted.kernel_
-    assert isinstance(kernel, Sum) and isinstance(kernel.k2, WhiteKernel), kernel
-    noise = WhiteKernel(noise_level=fitted.noise_, noise_level_bounds="fixed")
-    return clone(template).set_params(kernel=kernel.k1 + noise, optimizer=None)
-
-
-def _transformed(ys: np.ndarray, transform: str) -> list[float]:
-    """``ys`` standardised, after a Yeo-Johnson power transform if ``transform`` says so."""
-    if float(ys.std()) == 0.0:
-        return [0.0] * len(ys)
-    zs = (ys - ys.mean()) / ys.std()
-    if transform == "yeo-johnson":
-        from sklearn.preprocessing import PowerTransformer
-
-        zs = PowerTransformer(method="yeo-johnson").fit_transform(zs.reshape(-1, 1))[:, 0]
-    return [float(z) for z in zs]
-
-
-def _finite(ys: np.ndarray) -> np.ndarray:
-    """Replace +-inf by the largest / smallest finite value (a GP can't fit infinities)."""
-    finite = ys[np.isfinite(ys)]
-    if finite.size == 0:
-        return np.zeros_like(ys)
-    return np.nan_to_num(ys, nan=finite.max(), posinf=finite.max(), neginf=finite.min())
