@@ -1,7 +1,8 @@
 """Bayesian schedulers with trials in flight: every running trial is a pending point.
 
 Two ``Study`` objects on one SQLite file stand for two workers (each has its own storage
-cache and its own sampler, built from config as a fresh process builds it). Worker 1 claims
+cache and its own sampler, built from config as a fresh process builds it); in the last two
+tests worker 1 is a separate Python process. Worker 1 claims
 trial A and samples it; worker 2 then asks for trial B. What B's sampler was given is checked
 on its inputs (the points told to ``skopt.Optimizer``, the running trials handed to Optuna's
 GP acquisition), never by timing.
@@ -9,6 +10,10 @@ GP acquisition), never by timing.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +180,64 @@ def test_gp_pending_includes_a_trial_still_being_suggested(
     b = start(worker(GP, url))
     assert gp_running == [[], [a.number]]
     assert not close([a.relative_params[n] for n in NAMES], [b.params[n] for n in NAMES])
+
+
+# Another process claims trial A: a fresh interpreter, its own storage connection and sampler,
+# which asks, suggests every parameter, and exits with A left RUNNING in the shared file.
+CLAIM = """
+import json, sys
+import optuna
+from hyperfleet.platform.schedulers.configs import parse_scheduler_config
+from hyperfleet.platform.schedulers.samplers import build_sampler
+from hyperfleet.platform.schedulers.testfunctions import BRANIN
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+raw, url = json.loads(sys.argv[1]), sys.argv[2]
+sampler = build_sampler(parse_scheduler_config({**raw, "seed": 0}))
+study = optuna.load_study(study_name="bo", storage=url, sampler=sampler)
+trial = study.ask()
+params = {f"x{i}": trial.suggest_float(f"x{i}", lo, hi) for i, (lo, hi) in enumerate(BRANIN.bounds)}
+print(json.dumps({"number": trial.number, "params": params}))
+"""
+
+
+def claim_in_another_process(raw: dict[str, Any], url: str) -> tuple[int, list[float]]:
+    """Trial A claimed by another process; its number and point, read back from storage."""
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(
+        [sys.executable, "-c", CLAIM, json.dumps(raw), url],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    claimed = json.loads(out.strip().splitlines()[-1])
+    trial = optuna.load_study(study_name="bo", storage=url).trials[claimed["number"]]
+    assert trial.state == optuna.trial.TrialState.RUNNING
+    assert trial.params == claimed["params"]
+    return trial.number, [trial.params[n] for n in NAMES]
+
+
+def test_skopt_takes_a_trial_claimed_by_another_process_as_pending(
+    tmp_path: Path, skopt_told: list[list[list[Any]]]
+) -> None:
+    url, _ = prefilled(SKOPT, tmp_path)
+    number, x_a = claim_in_another_process(SKOPT, url)
+    two = worker(SKOPT, url)
+    b = start(two)
+    # This process made one suggestion, and it was given A's point beside the finished ones.
+    assert len(skopt_told) == 1 and len(skopt_told[0]) == N_START + 1
+    assert close(skopt_told[0][-1], x_a)
+    assert two._storage.get_trial(b._trial_id).user_attrs[ATTR_PENDING] == [number]
+    assert not close(x_a, [b.params[n] for n in NAMES])
+
+
+def test_gp_takes_a_trial_claimed_by_another_process_as_pending(
+    tmp_path: Path, gp_running: list[list[int]]
+) -> None:
+    url, _ = prefilled(GP, tmp_path)
+    number, x_a = claim_in_another_process(GP, url)
+    b = start(worker(GP, url))
+    assert gp_running == [[number]]
+    assert not close(x_a, [b.params[n] for n in NAMES])
