@@ -1,4 +1,5 @@
-# Two commands do all set-up: `make sweep` and `make test`.
+# Two commands do all set-up: `make sweep` and `make test` (every test; what CI runs).
+# `make test-fast` leaves out the end-to-end runs marked slow, for a quick local check.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
 
-.PHONY: sweep test install lint typecheck bench clean
+.PHONY: sweep test test-fast install lint typecheck bench bench-full bench-components clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +25,9 @@ sweep: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+test-fast: install
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
 lint: install
 	$(VENV)/bin/ruff check hyperfleet tests benchmarks examples
 	$(VENV)/bin/ruff format --check hyperfleet tests benchmarks examples
@@ -31,8 +35,16 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# The side-by-side suite of trial start-up (BENCHMARKS.md, benchmarks/results/*.json);
+# bench-full: the sizes of issue #15; bench-components: the per-component scripts too.
 bench: install
 	$(PY) benchmarks/run_all.py --quick
+
+bench-full: install
+	$(PY) benchmarks/run_all.py
+
+bench-components: install
+	$(PY) benchmarks/run_all.py --quick --components
 
 clean:
 	rm -rf hyperfleet-runs

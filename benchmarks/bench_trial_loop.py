@@ -29,7 +29,7 @@ import torch
 from torch.nn import functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hyperfleet.platform.config import TrialConfig
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import CONTINUE, TrialContext
 from hyperfleet.trials.data import TokenLoader

@@ -1,7 +1,8 @@
 """The platform's error hierarchy.
 
 Every error a user can cause is a :class:`HyperfleetError`; the CLI prints its message on one
-line and exits with status 2. ``assert`` is kept for internal invariants only.
+line and exits with status 2 (3 for :class:`StorageOutageError`, which no input can fix).
+``assert`` is kept for internal invariants only.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ class LaunchError(HyperfleetError):
 
 class StorageError(HyperfleetError):
     """The storage backend is unreachable or holds data this version cannot read."""
+
+
+class StorageOutageError(StorageError):
+    """The storage stayed unreachable for the whole retry period; the CLI exits 3."""
+
+    exit_code = 3
 
 
 class TrialPruned(Exception):  # noqa: N818 - the name users know from Optuna

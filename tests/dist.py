@@ -62,7 +62,21 @@ def _worker(
     os._exit(0)  # the result is written: skip the interpreter's slow teardown
 
 
-_PRELOAD = ["torch", "torch.distributed", "torch.distributed.pipelining", "torch.nn.parallel"]
+# What the ranks import, loaded once by the fork server: a rank imports only the test module
+# that holds ``fn`` (a module that fails to import here is skipped, and imported by the rank).
+_PRELOAD = [
+    "torch",
+    "torch.distributed",
+    "torch.distributed.pipelining",
+    "torch.nn.parallel",
+    "numpy",
+    "pytest",
+    "hyperfleet.trials.async_ps",
+    "hyperfleet.trials.context",
+    "hyperfleet.trials.data",
+    "hyperfleet.trials.parallel.step",
+    "hyperfleet.trials.reshard",
+]
 
 
 def run_distributed(

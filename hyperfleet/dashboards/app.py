@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import streamlit as st
 
+from hyperfleet.errors import StorageError
 from hyperfleet.platform.results import summarize
 from hyperfleet.platform.storage import Storage
 
@@ -28,6 +29,8 @@ def _curves(storage: Storage, name: str) -> pd.DataFrame:
     """Intermediate objective values by step (Optuna-based sweeps keep them)."""
     import optuna
 
+    if not storage.has_studies():
+        return pd.DataFrame(columns=["trial", "step", "value"])
     try:
         study = optuna.load_study(study_name=name, storage=storage.optuna)
     except KeyError:  # a PBT sweep has no Optuna study
@@ -44,7 +47,11 @@ def main() -> None:
     args = _args()
     st.set_page_config(page_title="hyperfleet", layout="wide")
     st.title("hyperfleet")
-    storage = Storage(args.storage)
+    try:
+        storage = Storage.open_readonly(args.storage)
+    except StorageError as exc:
+        st.info(f"No sweeps to show: {exc}. Start one with `hyperfleet sweep run FILE`.")
+        return
     sweeps = [r.name for r in storage.list_sweeps()]
     if not sweeps:
         st.info(f"No sweeps in {args.storage} yet: run `hyperfleet sweep run FILE`.")

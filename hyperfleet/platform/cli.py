@@ -10,41 +10,19 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hyperfleet.errors import ConfigError, HyperfleetError
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform import cli_fleet
+from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
 app.add_typer(sweep_app, name="sweep")
-
-out = Console()
-err = Console(stderr=True)
-DEFAULT_STORAGE = "sqlite:///hyperfleet-runs/hyperfleet.db"
-T = TypeVar("T")
-_state = {"debug": False}
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except ConfigError as exc:
-        for line in exc.problems:
-            err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
-        if _state["debug"]:
-            raise
-        raise typer.Exit(2) from None
-    except HyperfleetError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        if _state["debug"]:
-            raise
-        raise typer.Exit(2) from None
 
 
 @app.callback()
@@ -82,7 +60,7 @@ def _tool(name: str) -> str:
 
 def _results_table(summary: Any) -> Table:
     table = Table(title=f"sweep {summary.sweep}")
-    for col in ("trial", "state", "value", "params", "steps", "seconds"):
+    for col in ("trial", "state", "value", "params", "steps", "seconds", "worker"):
         table.add_column(col)
     best = summary.best()
     for t in summary.trials:
@@ -98,6 +76,7 @@ def _results_table(summary: Any) -> Table:
             params,
             "-" if t.last_step is None else str(t.last_step),
             "-" if t.duration_s is None else f"{t.duration_s:.1f}",
+            (t.worker or t.host or "-") if t.state == "RUNNING" else "",
         )
     return table
 
@@ -120,6 +99,12 @@ def sweep_run(
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
     devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line.")] = False,
+    stop_at_timeout: Annotated[
+        bool,
+        typer.Option(
+            "--stop-at-timeout", help="At budget.timeout stop running trials too (requeued)."
+        ),
+    ] = False,
 ) -> None:
     """Create the sweep (or continue it) and run it to its budget."""
     from hyperfleet.platform.config import load_sweep
@@ -127,11 +112,15 @@ def sweep_run(
     from hyperfleet.platform.sweep import SweepRunner, default_urls
 
     cfg = _guard(lambda: load_sweep(file))
+    if stop_at_timeout:
+        budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
+        cfg = cfg.model_copy(update={"budget": budget})
     _guard(lambda: parse_devices(devices))
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    summary = _guard(lambda: _run_with_progress(cfg, storage_url, tracking, devices, SweepRunner))
+    runner = _guard(lambda: SweepRunner(cfg, storage_url, tracking, devices=devices))
+    summary = _guard(lambda: _run_with_progress(runner))
     console = err if as_json else out
     console.print(_results_table(summary))
     best = summary.best()
@@ -151,9 +140,9 @@ def sweep_run(
         raise typer.Exit(130)
 
 
-def _run_with_progress(
-    cfg: Any, storage_url: str, tracking: str, devices: str, runner_cls: Any
-) -> Any:
+def _run_with_progress(runner: Any) -> Any:
+    """Run the sweep with a progress bar on stderr (gone once it ends: errors and the results
+    table follow without it)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = [
@@ -163,13 +152,13 @@ def _run_with_progress(
         TextColumn("{task.fields[running]} running"),
         TimeElapsedColumn(),
     ]
-    with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task(cfg.name, total=None, running=0)
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(runner.cfg.name, total=None, running=0)
 
         def update(p: Any) -> None:
             bar.update(task, completed=p.finished, running=p.running, total=p.budget)
 
-        runner = runner_cls(cfg, storage_url, tracking, devices=devices, on_progress=update)
+        runner.on_progress = update
         return runner.run()
 
 
@@ -183,14 +172,31 @@ def sweep_status(
     from hyperfleet.platform.results import summarize
     from hyperfleet.platform.storage import Storage
 
-    summary = _guard(lambda: summarize(Storage(storage), name))
+    def read() -> tuple[Any, str | None]:
+        from hyperfleet.platform.config import parse_sweep
+        from hyperfleet.platform.worker import unschedulable
+
+        st = Storage.open_readonly(storage)
+        summary = summarize(st, name)
+        row = st.get_sweep(name)
+        waiting = row is not None and row.status in ("submitted", "running")
+        reason = unschedulable(parse_sweep(row.config), st, 30.0) if waiting and row else None
+        st.close()
+        return summary, reason
+
+    summary, reason = _guard(read)
     if as_json:
         data = summary.to_json()
         data["trials"] = [t.__dict__ for t in summary.trials]
+        data["unschedulable"] = reason
         print(json.dumps(data, default=str))
         return
     out.print(_results_table(summary))
+    if reason is not None:
+        out.print(f"unschedulable: {reason}", style="bold red", markup=False, highlight=False)
     for t in summary.trials:
+        if t.notes:
+            out.print(f"trial {t.number}: {t.notes}", markup=False, highlight=False)
         if t.state == "FAIL" and t.error:
             out.print(f"trial {t.number} failed:", style="bold red")
             out.print(t.error, markup=False, highlight=False)
@@ -208,7 +214,7 @@ def sweep_list(
     """Sweeps in a storage."""
     from hyperfleet.platform.storage import Storage
 
-    rows = _guard(lambda: Storage(storage).list_sweeps())
+    rows = _guard(lambda: Storage.open_readonly(storage).list_sweeps())
     table = Table()
     for col in ("sweep", "status", "created"):
         table.add_column(col)
@@ -244,7 +250,7 @@ def sweep_enqueue(
             url = storage or default_urls(cfg)[0]
         else:
             url = storage or DEFAULT_STORAGE
-            row = Storage(url).get_sweep(target)
+            row = Storage.open_readonly(url).get_sweep(target)
             if row is None:
                 raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
             cfg = parse_sweep(row.config)
@@ -268,7 +274,7 @@ def sweep_replay(
     from hyperfleet.platform.storage import Storage
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
-        st = Storage(storage)
+        st = Storage.open_readonly(storage)
         row = st.get_sweep(name)
         if row is None:
             raise ConfigError(f"sweep: no sweep named {name!r} in {storage}")
@@ -326,6 +332,11 @@ def dashboard(
             storage,
         ],
     )
+
+
+app.command("worker")(cli_fleet.worker)
+app.command("workers")(cli_fleet.workers)
+sweep_app.command("submit")(cli_fleet.sweep_submit)
 
 
 def main() -> None:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyperfleet.trials.checkpoint import replica_path
+from hyperfleet.spec.trial import replica_path
+from hyperfleet.spec.wire import trial_dir
 
-
-def trial_dir(workdir: str | Path, sweep: str, number: int) -> Path:
-    """``workdir/<sweep>/trial-NNNN`` (absolute): the trial's log, spec and checkpoints."""
-    return (Path(workdir) / sweep / f"trial-{number:04d}").resolve()
+__all__ = ["checkpoint_dir", "replica_folder", "trial_dir"]
 
 
 def checkpoint_dir(workdir: str | Path, sweep: str, number: int) -> Path:

@@ -87,6 +87,13 @@ def parse_devices(spec: str, min_cpu_slots: int = 1) -> list[Device]:
         return [Device("cpu", i) for i in range(n)]
     if m.group(3):
         idx = sorted({int(i) for i in m.group(4).split(",")})
+        present = count_gpus()
+        if idx[-1] >= present:
+            have = f"GPUs 0-{present - 1}" if present else "no GPU"
+            raise ConfigError(
+                f"--devices: {spec!r} names GPUs this host doesn't have (it has {have}); "
+                f"use auto, cpu:N or cuda: with indices below {present}"
+            )
         return [Device("cuda", i) for i in idx]
     gpus = count_gpus()
     if gpus:
@@ -104,6 +111,11 @@ class LocalPool:
         self._free = set(self.devices)
         self._lock = threading.Lock()
         self._next_id = 0
+
+    @classmethod
+    def slots(cls, n: int) -> LocalPool:
+        """``n`` CPU slots: what in-process trials (which hold no device) lease."""
+        return cls([Device("cpu", i) for i in range(n)])
 
     @classmethod
     def from_spec(cls, spec: str, min_cpu_slots: int = 1) -> LocalPool:

@@ -24,6 +24,9 @@ class TrialSummary:
     last_step: int | None
     error: str | None
     metrics: dict[str, Any] = field(default_factory=dict)
+    worker: str | None = None
+    host: str | None = None
+    notes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ def _summary(t: TrialRecord, metrics: list[str], searched: set[str]) -> TrialSum
         last_step=t.last_step,
         error=t.error,
         metrics=dict(t.metrics),
+        worker=t.worker,
+        host=t.host,
+        notes=t.notes,
     )
 
 

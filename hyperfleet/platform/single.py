@@ -23,8 +23,9 @@ from hyperfleet.platform.config import (
     ParamSpec,
     SweepConfig,
 )
-from hyperfleet.platform.launch import torchrun_command, trial_env
+from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
+from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.trials.workloads.registry import declared_params, merged_params
 
 
@@ -79,20 +80,16 @@ def run_single(
     lease = pool.try_acquire(k)
     assert lease is not None
     with tempfile.TemporaryDirectory(prefix="hyperfleet-train-") as tmp:
-        spec = {
-            "sweep": cfg.name,
-            "number": 0,
-            "config": cfg.model_dump(mode="json"),
-            "params": params,
-            "storage": None,
-            "tracking_uri": None,
-            "run_id": None,
-            "trial_dir": str(Path(tmp) / "trial"),
-            "reported_through": None,
-            "schedule": [[int(step), dict(p)] for step, p in schedule] if schedule else None,
-        }
-        spec_path = Path(tmp) / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec = TrialSpec(
+            sweep=cfg.name,
+            number=0,
+            trial=cfg.trial,
+            params=params,
+            workdir=tmp,
+            trial_dir=str(Path(tmp) / "trial"),
+            schedule=[(int(step), dict(p)) for step, p in schedule] if schedule else None,
+        )
+        spec_path = spec.write(Path(tmp) / "spec.json")
         cmd = torchrun_command(spec_path, k, f"train-{cfg.name}")
-        env = trial_env({}, lease, pool.threads_per_process())
+        env = trial_env(lease, pool.threads_per_process())
         return subprocess.run(cmd, env=env, check=False).returncode

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,72 @@ def flatten_params(params: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     _flatten("", params, out)
     return out
+
+
+class Tracker(Protocol):
+    """The controller's side of tracking: the sweep's parent run and a child run per trial."""
+
+    experiment_id: str | None
+
+    def start_parent(self, sweep: str, run_id: str | None, params: Mapping[str, Any]) -> str: ...
+
+    def start_child(
+        self,
+        sweep: str,
+        parent_id: str,
+        number: int,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
+    ) -> str: ...
+
+    def resume_child(self, run_id: str) -> None: ...
+
+    def end_child(
+        self, run_id: str, state: str, final: Mapping[str, float] | None = None, error: str = ""
+    ) -> None: ...
+
+    def end_parent(self, run_id: str, status: str, best: Mapping[str, Any] | None) -> None: ...
+
+
+class NullTracker:
+    """Tracks nothing (simulated sweeps, tests of the controller): run ids are made up and the
+    calls are kept in ``calls`` for assertions."""
+
+    experiment_id: str | None = None
+    uri = None
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self._runs = 0
+
+    def _run(self, what: str, detail: Any) -> str:
+        self._runs += 1
+        self.calls.append((what, detail))
+        return f"null-{self._runs}"
+
+    def start_parent(self, sweep: str, run_id: str | None, params: Mapping[str, Any]) -> str:
+        return run_id or self._run("start_parent", sweep)
+
+    def start_child(
+        self,
+        sweep: str,
+        parent_id: str,
+        number: int,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        return self._run("start_child", number)
+
+    def resume_child(self, run_id: str) -> None:
+        self.calls.append(("resume_child", run_id))
+
+    def end_child(
+        self, run_id: str, state: str, final: Mapping[str, float] | None = None, error: str = ""
+    ) -> None:
+        self.calls.append(("end_child", (run_id, state)))
+
+    def end_parent(self, run_id: str, status: str, best: Mapping[str, Any] | None) -> None:
+        self.calls.append(("end_parent", (run_id, status)))
 
 
 class SweepTracker:

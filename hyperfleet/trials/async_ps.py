@@ -37,7 +37,7 @@ well in most runs but dips mid-run; lower the learning rate or the staleness to 
 Runs are not bit-reproducible (update order depends on timing), so exact checkpoint resumption
 applies to ``allreduce`` only.
 
-Importing this module does not import torch (the platform imports :class:`SyncConfig`).
+Configured by the trial's ``sync:`` section (:class:`hyperfleet.spec.trial.SyncConfig`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -58,19 +56,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SERVER = "ps"
-
-
-class SyncConfig(BaseModel):
-    """The ``sync:`` section of a trial: how data-parallel ranks combine their gradients."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mode: Literal["allreduce", "async-ps"] = Field(
-        "allreduce", description="allreduce (DDP) or async-ps (rank 0 serves parameters)"
-    )
-    staleness: int | None = Field(
-        4, ge=0, description="async-ps: updates a worker may fall behind before it re-pulls"
-    )
 
 
 def worker_name(rank: int) -> str:

@@ -16,7 +16,7 @@ RNG state: :func:`capture_rng_state` turns the Python, NumPy, torch CPU and CUDA
 states into tensors and plain numbers (what ``weights_only`` loading accepts), and
 :func:`restore_rng_state` puts them back, so dropout masks and shuffles continue exactly.
 
-Importing this module does not import torch (the platform imports :class:`CheckpointConfig`).
+Configured by the trial's ``checkpoint:`` section (:class:`hyperfleet.spec.trial.CheckpointConfig`).
 """
 
 from __future__ import annotations
@@ -30,46 +30,15 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hyperfleet.spec.trial import CheckpointConfig, replica_path
 from hyperfleet.trials.files import atomic_write_bytes, sha256_file
 
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^step-(\d{9})\.pt$")
-
-
-class CheckpointConfig(BaseModel):
-    """The ``checkpoint:`` section of a trial."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    every: int | None = Field(None, ge=1, description="steps between checkpoints")
-    keep: int = Field(2, ge=1, description="checkpoints kept (newest), in each location")
-    replica: str | None = Field(None, description="second location: a directory or file:// URI")
-
-    @field_validator("replica")
-    @classmethod
-    def _replica(cls, v: str | None) -> str | None:
-        if v is not None:
-            replica_path(v)
-        return v
-
-
-def replica_path(location: str | os.PathLike[str]) -> Path:
-    """The directory a replica location names: a plain path or a ``file://`` URI."""
-    text = os.fspath(location)
-    parsed = urlparse(text)
-    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # 1 letter: a Windows drive
-        if parsed.scheme == "file":
-            if parsed.netloc not in ("", "localhost"):
-                raise ValueError(f"file URI with a host is not supported: {text!r}")
-            return Path(unquote(parsed.path))
-        return Path(text)
-    raise ValueError(f"expected a directory or a file:// URI for the replica, got {text!r}")
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:

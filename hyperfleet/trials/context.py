@@ -2,28 +2,25 @@
 
 A workload is ``def main(ctx)``. It reads its hyperparameters from ``ctx.params``, continues
 from ``ctx.load_checkpoint()`` if that returns a state, trains to ``ctx.max_steps`` and calls
-``ctx.report(step, metrics, checkpoint=...)`` as it goes. ``report`` is collective: every rank
-calls it at the same step. Rank 0 saves the checkpoint, records the report and asks the
-scheduler for a decision; the decision is broadcast so all ranks act on the same step, and a
-prune raises :class:`hyperfleet.TrialPruned` on every rank.
+``ctx.report(step, metrics, checkpoint=...)`` as it goes. The context is a facade over four
+rooms, each in its own module:
 
-The context knows nothing of how it was scheduled: the runtime hands it a ``reporter``
-(rank 0 only) that returns a decision as a plain dict, and catches the ``ScheduleChange``
-exceptions that ``report`` raises for an exploit or a pause (population-based training) to
-restart the workload in the same processes or end them.
+* **the environment** — rank, world size, device, the data-parallel coordinates, and the
+  trial's typed configuration (:class:`hyperfleet.spec.trial.TrialConfig`), read here;
+* **parallelism** — ``ctx.wrap``, ``ctx.autocast``, ``ctx.backward_step``, or ``ctx.pipeline``
+  when ``parallel.pipeline > 1``; ``ctx.mean_over_data`` and ``ctx.throughput`` for reports.
+  They delegate to one :class:`~hyperfleet.trials.parallel.Parallelism`, built on first use
+  (every rank must call), so one loop serves every layout;
+* **full-state checkpoints** — ``ctx.state`` and ``ctx.restore`` (:mod:`hyperfleet.trials.state`:
+  model, optimizer, scaler, data position and RNG, independent of the world size);
+* **the report protocol** — ``ctx.report`` (collective), ``ctx.record`` and ``ctx.follow``
+  (:mod:`hyperfleet.trials.reporting`): rank 0 saves the checkpoint, records the report and
+  gets a :class:`~hyperfleet.spec.wire.Decision` from the runtime's reporter; the decision is
+  broadcast so all ranks act on the same step, and a prune raises
+  :class:`hyperfleet.TrialPruned` on every rank, an exploit or a pause ``Exploit``/``Pause``.
 
-**Parallelism helpers** serve every layout of the trial config with one loop: ``ctx.wrap``,
-``ctx.autocast``, ``ctx.backward_step``, or ``ctx.pipeline`` when ``parallel.pipeline > 1``;
-``ctx.mean_over_data`` and ``ctx.throughput`` for reports. They delegate to one
-:class:`~hyperfleet.trials.parallel.Parallelism`, built on first use (every rank must call).
-
-**Full-state checkpoints.** ``ctx.state(step, model=..., optimizer=..., loader=...)`` gathers
-model, optimizer, loss scaler, data position and every rank's RNG into one world-size
-independent dict on rank 0 (None elsewhere, and everywhere when no checkpoint is due), for
-``ctx.report(..., checkpoint=...)``; ``ctx.restore(state, ...)`` loads it at any layout and
-returns its step. Without a pipeline both go through :mod:`hyperfleet.trials.reshard`. With one,
-the stages' states are gathered under the unsplit model's layer indices (``layers()[i]`` is key
-prefix ``i.``): an unsplit model's keys, so checkpoints move between pipelined and plain layouts.
+The context knows nothing of how it was scheduled: the runtime hands it a ``reporter`` (rank 0
+only) and catches the ``ScheduleChange`` exceptions.
 """
 
 from __future__ import annotations
@@ -34,20 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
-from hyperfleet.errors import TrialPruned
-from hyperfleet.trials.checkpoint import CheckpointManager, capture_rng_state
+from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.spec.wire import CONTINUE, Decision
+from hyperfleet.trials import reporting
+from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.distributed import DistEnv, broadcast_object
-from hyperfleet.trials.stage_state import (
-    assemble_state,
-    fqn_optimizer_state,
-    load_fqn_optimizer,
-    merge_stage_states,
-    stage_layers,
-    to_cpu,
-)
+from hyperfleet.trials.reporting import Exploit, Pause, Reporter, ScheduleChange
+from hyperfleet.trials.state import gather_state, restore_state
 
 if TYPE_CHECKING:
     import contextlib
@@ -57,39 +49,9 @@ if TYPE_CHECKING:
     from hyperfleet.trials.parallel.step import StepOutcome
     from hyperfleet.trials.parallel.throughput import ThroughputMeter
 
+__all__ = ["CONTINUE", "Exploit", "Pause", "Reporter", "ScheduleChange", "TrialContext"]
+
 logger = logging.getLogger(__name__)
-
-#: rank 0's callback: (step, metrics) -> decision as a dict with at least "kind" and "reason"
-Reporter = Callable[[int, Mapping[str, float]], dict[str, Any]]
-
-CONTINUE: dict[str, Any] = {"kind": "continue", "reason": ""}
-
-
-class ScheduleChange(Exception):  # noqa: N818 - control flow, like TrialPruned
-    """Raised by ``report`` on every rank when the scheduler changes the trial's course.
-
-    Workloads let it propagate (as they do ``TrialPruned``); the runtime handles it.
-    """
-
-    def __init__(self, decision: Mapping[str, Any]) -> None:
-        super().__init__(decision.get("reason") or decision["kind"])
-        self.decision = dict(decision)
-
-
-class Exploit(ScheduleChange):
-    """Continue from ``decision['donor']``'s checkpoint with ``decision['params']``."""
-
-
-class Pause(ScheduleChange):
-    """Give the devices back; the scheduler resumes the trial later from its checkpoint."""
-
-
-# -- pipeline state: this rank's stages under the unsplit model's layer indices ---------------
-
-
-def _hyper(group: Mapping[str, Any]) -> dict[str, Any]:
-    """An optimizer param group's hyperparameters (everything but its params)."""
-    return {k: v for k, v in group.items() if k != "params"}
 
 
 class TrialContext:
@@ -104,13 +66,18 @@ class TrialContext:
         eval_every: int,
         trial_number: int,
         sweep: str,
-        config: Any,
+        config: TrialConfig,
         workdir: Path,
         checkpoints: CheckpointManager,
         checkpoint_every: int | None = None,
         reporter: Reporter | None = None,
         restore_step: int | None = None,
     ) -> None:
+        if not isinstance(config, TrialConfig):
+            raise TypeError(
+                f"TrialContext(config=...) takes a hyperfleet.spec.trial.TrialConfig, "
+                f"got {type(config).__name__}"
+            )
         self.params = dict(params)
         self.env = env
         self.max_steps = max_steps
@@ -151,8 +118,7 @@ class TrialContext:
     @property
     def data_size(self) -> int:
         """Data-parallel replicas: ``parallel.data`` (the world size without a pipeline)."""
-        parallel = getattr(self.config, "parallel", None)
-        return self.world_size // parallel.pipeline if parallel is not None else self.world_size
+        return self.world_size // self.config.parallel.pipeline
 
     @property
     def data_rank(self) -> int:
@@ -166,23 +132,21 @@ class TrialContext:
         """The trial's layout, precision and step logic, built on first use (collective)."""
         if self._par is None:
             from hyperfleet.trials.parallel.api import Parallelism
-            from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
 
             cfg = self.config
             self._par = Parallelism(
-                getattr(cfg, "parallel", None) or ParallelConfig(),
-                getattr(cfg, "comm", None) or CommConfig(),
-                getattr(cfg, "precision", "fp32"),
+                cfg.parallel,
+                cfg.comm,
+                cfg.precision,
                 self.device,
-                grad_accum=getattr(cfg, "grad_accum", 1),
-                grad_clip=getattr(cfg, "grad_clip", None),
+                grad_accum=cfg.grad_accum,
+                grad_clip=cfg.grad_clip,
             )
         return self._par
 
     @property
     def pipelined(self) -> bool:
-        parallel = getattr(self.config, "parallel", None)
-        return parallel is not None and parallel.pipeline > 1
+        return self.config.parallel.pipeline > 1
 
     def wrap(self, model: nn.Module) -> nn.Module:
         """The model on its device, DDP over the data axis with ``comm``'s hook."""
@@ -247,35 +211,22 @@ class TrialContext:
 
         Collective unless ``local`` (this rank's objects alone, e.g. a parameter server).
         ``model`` is the (wrapped) model or, with a pipeline, the runner (its optimizer is the
-        default); ``scaler`` defaults to the fp16 loss scaler.
+        default); ``scaler`` defaults to the fp16 loss scaler. See :mod:`hyperfleet.trials.state`.
         """
-        from hyperfleet.trials import reshard
-
         if not (force or self._checkpoint_due(step)):
             return None
         scaler = scaler if scaler is not None else self._default_scaler()
         parts = {"scaler": scaler, "scheduler": scheduler, "loader": loader, "extra": extra}
-        if local or not self.pipelined:
-            if not local:
-                return reshard.build_trial_state(step, model=model, optimizer=optimizer, **parts)
-            box = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-            assert isinstance(box, nn.Module)
-            own = {"model": to_cpu(box.state_dict()), "optimizer": None}
-            if optimizer is not None:
-                own["optimizer"] = fqn_optimizer_state(box, optimizer)
-            return assemble_state(step, 1, own, [capture_rng_state()], parts)
-        runner: Any = model
-        box = stage_layers(runner)
-        opt = optimizer or runner.optimizer
-        mine = None
-        if self.parallelism.groups.data_rank == 0:
-            mine = {"model": to_cpu(box.state_dict()), "optimizer": fqn_optimizer_state(box, opt)}
-        gathered: list[Any] | None = [None] * self.world_size if self.is_main else None
-        dist.gather_object((capture_rng_state(), mine), gathered, dst=0)
-        if gathered is None:
-            return None
-        merged = merge_stage_states([g[1] for g in gathered])
-        return assemble_state(step, self.world_size, merged, [g[0] for g in gathered], parts)
+        pipelined = self.pipelined and not local
+        return gather_state(
+            step,
+            model=model,
+            optimizer=optimizer,
+            parts=parts,
+            env=self.env,
+            data_rank=self.parallelism.groups.data_rank if pipelined else None,
+            local=local,
+        )
 
     def restore(
         self,
@@ -295,39 +246,16 @@ class TrialContext:
         member's explored values must win. With an LR ``scheduler`` the checkpoint's are kept,
         since the scheduler owns them.
         """
-        opt = optimizer if optimizer is not None else getattr(model, "optimizer", None)
-        built = [] if opt is None else [_hyper(g) for g in opt.param_groups]
-        step = self._restore_state(state, model, optimizer, scaler, scheduler, loader)
-        if opt is not None and scheduler is None:
-            for group, hyper in zip(opt.param_groups, built, strict=True):
-                group.update(hyper)
-        return step
-
-    def _restore_state(
-        self, state: Any, model: Any, optimizer: Any, scaler: Any, scheduler: Any, loader: Any
-    ) -> int:
-        from hyperfleet.trials import reshard
-
-        scaler = scaler if scaler is not None else self._default_scaler()
-        if not self.pipelined:
-            step, _ = reshard.restore_trial_state(
-                state, model=model, optimizer=optimizer, scaler=scaler, scheduler=scheduler,
-                loader=loader,
-            )  # fmt: skip
-            return step
-        if state is None:
-            raise ValueError("a pipelined trial restores on every rank: pass the state everywhere")
-        runner: Any = model
-        box = stage_layers(runner)
-        box.load_state_dict({k: state["model"][k] for k in box.state_dict()})
-        if state.get("optimizer") is not None:
-            load_fqn_optimizer(box, optimizer or runner.optimizer, state["optimizer"])
-        for obj, key in ((scaler, "scaler"), (scheduler, "scheduler"), (loader, "data")):
-            if obj is not None and state.get(key) is not None:
-                obj.load_state_dict(state[key])
-        step = int(state["step"])
-        reshard._restore_rng(state["rng"], step, self.rank)
-        return step
+        return restore_state(
+            state,
+            model=model,
+            optimizer=optimizer,
+            scaler=scaler if scaler is not None else self._default_scaler(),
+            scheduler=scheduler,
+            loader=loader,
+            rank=self.rank,
+            pipelined=self.pipelined,
+        )
 
     # -- the contract ------------------------------------------------------------------------
 
@@ -370,24 +298,21 @@ class TrialContext:
 
     def record(
         self, step: int, metrics: Mapping[str, float], checkpoint: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
+    ) -> Decision:
         """Rank 0 alone: save the checkpoint (when due), record the report, return the decision.
 
         For loops where rank 0 reports by itself (a parameter server); hand the decision to
         :meth:`follow` on every rank when they next meet. ``report`` is both.
         """
-        if checkpoint is not None and self._checkpoint_due(step):
-            self.checkpoints.save(step, dict(checkpoint))
-        if self._reporter is None:
-            return CONTINUE
-        return self._reporter(step, {k: float(v) for k, v in metrics.items()})
+        return reporting.record(
+            step,
+            metrics,
+            checkpoint,
+            checkpoints=self.checkpoints,
+            due=self._checkpoint_due(step),
+            reporter=self._reporter,
+        )
 
-    def follow(self, decision: Mapping[str, Any], step: int | None = None) -> None:
+    def follow(self, decision: Decision, step: int | None = None) -> None:
         """Act on a decision: raise ``TrialPruned``, ``Exploit`` or ``Pause`` (or return)."""
-        kind = decision["kind"]
-        if kind == "prune":
-            raise TrialPruned(decision.get("reason") or f"pruned at step {step}")
-        if kind == "exploit":
-            raise Exploit(decision)
-        if kind == "pause":
-            raise Pause(decision)
+        reporting.follow(decision, step)

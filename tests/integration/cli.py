@@ -1,11 +1,19 @@
-"""Running the ``hyperfleet`` command as a user would: a real subprocess."""
+"""Running the ``hyperfleet`` command as a user would: a real subprocess (``cli``), or, for a
+command that starts no process (status, enqueue, validation errors), in this process through
+typer's ``CliRunner`` (``invoke``), which saves an interpreter start per call."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from click.testing import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,3 +36,51 @@ def cli(
         cwd=cwd,
         env=cli_env(**env),
     )
+
+
+def invoke(*args: str, **env: str) -> Result:
+    """``hyperfleet ARGS`` in this process; ``.exit_code``, ``.stdout`` and ``.stderr``."""
+    from typer.testing import CliRunner
+
+    from hyperfleet.platform.cli import app
+
+    return CliRunner().invoke(app, list(args), env=env or None)
+
+
+def wait_until(
+    cond: Callable[[], bool],
+    what: str,
+    proc: subprocess.Popen[str] | None = None,
+    timeout: float = 300.0,
+) -> None:
+    """Poll the cheap condition ``cond`` until it holds (no fixed pause: a short interval).
+
+    AssertionError if ``proc`` (a ``sweep run`` in the background) exits first, or after
+    ``timeout`` seconds; ``proc`` is killed then, and its stderr tail is in the message.
+    """
+    deadline = time.monotonic() + timeout
+    while not cond():
+        ended = proc is not None and proc.poll() is not None
+        if ended or time.monotonic() > deadline:
+            tail = ""
+            if proc is not None:
+                if proc.poll() is None:
+                    proc.kill()
+                tail = "\n" + (proc.communicate()[1] or "")[-3000:]
+            why = f"the sweep exited ({proc.returncode})" if ended else f"{timeout:.0f}s passed"
+            raise AssertionError(f"{why} before {what}{tail}")
+        time.sleep(0.05)
+
+
+def in_mlflow(tracking_uri: str, run_id: str | None, key: str, step: int) -> Callable[[], bool]:
+    """A condition for ``wait_until``: the MLflow run holds metric ``key`` at ``step``.
+
+    A test that stops a trial waits for this after the trial is held: the trial's metric sink
+    has then opened MLflow (an import of seconds on a busy machine, done by a background thread
+    the trial joins when it stops), so the trial is in its steady state when it is signalled.
+    """
+    from mlflow.tracking import MlflowClient
+
+    assert run_id, "the trial has no MLflow run"
+    client = MlflowClient(tracking_uri=tracking_uri)
+    return lambda: any(m.step == step for m in client.get_metric_history(run_id, key))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli import cli
+from tests.integration.cli import cli, invoke
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,15 +39,25 @@ def test_crashing_trial_is_fail_with_error_tail(
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 1}
-    status = cli(
+    status = invoke(
         "sweep", "status", "crashy", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
     )
-    assert status.returncode == 0
+    assert status.exit_code == 0, status.output
     assert "trial 0 failed" in status.stdout
     assert "RuntimeError: injected failure in trial 0" in status.stdout
 
 
 def test_unknown_sweep_status_is_one_line(tmp_path: Path) -> None:
-    proc = cli("sweep", "status", "nope", "--storage", f"sqlite:///{tmp_path / 'x.db'}")
-    assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: sweep: no sweep named 'nope'")
+    from hyperfleet.platform.storage import Storage
+
+    missing = tmp_path / "typo" / "x.db"
+    result = invoke("sweep", "status", "nope", "--storage", f"sqlite:///{missing}")
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: storage: no database at")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not missing.parent.exists(), "a reader creates nothing"
+    Storage(f"sqlite:///{tmp_path / 'x.db'}").close()
+    result = invoke("sweep", "status", "nope", "--storage", f"sqlite:///{tmp_path / 'x.db'}")
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: sweep: no sweep named 'nope'")
+    assert len(result.stderr.strip().splitlines()) == 1

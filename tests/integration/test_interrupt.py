@@ -5,26 +5,24 @@ trials; the interrupted trial resumes from its checkpoint as the same trial and 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import optuna
 import pytest
-from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
+from tests.integration.cli import cli_env, in_mlflow, wait_until
+from tests.integration.workloads import held_marker
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def trial_processes() -> list[int]:
-    """PIDs of live hyperfleet trial processes (torchrun agents and workers)."""
+def trial_processes(under: Path) -> list[int]:
+    """PIDs of live hyperfleet trial processes (torchrun agents and workers) whose spec file is
+    under ``under`` (this test's: other sweeps may run on the machine)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -34,25 +32,23 @@ def trial_processes() -> list[int]:
             state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if b"hyperfleet.platform.trial_main" in cmd and state != "Z":
+        if (
+            b"hyperfleet.platform.trial_entry" in cmd
+            and f"{under}/".encode() in cmd
+            and state != "Z"
+        ):
             pids.append(int(entry.name))
     return pids
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_and_continue(
     sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
-    assert not trial_processes(), "another test left trial processes behind"
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    release = tmp_path / "release"  # trial 1 holds after its report at step 30 until this exists
     path = sweep_file(
         {
             "name": "interrupted",
@@ -62,7 +58,7 @@ def test_interrupt_and_continue(
             "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
             "trial": {
                 "workload": "tests.integration.workloads:quadratic",
-                "params": {"sleep": 0.05},
+                "params": {"hold_file": str(release), "hold_at": 30, "hold_trial": 1},
                 "steps": 200,
                 "eval_every": 10,
                 "resources": {"devices": 2},
@@ -82,28 +78,24 @@ def test_interrupt_and_continue(
         "--devices",
         "cpu:2",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = cli_env()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     storage = Storage(db)
-
-    def second_trial_running() -> bool:
-        if storage.get_sweep("interrupted") is None:
-            return False
-        t = storage.get_trial("interrupted", 1)
-        return t is not None and t.state == "RUNNING" and (t.last_step or 0) >= 30
-
-    try:
-        wait_for(second_trial_running, 300, "trial 1 to report past step 30")
-    except AssertionError:
-        proc.kill()
-        raise
+    held = held_marker(release, 1)
+    wait_until(held.exists, "trial 1 held after its report at step 30", proc)
+    assert held.read_text() == "30"
+    t = storage.get_trial("interrupted", 1)
+    assert t is not None and t.state == "RUNNING" and t.last_step == 30
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    logged = in_mlflow(mlflow_uri, t.mlflow_run_id, "loss", 30)
+    wait_until(logged, "trial 1's step 30 to reach MLflow", proc)
     first = optuna.load_study(study_name="interrupted", storage=storage.optuna).trials[0]
     assert first.state.name == "COMPLETE"
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert json.loads(out.strip().splitlines()[-1])["interrupted"] is True
-    assert not trial_processes(), "trial processes outlived the sweep"
+    assert not trial_processes(tmp_path), "trial processes outlived the sweep"
     study = optuna.load_study(study_name="interrupted", storage=storage.optuna)
     states = [t.state.name for t in study.trials]
     assert "RUNNING" not in states
@@ -112,6 +104,7 @@ def test_interrupt_and_continue(
     assert interrupted.state == "WAITING"
     reported_before = interrupted.last_step
 
+    release.touch()  # the continued trial must not hold again
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stderr[-2000:]
     study = optuna.load_study(study_name="interrupted", storage=storage.optuna)
@@ -122,9 +115,9 @@ def test_interrupt_and_continue(
     assert resumed.attempts == 2 and resumed.mlflow_run_id == interrupted.mlflow_run_id
     assert "resumes from its checkpoint" in Path(resumed.log_path).read_text()
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=mlflow_uri)
     run = client.get_run(resumed.mlflow_run_id)
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(10, 201, 10)), "a step was lost or reported twice"
-    assert reported_before >= 30
+    assert reported_before == 30

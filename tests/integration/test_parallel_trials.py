@@ -1,7 +1,7 @@
 """Trial layouts through the platform: ``hyperfleet train`` of charlm under DDP, a 1F1B
 pipeline, hybrid data x pipeline (4 processes), bf16 with gradient accumulation, and fp16 (loss
-scaling) under DDP and a pipeline; invalid layouts refused before any process starts; async
-parameter-server digits."""
+scaling) under DDP and a pipeline; async parameter-server digits. (Invalid layouts, refused
+before any process starts, are checked in-process in ``tests/platform/test_config.py``.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +56,11 @@ def write(tmp: Path, changes: dict[str, Any], base: dict[str, Any] = LM) -> Path
     return path
 
 
-def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cache: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HYPERFLEET_CACHE": str(cache)}
     return subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", *args],
-        capture_output=True, text=True, timeout=600, check=False, env=env,
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
     )  # fmt: skip
 
 
@@ -182,46 +181,6 @@ def test_layouts_follow_the_same_fp32_trajectory(runs: dict[str, list[dict[str, 
             assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4)
 
 
-INVALID: dict[str, tuple[dict[str, Any], str]] = {
-    "devices-not-DxP": (
-        {"resources": {"devices": 3}, "parallel": {"data": 2}},
-        "error: trial.resources.devices: 3 != parallel.data * parallel.pipeline",
-    ),
-    "more-stages-than-layers": (
-        {"resources": {"devices": 8}, "parallel": {"pipeline": 8, "microbatches": 8}},
-        "error: trial.parallel.pipeline: 8 stages > 4 model layers",
-    ),
-    "1f1b-microbatches-lt-P": (
-        {"resources": {"devices": 2}, "parallel": {"pipeline": 2, "microbatches": 1}},
-        "error: trial.parallel.microbatches: 1 < parallel.pipeline 2",
-    ),
-    "fp16-on-the-async-ps-rpc-backend": (
-        {"workload": "digits", "params": {}, "resources": {"devices": 3},
-         "parallel": {"data": 3}, "sync": {"mode": "async-ps"}, "precision": "fp16"},
-        "error: trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps)",
-    ),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("case", list(INVALID))
-def test_invalid_layout_is_one_line_and_exit_2_before_anything_starts(
-    case: str, tmp_path: Path
-) -> None:
-    changes, expected = INVALID[case]
-    base = LM
-    if "params" in changes:  # another workload: start from none of charlm's parameters
-        base = {**LM, "trial": {k: v for k, v in LM["trial"].items() if k != "params"}}
-    path = write(tmp_path, {"trial": changes}, base=base)
-    for args in (("validate", str(path)), ("sweep", "run", str(path), "--devices", "cpu:8")):
-        proc = cli(*args, cache=tmp_path / "cache")
-        assert proc.returncode == 2, (args, proc.stderr[-2000:])
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(expected), proc.stderr
-        assert "Traceback" not in proc.stderr
-        assert not (tmp_path / "runs").exists(), "nothing may be written before validation"
-        assert not (tmp_path / "cache").exists()
-
-
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_async_ps_digits_one_server_two_workers(precision: str, tmp_path: Path) -> None:
     """Workers compute their gradients in ``precision`` (bf16: under autocast)."""
@@ -276,13 +235,12 @@ def test_async_ps_worker_crash_fails_the_trial_instead_of_hanging(tmp_path: Path
                   "params": {}, "steps": 100_000, "eval_every": 100,
                   "resources": {"devices": 3}, "parallel": {"data": 3}},
     }, base=digits)  # fmt: skip
-    started = time.monotonic()
-    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache")
+    # a hang (the server waiting for the dead worker) ends in TimeoutExpired, far from 100k updates
+    proc = cli("train", str(path), "--devices", "cpu:3", cache=tmp_path / "cache", timeout=300)
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "exitcode  : 3" in proc.stderr or "exit code 3" in proc.stderr, proc.stderr[-3000:]
     # the launcher stopped the server and the other worker (SIGTERM, exit 143), which left the
     # RPC group at once instead of waiting for the dead worker until a SIGKILL (-9)
     assert proc.stderr.count("exitcode  : 143") == 2, proc.stderr[-3000:]
     assert "exitcode  : -9" not in proc.stderr
-    assert time.monotonic() - started < 300  # a hang guard, far from 100k updates
     assert "run complete" not in proc.stdout

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ from hyperfleet.platform.schedulers.population import (
 )
 from hyperfleet.platform.storage import Storage
 from tests.conftest import deep_update
+from tests.integration.cli import in_mlflow, wait_until
+from tests.integration.workloads import held_marker, with_hold
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,31 +44,36 @@ EXAMPLE = ROOT / "examples" / "pbt_toy.yaml"
 SWEEP_TIMEOUT_S = 300
 
 
-# -- a slower toy, so that a test can catch a member between two reports ---------------------
+# -- a toy that a test can hold between two reports ------------------------------------------
 
 
-def slow_toy(ctx: Any) -> None:
-    """examples/pbt_toy.py with ``params['sleep']`` seconds before each report."""
+def held_toy(ctx: Any) -> None:
+    """examples/pbt_toy.py, held after a report as the ``hold_*`` params ask (see
+    ``tests.integration.workloads``), so that a test acts on a member at a known step."""
     from examples.pbt_toy import main
 
-    report = ctx.report
-
-    def slow_report(step: int, metrics: Any, checkpoint: Any = None) -> None:
-        time.sleep(float(ctx.params.get("sleep", 0.0)))
-        report(step, metrics, checkpoint=checkpoint)
-
-    ctx.report = slow_report
+    with_hold(ctx)
     main(ctx)
 
 
 # -- helpers -------------------------------------------------------------------------------
 
 
-def toy_sweep(directory: Path, name: str, changes: dict[str, Any] | None = None) -> Path:
-    """examples/pbt_toy.yaml with ``changes``, its stores and files under ``directory``."""
+def toy_sweep(
+    directory: Path,
+    name: str,
+    changes: dict[str, Any] | None = None,
+    mlflow_template: Path | None = None,
+) -> Path:
+    """examples/pbt_toy.yaml with ``changes``, its stores and files under ``directory``; the
+    MLflow store starts as a copy of ``mlflow_template`` (the conftest fixture) when given,
+    instead of being migrated by the sweep (~10 s of SQLite writes)."""
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), changes or {})
     data["name"] = name
     runs = directory / "runs"
+    if mlflow_template is not None:
+        runs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(mlflow_template, runs / "mlflow.db")
     data["storage"] = f"sqlite:///{runs / 'hf.db'}"
     data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "experiment": name}
     data["workdir"] = str(runs)
@@ -98,8 +106,9 @@ def storage_of(directory: Path) -> Storage:
     return Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
 
 
-def worker_pids(spec_path: str | None = None) -> dict[int, str]:
-    """Live trial worker processes (not torchrun agents): pid -> spec path."""
+def worker_pids(under: Path, spec_path: str | None = None) -> dict[int, str]:
+    """Live trial worker processes (not torchrun agents) whose spec file is under ``under``
+    (this test's: other sweeps may run on the machine): pid -> spec path."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -109,26 +118,19 @@ def worker_pids(spec_path: str | None = None) -> dict[int, str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state == "Z" or "hyperfleet.platform.trial_main" not in argv:
+        if state == "Z" or "hyperfleet.platform.trial_entry" not in argv:
             continue
         if "torch.distributed.run" in argv:
             continue  # the agent
-        spec = argv[argv.index("hyperfleet.platform.trial_main") + 1]
-        if spec_path is None or spec == spec_path:
+        spec = argv[argv.index("hyperfleet.platform.trial_entry") + 1]
+        if spec == "--warm":  # a warm group's rank: the trial whose log its stdout is now
+            try:
+                spec = str(Path(os.readlink(entry / "fd" / "1")).with_name("spec.json"))
+            except OSError:
+                continue
+        if spec.startswith(f"{under}/") and (spec_path is None or spec == spec_path):
             found[int(entry.name)] = spec
     return found
-
-
-def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
-    deadline = time.monotonic() + SWEEP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"the sweep ended before {what}: {proc.stderr.read()[-3000:]}")
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def check_lineage(events: list[LineageEvent], members: dict[int, Any]) -> None:
@@ -152,10 +154,12 @@ EXPLOIT_LINE = re.compile(r"exploit: continues from trial (\d+) at step (\d+)")
 
 
 @pytest.fixture(scope="module")
-def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+def toy_run(
+    tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
+) -> Iterator[tuple[Path, dict[str, Any]]]:
     """examples/pbt_toy.yaml run once through ``sweep run``; shared by several tests."""
     directory = tmp_path_factory.mktemp("toy")
-    result = run_sweep(toy_sweep(directory, "pbt-toy"))
+    result = run_sweep(toy_sweep(directory, "pbt-toy", mlflow_template=mlflow_template))
     yield directory, result
 
 
@@ -180,8 +184,12 @@ def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> No
     check_lineage(events, members)
 
 
-def test_toy_without_exploit_and_explore_stays_below_0_4(tmp_path: Path) -> None:
-    path = toy_sweep(tmp_path, "no-pbt", {"scheduler": {"perturbation_interval": 1000}})
+def test_toy_without_exploit_and_explore_stays_below_0_4(
+    tmp_path: Path, mlflow_template: Path
+) -> None:
+    path = toy_sweep(
+        tmp_path, "no-pbt", {"scheduler": {"perturbation_interval": 1000}}, mlflow_template
+    )
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
     storage = storage_of(tmp_path)
@@ -197,19 +205,19 @@ def test_toy_without_exploit_and_explore_stays_below_0_4(tmp_path: Path) -> None
 # -- 2. time-sharing ------------------------------------------------------------------------
 
 
-def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
+def test_population_of_6_time_shares_2_devices(tmp_path: Path, mlflow_template: Path) -> None:
     path = toy_sweep(tmp_path, "shared", {
         "scheduler": {"population": 6, "perturbation_interval": 8},
         "budget": {"max_concurrent": 2},
         "trial": {"steps": 16, "eval_every": 4, "checkpoint": {"keep": 1}},
-    })  # fmt: skip
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
     most_workers = most_running = 0
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while proc.poll() is None and time.monotonic() < deadline:
-        most_workers = max(most_workers, len(set(worker_pids().values())))
+        most_workers = max(most_workers, len(set(worker_pids(tmp_path).values())))
         if storage.get_sweep("shared") is not None:
             running = sum(t.state == "RUNNING" for t in storage.trials("shared"))
             most_running = max(most_running, running)
@@ -239,28 +247,27 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path) -> None:
 # -- 3. a member killed mid-interval ------------------------------------------------------------
 
 
-def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path) -> None:
+def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_template: Path) -> None:
+    victim = 1
+    release = tmp_path / "release"  # the victim holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "killed", {
-        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
-                  "params": {"lr": 0.02, "sleep": 0.08}},
-    })  # fmt: skip
+        "trial": {"workload": "tests.integration.test_pbt:held_toy",
+                  "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40,
+                             "hold_trial": victim}},
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
-    victim = 1
-
-    def mid_run() -> bool:
-        if storage.get_sweep("killed") is None:
-            return False
-        t = storage.get_trial("killed", victim)
-        return t is not None and t.state == "RUNNING" and 40 <= (t.last_step or 0) <= 120
-
-    wait_for(mid_run, proc, f"member {victim} to report past step 40")
+    held = held_marker(release, victim)
+    wait_until(held.exists, f"member {victim} held after a report past step 40", proc)
+    held_at = int(held.read_text())
     spec = str(tmp_path / "runs" / "killed" / f"trial-{victim:04d}" / "spec.json")
-    pids = worker_pids(spec)
+    pids = worker_pids(tmp_path, spec)
     assert len(pids) == 1, pids
     killed_at = storage.get_trial("killed", victim).last_step
+    assert killed_at == held_at >= 40
     os.kill(next(iter(pids)), signal.SIGKILL)
+    release.touch()  # the relaunched member must not hold again
     out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     finished(proc, err)
     assert json.loads(out.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 2
@@ -316,7 +323,7 @@ def test_replay_of_the_best_member_reproduces_its_q(toy_run: tuple[Path, dict[st
     final = FINAL_LINE.search(proc.stdout)
     assert final is not None, (
         "sweep replay prints metrics with 6 significant digits only; apply the PrintReporter "
-        "patch (trial_main.py) that ends the run with 'run complete at step N: {json}' so the "
+        "patch (trials/runtime.py) that ends the run with 'run complete at step N: {json}' so the "
         "replayed Q can be compared to 1e-9"
     )
     assert int(final.group(1)) == 200
@@ -374,30 +381,31 @@ def test_lineage_and_hp_metrics_in_mlflow(
 # -- 6. an interrupted PBT sweep resumes its population -------------------------------------
 
 
-def test_interrupted_population_resumes_where_it_was(tmp_path: Path) -> None:
+def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_template: Path) -> None:
+    release = tmp_path / "release"  # each member holds after a report past step 40 until then
     path = toy_sweep(tmp_path, "resumed", {
-        "trial": {"workload": "tests.integration.test_pbt:slow_toy",
-                  "params": {"lr": 0.05, "sleep": 0.05}},
-    })  # fmt: skip
+        "trial": {"workload": "tests.integration.test_pbt:held_toy",
+                  "params": {"lr": 0.05, "hold_file": str(release), "hold_at": 40}},
+    }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     storage = storage_of(tmp_path)
-
-    def both_past_40() -> bool:
-        if storage.get_sweep("resumed") is None:
-            return False
-        trials = storage.trials("resumed")
-        return len(trials) == 2 and all((t.last_step or 0) >= 40 for t in trials)
-
-    wait_for(both_past_40, proc, "both members to report past step 40")
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    for member in (0, 1):
+        held = held_marker(release, member)
+        wait_until(held.exists, f"member {member} held after a report past step 40", proc)
+        run_id = storage.get_trial("resumed", member).mlflow_run_id
+        logged = in_mlflow(mlflow_uri, run_id, "Q", int(held.read_text()))
+        wait_until(logged, f"member {member}'s held report to reach MLflow", proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 130, err[-3000:]
-    assert not worker_pids(), "member processes outlived the interrupted sweep"
+    assert not worker_pids(tmp_path), "member processes outlived the interrupted sweep"
     before = {t.number: t.last_step for t in storage.trials("resumed")}
     assert all(t.state != "RUNNING" for t in storage.trials("resumed"))
     events_before = len(SqlPopulationStore(storage.engine).lineage("resumed"))
 
+    release.touch()  # the continued members must not hold again
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
     trials = storage.trials("resumed")

@@ -4,40 +4,41 @@ copies it in before training (the real trial runtime, one process, the sweep's S
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sqlalchemy.exc import OperationalError
 
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.paths import checkpoint_dir, trial_dir
+from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.schedulers import build_scheduler
-from hyperfleet.platform.schedulers.base import DecisionKind, TrialState
+from hyperfleet.platform.schedulers.base import DecisionKind, RestorePoint, TrialState
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.trial_main import RankZeroReporter
+from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.trials.checkpoint import CheckpointManager
 from tests.integration.test_pbt import cli_env, toy_sweep
 
+pytestmark = pytest.mark.slow  # a real trial process, like the rest of tests/integration
 STEPS = 40
 
 
-def _spec(cfg: SweepConfig, url: str, number: int, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "sweep": cfg.name,
-        "number": number,
-        "config": cfg.model_dump(mode="json"),
-        "params": {**cfg.trial.params, **params},
-        "storage": url,
-        "tracking_uri": None,
-        "run_id": None,
-        "trial_dir": str(trial_dir(cfg.workdir, cfg.name, number)),
-        "reported_through": None,
-        "restore": None,
-    }
+def _spec(cfg: SweepConfig, url: str, number: int, params: dict[str, Any], **kw: Any) -> TrialSpec:
+    return TrialSpec(
+        sweep=cfg.name,
+        number=number,
+        trial=cfg.trial,
+        params={**cfg.trial.params, **params},
+        workdir=cfg.workdir,
+        trial_dir=str(trial_dir(cfg.workdir, cfg.name, number)),
+        storage=url,
+        sweep_config=cfg.model_dump(mode="json"),
+        **kw,
+    )
 
 
 def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path)
     assert (b.trial_number, 4) in sched.pinned_checkpoints()
 
     # the donor trains on with keep: 1; its runtime asks the scheduler what is pinned
-    donor = RankZeroReporter(_spec(cfg, url, b.trial_number, b.params), cfg)
+    donor = RankZeroRecorder(_spec(cfg, url, b.trial_number, b.params))
     assert donor.pinned_steps() == {4}
     donor_ckpts = CheckpointManager(
         checkpoint_dir(cfg.workdir, cfg.name, b.trial_number), keep=1, protect=donor.pinned_steps
@@ -75,17 +76,13 @@ def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path)
 
     # member a resumes in the real runtime from the donor's step 4, not from its latest
     s = sched.suggest()
-    assert s is not None and s.trial_number == a.trial_number and s.restore_point() == (1, 4)
-    spec = {
-        **_spec(cfg, url, a.trial_number, dict(s.params)),
-        "reported_through": 4,
-        "restore": {"trial": b.trial_number, "step": 4},
-    }
+    assert s is not None and s.trial_number == a.trial_number
+    assert s.restore == RestorePoint(trial=1, step=4)
+    spec = _spec(cfg, url, a.trial_number, dict(s.params), reported_through=4, restore=s.restore)
     tdir = trial_dir(cfg.workdir, cfg.name, a.trial_number)
-    tdir.mkdir(parents=True)
-    (tdir / "spec.json").write_text(json.dumps(spec))
+    spec.write()
     proc = subprocess.run(
-        [sys.executable, "-m", "hyperfleet.platform.trial_main", str(tdir / "spec.json")],
+        [sys.executable, "-m", "hyperfleet.platform.trial_entry", str(tdir / "spec.json")],
         env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,68 +1,53 @@
 """Exact resumption through the platform.
 
 A digits trial (fp32, a report every step, a checkpoint every 10) is stopped by SIGTERM to
-``sweep run`` past step 50 and continued by running the command again. Trial 0 of the same sweep,
-with the same params, ran uninterrupted before it: the interrupted trial's per-step loss curve
-read back from MLflow must equal trial 0's (max abs difference <= 1e-6), and it stays one trial
-and one MLflow run with no step logged twice. At D=1 the primary checkpoint directory is deleted
-before continuing, so the trial restores from ``checkpoint.replica``.
+``sweep run`` at step 25 and continued by running the command again (it redoes steps 21-25 from
+its checkpoint at 20). Trial 0 of the same sweep, with the same params, ran uninterrupted before
+it: the interrupted trial's per-step loss curve read back from MLflow must equal trial 0's (max
+abs difference <= 1e-6), and it stays one trial and one MLflow run with no step logged twice. At
+D=1 the primary checkpoint directory is deleted before continuing, so the trial restores from
+``checkpoint.replica``.
 
 A D=2 checkpoint resumed at D=1 goes through the trial runtime itself (torchrun and
-``trial_main`` with spec files, as the launcher runs them): it continues from the same step with
-the same parameters as an uninterrupted D=2 run.
+``trial_entry`` with spec files, as the launcher runs them): it continues from the same step with
+the same parameters as an uninterrupted D=2 run (whose step-50 checkpoint it starts from).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
-from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.paths import checkpoint_dir, replica_folder
 from hyperfleet.platform.storage import Storage
-from hyperfleet.trials.workloads import digits
 from hyperfleet.trials.workloads.registry import BUILTIN
+from tests.integration.cli import cli_env, in_mlflow, wait_until
+from tests.integration.workloads import HOLD_PARAMS, held_marker, with_hold
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = cli_env()
 
 
-def paced_digits(ctx: Any) -> None:
-    """The built-in digits workload, pausing ``pace`` seconds after each report (so that a
-    test can stop it mid-run without racing it)."""
-    pace = float(ctx.params.pop("pace", 0.0))
-    report = ctx.report
+def held_digits(ctx: Any) -> None:
+    """The built-in digits workload, which a test can hold after a report (so that it stops
+    the trial at a known step without racing it; see ``tests.integration.workloads``)."""
+    from hyperfleet.trials.workloads import digits
 
-    def paced(step: int, metrics: Any, checkpoint: Any = None) -> None:
-        report(step, metrics, checkpoint=checkpoint)
-        time.sleep(pace)
-
-    ctx.report = paced
+    with_hold(ctx)
     digits.main(ctx)
 
 
-paced_digits.hyperfleet_params = {**(BUILTIN["digits"].params or {}), "pace": 0.0}  # type: ignore[attr-defined]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+held_digits.hyperfleet_params = {**(BUILTIN["digits"].params or {}), **HOLD_PARAMS}  # type: ignore[attr-defined]
 
 
 def curve(client: MlflowClient, run_id: str) -> dict[int, float]:
@@ -76,7 +61,10 @@ def curve(client: MlflowClient, run_id: str) -> dict[int, float]:
 def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     devices: int, sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
+    from mlflow.tracking import MlflowClient
+
     replica = tmp_path / "replica"
+    release = tmp_path / "release"  # trial 1 holds after its report at step 25 until this exists
     path = sweep_file({
         "name": "resume",
         "objective": {"metric": "loss", "mode": "min"},
@@ -84,9 +72,10 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
         "budget": {"trials": 2, "max_concurrent": 1},
         "space": {"lr": {"type": "categorical", "choices": [0.01]}},
         "trial": {
-            "workload": "tests.integration.test_resume:paced_digits",
-            "params": {"batch_size": 64, "pace": 0.08},
-            "steps": 80, "eval_every": 1,
+            "workload": "tests.integration.test_resume:held_digits",
+            "params": {"batch_size": 64, "hold_file": str(release), "hold_at": 25,
+                       "hold_trial": 1},
+            "steps": 40, "eval_every": 1,
             "resources": {"devices": devices}, "parallel": {"data": devices},
             "checkpoint": {"every": 10, "keep": 2, "replica": str(replica)},
         },
@@ -96,68 +85,61 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
 
-    def second_past_50() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"the sweep ended early: {proc.communicate()[1][-2000:]}")
-        if storage.get_sweep("resume") is None:
-            return False
-        t = storage.get_trial("resume", 1)
-        return t is not None and t.state == "RUNNING" and (t.last_step or 0) >= 50
-
-    try:
-        wait_for(second_past_50, 300, "trial 1 to report step 50")
-    except AssertionError:
-        proc.kill()
-        raise
+    held = held_marker(release, 1)
+    wait_until(held.exists, "trial 1 held after its report at step 25", proc)
+    assert held.read_text() == "25"
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    logged = in_mlflow(mlflow_uri, storage.get_trial("resume", 1).mlflow_run_id, "loss", 25)
+    wait_until(logged, "trial 1's step 25 to reach MLflow", proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     stopped = storage.get_trial("resume", 1)
-    assert stopped.state == "WAITING" and stopped.last_step < 80
+    assert stopped.state == "WAITING" and stopped.last_step == 25
     primary = checkpoint_dir(tmp_path / "runs", "resume", 1)
     sweep_replica = replica_folder(str(replica), "resume", storage.get_sweep("resume").created_at)
     assert [p.name for p in replica.iterdir()] == [sweep_replica.name]
     own_replica = sweep_replica / "trial-0001"  # one directory per trial
-    assert 50 in [int(p.stem[5:]) for p in own_replica.glob("step-*.pt")]
+    assert 20 in [int(p.stem[5:]) for p in own_replica.glob("step-*.pt")]
     if devices == 1:
         shutil.rmtree(primary)
 
+    release.touch()  # the continued trial must not hold again
     again = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = storage.get_trial("resume", 1)
-    assert resumed.state == "COMPLETE" and resumed.last_step == 80
+    assert resumed.state == "COMPLETE" and resumed.last_step == 40
     assert resumed.attempts == 2 and resumed.mlflow_run_id == stopped.mlflow_run_id
     log = Path(resumed.log_path).read_text()
-    assert "resumes from its checkpoint at step" in log
+    assert "resumes from its checkpoint at step 20" in log
     if devices == 1:
         assert "using the replica" in log
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    client = MlflowClient(tracking_uri=mlflow_uri)
     reference = curve(client, storage.get_trial("resume", 0).mlflow_run_id)
     continued = curve(client, resumed.mlflow_run_id)
-    assert sorted(continued) == sorted(reference) == list(range(1, 81))
+    assert sorted(continued) == sorted(reference) == list(range(1, 41))
     diff = max(abs(continued[s] - reference[s]) for s in reference)
     assert diff <= 1e-6, f"max abs loss difference {diff}"
 
 
-# -- D=2 checkpoint, resumed at D=1, through trial_main -----------------------------------------
+# -- D=2 checkpoint, resumed at D=1, through trial_entry ----------------------------------------
 
 
 def run_trial_processes(config: dict[str, Any], trial_dir: Path, nproc: int) -> str:
-    """Run ``trial_main`` under torchrun on a spec, as the launcher does; its stdout."""
+    """Run ``trial_entry`` under torchrun on a spec, as the launcher does; its stdout."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.launch import torchrun_command
+    from hyperfleet.platform.launcher.torchrun import torchrun_command
+    from hyperfleet.spec.wire import TrialSpec
     from hyperfleet.trials.workloads.registry import merged_params
 
     cfg = parse_sweep(config)
-    spec = {
-        "sweep": cfg.name, "number": 0, "config": cfg.model_dump(mode="json"),
-        "params": merged_params("digits", cfg.trial.params, {"lr": 0.01}),
-        "storage": None, "tracking_uri": None, "run_id": None, "trial_dir": str(trial_dir),
-        "reported_through": None, "schedule": None,
-    }  # fmt: skip
-    spec_path = trial_dir.parent / f"{trial_dir.name}-{nproc}-{cfg.trial.steps}.json"
-    spec_path.write_text(json.dumps(spec))
+    spec = TrialSpec(
+        sweep=cfg.name, number=0, trial=cfg.trial,
+        params=merged_params("digits", cfg.trial.params, {"lr": 0.01}),
+        workdir=str(trial_dir.parent), trial_dir=str(trial_dir),
+    )  # fmt: skip
+    spec_path = spec.write(trial_dir.parent / f"{trial_dir.name}-{nproc}-{cfg.trial.steps}.json")
     env = {**ENV, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         torchrun_command(spec_path, nproc, f"t-{trial_dir.name}"),
@@ -180,15 +162,20 @@ def digits_config(tmp_path: Path, devices: int, steps: int) -> dict[str, Any]:
 
 
 def test_d2_checkpoint_continues_at_d1(tmp_path: Path) -> None:
+    import torch
+
     moved, reference = tmp_path / "moved", tmp_path / "reference"
-    run_trial_processes(digits_config(tmp_path, 2, 50), moved, 2)
+    # the uninterrupted D=2 run; its checkpoint at step 50 is what a D=2 run stopped there holds
+    run_trial_processes(digits_config(tmp_path, 2, 60), reference, 2)
+    (moved / "checkpoints").mkdir(parents=True)
+    for saved in (reference / "checkpoints").glob("step-000000050.*"):
+        shutil.copy(saved, moved / "checkpoints" / saved.name)
     out = run_trial_processes(digits_config(tmp_path, 1, 60), moved, 1)
     assert "resumes from its checkpoint at step 50" in out
     assert "saved at 2 ranks on 1 ranks" in out
     reported = [int(line.split()[1].rstrip(":")) for line in out.splitlines()
                 if line.startswith("step ")]  # fmt: skip
     assert reported == [55, 60], "continues from step 50, reports no earlier step"
-    run_trial_processes(digits_config(tmp_path, 2, 60), reference, 2)
 
     def state(directory: Path, step: int) -> dict[str, Any]:
         return torch.load(directory / "checkpoints" / f"step-{step:09d}.pt", weights_only=True)

@@ -7,12 +7,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import optuna
 import pytest
-from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
-from tests.integration.cli import cli
+from tests.integration.cli import cli, invoke
 
 pytestmark = pytest.mark.slow
 
@@ -20,6 +18,9 @@ pytestmark = pytest.mark.slow
 def test_digits_ddp_sweep_completes_and_is_logged(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
+    import optuna
+    from mlflow.tracking import MlflowClient
+
     path = sweep_file(
         {
             "name": "digits-e2e",
@@ -67,6 +68,6 @@ def test_digits_ddp_sweep_completes_and_is_logged(
         number = int(child.data.tags["hyperfleet.trial"])
         assert child.data.metrics["final/val_accuracy"] == pytest.approx(study.trials[number].value)
 
-    status = cli("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
-    assert status.returncode == 0
+    status = invoke("sweep", "status", "digits-e2e", "--storage", storage.url, "--json")
+    assert status.exit_code == 0, status.output
     assert json.loads(status.stdout)["state_counts"]["COMPLETE"] == 4

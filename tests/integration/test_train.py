@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.cli import invoke
+
 pytestmark = pytest.mark.slow
 
 
@@ -66,6 +68,9 @@ def test_charlm_ddp_trains_on_the_stdlib_corpus(
 
 
 def test_train_rejects_unknown_param(sweep_file: Callable[..., Path], tmp_path: Path) -> None:
-    proc = train(sweep_file(), "--param", "momentum=0.9", cache=tmp_path / "cache")
-    assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: --param: unknown parameter momentum")
+    result = invoke(
+        "train", str(sweep_file()), "--param", "momentum=0.9", HYPERFLEET_CACHE=str(tmp_path / "c")
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip().startswith("error: --param: unknown parameter momentum")
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()

@@ -3,6 +3,7 @@ field, never a traceback, and writes nothing to storage or MLflow."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,16 +241,101 @@ def test_several_problems_are_all_reported(tmp_path: Path) -> None:
     assert "budget.trials" in fields and "trial.steps" in fields
 
 
-def test_real_process_exit_code_and_no_traceback(tmp_path: Path) -> None:
-    path = _write(tmp_path, yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})))
+# Layouts the trial runtime cannot run, on a charlm trial: refused by ``validate`` and by
+# ``sweep run`` with one line and exit 2, before any process starts or anything is written.
+LM: dict[str, Any] = {
+    "name": "lm",
+    "objective": {"metric": "val_loss", "mode": "min"},
+    "budget": {"trials": 1},
+    "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
+    "trial": {
+        "workload": "charlm",
+        "params": {"corpus_bytes": 200_000, "batch_size": 8, "seq_len": 32, "n_embd": 32,
+                   "eval_batches": 2},
+        "steps": 30,
+        "eval_every": 10,
+    },
+}  # fmt: skip
+
+INVALID_LAYOUTS: dict[str, tuple[dict[str, Any], str]] = {
+    "devices-not-DxP": (
+        {"resources": {"devices": 3}, "parallel": {"data": 2}},
+        "error: trial.resources.devices: 3 != parallel.data * parallel.pipeline",
+    ),
+    "more-stages-than-layers": (
+        {"resources": {"devices": 8}, "parallel": {"pipeline": 8, "microbatches": 8}},
+        "error: trial.parallel.pipeline: 8 stages > 4 model layers",
+    ),
+    "1f1b-microbatches-lt-P": (
+        {"resources": {"devices": 2}, "parallel": {"pipeline": 2, "microbatches": 1}},
+        "error: trial.parallel.microbatches: 1 < parallel.pipeline 2",
+    ),
+    "fp16-on-the-async-ps-rpc-backend": (
+        {"workload": "digits", "params": {}, "resources": {"devices": 3},
+         "parallel": {"data": 3}, "sync": {"mode": "async-ps"}, "precision": "fp16"},
+        "error: trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps)",
+    ),
+}  # fmt: skip
+
+
+def _layout_file(tmp_path: Path, case: str) -> Path:
+    changes, _ = INVALID_LAYOUTS[case]
+    base = LM
+    if "params" in changes:  # another workload: start from none of charlm's parameters
+        base = {**LM, "trial": {k: v for k, v in LM["trial"].items() if k != "params"}}
+    data = deep_update(base, {"trial": changes})
+    data["workdir"] = str(tmp_path / "runs")
+    data["storage"] = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("case", list(INVALID_LAYOUTS))
+def test_invalid_layout_is_one_line_and_exit_2_before_anything_starts(
+    case: str, tmp_path: Path, workdir: Path
+) -> None:
+    path, expected = _layout_file(tmp_path, case), INVALID_LAYOUTS[case][1]
+    cache = tmp_path / "cache"
+    for args in (["validate", str(path)], ["sweep", "run", str(path), "--devices", "cpu:8"]):
+        result = CliRunner().invoke(app, args, env={"HYPERFLEET_CACHE": str(cache)})
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), result.stderr
+        assert "Traceback" not in result.output
+        assert not (tmp_path / "runs").exists(), "nothing may be written before validation"
+        assert not cache.exists()
+        assert not (workdir / "hyperfleet-runs").exists()
+
+
+# The same through a real ``hyperfleet`` process (what the in-process runs above stand for):
+# its exit status, its one stderr line, nothing written.
+REAL_PROCESS_CASES = {
+    "unknown-key": "error: bogus: unknown key; remove it or check its spelling",
+    "1f1b-microbatches-lt-P": INVALID_LAYOUTS["1f1b-microbatches-lt-P"][1],
+}
+
+
+@pytest.mark.parametrize("case", list(REAL_PROCESS_CASES))
+def test_real_process_exit_code_and_no_traceback(case: str, tmp_path: Path) -> None:
+    if case == "unknown-key":
+        path = _write(tmp_path, yaml.safe_dump(deep_update(BASE_SWEEP, {"bogus": 1})))
+    else:
+        path = _layout_file(tmp_path, case)
+    cache = tmp_path / "cache"
     proc = subprocess.run(
         [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path)],
         capture_output=True,
         text=True,
         check=False,
+        cwd=tmp_path,
+        env={**os.environ, "HYPERFLEET_CACHE": str(cache)},
     )
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: bogus: unknown key; remove it or check its spelling"
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(REAL_PROCESS_CASES[case]), proc.stderr
+    assert not (tmp_path / "runs").exists(), "nothing may be written before validation"
+    assert not (tmp_path / "hyperfleet-runs").exists() and not cache.exists()
 
 
 def test_valid_file_parses_to_frozen_typed_objects(tmp_path: Path) -> None:

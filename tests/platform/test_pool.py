@@ -39,7 +39,8 @@ def test_trial_larger_than_pool_is_an_error() -> None:
         LocalPool.from_spec("cpu:2").try_acquire(3)
 
 
-def test_cuda_spec_and_env() -> None:
+def test_cuda_spec_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # a host with 4 GPUs
     devices = parse_devices("cuda:3,1")
     assert devices == [Device("cuda", 1), Device("cuda", 3)]
     lease = LocalPool(devices).try_acquire(2)
@@ -62,3 +63,13 @@ def test_auto_without_gpus_gives_enough_cpu_slots(monkeypatch: pytest.MonkeyPatc
 def test_bad_device_spec(spec: str) -> None:
     with pytest.raises(ConfigError, match="--devices"):
         parse_devices(spec)
+
+
+def test_gpus_that_are_not_there_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a host without GPUs
+    with pytest.raises(ConfigError, match=r"names GPUs this host doesn't have \(it has no GPU\)"):
+        parse_devices("cuda:0,1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(ConfigError, match="it has GPUs 0-1"):
+        parse_devices("cuda:1,2")
+    assert len(parse_devices("cuda:0,1")) == 2

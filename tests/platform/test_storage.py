@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from pathlib import Path
 
 import optuna
 import pytest
@@ -77,3 +78,73 @@ def test_bad_url_is_a_storage_error(tmp_path) -> None:
 
     with pytest.raises(StorageError, match="not a database URL"):
         Storage("not a url")
+
+
+# -- one schema, read-only readers -----------------------------------------------------------
+
+
+def test_one_schema_holds_every_hf_table_with_a_version(db_url: str) -> None:
+    import sqlalchemy as sa
+
+    from hyperfleet.platform.storage import SCHEMA_VERSION
+    from hyperfleet.platform.storage.schema import metadata, schema_version
+
+    st = Storage(db_url)
+    tables = {t for t in sa.inspect(st.engine).get_table_names() if t.startswith("hf_")}
+    assert tables == {t for t in metadata.tables if t.startswith("hf_")}
+    assert {"hf_sweeps", "hf_trials", "hf_pbt_members", "hf_lineage", "hf_meta"} <= tables
+    with st.engine.connect() as conn:
+        assert schema_version(conn) == SCHEMA_VERSION
+    Storage(db_url).close()  # opening again is idempotent
+    st.close()
+
+
+def test_a_newer_schema_is_refused_with_one_line(db_url: str) -> None:
+    import sqlalchemy as sa
+
+    from hyperfleet.errors import StorageError
+    from hyperfleet.platform.storage.schema import meta_table
+
+    st = Storage(db_url)
+    with st.engine.begin() as conn:
+        conn.execute(sa.update(meta_table).values(value="99"))
+    st.close()
+    for opener in (Storage, Storage.open_readonly):
+        with pytest.raises(StorageError, match="schema version 99, newer") as err:
+            opener(db_url)
+        assert "\n" not in str(err.value)
+
+
+def test_readonly_storage_creates_nothing(tmp_path: Path) -> None:
+    from hyperfleet.errors import StorageError
+
+    missing = tmp_path / "typo" / "hf.db"
+    with pytest.raises(StorageError, match=r"no database at .*nothing was created"):
+        Storage.open_readonly(f"sqlite:///{missing}")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_readonly_storage_reads_and_cannot_write(db_url: str) -> None:
+    import sqlalchemy as sa
+
+    st = Storage(db_url)
+    st.create_sweep("s", {"space": {}})
+    st.upsert_trial("s", 0, state="COMPLETE", metrics={"acc": 1.0})
+    optuna.create_study(study_name="s", storage=st.optuna)
+    st.close()
+    ro = Storage.open_readonly(db_url)
+    assert [r.name for r in ro.list_sweeps()] == ["s"]
+    assert ro.get_trial("s", 0).metrics == {"acc": 1.0}
+    assert optuna.load_study(study_name="s", storage=ro.optuna).study_name == "s"
+    with pytest.raises(sa.exc.DBAPIError):
+        ro.upsert_trial("s", 1, state="RUNNING")
+    ro.close()
+
+
+def test_readonly_storage_refuses_a_database_without_sweeps(db_url: str) -> None:
+    from hyperfleet.errors import StorageError
+
+    if db_url.startswith("sqlite"):
+        Path(db_url.removeprefix("sqlite:///")).touch()
+    with pytest.raises(StorageError, match="holds no hyperfleet sweeps"):
+        Storage.open_readonly(db_url)

@@ -12,13 +12,18 @@ from pydantic import ValidationError
 from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the usual name
 
+from hyperfleet.spec.trial import SyncConfig
 from hyperfleet.trials import async_ps
-from hyperfleet.trials.async_ps import SyncConfig
 from hyperfleet.trials.data import ArrayLoader
 from tests.dist import run_distributed
 
+Digits = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
-def digits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+
+@pytest.fixture(scope="module")
+def digits() -> Digits:
+    """Train and validation splits, loaded once here: each rank gets them as an argument
+    instead of importing scikit-learn itself (seconds per process)."""
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
@@ -46,9 +51,15 @@ def xent(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Te
 
 
 def ps_digits(
-    rank: int, world: int, rdzv: str, updates: int, staleness: int | None, stop_at: int = 0
+    rank: int,
+    world: int,
+    data: Digits,
+    rdzv: str,
+    updates: int,
+    staleness: int | None,
+    stop_at: int = 0,
 ) -> Any:
-    x_tr, ytr, x_va, yva = digits()
+    x_tr, ytr, x_va, yva = data
     async_ps.init_rpc(rank, world, init_method=f"file://{rdzv}")
     try:
         model = mlp()
@@ -77,9 +88,11 @@ def ps_digits(
 
 
 @pytest.mark.parametrize("staleness", [0, None])
-def test_one_server_two_workers_learn_digits(tmp_path: Path, staleness: int | None) -> None:
+def test_one_server_two_workers_learn_digits(
+    digits: Digits, tmp_path: Path, staleness: int | None
+) -> None:
     server, w1, w2 = run_distributed(
-        ps_digits, 3, str(tmp_path / "rpc"), 400, staleness, timeout=240
+        ps_digits, 3, digits, str(tmp_path / "rpc"), 400, staleness, timeout=240
     )
     stats, curve = server["stats"], server["curve"]
     assert stats.updates == 400
@@ -93,9 +106,11 @@ def test_one_server_two_workers_learn_digits(tmp_path: Path, staleness: int | No
             assert w["stats"].waits <= 1, "only the first pull is waited for"
 
 
-def test_a_stop_from_progress_ends_server_and_workers_at_that_update(tmp_path: Path) -> None:
+def test_a_stop_from_progress_ends_server_and_workers_at_that_update(
+    digits: Digits, tmp_path: Path
+) -> None:
     server, w1, w2 = run_distributed(
-        ps_digits, 3, str(tmp_path / "rpc"), 400, None, 200, timeout=240
+        ps_digits, 3, digits, str(tmp_path / "rpc"), 400, None, 200, timeout=240
     )
     assert server["stats"].updates == 200, "pushes after the stop were applied"
     assert [v for v, _ in server["curve"]] == [100, 200]

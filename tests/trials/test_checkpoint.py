@@ -14,13 +14,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from hyperfleet.trials.checkpoint import (
-    CheckpointConfig,
-    CheckpointManager,
-    capture_rng_state,
-    replica_path,
-    restore_rng_state,
-)
+from hyperfleet.spec.trial import CheckpointConfig, replica_path
+from hyperfleet.trials.checkpoint import CheckpointManager, capture_rng_state, restore_rng_state
 
 
 def _state(step: int) -> dict[str, object]:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.nn import functional as F  # noqa: N812 - the usual name
 
-from hyperfleet.platform.config import TrialConfig
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import TrialContext
 from hyperfleet.trials.distributed import DistEnv

@@ -1,7 +1,7 @@
 """The scheduler interface: schedulers return data, the sweep loop acts on it.
 
 A scheduler decides *what* to run and *whether a running trial goes on*; it never touches
-processes, files, devices or MLflow. The sweep loop (``platform.sweep``) launches what
+processes, files, devices or MLflow. The controller (``platform.controller``) launches what
 ``suggest`` returns and ends what ``decide`` stops, and rank 0 of a running trial calls
 ``report`` then ``decide`` at every ``ctx.report``. Because every scheduler keeps its state in
 storage, a scheduler object can be rebuilt anywhere from the sweep config and the storage URL:
@@ -16,8 +16,23 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hyperfleet.spec.wire import Decision, DecisionKind, RestorePoint
+
+__all__ = [
+    "Capabilities",
+    "Decision",
+    "DecisionKind",
+    "RestorePoint",
+    "Scheduler",
+    "Suggestion",
+    "TrialState",
+]
+
+
+__all__ = ["Decision", "DecisionKind", "Scheduler", "Suggestion", "TrialState"]
 
 
 class TrialState(str, enum.Enum):
@@ -34,68 +49,43 @@ class TrialState(str, enum.Enum):
         return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
-class DecisionKind(str, enum.Enum):
-    CONTINUE = "continue"
-    PRUNE = "prune"  # stop now, trial ends PRUNED
-    EXPLOIT = "exploit"  # load the donor's latest checkpoint, continue with new params
-    PAUSE = "pause"  # checkpoint and give the devices back; resumed later by suggest()
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What a running trial does after a report. All ranks of the trial act on the same one."""
-
-    kind: DecisionKind = DecisionKind.CONTINUE
-    donor: int | None = None  # EXPLOIT: trial number whose checkpoint to load
-    params: Mapping[str, Any] | None = None  # EXPLOIT: the explored params, they win
-    reason: str = ""
-    donor_step: int | None = None  # EXPLOIT: the donor's checkpoint step (None: its latest)
-
-    def to_wire(self) -> dict[str, Any]:
-        """A plain dict to broadcast to every rank of the trial."""
-        return {
-            "kind": self.kind.value,
-            "donor": self.donor,
-            "donor_step": self.donor_step,
-            "params": dict(self.params) if self.params is not None else None,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def cont(cls) -> Decision:
-        return cls(DecisionKind.CONTINUE)
-
-
 @dataclass(frozen=True)
 class Suggestion:
     """A trial to start or resume.
 
-    ``params`` are the sampled hyperparameters (workload params); ``overrides`` are sampled
-    trial-configuration keys by dotted path (``"trial.precision"``), applied to a copy of the
-    trial config before launch. ``resume`` is true when ``trial_number`` already ran and continues
-    from its latest checkpoint (an interrupted trial, a paused PBT member).
+    ``params`` are the sampled values: workload params and, under keys starting with
+    ``trial.``, system knobs applied to a copy of the trial config before launch. ``resume`` is
+    true when ``trial_number`` already ran and continues from a checkpoint (an interrupted
+    trial, a paused PBT member): its own latest one, or ``restore`` when that names another
+    (a PBT member continues from a donor's weights at a given step).
     """
 
     trial_number: int
     params: Mapping[str, Any]
-    overrides: Mapping[str, Any] = field(default_factory=dict)
     resume: bool = False
+    restore: RestorePoint | None = None
 
-    def restore_point(self) -> tuple[int, int | None] | None:
-        """``(trial, step)`` of the checkpoint to resume from when it isn't the trial's own
-        latest one (a PBT member resumes from a donor's), else None."""
-        member = getattr(self, "checkpoint_member", None)
-        if not self.resume or member is None:
-            return None
-        return int(member), getattr(self, "checkpoint_step", None)
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler supports, stated up front (the CLI and the controller check these
+    instead of discovering ``NotImplementedError`` at run time)."""
+
+    enqueue: bool = False
+    """Takes user-chosen points ahead of its own suggestions (``sweep enqueue``)."""
+    time_sharing: bool = False
+    """``decide`` may return EXPLOIT or PAUSE: the trial runtime keeps a checkpoint at every
+    report, logs hyperparameters as metrics, and a paused trial gives its devices back."""
+    pruning: bool = False
+    """``decide`` may return PRUNE."""
+    multi_objective: bool = False
+    """Ranks trials by several objectives (a Pareto front)."""
 
 
 class Scheduler(ABC):
     """Base class of every scheduler. See the module docstring for the contract."""
 
-    #: True when ``decide`` may return EXPLOIT or PAUSE (the trial runtime then keeps
-    #: checkpoints at every report it is asked to).
-    time_sharing: bool = False
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @abstractmethod
     def suggest(self) -> Suggestion | None:
@@ -119,18 +109,24 @@ class Scheduler(ABC):
     ) -> None:
         """Record how a trial ended (values: the objective values, for COMPLETE)."""
 
+    @abstractmethod
     def requeue(self, trial_number: int) -> None:
         """The trial's processes were stopped before it finished (interrupt, dead worker):
-        put it back in the queue so ``suggest`` resumes it from its checkpoint."""
-        raise NotImplementedError
+        put it back in the queue so ``suggest`` resumes it from its checkpoint. A trial that
+        is not running is left as it is."""
+
+    @abstractmethod
+    def running(self) -> set[int]:
+        """Trials the scheduler considers running (suggested, not ended, not requeued)."""
 
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
         """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
         return {}
 
     def enqueue(self, params: Mapping[str, Any]) -> int:
-        """Put user-chosen params first in the queue (warm start); returns the trial number."""
-        raise NotImplementedError(f"{type(self).__name__} does not take enqueued trials")
+        """Put user-chosen params first in the queue (warm start); returns the trial number.
+        Only called when ``capabilities.enqueue``."""
+        raise TypeError(f"{type(self).__name__} does not take enqueued trials")
 
     def finished(self) -> bool:
         """True when nothing is left to run, running trials included (default: never)."""

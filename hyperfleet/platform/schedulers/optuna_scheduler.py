@@ -8,14 +8,20 @@ the controller calls ``suggest`` and ``on_trial_end``; rank 0 of a trial calls `
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
+import sqlalchemy as sa
+from optuna.pruners import NopPruner
+from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
+from hyperfleet.errors import ConfigError
 from hyperfleet.platform import space as space_mod
 from hyperfleet.platform.schedulers.base import (
+    Capabilities,
     Decision,
     DecisionKind,
     Scheduler,
@@ -53,8 +59,31 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
     return optuna.load_study(study_name=cfg.name, storage=storage, sampler=sampler, pruner=pruner)
 
 
+def _write_intermediate(storage: Any, trial_id: int, step: int, value: float) -> None:
+    """``RDBStorage.set_trial_intermediate_value`` as three plain statements in one
+    transaction (the trial's state, then update or insert), on Optuna's own table
+    definitions; the same rows and the same error for a finished trial, in a fraction of the
+    ORM's time (a report's hot path)."""
+    from optuna.storages._rdb import models
+
+    model = models.TrialIntermediateValueModel
+    stored, kind = model.intermediate_value_to_stored_repr(value)
+    table, trials = model.__table__, models.TrialModel.__table__
+    row = {"intermediate_value": stored, "intermediate_value_type": kind}
+    with storage.engine.begin() as conn:
+        state = conn.execute(
+            sa.select(trials.c.state).where(trials.c.trial_id == trial_id)
+        ).scalar_one()
+        storage.check_trial_is_updatable(trial_id, state)
+        where = (table.c.trial_id == trial_id) & (table.c.step == step)
+        if not conn.execute(sa.update(table).where(where).values(**row)).rowcount:
+            conn.execute(sa.insert(table).values(trial_id=trial_id, step=step, **row))
+
+
 class OptunaScheduler(Scheduler):
     """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
+
+    capabilities = Capabilities(enqueue=True, pruning=True, multi_objective=True)
 
     def __init__(self, cfg: SweepConfig, study: optuna.Study) -> None:
         self.cfg = cfg
@@ -69,44 +98,63 @@ class OptunaScheduler(Scheduler):
         return self._ids[number]
 
     def budget_left(self) -> int | None:
+        return self._budget_left(self.study.get_trials(deepcopy=False, states=_COUNTED))
+
+    def _budget_left(self, trials: list[FrozenTrial]) -> int | None:
         limit = self.cfg.budget.trials
         if limit is None:
             return None
-        counted = self.study.get_trials(deepcopy=False, states=_COUNTED)
-        return max(0, limit - len(counted))
+        return max(0, limit - sum(t.state in _COUNTED for t in trials))
+
+    def running(self) -> set[int]:
+        return {
+            t.number for t in self.study.get_trials(deepcopy=False, states=(OptunaState.RUNNING,))
+        }
+
+    def finished(self) -> bool:
+        """Nothing left to run: the budget (or the grid) is used up and no trial is running
+        or waiting. A sweep bounded only by ``budget.timeout`` never finishes by itself."""
+        trials = self.study.get_trials(deepcopy=False)
+        if any(t.state in (OptunaState.RUNNING, OptunaState.WAITING) for t in trials):
+            return False
+        return self._budget_left(trials) == 0 or self._grid_exhausted()
 
     def _grid_exhausted(self) -> bool:
         sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
 
-    def _has_waiting(self) -> bool:
-        return bool(self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,)))
-
     def suggest(self) -> Suggestion | None:
-        waiting = self._has_waiting()
-        if not waiting and (self.budget_left() == 0 or self._grid_exhausted()):
+        trials = self.study.get_trials(deepcopy=False)
+        waiting = any(t.state == OptunaState.WAITING for t in trials)
+        if not waiting and (self._budget_left(trials) == 0 or self._grid_exhausted()):
             return None
         trial = self.study.ask()
         params = space_mod.sample(trial, self.cfg.space)
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        """Optuna's intermediate value at ``step`` (written as given: a repeated report of the
+        same step stores the same value again, so the call is idempotent)."""
         if len(self.cfg.all_objectives) != 1:
             return  # Optuna keeps no intermediate values for multi-objective studies
         value = metrics.get(self.cfg.all_objectives[0].metric)
-        if value is None:
-            return
+        if value is None or not math.isfinite(float(value)):
+            return  # kept in the trial's record; a sampler or pruner gets no NaN as a number
         trial_id = self._trial_id(trial_number)
-        frozen = self.study._storage.get_trial(trial_id)
-        if step in frozen.intermediate_values:
-            return  # idempotent per (trial, step)
-        self.study._storage.set_trial_intermediate_value(trial_id, step, float(value))
+        storage = self.study._storage
+        backend = getattr(storage, "_backend", storage)  # Optuna wraps RDB storage in a cache
+        if isinstance(backend, optuna.storages.RDBStorage):
+            _write_intermediate(backend, trial_id, step, float(value))
+        else:
+            storage.set_trial_intermediate_value(trial_id, step, float(value))
 
     def decide(self, trial_number: int, step: int) -> Decision:
-        if len(self.cfg.all_objectives) != 1:
+        if len(self.cfg.all_objectives) != 1 or isinstance(self.study.pruner, NopPruner):
             return Decision.cont()
-        trial = optuna.trial.Trial(self.study, self._trial_id(trial_number))
-        if trial.should_prune():
+        # what ``Trial.should_prune`` asks, without building a ``Trial`` (whose constructor
+        # runs the sampler's relative search space over the whole history)
+        frozen = self.study._storage.get_trial(self._trial_id(trial_number))
+        if self.study.pruner.prune(self.study, frozen):
             return Decision(
                 DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}"
             )
@@ -117,7 +165,17 @@ class OptunaScheduler(Scheduler):
         return {k: str(v) for k, v in attrs.items() if k.startswith("hyperfleet.")}
 
     def enqueue(self, params: Mapping[str, Any]) -> int:
-        """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first."""
+        """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first.
+
+        An enqueued trial is one of ``budget.trials``: a sweep that has used them all takes
+        none (``ConfigError`` naming the budget)."""
+        limit = self.cfg.budget.trials
+        existing = self.study.get_trials(deepcopy=False)
+        if limit is not None and len(existing) >= limit:
+            raise ConfigError(
+                f"budget.trials: sweep {self.cfg.name!r} already has {len(existing)} of its "
+                f"{limit} trials; raise budget.trials in the sweep file to enqueue more"
+            )
         self.study.enqueue_trial(dict(params), skip_if_exists=False)
         waiting = self.study.get_trials(deepcopy=False, states=(OptunaState.WAITING,))
         return max(t.number for t in waiting)
@@ -140,6 +198,12 @@ class OptunaScheduler(Scheduler):
             TrialState.PRUNED: OptunaState.PRUNED,
             TrialState.FAIL: OptunaState.FAIL,
         }
+        trial_id = self._trial_id(trial_number)
+        if self.study._storage.get_trial(trial_id).state == OptunaState.WAITING:
+            # requeued meanwhile (its worker was taken for lost): only a FAIL still ends it
+            if state is TrialState.FAIL:
+                self.study._storage.set_trial_state_values(trial_id, OptunaState.FAIL)
+            return
         self.study.tell(
             trial_number,
             values if state is TrialState.COMPLETE else None,

@@ -11,16 +11,17 @@ population so discovers hyperparameter *schedules* for the compute of one traini
 Asynchronous by default: a ready member acts at once against the others' latest scores. With
 ``synchronous`` a ready member pauses until every member is ready, then the bottom quantile
 exploits. A population larger than ``max_concurrent`` time-shares the devices: a ready member
-pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained.
+pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained
+(after any member whose processes were lost, which is resumed first).
 
 All state is in a :class:`~.population.PopulationStore`; the scheduler never touches processes
 or files. Trial numbers are member numbers (0 .. population-1).
 
 What the runtime and the sweep loop must do (the contract):
 
-* ``suggest()`` -> :class:`MemberSuggestion`. ``resume=False``: a new member, start fresh with
-  ``params``. ``resume=True``: load the checkpoint of member ``checkpoint_member`` at
-  ``checkpoint_step`` (None: start fresh), **not** the member's own latest one (after an
+* ``suggest()`` -> :class:`Suggestion`. ``resume=False``: a new member, start fresh with
+  ``params``. ``resume=True``: load the checkpoint ``restore`` names (member ``restore.trial``
+  at ``restore.step``; no ``restore``: start fresh), **not** the member's own latest one (after an
   exploit it is stale), then train with ``params``, which win over any hyperparameter stored
   in the checkpoint. That checkpoint is pinned (``pinned_checkpoints``) until the member
   reports again, so it is there unless its files were lost; then load that member's latest.
@@ -41,8 +42,9 @@ What the runtime and the sweep loop must do (the contract):
     (``suggest`` will point there), so exit without saving anything.
 * ``on_trial_end``: COMPLETE/PRUNED end the member (DONE; a paused one stays paused); FAIL puts
   it back to WAITING, to be resumed from its checkpoint pointer (DONE after ``max_failures``).
-* ``requeue()`` when ``sweep run`` starts again after an interruption (members the store thinks
-  are running have no processes); never prune a checkpoint in ``pinned_checkpoints()``.
+* ``requeue(member)`` when a member's processes were stopped before it finished (interrupt,
+  dead worker; ``requeue_all()`` for every member the store thinks is running); never prune a
+  checkpoint in ``pinned_checkpoints()``.
 
 "Ready" means ``step - last_check >= perturbation_interval`` at a report, so report cadences
 that do not divide the interval, and exploits from a donor at another step, work too. Reports
@@ -56,13 +58,15 @@ import logging
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.base import (
+    Capabilities,
     Decision,
     DecisionKind,
+    RestorePoint,
     Scheduler,
     Suggestion,
     TrialState,
@@ -86,23 +90,7 @@ from hyperfleet.platform.schedulers.population import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MemberSuggestion", "PBTConfig", "PBTDecision", "PBTScheduler", "replay_schedule"]
-
-
-@dataclass(frozen=True)
-class MemberSuggestion(Suggestion):
-    """A member to start or resume; on resume, load this checkpoint (see module docstring)."""
-
-    checkpoint_member: int | None = None
-    checkpoint_step: int | None = None
-
-
-@dataclass(frozen=True)
-class PBTDecision(Decision):
-    """A decision with the step of the donor's checkpoint to load (EXPLOIT, PAUSE with donor)."""
-
-    donor_step: int | None = None
-
+__all__ = ["PBTConfig", "PBTScheduler", "replay_schedule"]
 
 # --------------------------------------------------------------------------- the space
 
@@ -110,7 +98,7 @@ class PBTDecision(Decision):
 class PBTScheduler(Scheduler):
     """PBT over a :class:`PopulationStore` (see the module docstring for the contract)."""
 
-    time_sharing = True
+    capabilities = Capabilities(time_sharing=True)
 
     def __init__(
         self,
@@ -167,38 +155,35 @@ class PBTScheduler(Scheduler):
 
     # -- suggest -----------------------------------------------------------------------------
 
-    def suggest(self) -> MemberSuggestion | None:
+    def suggest(self) -> Suggestion | None:
         with self.store.transaction(self.sweep) as txn:
             members = txn.members()
             running = sum(m.state == MemberState.RUNNING for m in members.values())
             if self.max_concurrent is not None and running >= self.max_concurrent:
                 return None
-            if len(members) < self.config.population:
+            # requeued or failed members first (their work was interrupted), then unborn
+            # members, then paused ones, the least trained first
+            requeued = [m for m in members.values() if m.state == MemberState.WAITING]
+            if not requeued and len(members) < self.config.population:
                 return self._new_member(txn, len(members))
-            waiting = [
-                m
-                for m in members.values()
-                if m.state in (MemberState.WAITING, MemberState.PAUSED) and not m.barrier
-            ]
+            paused = [m for m in members.values() if m.state == MemberState.PAUSED]
+            waiting = [m for m in requeued or paused if not m.barrier]
             if not waiting:
                 return None
             m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
             txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
-            return MemberSuggestion(
-                m.number,
-                dict(m.params),
-                resume=True,
-                checkpoint_member=m.ckpt_member,
-                checkpoint_step=m.ckpt_step,
-            )
+            restore = None
+            if m.ckpt_member is not None:
+                restore = RestorePoint(trial=m.ckpt_member, step=m.ckpt_step)
+            return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
 
-    def _new_member(self, txn: PopulationTxn, number: int) -> MemberSuggestion:
+    def _new_member(self, txn: PopulationTxn, number: int) -> Suggestion:
         params = sample_params(self.space, self._rng(number, "initial"))
         if number < len(self.config.initial):
             params.update(self.config.initial[number])
         txn.put(Member(number, params, dict(params), state=MemberState.RUNNING, updated=now()))
         logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
-        return MemberSuggestion(number, dict(params))
+        return Suggestion(number, dict(params))
 
     # -- report --------------------------------------------------------------------------------
 
@@ -249,7 +234,7 @@ class PBTScheduler(Scheduler):
                 return Decision.cont()
             d = m.decision
             if d is not None and d["step"] == step and d["reports"] == m.reports:
-                return _decision_from(d)  # a retried decide: the same answer, nothing new
+                return Decision.from_wire(d)  # a retried decide: the same answer, nothing new
             ready = (
                 m.state != MemberState.DONE
                 and step == m.step
@@ -271,11 +256,7 @@ class PBTScheduler(Scheduler):
                 "step": step,
                 "reports": m.reports,
                 "score": score if score is None or math.isfinite(score) else None,
-                "kind": decision.kind.value,
-                "donor": decision.donor,
-                "donor_step": getattr(decision, "donor_step", None),
-                "params": None if decision.params is None else dict(decision.params),
-                "reason": decision.reason,
+                **decision.to_wire(),
             }
             txn.put(replace(m, decision=record, updated=now()))
             return decision
@@ -377,8 +358,8 @@ class PBTScheduler(Scheduler):
         if self._should_pause(members, m):
             members[m.number] = replace(m, state=MemberState.PAUSED)
             if donor is None:
-                return PBTDecision(DecisionKind.PAUSE, reason="time-sharing: a member trained less")
-            return PBTDecision(
+                return Decision(DecisionKind.PAUSE, reason="time-sharing: a member trained less")
+            return Decision(
                 DecisionKind.PAUSE,
                 donor=donor.number,
                 params=dict(m.params),
@@ -386,8 +367,8 @@ class PBTScheduler(Scheduler):
                 reason=f"exploited member {donor.number} at step {donor.step}; time-sharing",
             )
         if donor is None:
-            return PBTDecision(DecisionKind.CONTINUE)
-        return PBTDecision(
+            return Decision(DecisionKind.CONTINUE)
+        return Decision(
             DecisionKind.EXPLOIT,
             donor=donor.number,
             params=dict(m.params),
@@ -400,7 +381,7 @@ class PBTScheduler(Scheduler):
         alive = [x for x in members.values() if x.state != MemberState.DONE]
         if len(members) < self.config.population or not all(x.barrier for x in alive):
             members[m.number] = replace(m, state=MemberState.PAUSED)
-            return PBTDecision(DecisionKind.PAUSE, reason="synchronous: waiting for the population")
+            return Decision(DecisionKind.PAUSE, reason="synchronous: waiting for the population")
         # everyone is at the barrier: rank once, then the bottom quantile exploits
         donors = {x.number: self._pick(members, x) for x in alive}
         exploited: dict[int, Member] = {}
@@ -413,8 +394,8 @@ class PBTScheduler(Scheduler):
                 txn.put(members[x.number])
         donor = donors[m.number]
         if donor is None:
-            return PBTDecision(DecisionKind.CONTINUE, reason="synchronous: generation done")
-        return PBTDecision(
+            return Decision(DecisionKind.CONTINUE, reason="synchronous: generation done")
+        return Decision(
             DecisionKind.EXPLOIT,
             donor=donor.number,
             params=dict(members[m.number].params),
@@ -449,13 +430,16 @@ class PBTScheduler(Scheduler):
                 return
             txn.put(replace(m, state=MemberState.DONE, updated=now()))
 
-    def requeue(self, trial_number: int | None = None) -> int:  # type: ignore[override]
-        """Put a RUNNING member (None: every one) back to WAITING, to be resumed by suggest().
+    def requeue(self, trial_number: int) -> None:
+        """Put a RUNNING member back to WAITING, to be resumed by suggest()."""
+        self._requeue(trial_number)
 
-        For a sweep loop that starts again after an interruption (no member's processes
-        survive), or that relaunches a member's processes instead of restarting in place.
-        Returns how many members were requeued.
-        """
+    def requeue_all(self) -> int:
+        """Put every RUNNING member back to WAITING (no member's processes survived an
+        interruption); returns how many were requeued."""
+        return self._requeue(None)
+
+    def _requeue(self, trial_number: int | None) -> int:
         with self.store.transaction(self.sweep) as txn:
             running = [
                 m
@@ -471,6 +455,9 @@ class PBTScheduler(Scheduler):
 
     def members(self) -> dict[int, Member]:
         return self.store.members(self.sweep)
+
+    def running(self) -> set[int]:
+        return {n for n, m in self.members().items() if m.state == MemberState.RUNNING}
 
     def budget_left(self) -> int:
         """Members still to start plus members waiting to be resumed."""
@@ -493,13 +480,3 @@ class PBTScheduler(Scheduler):
             for m in self.members().values()
             if m.ckpt_member is not None and m.ckpt_step is not None and m.state != MemberState.DONE
         }
-
-
-def _decision_from(record: Mapping[str, Any]) -> PBTDecision:
-    return PBTDecision(
-        DecisionKind(record["kind"]),
-        donor=record["donor"],
-        params=record["params"],
-        donor_step=record["donor_step"],
-        reason=record["reason"],
-    )

@@ -19,8 +19,9 @@ Lineage. Every exploit and explore is a :class:`LineageEvent`, unique by
 event is written in the same transaction that changes the member, and a retried decision finds
 it there, so a crash and retry neither loses nor duplicates one.
 
-Tables (created with ``metadata.create_all`` on the given engine): ``hf_pbt_populations`` (one
-lock row per sweep), ``hf_pbt_members`` (one row per member) and ``hf_lineage``.
+Tables (owned by :mod:`hyperfleet.platform.storage.schema`, created with the rest of the
+platform's schema): ``hf_pbt_populations`` (one lock row per sweep), ``hf_pbt_members`` (one
+row per member) and ``hf_lineage``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.storage.schema import lineage_table, members_table, populations_table
 
 
 class MemberState(str, enum.Enum):
@@ -179,58 +181,6 @@ class MemoryPopulationStore(PopulationStore):
 
 # --------------------------------------------------------------------------- SQL
 
-metadata = sa.MetaData()
-
-populations_table = sa.Table(
-    "hf_pbt_populations",
-    metadata,
-    sa.Column("sweep", sa.String(255), primary_key=True),
-    sa.Column("version", sa.Integer, nullable=False, default=0),
-)
-
-members_table = sa.Table(
-    "hf_pbt_members",
-    metadata,
-    sa.Column("sweep", sa.String(255), primary_key=True),
-    sa.Column("member", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("params", sa.JSON, nullable=False),
-    sa.Column("initial", sa.JSON, nullable=False),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("step", sa.Integer, nullable=False),
-    sa.Column("score", sa.Float, nullable=True),
-    sa.Column("steps_trained", sa.Integer, nullable=False),
-    sa.Column("last_check", sa.Integer, nullable=False),
-    sa.Column("ckpt_member", sa.Integer, nullable=True),
-    sa.Column("ckpt_step", sa.Integer, nullable=True),
-    sa.Column("reports", sa.Integer, nullable=False),
-    sa.Column("decision", sa.JSON, nullable=True),
-    sa.Column("generation", sa.Integer, nullable=False),
-    sa.Column("barrier", sa.Boolean, nullable=False),
-    sa.Column("failures", sa.Integer, nullable=False),
-    sa.Column("check_score", sa.Float, nullable=True),
-    sa.Column("history", sa.JSON, nullable=False),
-    sa.Column("updated", sa.Float, nullable=False),
-)
-
-lineage_table = sa.Table(
-    "hf_lineage",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("sweep", sa.String(255), nullable=False, index=True),
-    sa.Column("time", sa.Float, nullable=False),
-    sa.Column("step", sa.Integer, nullable=False),
-    sa.Column("member", sa.Integer, nullable=False),
-    sa.Column("generation", sa.Integer, nullable=False),
-    sa.Column("donor", sa.Integer, nullable=False),
-    sa.Column("donor_step", sa.Integer, nullable=False),
-    sa.Column("kind", sa.String(16), nullable=False),
-    sa.Column("old_params", sa.JSON, nullable=False),
-    sa.Column("new_params", sa.JSON, nullable=False),
-    sa.Column("member_score", sa.Float, nullable=True),
-    sa.Column("donor_score", sa.Float, nullable=True),
-    sa.UniqueConstraint("sweep", "member", "generation", "kind", name="uq_hf_lineage_event"),
-)
-
 _MEMBER_FIELDS = [c.name for c in members_table.columns if c.name not in ("sweep", "member")]
 
 
@@ -297,17 +247,13 @@ class _SqlTxn(PopulationTxn):
 class SqlPopulationStore(PopulationStore):
     """Population state in SQL tables beside the platform's own (SQLite or PostgreSQL).
 
-    ``engine`` is the platform's SQLAlchemy engine; the tables are created if missing. On
-    SQLite the database is switched to WAL; give the engine a busy timeout
-    (``connect_args={"timeout": 30}``) so that concurrent writers wait instead of failing.
+    ``engine`` is the platform's SQLAlchemy engine (``Storage.engine``: WAL and a busy
+    timeout on SQLite, so concurrent writers wait instead of failing), whose schema the
+    storage created.
     """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        if engine.dialect.name == "sqlite":
-            with engine.connect() as conn:
-                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
-        metadata.create_all(engine)
         self._known_sweeps: set[str] = set()
 
     def _ensure_sweep(self, sweep: str) -> None:

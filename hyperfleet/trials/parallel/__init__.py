@@ -5,8 +5,8 @@ docstring explains its technique. :class:`Parallelism` is the per-trial entry po
 pipeline module (which imports ``torch.distributed.pipelining``, slow to import) is loaded on
 first use.
 
-Names are loaded lazily, so ``hyperfleet.trials.parallel.config`` (pydantic only) can be
-imported by the control plane without importing torch.
+Names are loaded lazily. The layout's configuration and its torch-free checks live in
+:mod:`hyperfleet.spec.trial` and :mod:`hyperfleet.spec.layout`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,6 @@ _WHERE = {
     "CommCounter": "comm",
     "register_comm_hook": "comm",
     "ring_all_reduce": "comm",
-    "CommConfig": "config",
-    "ParallelConfig": "config",
-    "Precision": "config",
-    "check_layout": "config",
-    "validate_comm": "config",
-    "validate_layout": "config",
     "Layout": "mesh",
     "ParallelGroups": "mesh",
     "build_groups": "mesh",

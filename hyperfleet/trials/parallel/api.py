@@ -28,8 +28,8 @@ import torch.distributed as dist
 from torch import nn
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.spec.trial import CommConfig, ParallelConfig, Precision
 from hyperfleet.trials.parallel.comm import CommCounter
-from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig, Precision
 from hyperfleet.trials.parallel.mesh import Layout, ParallelGroups, build_groups
 from hyperfleet.trials.parallel.precision import MixedPrecision
 from hyperfleet.trials.parallel.step import StepOutcome, TrainStep, wrap_model

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from hyperfleet.trials.parallel.config import CommConfig
+from hyperfleet.spec.trial import CommConfig
 
 log = logging.getLogger(__name__)
 

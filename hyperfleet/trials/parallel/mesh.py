@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.trials.parallel.config import ParallelConfig
+from hyperfleet.spec.trial import ParallelConfig
 
 log = logging.getLogger(__name__)
 

@@ -38,8 +38,8 @@ from torch.distributed.pipelining import (
     ScheduleInterleaved1F1B,
 )
 
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel.comm import CommCounter
-from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel.mesh import ParallelGroups
 from hyperfleet.trials.parallel.precision import MixedPrecision, autocast
 from hyperfleet.trials.parallel.step import StepOutcome, clip_grad_norm, wrap_model

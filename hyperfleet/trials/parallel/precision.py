@@ -26,7 +26,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from hyperfleet.trials.parallel.config import Precision
+from hyperfleet.spec.trial import Precision
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from hyperfleet.spec.trial import CommConfig
 from hyperfleet.trials.parallel.comm import CommCounter, register_comm_hook
-from hyperfleet.trials.parallel.config import CommConfig
 from hyperfleet.trials.parallel.precision import MixedPrecision
 
 

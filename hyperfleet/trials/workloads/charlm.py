@@ -116,7 +116,7 @@ def build(ctx: TrialContext, p: dict[str, Any]) -> tuple[Any, torch.optim.Optimi
 
 def main(ctx: TrialContext) -> None:
     p = checked_params("charlm", ctx.params)
-    accum = int(getattr(ctx.config, "grad_accum", 1))
+    accum = ctx.config.grad_accum
     rows = per_rank_batch(int(p["batch_size"]), ctx.data_size, accum)
     if ctx.pipelined and rows % ctx.config.parallel.n_microbatches:
         raise ConfigError(

@@ -25,7 +25,8 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812 - the usual name
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.trials.context import CONTINUE, TrialContext
+from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind
+from hyperfleet.trials.context import TrialContext
 from hyperfleet.trials.data import ArrayLoader
 from hyperfleet.trials.distributed import broadcast_object
 from hyperfleet.trials.parallel.precision import autocast
@@ -80,13 +81,13 @@ def main(ctx: TrialContext) -> None:
             "trial.parallel.pipeline: digits is a 3-layer MLP trained data-parallel; "
             "use pipeline: 1 (or the charlm workload for pipelines)"
         )
-    sync = getattr(ctx.config, "sync", None)
-    if sync is not None and sync.mode == "async-ps":
+    sync = ctx.config.sync
+    if sync.mode == "async-ps":
         train_async(ctx, p, sync.staleness)
         return
     xtr, ytr, xva, yva = load_split(int(p["seed"]))
     val = (torch.from_numpy(xva).to(ctx.device), torch.from_numpy(yva).to(ctx.device))
-    accum = int(getattr(ctx.config, "grad_accum", 1))
+    accum = ctx.config.grad_accum
     rows = per_rank_batch(int(p["batch_size"]), ctx.data_size, accum)
     loader = ArrayLoader([xtr, ytr], rows, ctx.data_rank, ctx.data_size, seed=int(p["seed"]))
     model, _ = _setup(ctx, p)
@@ -124,7 +125,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
     state = ctx.load_checkpoint()
     start = 0 if state is None else ctx.restore(state, model=model, optimizer=opt)
     rows = int(p["batch_size"])
-    decision: dict[str, Any] = CONTINUE
+    decision: Decision = CONTINUE
     async_ps.init_rpc(ctx.rank, ctx.world_size, init_method="env://")
     finished = False
     try:
@@ -148,7 +149,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
                 ckpt = ctx.state(step, model=net, optimizer=opt, local=True)
                 decision = ctx.record(step, metrics, ckpt)
                 clock.update(t=time.perf_counter(), v=version)
-                return bool(decision["kind"] == "continue")  # else the server stops here
+                return decision.kind == DecisionKind.CONTINUE  # else the server stops here
 
             async_ps.serve(
                 model, opt, ctx.max_steps - start, on_progress=progress, every=ctx.eval_every
@@ -157,7 +158,7 @@ def train_async(ctx: TrialContext, p: dict[str, Any], staleness: int | None) -> 
             n_workers = ctx.world_size - 1
             loader = ArrayLoader([xtr, ytr], rows, ctx.rank - 1, n_workers, seed=int(p["seed"]))
 
-            precision = getattr(ctx.config, "precision", "fp32")
+            precision = ctx.config.precision
 
             def xent(net: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
                 with autocast(precision, ctx.device.type):  # bf16 (fp16 is refused up front)

@@ -1,19 +1,66 @@
 """Workload lookup: built-in names and ``package.module:function`` references.
 
-A workload declares its parameters (name -> default) so that a sweep naming an unknown parameter
-fails at validation, before any process starts. Built-ins declare them here, torch-free; a
-custom workload may declare them as a ``hyperfleet_params`` dict attribute on its function
-(without it, any names are accepted).
+A workload declares what the control plane checks before any process starts, so that validation
+never needs to know a workload by name:
+
+* its **parameters** (name -> default), so that a sweep naming an unknown one fails at
+  validation. A custom workload declares them as a ``hyperfleet_params`` dict attribute on its
+  function (or in its module); without it, any names are accepted.
+* what it **supports** (:class:`Capabilities`): whether it has a pipeline form and how many
+  layers its flat layer list has for given params (a layout with more stages than layers is
+  refused), whether it runs the asynchronous parameter-server loop (``sync.mode: async-ps``),
+  and whether its ``batch_size`` is the global batch of one optimizer step, split over data
+  replicas x ``grad_accum`` x pipeline micro-batches (a batch that doesn't divide is refused).
+  A custom workload declares them as a ``hyperfleet_supports`` attribute on its function (or in
+  its module), a dict with any of the keys ``pipeline`` (bool), ``pipeline_layers`` (an int, or
+  a function of the merged params returning one; implies ``pipeline``), ``async_ps`` (bool) and
+  ``global_batch`` (bool), or a :class:`Capabilities`::
+
+      main.hyperfleet_supports = {"pipeline_layers": lambda p: p["n_layer"] + 2}
+
+  Undeclared: no async-ps, and neither the pipeline form nor the batch split is checked.
+
+Built-ins declare both here, torch-free, since the control plane reads them.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+
+LayerCount = Callable[[Mapping[str, Any]], int]
+"""The length of a workload's flat layer list (what ``ctx.pipeline`` splits) for its params."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a workload runs beyond one data-parallel loop (see the module docstring)."""
+
+    pipeline: bool | None = None
+    """Has a pipeline form (``ctx.pipeline``); None: not declared, so not checked."""
+    pipeline_layers: LayerCount | None = None
+    """Layers of the flat list for the merged params (at most one stage per layer)."""
+    async_ps: bool = False
+    """Runs the parameter-server loop of ``sync.mode: async-ps`` (ranks 1.. push gradients)."""
+    global_batch: bool = False
+    """``params.batch_size`` is split over data x grad_accum x micro-batches: it must divide."""
+
+    def __post_init__(self) -> None:
+        if self.pipeline is False and self.pipeline_layers is not None:
+            raise ValueError("pipeline_layers given with pipeline False; drop one of them")
+
+    @property
+    def has_pipeline(self) -> bool | None:
+        return True if self.pipeline_layers is not None else self.pipeline
+
+
+def _gpt_layers(params: Mapping[str, Any]) -> int:
+    """The embedding, ``n_layer`` transformer blocks and the head."""
+    return int(params["n_layer"]) + 2
 
 
 @dataclass(frozen=True)
@@ -21,6 +68,7 @@ class WorkloadInfo:
     entry: str  # "package.module:function"
     params: Mapping[str, Any] | None = None  # name -> default; None: not declared
     doc: Mapping[str, str] = field(default_factory=dict)
+    supports: Capabilities = field(default_factory=Capabilities)
 
 
 BUILTIN: dict[str, WorkloadInfo] = {
@@ -43,6 +91,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "weight_decay": "AdamW weight decay",
             "seed": "seed of the initialisation, the data split and the batch order",
         },
+        supports=Capabilities(pipeline=False, async_ps=True, global_batch=True),
     ),
     "charlm": WorkloadInfo(
         entry="hyperfleet.trials.workloads.charlm:main",
@@ -75,6 +124,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "corpus_bytes": "bytes of the corpus to use",
             "eval_batches": "held-out windows per evaluation, in units of batch_size",
         },
+        supports=Capabilities(pipeline_layers=_gpt_layers, global_batch=True),
     ),
 }
 
@@ -85,6 +135,15 @@ def resolve_entry(workload: str) -> str:
     return workload
 
 
+def _declared(fn: Callable[..., Any], name: str) -> Any:
+    """The attribute ``name`` of the workload function, or else of its module (None)."""
+    declared = getattr(fn, name, None)
+    if declared is None:
+        module = importlib.import_module(fn.__module__)
+        declared = getattr(module, name, None)
+    return declared
+
+
 def declared_params(
     workload: str, fn: Callable[..., Any] | None = None
 ) -> Mapping[str, Any] | None:
@@ -92,11 +151,65 @@ def declared_params(
         return BUILTIN[workload].params
     if fn is None:
         return None
-    declared = getattr(fn, "hyperfleet_params", None)
-    if declared is None:  # or at module level, beside the function
-        module = importlib.import_module(fn.__module__)
-        declared = getattr(module, "hyperfleet_params", None)
+    declared: Mapping[str, Any] | None = _declared(fn, "hyperfleet_params")
     return declared
+
+
+def capabilities(workload: str, fn: Callable[..., Any] | None = None) -> Capabilities:
+    """What the workload declares it supports (:class:`Capabilities`; undeclared: defaults).
+
+    ``ConfigError`` naming ``trial.workload`` when a custom declaration is malformed.
+    """
+    if workload in BUILTIN:
+        return BUILTIN[workload].supports
+    if fn is None:
+        return Capabilities()
+    return parse_capabilities(_declared(fn, "hyperfleet_supports"), workload)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_layers(value: Any) -> bool:
+    count = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return count or callable(value)
+
+
+_EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "pipeline": (_is_bool, "True or False"),
+    "pipeline_layers": (_is_layers, "an int >= 1 or a function of the params returning one"),
+    "async_ps": (_is_bool, "True or False"),
+    "global_batch": (_is_bool, "True or False"),
+}
+assert set(_EXPECTED) == {f.name for f in fields(Capabilities)}
+
+
+def parse_capabilities(declared: Any, workload: str) -> Capabilities:
+    """A ``hyperfleet_supports`` declaration (None, a dict or a :class:`Capabilities`), checked;
+    ``ConfigError`` naming ``trial.workload`` when it is malformed."""
+    where = f"trial.workload: hyperfleet_supports of {workload!r}"
+    if declared is None:
+        return Capabilities()
+    if isinstance(declared, Capabilities):
+        return declared
+    keys = ", ".join(_EXPECTED)
+    if not isinstance(declared, Mapping):
+        raise ConfigError(
+            f"{where} is a {type(declared).__name__}; expected a dict with keys from {keys}"
+        )
+    for key, value in declared.items():
+        if key not in _EXPECTED:
+            raise ConfigError(f"{where} has unknown key {key!r}; expected one of {keys}")
+        check, expected = _EXPECTED[key]
+        if not check(value):
+            raise ConfigError(f"{where}: {key} = {value!r}; expected {expected}")
+    layers = declared.get("pipeline_layers")
+    if layers is not None and declared.get("pipeline") is False:
+        raise ConfigError(f"{where}: pipeline_layers given with pipeline False; drop one of them")
+    if isinstance(layers, int):
+        declared = {**declared, "pipeline_layers": lambda _params: layers}
+    return Capabilities(**declared)
 
 
 def load_workload(workload: str) -> Callable[..., Any]:

@@ -88,10 +88,10 @@ class SimBackend:
                 return
             assert s.trial_number not in self.running
             state, step = self.init, 0
-            if s.resume and s.checkpoint_member is not None:
-                step = s.checkpoint_step
-                state = self.checkpoints[(s.checkpoint_member, step)]
-                if s.checkpoint_member != s.trial_number and self.keep is not None:
+            if s.resume and s.restore is not None:
+                step = s.restore.step
+                state = self.checkpoints[(s.restore.trial, step)]
+                if s.restore.trial != s.trial_number and self.keep is not None:
                     self._adopt(s.trial_number, step, state)
             self.running[s.trial_number] = _Running(dict(s.params), state, step, self.clock)
             self.max_running = max(self.max_running, len(self.running))
@@ -301,7 +301,7 @@ def test_paused_member_with_least_training_runs_next() -> None:
     assert sched.members()[2].state == MemberState.PAUSED
     again = sched.suggest()  # 0 and 1 tie on training: the lower step, then number, goes first
     assert again is not None and again.resume and again.trial_number == 0
-    assert (again.checkpoint_member, again.checkpoint_step) == (0, 4)
+    assert (again.restore.trial, again.restore.step) == (0, 4)
 
 
 # --------------------------------------------------------------------------- crash safety
@@ -367,7 +367,7 @@ def test_interrupted_sweep_resumes_the_population() -> None:
     again = toy_scheduler(store, population=4, initial=())  # a new controller
     again.max_concurrent = 2
     assert again.suggest() is None  # the store still thinks two members run
-    assert again.requeue() == 2
+    assert again.requeue_all() == 2
     resumed = SimBackend(
         again, 2, (0.9, 0.9), toy_step, lambda th: {"Q": toy_q(th)}, max_steps=200,
         checkpoints=backend.checkpoints,
@@ -383,10 +383,9 @@ def test_failing_member_restarts_from_its_checkpoint_then_gives_up() -> None:
     assert s is not None
     sched.report(s.trial_number, 1, {"Q": -0.3})
     sched.on_trial_end(s.trial_number, TrialState.FAIL, error="boom")
-    sched.suggest()  # member 1 is still to start
-    again = sched.suggest()
+    again = sched.suggest()  # resumed before member 1 starts: its work was interrupted
     assert again is not None and again.resume and again.trial_number == s.trial_number
-    assert (again.checkpoint_member, again.checkpoint_step) == (s.trial_number, 1)
+    assert (again.restore.trial, again.restore.step) == (s.trial_number, 1)
     for _ in range(3):
         sched.on_trial_end(s.trial_number, TrialState.FAIL, error="boom")
         sched.suggest()

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from hyperfleet.platform.schedulers.base import Decision, DecisionKind, TrialState
-from hyperfleet.platform.schedulers.pbt import MemberSuggestion, PBTConfig, PBTScheduler
+from hyperfleet.platform.schedulers.base import Decision, DecisionKind, Suggestion, TrialState
+from hyperfleet.platform.schedulers.pbt import PBTConfig, PBTScheduler
 from hyperfleet.platform.schedulers.population import MemoryPopulationStore
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -65,10 +65,10 @@ class ToyRuntime:
         self.checkpoints: dict[tuple[int, int], Any] = {}
         self.kinds: list[DecisionKind] = []
 
-    def run_member(self, s: MemberSuggestion) -> None:
+    def run_member(self, s: Suggestion) -> None:
         params, state = dict(s.params), None
-        if s.resume and s.checkpoint_member is not None:
-            state = self.checkpoints[(s.checkpoint_member, s.checkpoint_step)]
+        if s.resume and s.restore is not None:
+            state = self.checkpoints[(s.restore.trial, s.restore.step)]
         while True:
             try:
                 self.main(_Ctx(self, s.trial_number, params, state))

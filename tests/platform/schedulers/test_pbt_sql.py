@@ -18,9 +18,10 @@ from hyperfleet.platform.schedulers.population import (
     MemberState,
     MemoryPopulationStore,
     SqlPopulationStore,
-    lineage_table,
     replay_schedule,
 )
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.schema import lineage_table
 from tests.platform.schedulers.test_pbt import (
     TOY_INITIAL,
     TOY_SPACE,
@@ -33,7 +34,8 @@ from tests.platform.schedulers.test_pbt import (
 
 
 def _engine(path: Path) -> sa.Engine:
-    return sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 60})
+    """The platform's engine on a SQLite file, its schema created (as a sweep does)."""
+    return Storage(f"sqlite:///{path}").engine
 
 
 def test_sqlite_store_runs_the_toy_like_the_memory_store(tmp_path: Path) -> None:

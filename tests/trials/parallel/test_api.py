@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.trials.parallel import CommConfig, ParallelConfig, Parallelism, ThroughputMeter
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
+from hyperfleet.trials.parallel import Parallelism, ThroughputMeter
 from hyperfleet.trials.parallel.precision import MixedPrecision
 from tests.dist import run_distributed
 from tests.trials.parallel.common import CFG, batch, gpt_loss, tiny_gpt

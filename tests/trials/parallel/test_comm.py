@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from hyperfleet.spec.trial import CommConfig
 from hyperfleet.trials.parallel.comm import CommCounter, ring_all_reduce
-from hyperfleet.trials.parallel.config import CommConfig
 from hyperfleet.trials.parallel.step import wrap_model
 from tests.dist import run_distributed
 from tests.trials.parallel.common import batch, gpt_loss, tiny_gpt

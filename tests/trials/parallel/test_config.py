@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.trials.parallel import (
-    CommConfig,
-    Layout,
-    ParallelConfig,
-    check_layout,
-    validate_comm,
-    validate_layout,
-)
+from hyperfleet.spec.layout import check_layout, validate_comm
+from hyperfleet.spec.layout import validate_layout as _validate_layout
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
+from hyperfleet.trials.parallel import Layout
 from hyperfleet.trials.parallel.precision import fp16_problem
+
+
+def validate_layout(*args: Any, **kw: Any) -> list[str]:
+    """The layout checks with fp16 asked of torch in this process (the trial side's probe)."""
+    return _validate_layout(*args, fp16_check=fp16_problem, **kw)
 
 
 def test_a_valid_layout_has_no_problems() -> None:
@@ -67,7 +70,7 @@ def test_invalid_layouts_give_one_line_per_problem(
     assert needle in problems[0]
     assert "\n" not in problems[0]
     with pytest.raises(ConfigError) as err:
-        check_layout(devices, parallel, precision, n_layers, backend)  # type: ignore[arg-type]
+        check_layout(devices, parallel, precision, n_layers, backend, fp16_check=fp16_problem)  # type: ignore[arg-type]
     assert err.value.problems == problems
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from hyperfleet.spec.trial import CommConfig
 from hyperfleet.trials.parallel.comm import CommCounter
-from hyperfleet.trials.parallel.config import CommConfig
 from hyperfleet.trials.parallel.precision import MixedPrecision
 from hyperfleet.trials.parallel.step import TrainStep, wrap_model
 from tests.dist import run_distributed

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 import torch
 
-from hyperfleet.trials.parallel.config import CommConfig, ParallelConfig
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel.mesh import Layout, build_groups
-from hyperfleet.trials.parallel.pipeline import PipelineRunner, layer_costs, partition
 from hyperfleet.trials.parallel.precision import MixedPrecision
 from tests.dist import run_distributed
 from tests.trials.parallel.common import CFG, batch, gpt_loss, tiny_gpt
+
+if TYPE_CHECKING:  # torch.distributed.pipelining takes seconds to import: only where it runs
+    from hyperfleet.trials.parallel.pipeline import PipelineRunner
 
 CPU = torch.device("cpu")
 LR = 0.05
@@ -23,6 +27,8 @@ def _sgd(ps: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
 def _runner(
     parallel: ParallelConfig, world: int, mp: MixedPrecision | None = None
 ) -> tuple[PipelineRunner, list[torch.nn.Module]]:
+    from hyperfleet.trials.parallel.pipeline import PipelineRunner
+
     groups = build_groups(Layout.from_config(parallel, world), "cpu")
     layers = tiny_gpt().layers()
     mp = mp or MixedPrecision("fp32", CPU)
@@ -150,6 +156,8 @@ def test_fp16_pipeline_stages_skip_an_overflow_together_and_train() -> None:
 
 
 def test_partition_balances_cost_not_layer_count() -> None:
+    from hyperfleet.trials.parallel.pipeline import layer_costs, partition
+
     assert partition([1, 1, 1, 1], 2) == [0, 2, 4]
     assert partition([10, 1, 1, 1, 1], 2) == [0, 1, 5]  # equal counts would be 3 + 2
     assert partition([1, 2, 3, 4, 5, 6], 3) == [0, 3, 5, 6]

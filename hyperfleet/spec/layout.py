@@ -1,26 +1,17 @@
-"""Configuration of a trial's parallel layout, gradient communication and numeric precision.
+"""Checks of a trial's layout that need no torch: run before any process starts.
 
-A trial's ranks form a ``data x pipeline`` grid (torchtitan's ``ParallelDims`` idea): ``data``
-replicas each hold the whole model (or a whole pipeline) and average gradients; ``pipeline``
-stages each hold a contiguous slice of the model's layers and pass activations forward and
-gradients backward. ``validate_layout`` checks a layout against the devices, the model and the
-backend *before* any process starts, and returns one line per problem.
+Each returns one line per problem, naming the field (relative to the ``trial`` section), the
+bad value and what is expected. Whether fp16 works on a device type is torch's to say: the
+caller passes ``fp16_check`` (the control plane asks a torch subprocess, the trial side asks
+torch directly); without it fp16 is not checked here.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Callable
 
 from hyperfleet.errors import ConfigError
-
-Precision = Literal["fp32", "bf16", "fp16"]
-"""Numeric precision of forward/backward: ``fp32`` (no autocast), ``bf16`` (autocast, no loss
-scaling), ``fp16`` (autocast and ``torch.amp.GradScaler``; wherever torch runs both: CUDA, and
-CPU, where chips without native fp16 arithmetic emulate it)."""
-
-Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b"]
+from hyperfleet.spec.trial import CommConfig, ParallelConfig, Precision
 
 BF16_COMPRESS_BACKENDS = frozenset({"nccl"})
 """Backends that torch's ``bf16_compress_hook`` accepts (it refuses gloo)."""
@@ -28,51 +19,8 @@ BF16_COMPRESS_BACKENDS = frozenset({"nccl"})
 DEVICE_TYPES = {"gloo": "cpu", "nccl": "cuda"}
 """The device type of a process-group backend's ranks, as the platform launches them."""
 
-
-class ParallelConfig(BaseModel):
-    """Layout of the trial's ranks: ``data * pipeline`` must equal the trial's devices."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    data: int = Field(1, ge=1, description="Data-parallel replicas (DDP across the data axis).")
-    pipeline: int = Field(1, ge=1, description="Pipeline stages (one per rank on the axis).")
-    microbatches: int | None = Field(
-        None,
-        ge=1,
-        description="Micro-batches per pipeline step; default = pipeline (the minimum for 1F1B).",
-    )
-    schedule: Schedule = Field("1f1b", description="Pipeline schedule.")
-    virtual_stages: int = Field(
-        2, ge=2, description="Stages per rank for interleaved-1f1b (ignored otherwise)."
-    )
-
-    @property
-    def n_microbatches(self) -> int:
-        return self.microbatches if self.microbatches is not None else self.pipeline
-
-    @property
-    def n_stages(self) -> int:
-        """Total pipeline stages (``pipeline * virtual_stages`` when interleaved)."""
-        if self.pipeline > 1 and self.schedule == "interleaved-1f1b":
-            return self.pipeline * self.virtual_stages
-        return self.pipeline
-
-
-class CommConfig(BaseModel):
-    """How DDP averages gradients across the data axis."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    hook: Literal["allreduce", "ring", "fp16", "bf16", "powersgd"] = Field(
-        "allreduce",
-        description="allreduce: backend all-reduce; ring: explicit ring all-reduce over "
-        "point-to-point sends; fp16/bf16: torch's compression hooks; powersgd: PowerSGD.",
-    )
-    bucket_mb: float = Field(25, gt=0, description="DDP gradient bucket size (bucket_cap_mb).")
-    powersgd_rank: int = Field(1, ge=1, description="PowerSGD matrix approximation rank.")
-    powersgd_start_iter: int = Field(
-        10, ge=2, description="Steps of plain all-reduce before PowerSGD compression starts."
-    )
+Fp16Check = Callable[[str], "str | None"]
+"""``device type -> None`` when fp16 autocast and loss scaling work there, else the reason."""
 
 
 def validate_layout(
@@ -82,6 +30,7 @@ def validate_layout(
     n_layers: int | None,
     backend: str,
     grad_accum: int = 1,
+    fp16_check: Fp16Check | None = None,
 ) -> list[str]:
     """One line per problem with this layout (empty when it is valid).
 
@@ -114,10 +63,8 @@ def validate_layout(
                 f"parallel.microbatches: {m} is not a multiple of {rounds} rounds of "
                 f"{p} for interleaved-1f1b; expected a multiple of parallel.pipeline"
             )
-    if precision == "fp16":
-        from hyperfleet.trials.parallel.precision import fp16_problem
-
-        why = fp16_problem(DEVICE_TYPES.get(backend, backend))
+    if precision == "fp16" and fp16_check is not None:
+        why = fp16_check(DEVICE_TYPES.get(backend, backend))
         if why:
             problems.append(
                 f"precision: fp16 is not supported on backend {backend!r}: {why}; "
@@ -156,8 +103,11 @@ def check_layout(
     n_layers: int | None,
     backend: str,
     grad_accum: int = 1,
+    fp16_check: Fp16Check | None = None,
 ) -> None:
     """Raise :class:`ConfigError` listing every problem of :func:`validate_layout`."""
-    problems = validate_layout(devices, parallel, precision, n_layers, backend, grad_accum)
+    problems = validate_layout(
+        devices, parallel, precision, n_layers, backend, grad_accum, fp16_check
+    )
     if problems:
         raise ConfigError(problems)

@@ -1,0 +1,222 @@
+"""Scale-out: what a trial's claim, launch and release cost with 1, 4 and 16 workers on one
+PostgreSQL storage, and how busy 2 workers keep their devices over a sweep of 60 short trials.
+
+Everything is real: a throwaway PostgreSQL server (``initdb``/``pg_ctl``), ``hyperfleet sweep
+submit``, and ``hyperfleet worker`` processes, each with devices of its own. The figures come
+from the storage's lease rows (``hf_leases``: which devices each launch of a trial held, from
+its claim to its release), so they are the platform's own accounting.
+
+1. **Overhead per trial.** A sweep of no-op in-process trials (``devices: 0``: a report and
+   nothing else) run by W workers of one slot each. Per trial: the time its lease was held
+   (claim, launch, the empty trial, reap, release) and the slot-seconds the sweep used per
+   trial (W x the span from the first claim to the last release / trials), side by side for
+   W = 1, 4, 16.
+2. **Utilisation.** 60 trials of a workload that sleeps ``--trial-s`` seconds (a short trial's
+   device time) on 2 workers of one device each (warm process groups): busy device-seconds
+   (leases held) / available device-seconds (2 x the span), goal >= 95 %; and the share of
+   that spent in the trials' own bodies.
+
+    python benchmarks/bench_fleet.py                # W = 1, 4, 16 x 48 trials; 60 x 2 s trials
+    python benchmarks/bench_fleet.py --quick        # W = 1, 4 x 16 trials; 20 x 1 s trials
+    python benchmarks/bench_fleet.py --json out.json
+
+Workers each start a Python interpreter (about 3 s of one core here), so with 16 workers on
+a 2-core machine most of the 16-worker figure is contention for the cores, not the database:
+the table says how many cores the machine has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server on loopback; its base URL."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb")]
+    if not found or found[-1] is None:
+        sys.exit("error: PostgreSQL binaries not found: apt-get install postgresql")
+    bindir = Path(found[-1]).parent
+    root = Path(tempfile.mkdtemp(prefix="bench-fleet-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(root, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def run(*cmd: str) -> None:
+        subprocess.run([*as_user, *cmd], check=True, capture_output=True)
+
+    data = root / "data"
+    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hf", "--no-sync")
+    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    try:
+        yield f"postgresql://hf@127.0.0.1:{port}"
+    finally:
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_database(server: str) -> str:
+    import sqlalchemy as sa
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return f"{server}/{name}"
+
+
+def hyperfleet(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hyperfleet.platform", *args]
+
+
+def run_fleet(
+    server: str, scratch: Path, name: str, sweep: dict[str, Any], workers: int, devices: str
+) -> list[Any]:
+    """Submit ``sweep``, run ``workers`` workers until it is done; its lease rows."""
+    from hyperfleet.platform.storage import Storage
+
+    url = fresh_database(server)
+    where = scratch / name
+    where.mkdir(parents=True)
+    sweep = {**sweep, "name": name, "storage": url, "workdir": str(where / "runs"),
+             "tracking": {"uri": f"sqlite:///{where / 'mlflow.db'}"}}  # fmt: skip
+    path = where / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    subprocess.run(hyperfleet("sweep", "submit", str(path)), check=True, env=ENV,
+                   capture_output=True, cwd=where)  # fmt: skip
+    procs = []
+    for i in range(workers):
+        log = (where / f"worker-{i}.log").open("w")
+        cmd = hyperfleet("worker", "--storage", url, "--sweep", name, "--devices", devices,
+                         "--exit-when-idle", "4s")  # fmt: skip
+        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV,
+                                      cwd=where))  # fmt: skip
+    for p in procs:
+        if p.wait(timeout=1800) != 0:
+            sys.exit(f"error: a worker exited {p.returncode}; see {where}")
+    storage = Storage(url, create=False)
+    try:
+        trials = storage.trials(name)
+        states = {t.state for t in trials}
+        if len(trials) != sweep["budget"]["trials"] or states != {"COMPLETE"}:
+            sys.exit(f"error: sweep {name} ended with {len(trials)} trials in {states}")
+        return storage.leases(name)
+    finally:
+        storage.close()
+
+
+def span(leases: list[Any]) -> float:
+    return max(x.ended_at for x in leases) - min(x.started_at for x in leases)
+
+
+NOOP: dict[str, Any] = {
+    "objective": {"metric": "score", "mode": "max"},
+    "scheduler": {"type": "random", "seed": 0},
+    "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+    "trial": {"workload": "benchmarks.workloads:noop", "steps": 1, "eval_every": 1,
+              "resources": {"devices": 0}},
+}  # fmt: skip
+
+
+def overhead(server: str, scratch: Path, workers: int, trials: int) -> dict[str, float]:
+    sweep = {**NOOP, "budget": {"trials": trials, "max_concurrent": workers}}
+    leases = run_fleet(server, scratch, f"noop-w{workers}", sweep, workers, "cpu:1")
+    held = [x.ended_at - x.started_at for x in leases]
+    return {
+        "workers": workers,
+        "trials": trials,
+        "lease_median_s": statistics.median(held),
+        "lease_p90_s": statistics.quantiles(held, n=10)[-1],
+        "slot_s_per_trial": workers * span(leases) / trials,
+        "trials_per_s": trials / span(leases),
+        "workers_used": len({x.worker for x in leases}),
+    }
+
+
+def utilisation(server: str, scratch: Path, trials: int, trial_s: float) -> dict[str, float]:
+    sweep = {
+        "objective": {"metric": "score", "mode": "max"},
+        "scheduler": {"type": "random", "seed": 0},
+        "budget": {"trials": trials, "max_concurrent": 2},
+        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+        "trial": {"workload": "benchmarks.workloads:sleeper", "steps": 2, "eval_every": 1,
+                  "params": {"seconds": trial_s}, "resources": {"devices": 1}},
+    }  # fmt: skip
+    leases = run_fleet(server, scratch, "short", sweep, 2, "cpu:1")
+    available = 2 * span(leases)
+    busy = sum(x.ended_at - x.started_at for x in leases)
+    return {
+        "trials": trials,
+        "trial_s": trial_s,
+        "span_s": span(leases),
+        "utilisation": busy / available,
+        "in_trial_bodies": trials * trial_s / available,
+        "workers_used": len({x.worker for x in leases}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trial-s", type=float, default=None)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    sizes, trials = ((1, 4), 16) if args.quick else ((1, 4, 16), 48)
+    short, trial_s = (20, 1.0) if args.quick else (60, 2.0)
+    trial_s = args.trial_s or trial_s
+    scratch = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    out: dict[str, Any] = {"cores": os.cpu_count(), "overhead": [], "utilisation": None}
+    with postgres() as server:
+        for w in sizes:
+            out["overhead"].append(overhead(server, scratch, w, trials))
+        out["utilisation"] = utilisation(server, scratch, short, trial_s)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"\nClaim + launch + release per trial, no-op in-process trials, PostgreSQL, "
+          f"{out['cores']} cores:")  # fmt: skip
+    print("  workers  trials  lease held (median, p90)   slot-s / trial   trials/s   used")
+    base = out["overhead"][0]["slot_s_per_trial"]
+    for r in out["overhead"]:
+        print(
+            f"  {r['workers']:7d}  {r['trials']:6d}  {r['lease_median_s'] * 1e3:8.0f} ms "
+            f"{r['lease_p90_s'] * 1e3:8.0f} ms   {r['slot_s_per_trial']:8.3f} s "
+            f"({r['slot_s_per_trial'] / base:4.1f}x)  {r['trials_per_s']:8.2f}   "
+            f"{r['workers_used']:4d}"
+        )
+    u = out["utilisation"]
+    print(f"\nDevice utilisation, {u['trials']} trials of {u['trial_s']:.1f} s on 2 workers "
+          f"x 1 device, span {u['span_s']:.1f} s:")  # fmt: skip
+    print(f"  busy device-seconds / available: {100 * u['utilisation']:.1f} %  (goal >= 95 %)")
+    print(f"  of which in the trials' bodies:  {100 * u['in_trial_bodies']:.1f} %")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Commands of a fleet: ``hyperfleet worker``, ``hyperfleet workers``, ``hyperfleet sweep submit``
+(registered on the app by :mod:`hyperfleet.platform.cli`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, err, out
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.results import SweepSummary
+
+STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
+
+
+def _duration(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    from hyperfleet.spec.trial import parse_duration
+
+    try:
+        return float(parse_duration(value))
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+
+
+def worker(
+    storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
+    sweep: Annotated[
+        list[str] | None, typer.Option(help="Serve only this sweep (repeatable).")
+    ] = None,
+    devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
+    pool: Annotated[str, typer.Option(help="Pool name; sweeps may ask for one.")] = "default",
+    advertise_address: Annotated[
+        str | None, typer.Option(help="Address other hosts reach this one at (multi-node).")
+    ] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option(help="MLflow URI for sweeps whose file names none.")
+    ] = None,
+    max_trials: Annotated[int | None, typer.Option(help="Exit after this many trials.")] = None,
+    exit_when_idle: Annotated[
+        str | None, typer.Option(help="Exit after this long without a trial (e.g. 5m).")
+    ] = None,
+    heartbeat: Annotated[str, typer.Option(help="Heartbeat interval.")] = "3s",
+    stale_after: Annotated[
+        str, typer.Option(help="A worker silent this long is gone; its trials are requeued.")
+    ] = "30s",
+) -> None:
+    """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
+    from hyperfleet.platform.controller import Timing, Until
+    from hyperfleet.platform.pool import LocalPool
+    from hyperfleet.platform.preflight import check_storage
+    from hyperfleet.platform.worker import run_worker
+
+    def start() -> tuple[dict[str, SweepSummary], bool]:
+        check_storage(storage)
+        local = LocalPool.from_spec(devices)
+        beat, stale = _duration(heartbeat, "--heartbeat"), _duration(stale_after, "--stale-after")
+        assert beat is not None and stale is not None
+        if stale <= beat:
+            raise ConfigError("--stale-after: must be longer than --heartbeat, e.g. 10x")
+        until = Until(
+            done=False, idle=_duration(exit_when_idle, "--exit-when-idle"), max_trials=max_trials
+        )
+        timing = Timing(heartbeat_every=beat, stale_after=stale, rescan_every=beat)
+        return run_worker(
+            storage, local, sweeps=sweep or None, pool_name=pool, address=advertise_address,
+            tracking_uri=tracking_uri, until=until, timing=timing,
+        )  # fmt: skip
+
+    summaries, signalled = _guard(start)
+    for name, summary in summaries.items():
+        counts = ", ".join(f"{k} {v}" for k, v in summary.state_counts.items() if v)
+        err.print(f"sweep {name}: {counts or 'no trials'}", markup=False, highlight=False)
+    if signalled:
+        raise typer.Exit(130)
+
+
+def workers(
+    storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
+    stale_after: Annotated[
+        str, typer.Option(help="Heartbeat age after which one is gone.")
+    ] = "30s",
+    show_all: Annotated[bool, typer.Option("--all", help="Stopped and lost workers too.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age."""
+    from hyperfleet.platform.storage import Storage
+
+    def rows() -> list[list[str]]:
+        st = Storage.open_readonly(storage)
+        limit = _duration(stale_after, "--stale-after") or 30.0
+        now = time.time()
+        running: dict[str, list[str]] = {}
+        busy: dict[str, int] = {}
+        for s in st.list_sweeps():
+            for lease in st.leases(s.name):
+                if lease.ended_at is None and lease.worker:
+                    running.setdefault(lease.worker, []).append(f"{s.name}/{lease.trial}")
+                    busy[lease.worker] = busy.get(lease.worker, 0) + len(lease.devices)
+        table = []
+        for w in st.workers():
+            age = now - w.heartbeat_at
+            state = "lost" if w.state != "stopped" and age > limit else w.state
+            if not show_all and state in ("stopped", "lost"):
+                continue
+            table.append([
+                w.id, w.host, w.pool, ",".join(w.devices) or "-",
+                str(busy.get(w.id, 0)), ", ".join(running.get(w.id, [])) or "-",
+                f"{age:.0f}s", state,
+            ])  # fmt: skip
+        st.close()
+        return table
+
+    columns = ("worker", "host", "pool", "devices", "busy", "trials", "heartbeat", "state")
+    found = _guard(rows)
+    if as_json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in found]))
+        return
+    table = Table()
+    for col in columns:
+        table.add_column(col)
+    for row in found:
+        table.add_row(*row)
+    out.print(table)
+
+
+def sweep_submit(
+    file: Path,
+    storage: Annotated[str | None, typer.Option(help="Storage URL (overrides the file).")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
+) -> None:
+    """Create the sweep (or update its budget) for workers to take; returns at once."""
+    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.sweep import default_urls, submit_sweep
+
+    cfg = _guard(lambda: load_sweep(file))
+    default_storage, default_tracking = default_urls(cfg)
+    url = storage or default_storage
+    summary = _guard(lambda: submit_sweep(cfg, url, tracking_uri or default_tracking))
+    done = sum(summary.state_counts.values())
+    when = dt.datetime.now().isoformat(timespec="seconds")
+    out.print(f"submitted sweep {cfg.name!r} to {url} at {when} ({done} trials so far); "
+              f"run workers with: hyperfleet worker --storage {url}")  # fmt: skip

@@ -1,0 +1,241 @@
+"""Semantic checks of a structurally valid sweep: what pydantic can't see field by field.
+
+Each check returns one line per problem, naming the field path, the value and the fix:
+the scheduler against the budget and objectives, the searched system knobs
+(:mod:`hyperfleet.platform.config.knobs`), the devices against the parallel layout, precision
+and communication against the backend, the batch against its split, and the params against
+what the workload declares. A sampled combination that breaks a layout rule is caught again
+by :func:`layout_problems` before its launch and recorded as a FAIL with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
+from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.pool import count_gpus
+from hyperfleet.platform.probe import fp16_problem
+from hyperfleet.platform.schedulers.mutation import _check_initial
+from hyperfleet.spec.layout import validate_comm, validate_layout
+from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.trials.workloads.registry import (
+    BUILTIN,
+    Capabilities,
+    capabilities,
+    declared_params,
+    load_workload,
+    merged_params,
+)
+
+
+def _workload_problems(cfg: SweepConfig) -> list[str]:
+    trial = cfg.trial
+    fn = None
+    problems: list[str] = []
+    if trial.workload not in BUILTIN:
+        try:
+            fn = load_workload(trial.workload)
+        except ConfigError as exc:
+            return exc.problems
+        try:
+            capabilities(trial.workload, fn)
+        except ConfigError as exc:
+            problems += exc.problems
+    known = declared_params(trial.workload, fn)
+    searched = [n for n in cfg.space if not n.startswith(KNOB_PREFIX)]
+    problems += [
+        f"trial.params.{name}: also in space; a parameter is either fixed or searched"
+        for name in trial.params
+        if name in cfg.space
+    ]
+    if known is None:
+        return problems
+    expected = ", ".join(sorted(known))
+    for where, names in (("trial.params", list(trial.params)), ("space", searched)):
+        problems += [
+            f"{where}.{name}: unknown parameter of workload {trial.workload!r}; "
+            f"expected one of {expected}"
+            for name in names
+            if name not in known
+        ]
+    return problems
+
+
+def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
+    """What the trial's workload declares it supports, and its params over the defaults it
+    declares. A workload that can't be loaded, or whose declaration is malformed, declares
+    nothing here: :func:`_workload_problems` reports it."""
+    try:
+        fn = None if t.workload in BUILTIN else load_workload(t.workload)
+        return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
+    except ConfigError:
+        return Capabilities(), dict(t.params)
+
+
+def _in_process_problems(t: TrialConfig) -> list[str]:
+    if t.sync.mode == "async-ps":
+        return [
+            "trial.resources.devices: 0 runs the trial in-process, which has no parameter "
+            "server; give devices >= 2 for sync.mode async-ps or use allreduce"
+        ]
+    if t.parallel.data * t.parallel.pipeline != 1:
+        return [
+            "trial.resources.devices: 0 runs the trial in-process, which has no parallel "
+            "layout; set parallel.data and parallel.pipeline to 1 or give devices"
+        ]
+    return []
+
+
+def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[str]:
+    """Devices vs the parallel layout and the workload's pipeline form, precision vs the
+    backend, the batch vs its split, async-ps constraints."""
+    t = trial or cfg.trial
+    if t.resources.devices == 0:
+        return _in_process_problems(t)
+    supports, params = _declared(t)
+    backend = "nccl" if count_gpus() else "gloo"
+    problems, n_layers = _pipeline_problems(t, supports, params)
+    problems += [
+        f"trial.{line}"  # the layout checks name fields relative to the trial section
+        for line in validate_layout(
+            t.resources.devices,
+            t.parallel,
+            t.precision,
+            n_layers,
+            backend,
+            grad_accum=t.grad_accum,
+            fp16_check=fp16_problem,
+        )
+        + validate_comm(t.comm, t.parallel, backend)
+    ]
+    if "batch_size" not in cfg.space:  # a searched batch size is checked when it is launched
+        problems += _batch_problems(t, supports, params)
+    if t.sync.mode == "async-ps":
+        problems += _async_ps_problems(t, supports)
+    return problems
+
+
+def _pipeline_problems(
+    t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]
+) -> tuple[list[str], int | None]:
+    """A pipeline asked of a workload without a pipeline form; else the length of its flat
+    layer list, when it declares one (None: unknown, the stage count is not checked)."""
+    if t.parallel.pipeline == 1 or t.sync.mode == "async-ps":
+        return [], None  # async-ps refuses any pipeline itself
+    if supports.has_pipeline is False:
+        return [
+            f"trial.parallel.pipeline: {t.workload} has no pipeline form; use parallel.data"
+        ], None
+    if supports.pipeline_layers is None:
+        return [], None
+    try:
+        return [], int(supports.pipeline_layers(params))
+    except Exception as exc:  # noqa: BLE001 - the declaration is the user's to fix
+        return [
+            f"trial.params: the layer count of workload {t.workload!r} can't be computed "
+            f"from its params ({type(exc).__name__}: {exc}); check the params it reads"
+        ], None
+
+
+def _async_ps_problems(t: TrialConfig, supports: Capabilities) -> list[str]:
+    """A workload without the parameter-server loop, a layout without a server and a worker,
+    and options of the all-reduce step that the server's RPC backend doesn't have."""
+    problems = []
+    if t.resources.devices < 2 or t.parallel.pipeline != 1:
+        problems.append(
+            "trial.sync.mode: async-ps needs 1 server + >= 1 worker (devices >= 2) and no "
+            "pipeline; add devices or use allreduce"
+        )
+    if not supports.async_ps:
+        have = ", ".join(name for name, info in BUILTIN.items() if info.supports.async_ps)
+        problems.append(
+            f"trial.sync.mode: async-ps is built into the {have} workload, not "
+            f"{t.workload!r} (a custom workload that runs it declares hyperfleet_supports = "
+            f"{{'async_ps': True}}); use allreduce"
+        )
+    if t.precision == "fp16":
+        problems.append(
+            "trial.precision: fp16 is not supported on backend 'rpc' (sync.mode async-ps): "
+            "workers push gradients independently, so no overflow verdict can be shared "
+            "before a step; use precision: bf16 or fp32, or sync.mode: allreduce"
+        )
+    if t.grad_accum > 1:
+        problems.append(
+            f"trial.grad_accum: {t.grad_accum} with sync.mode async-ps, where every push is "
+            f"one step; raise params.batch_size instead or use sync.mode: allreduce"
+        )
+    if t.grad_clip is not None:
+        problems.append(
+            "trial.grad_clip: not applied by the async-ps parameter server; remove it or use "
+            "sync.mode: allreduce"
+        )
+    if t.comm.hook != "allreduce":
+        problems.append(
+            f"trial.comm.hook: {t.comm.hook} applies to DDP's all-reduce, which async-ps "
+            f"doesn't use (gradients go to the server over RPC); use hook: allreduce"
+        )
+    return problems
+
+
+def _batch_problems(t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]) -> list[str]:
+    """A workload whose ``batch_size`` is the global batch of one optimizer step splits it
+    over data replicas, accumulation steps and pipeline micro-batches: it must divide evenly."""
+    if not supports.global_batch or t.sync.mode == "async-ps":
+        return []
+    if t.parallel.pipeline > 1 and supports.has_pipeline is False:
+        return []  # no pipeline form: reported by _pipeline_problems
+    try:
+        batch = int(params["batch_size"])
+    except (KeyError, TypeError, ValueError):
+        return []  # not declared, or not a number: the workload's own check says so
+    parts = t.parallel.data * t.grad_accum
+    if batch % parts:
+        return [
+            f"trial.params.batch_size: {batch} is not divisible by parallel.data x grad_accum "
+            f"= {parts}; use a multiple of {parts}"
+        ]
+    micro = t.parallel.n_microbatches if t.parallel.pipeline > 1 else 1
+    if (batch // t.parallel.data) % micro:
+        return [
+            f"trial.params.batch_size: {batch // t.parallel.data} per data replica is not "
+            f"divisible by parallel.microbatches = {micro}; use a multiple of "
+            f"{micro * t.parallel.data}"
+        ]
+    return []
+
+
+def _scheduler_problems(cfg: SweepConfig) -> list[str]:
+    problems: list[str] = []
+    budget = cfg.budget
+    if cfg.is_population:
+        population = cfg.scheduler.population
+        if budget.trials is not None and budget.trials != population:
+            problems.append(
+                f"budget.trials: {budget.trials} differs from scheduler.population "
+                f"({population}); omit it for PBT"
+            )
+        if cfg.trial.checkpoint.every is not None:
+            problems.append(
+                "trial.checkpoint.every: PBT keeps a checkpoint at every report; remove it"
+            )
+        if cfg.pruner.type != "none":
+            problems.append("pruner: PBT decides by itself; use pruner: {type: none}")
+        if cfg.objectives is not None:
+            problems.append("objectives: PBT ranks members by one objective; use objective")
+        space = {n: s.model_dump() for n, s in cfg.space.items()}
+        problems += _check_initial(cfg.scheduler.initial, space)
+    elif budget.trials is None and budget.timeout is None:
+        problems.append("budget: give trials or timeout (or both), or the sweep would never end")
+    if cfg.objectives is not None and cfg.pruner.type != "none":
+        problems.append("pruner: Optuna prunes single-objective sweeps only; use type: none")
+    return problems
+
+
+def semantic_problems(cfg: SweepConfig) -> list[str]:
+    problems = _scheduler_problems(cfg) + knob_problems(cfg)
+    if not problems:
+        problems = layout_problems(cfg)
+    return problems + _workload_problems(cfg)

@@ -1,0 +1,110 @@
+"""Reading a sweep file: YAML in, a validated :class:`SweepConfig` out, or every problem.
+
+Validation runs in two passes. The first is structural (pydantic: types, ranges, unknown keys);
+the second is semantic (the workload exists and knows every parameter name, the device count
+matches the parallel layout: :mod:`hyperfleet.platform.config.checks`). Both report every
+problem at once, one line each, naming the field path, the bad value and what is expected;
+``load_sweep`` raises a single ``ConfigError`` holding those lines. Nothing is written anywhere
+before a file has passed both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.checks import semantic_problems
+from hyperfleet.platform.config.model import SweepConfig
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that rejects a key given twice in one mapping."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise ConfigError(f"{key}: duplicate key at line {line}; give each name once")
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot read the sweep file ({exc.strerror}); check the path"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: expected a mapping of sweep settings, got {type(data).__name__}"
+        )
+    return data
+
+
+def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
+    """Dotted field path of a pydantic error, without discriminated-union tags."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(node, Mapping) and item not in node and node.get("type") == item:
+            continue  # the union's tag, not a field
+        parts.append(str(item))
+        if isinstance(node, Mapping):
+            node = node.get(item)
+        elif isinstance(node, list) and isinstance(item, int) and item < len(node):
+            node = node[item]
+        else:
+            node = None
+    return ".".join(parts) or "(file)"
+
+
+def _problem(err: Mapping[str, Any], data: Any) -> str:
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if not err["loc"]:
+        return msg  # a whole-file rule; its message starts with the field it is about
+    path = _loc_path(tuple(err["loc"]), data)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key; remove it or check its spelling"
+    if kind == "missing":
+        return f"{path}: required field is missing"
+    value = err.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    return f"{path}: {msg}{shown}"
+
+
+def parse_sweep(data: Mapping[str, Any]) -> SweepConfig:
+    """Structural and semantic validation of a sweep mapping."""
+    try:
+        cfg = SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([_problem(e, data) for e in exc.errors()]) from None
+    problems = semantic_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    return parse_sweep(read_yaml(path))

@@ -1,0 +1,201 @@
+"""The sweep file's structure: typed, frozen pydantic models of every section.
+
+``SweepConfig`` is the whole file: its name, one objective (or several), the scheduler and
+pruner, the budget, the search space (``FloatParam``, ``IntParam``, ``CategoricalParam`` by
+``type``), the ``trial`` section (:class:`hyperfleet.spec.trial.TrialConfig`, shared with the
+trial processes), storage, tracking and the working directory. Unknown keys are rejected and
+every field names what it expects; what needs more than one field at a time (the workload knows
+the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.checks`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hyperfleet.platform.schedulers.configs import (
+    NoPrunerConfig,
+    PrunerConfig,
+    SchedulerConfig,
+    TPEConfig,
+)
+from hyperfleet.platform.schedulers.pb2 import PB2Config
+from hyperfleet.platform.schedulers.pbt_config import PBTConfig
+from hyperfleet.spec.trial import TrialConfig, parse_duration
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- search space --------------------------------------------------------------------------
+
+
+class FloatParam(_Frozen):
+    type: Literal["float"]
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> FloatParam:
+        _check_range(self.low, self.high, self.log)
+        if self.log and self.step is not None:
+            raise ValueError("step cannot be combined with log: true; drop one of them")
+        return self
+
+
+class IntParam(_Frozen):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> IntParam:
+        _check_range(self.low, self.high, self.log)
+        if self.log and self.step != 1:
+            raise ValueError("step cannot be combined with log: true; drop one of them")
+        return self
+
+
+Choice = str | int | float | bool | None
+
+
+class CategoricalParam(_Frozen):
+    type: Literal["categorical"]
+    choices: list[Choice] = Field(min_length=1)
+
+    @field_validator("choices")
+    @classmethod
+    def _unique(cls, v: list[Choice]) -> list[Choice]:
+        if len({repr(c) for c in v}) != len(v):
+            raise ValueError(f"choices must be distinct, got {v}")
+        return v
+
+
+def _check_range(low: float, high: float, log: bool) -> None:
+    if low > high:
+        raise ValueError(f"low ({low}) must be <= high ({high})")
+    if log and low <= 0:
+        raise ValueError(f"log: true needs low > 0, got low={low}")
+
+
+ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
+
+
+# -- sweep sections -------------------------------------------------------------------------
+
+
+class Objective(_Frozen):
+    metric: str = Field(min_length=1)
+    mode: Literal["min", "max"]
+
+
+class Budget(_Frozen):
+    trials: int | None = Field(None, ge=1)
+    max_concurrent: int = Field(1, ge=1)
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description="no trial starts after this long (90s, 30m, 2h); running ones finish, "
+        "unless stop_at_timeout",
+    )
+    stop_at_timeout: bool = Field(
+        False, description="at budget.timeout, stop running trials too (they are requeued)"
+    )
+    max_retries: int = Field(
+        2, ge=0, description="relaunches of a trial after lost workers or crashed processes"
+    )
+    priority: int = Field(0, description="workers serve sweeps of higher priority first")
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)
+
+
+class TrackingConfig(_Frozen):
+    uri: str | None = Field(None, description="MLflow tracking URI")
+    experiment: str | None = Field(None, description="MLflow experiment; default: sweep name")
+
+
+def _scheduler_union() -> Any:
+    """Optuna-based scheduler configs plus the population-based ones, by ``type``."""
+    import typing
+
+    optuna_based = typing.get_args(typing.get_args(SchedulerConfig)[0])
+    members = (*optuna_based, PBTConfig, PB2Config)
+    return Annotated[typing.Union[members], Field(discriminator="type")]  # noqa: UP007
+
+
+if TYPE_CHECKING:  # a union built at run time is opaque to a type checker
+    AnyScheduler = Any
+else:
+    AnyScheduler = _scheduler_union()
+
+
+class SweepConfig(_Frozen):
+    name: str
+    objective: Objective | None = None
+    objectives: list[Objective] | None = Field(None, min_length=2)
+    scheduler: AnyScheduler = Field(default_factory=lambda: TPEConfig(type="tpe"))
+    pruner: PrunerConfig = Field(default_factory=NoPrunerConfig)
+    budget: Budget = Field(default_factory=Budget)
+    space: dict[str, ParamSpec]
+    trial: TrialConfig
+    storage: str | None = None
+    storage_retry: float = Field(
+        120.0,
+        gt=0,
+        description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
+    )
+    tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
+    workdir: str = Field("hyperfleet-runs", description="logs, checkpoints, default stores")
+
+    @field_validator("storage_retry", mode="before")
+    @classmethod
+    def _retry_duration(cls, v: Any) -> Any:
+        return parse_duration(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(
+                f"expected letters, digits, '_', '.', '-' (1-100 chars, not starting with "
+                f"a symbol), got {v!r}"
+            )
+        return v
+
+    @field_validator("space")
+    @classmethod
+    def _space(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("the search space is empty; add at least one parameter")
+        return v
+
+    @model_validator(mode="after")
+    def _one_objective_key(self) -> SweepConfig:
+        if (self.objective is None) == (self.objectives is None):
+            raise ValueError(
+                "objective: required field is missing; give objective: {metric, mode} "
+                "(or objectives: [...] for several)"
+                if self.objective is None
+                else "objectives: given beside objective; keep one of them"
+            )
+        return self
+
+    @property
+    def all_objectives(self) -> list[Objective]:
+        return [self.objective] if self.objective is not None else list(self.objectives or [])
+
+    @property
+    def is_population(self) -> bool:
+        return self.scheduler.type in ("pbt", "pb2")

@@ -1,0 +1,411 @@
+"""One sweep's side of a controller: claim a trial, launch it, reap it, record how it ended.
+
+A :class:`SweepDriver` has no loop of its own: the controller (:mod:`.loop`) ticks the drivers
+of every sweep its worker serves. Each claim asks the sweep's scheduler under the sweep's
+claim lock and records the trial RUNNING with this worker at once, so any number of workers
+keep ``budget.trials`` and ``budget.max_concurrent`` and never take one trial twice.
+
+How a launch ends decides what comes next:
+
+* the trial completed, was pruned or paused (PBT) — recorded as such, devices back at once;
+* a NaN or infinite objective — FAIL with the reason;
+* the processes failed or were lost — the trial is retried from its checkpoint, up to
+  ``budget.max_retries`` times, unless its workload raised the same error twice (then FAIL
+  with that error);
+* stopped (interrupt, drain) — requeued, so any worker resumes it from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from hyperfleet.errors import StorageError
+from hyperfleet.platform.clock import Clock
+from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
+from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
+from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_phantoms_locked
+from hyperfleet.platform.controller.session import SweepSession, close_session
+from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
+from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.results import SweepSummary
+from hyperfleet.platform.schedulers import Suggestion, TrialState
+from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.storage.retry import retrying
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a finite float, or None (NaN, infinities, stored as strings or not)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def raised(log_tail: str) -> str | None:
+    """The exception a failed trial's log ends with (``RuntimeError: boom``), if any."""
+    for line in reversed(log_tail.splitlines()):
+        text = line.strip().split("] ", 1)[-1] if line.startswith("[") else line.strip()
+        if _RAISED.match(text):
+            return text
+    return None
+
+
+@dataclass
+class Running:
+    number: int
+    handle: TrialHandle
+    lease: Lease
+    pool: LocalPool  # where the lease goes back to
+    run_id: str
+    lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
+    started: float = 0.0  # clock.monotonic() at launch, for trial.timeout
+    gang: int | None = None  # the hf_gangs row it leads (a trial that spans hosts)
+    launched_at: float = 0.0  # clock.time() at launch (fencing compares heartbeats with it)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often the controller looks, heartbeats, and how long it waits for things."""
+
+    poll_every: float = 0.1  # between loop iterations
+    ask_every: float = 2.0  # after the scheduler had nothing, ask again after this (or an end)
+    heartbeat_every: float = 3.0  # the worker's and its RUNNING trials' heartbeat in storage
+    stale_after: float = 30.0  # a worker or RUNNING trial silent this long is gone
+    stop_grace: float = 10.0  # SIGTERM to SIGKILL when stopping trials
+    rescan_every: float = 2.0  # a worker looks for new sweeps, stale trials, open gangs
+
+
+class SweepDriver:
+    """Claims, launches and reaps the trials of one sweep (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: SweepSession,
+        launcher: Launcher,
+        clock: Clock,
+        timing: Timing,
+        worker: str | None = None,
+        address: str | None = None,
+    ) -> None:
+        self.session = session
+        self.launcher = launcher
+        self.clock = clock
+        self.timing = timing
+        self.worker = worker
+        self.address = address  # where other hosts reach this worker (multi-node trials)
+        self.running: dict[int, Running] = {}
+        self.members: dict[int, Member] = {}  # nodes of other workers' trials, by gang
+        self.finished = 0
+        self.launched = 0
+        self._next_ask = 0.0  # the scheduler had nothing: ask again then, or when a trial ends
+
+    @property
+    def cfg(self) -> SweepConfig:
+        return self.session.cfg
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+    def _db(self, fn: Callable[[], T]) -> T:
+        """``fn()`` (scheduler or storage work), riding out a storage outage."""
+        return retrying(fn, self.session.storage.retry_s)
+
+    def devices_per_node(self) -> int:
+        """What one launch leases from the worker's pool (an in-process trial: one slot)."""
+        resources = self.cfg.trial.resources
+        return max(1, resources.devices // resources.nodes)
+
+    # -- launching ------------------------------------------------------------------------
+
+    def _claim(self) -> Suggestion | None:
+        """Ask the scheduler for a trial and record it RUNNING with this worker, under the
+        sweep's claim lock, unless the sweep already has ``max_concurrent`` trials running."""
+        s, storage = self.session, self.session.storage
+        with storage.claim_lock(s.name):
+            busy = sum(t.state == "RUNNING" for t in storage.trials(s.name))
+            if busy >= self.cfg.budget.max_concurrent:
+                return None
+            suggestion = s.scheduler.suggest()
+            if suggestion is not None:
+                host, pid = worker_identity()
+                now = self.clock.time()
+                storage.upsert_trial(
+                    s.name, suggestion.trial_number, state="RUNNING", host=host, pid=pid,
+                    worker=self.worker, heartbeat_at=now, started_at=now, ended_at=None,
+                    outcome=None,
+                )  # fmt: skip
+        return suggestion
+
+    def wants_devices(self) -> bool:
+        return self.clock.monotonic() >= self._next_ask
+
+    def try_launch(self, devices: LocalPool) -> bool:
+        """Start one trial if devices and a suggestion are there; False if not."""
+        pool = devices
+        if not self.wants_devices() or pool.free < self.devices_per_node():
+            return False
+        lease = pool.try_acquire(self.devices_per_node())
+        if lease is None:
+            return False
+        try:
+            suggestion = self._db(self._claim)
+        except BaseException:
+            pool.release(lease)
+            raise
+        if suggestion is None:
+            pool.release(lease)
+            self._next_ask = self.clock.monotonic() + self.timing.ask_every
+            return False
+        try:
+            prepared = prepare(self.session, suggestion)
+            if prepared.problems:  # a sampled combination that breaks a layout rule: FAIL
+                self._reject(prepared, lease, pool, "; ".join(prepared.problems))
+            else:
+                self.running[prepared.number] = self._start(prepared, lease, pool)
+                self.launched += 1
+        except BaseException:
+            self._abandon(suggestion.trial_number, lease, pool)
+            raise
+        return True
+
+    def _abandon(self, number: int, lease: Lease, pool: LocalPool) -> None:
+        """A claimed trial that could not be launched goes back in the queue (best effort:
+        what fails here is found again by recovery)."""
+        logger.warning("trial %d could not be launched; it goes back in the queue", number)
+        pool.release(lease)
+        try:
+            self.session.scheduler.requeue(number)
+            self.session.storage.upsert_trial(self.name, number, state="WAITING")
+        except Exception:
+            logger.warning("could not requeue trial %d", number, exc_info=True)
+
+    def _record_start(self, p: PreparedTrial, attempts: int) -> None:
+        host, pid = worker_identity()
+        now = self.clock.time()
+        self.session.storage.upsert_trial(
+            self.name, p.number, state="RUNNING", params=p.stored_params, host=host, pid=pid,
+            worker=self.worker, heartbeat_at=now, ended_at=None,
+            attempts=attempts, outcome=None, mlflow_run_id=p.spec.run_id,
+            log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
+        )  # fmt: skip
+
+    def _reject(self, p: PreparedTrial, lease: Lease, pool: LocalPool, error: str) -> None:
+        logger.warning("trial %d rejected before launch: %s", p.number, error)
+        self._record_start(p, attempts=0)
+        rejected = Running(p.number, NoProcess(), lease, pool, p.spec.run_id or "")
+        self.running[p.number] = rejected
+        self._end(rejected, TrialState.FAIL, None, error)
+
+    def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
+        p.spec.write()
+        adopt_donor_record(self.session, p.number, p.spec.restore)
+        attempts = (p.prior.attempts if p.prior else 0) + 1
+        self._record_start(p, attempts=attempts)
+        devices = [str(d) for d in lease.devices]
+        row = self.session.storage.open_lease(self.name, p.number, devices, self.worker)
+        logger.info("trial %d starts on %s", p.number, ", ".join(devices))
+        gang, rendezvous = None, None
+        try:
+            if self.cfg.trial.resources.nodes > 1:
+                gang, rendezvous = lead(self, p.spec, attempts)
+            handle = self.launcher.launch(p.spec, lease, rendezvous)
+        except BaseException:
+            self.session.storage.close_lease(row, "FAIL")
+            raise
+        run_id = p.spec.run_id or ""
+        return Running(p.number, handle, lease, pool, run_id, row, self.clock.monotonic(), gang)
+
+    # -- reaping ---------------------------------------------------------------------------
+
+    def _outcome(self, r: Running, code: int) -> tuple[TrialState | None, list[float] | None, str]:
+        """The trial's end state (None: paused, WAITING: retried), values and error text."""
+        rec = self.session.storage.get_trial(self.name, r.number)
+        assert rec is not None
+        if code != 0 or rec.outcome not in ("complete", "pruned", "paused"):
+            return self._failed(rec, code, r.handle.log_tail())
+        if rec.outcome == "pruned":
+            return TrialState.PRUNED, None, ""
+        if rec.outcome == "paused":
+            return None, None, ""
+        objectives = self.cfg.all_objectives
+        missing = [o.metric for o in objectives if o.metric not in rec.metrics]
+        if missing:
+            reported = ", ".join(sorted(rec.metrics)) or "none"
+            return (
+                TrialState.FAIL,
+                None,
+                f"objective metric {', '.join(missing)} not in the last report "
+                f"(reported: {reported}); report it or fix objective.metric",
+            )
+        values = [finite(rec.metrics[o.metric]) for o in objectives]
+        bad = [
+            f"{o.metric} = {rec.metrics[o.metric]}"
+            for o, v in zip(objectives, values, strict=True)
+            if v is None
+        ]
+        if bad:
+            return (
+                TrialState.FAIL,
+                None,
+                f"objective {', '.join(bad)} at step {rec.last_step} is not a finite number; "
+                f"the trial failed (check the workload for divergence)",
+            )
+        return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
+
+    def _failed(self, rec: object, code: int, tail: str) -> tuple[TrialState, None, str]:
+        """A failed launch: retried (WAITING) while retries are left and its workload did not
+        raise the same error as last time; else FAIL."""
+        error = f"exit code {code}\n{tail}"
+        this = raised(tail)
+        before = raised(getattr(rec, "error", None) or "")
+        retries = int(getattr(rec, "retries", 0) or 0)
+        if retries >= self.cfg.budget.max_retries:
+            return TrialState.FAIL, None, error
+        if this is not None and this == before:
+            return TrialState.FAIL, None, f"raised the same error twice: {this}\n{error}"
+        return TrialState.WAITING, None, error
+
+    def _end(
+        self, r: Running, state: TrialState | None, values: list[float] | None, error: str
+    ) -> None:
+        """Record how the trial's processes ended and give its devices back."""
+        scheduler, storage = self.session.scheduler, self.session.storage
+        number = r.number
+        extra: dict[str, object] = {}
+        if state is None:  # paused: the scheduler resumes it later
+            self._db(lambda: scheduler.on_trial_end(number, TrialState.COMPLETE))
+            stored, tracked = "PAUSED", "WAITING"
+        elif state is TrialState.WAITING:  # stopped, or failed with retries left
+            self._db(lambda: scheduler.requeue(number))
+            stored = tracked = "WAITING"
+            if error:  # a retry: count it, keep the error to compare with the next one
+                rec = storage.get_trial(self.name, number)
+                extra = {"retries": (rec.retries if rec else 0) + 1}
+                logger.warning("trial %d failed; retrying it from its checkpoint", number)
+        else:
+            self._db(lambda: scheduler.on_trial_end(number, state, values, error or None))
+            stored = tracked = state.value
+            self.finished += 1
+        storage.upsert_trial(
+            self.name, number, state=stored, ended_at=self.clock.time(), error=error or None,
+            **extra,
+        )  # fmt: skip
+        metrics = [o.metric for o in self.cfg.all_objectives]
+        final = dict(zip(metrics, values or [], strict=False))
+        try:
+            self.session.tracker.end_child(r.run_id, tracked, final, error)
+        except Exception:
+            logger.warning("could not end MLflow run of trial %d", number, exc_info=True)
+        if r.lease_row is not None:
+            storage.close_lease(r.lease_row, stored)
+        if r.gang is not None:
+            storage.set_gang_state(r.gang, "over")
+        self._release(r)
+        logger.info("trial %d ended %s %s", number, stored, values or "")
+
+    def _release(self, r: Running) -> None:
+        if self.running.pop(r.number, None) is not None:
+            r.pool.release(r.lease)
+        self._next_ask = 0.0
+
+    def _superseded(self, r: Running) -> bool:
+        """True (and its devices released) when another worker took the trial over: its
+        record is no longer RUNNING under this worker, so this copy records nothing."""
+        if self.worker is None:
+            return False
+        rec = self.session.storage.get_trial(self.name, r.number)
+        if rec is not None and rec.state == "RUNNING" and rec.worker == self.worker:
+            return False
+        logger.warning("trial %d was taken over by another worker; this copy stops", r.number)
+        r.handle.kill()
+        if r.lease_row is not None:
+            self.session.storage.close_lease(r.lease_row, "LOST")
+        self._release(r)
+        return True
+
+    def fence(self, owned: set[tuple[str, int]], taken_at: float) -> None:
+        """Stop the copies of trials no longer RUNNING under this worker at a heartbeat taken
+        after they were launched (another worker requeued them)."""
+        for r in list(self.running.values()):
+            if r.launched_at < taken_at and (self.name, r.number) not in owned:
+                self._superseded(r)
+
+    def reap(self) -> None:
+        for r in list(self.running.values()):
+            code = r.handle.poll()
+            if code is not None and not self._superseded(r):
+                self._end(r, *self._outcome(r, code))
+            elif overdue(self, r.gang):  # its other nodes never came: let the devices go
+                logger.warning("trial %d: its gang did not fill in time; requeued", r.number)
+                r.handle.stop(self.timing.stop_grace)
+                self._end(r, TrialState.WAITING, None, "")
+        reap_members(self)
+
+    def enforce_trial_timeout(self) -> None:
+        """A launch running longer than ``trial.timeout`` is stopped and FAIL."""
+        limit = self.cfg.trial.timeout
+        if limit is None:
+            return
+        for r in list(self.running.values()):
+            if self.clock.monotonic() - r.started > limit and r.handle.poll() is None:
+                logger.warning("trial %d timed out after %g s; stopping it", r.number, limit)
+                r.handle.stop(self.timing.stop_grace)
+                why = f"timed out after {limit:g} s (trial.timeout)"
+                self._end(r, TrialState.FAIL, None, why)
+
+    def stop_all(self) -> None:
+        """Stop every running trial; those that didn't finish go back in the queue. Their
+        processes end even when their records can't be written (a storage outage): then a
+        live worker finds them stale and requeues them."""
+        stop_members(self, self.timing.stop_grace)
+        for r in list(self.running.values()):
+            code = r.handle.poll()
+            if code is None:
+                r.handle.stop(self.timing.stop_grace)
+            try:
+                if self._superseded(r):
+                    continue
+                if code is None:
+                    self._end(r, TrialState.WAITING, None, "")
+                else:
+                    self._end(r, *self._outcome(r, code))
+            except (StorageError, SQLAlchemyError):
+                logger.warning("trial %d stopped; its record could not be written", r.number)
+                self._release(r)
+
+    def heartbeat(self) -> None:
+        now = self.clock.time()
+        for number in list(self.running):
+            self.session.storage.upsert_trial(self.name, number, heartbeat_at=now)
+
+    def over(self, timed_out: bool) -> bool:
+        """Nothing runs here and nothing more will: the scheduler just said it has nothing,
+        or time is up. A phantom claim (its claimer died before launching) found now is
+        requeued instead."""
+        if self.running or self.members:
+            return False
+        if timed_out:
+            return True
+        if self.wants_devices():  # not told "nothing" lately: keep asking
+            return False
+        if self._db(lambda: requeue_phantoms_locked(self.session)):
+            self._next_ask = 0.0
+            return False
+        return True
+
+    def close(self, interrupted: bool) -> SweepSummary:
+        return close_session(self.session, interrupted)

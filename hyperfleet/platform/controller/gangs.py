@@ -1,0 +1,132 @@
+"""Trials that span hosts: a gang of workers, one torchrun agent each, meeting at a rendezvous.
+
+``trial.resources: {devices: 8, nodes: 2}`` runs a trial as 2 nodes of 4 processes. The worker
+that claims the trial is its **leader** (node 0): it leases its share of devices, opens a gang
+in storage (``hf_gangs``: the c10d rendezvous endpoint — its advertised address and a free
+port — the rendezvous id, the spec, a deadline) and starts its torchrun agent as the
+rendezvous host. Workers with enough free devices **join** open gangs of the sweeps they serve
+as the other nodes and start their agents against the same endpoint; torchrun's rendezvous
+then assigns the ranks across hosts, so ``world_size`` and the data × pipeline layout span
+them.
+
+The leader owns the trial's record: it reaps its agent and records the outcome (rank 0, on
+whichever node, records the reports). A gang not full by ``gang_timeout`` is let go by its
+leader (its agent stopped, the trial requeued), and a joiner's agent gives up at the same
+deadline, so two half-filled gangs never wait on each other. A node lost mid-trial ends the
+others' collectives: every agent exits, and the trial is retried from its checkpoint like any
+lost trial.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyperfleet.platform.launcher.base import Rendezvous, TrialHandle
+from hyperfleet.platform.launcher.torchrun import free_port
+from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.storage import GangRecord
+from hyperfleet.spec.wire import TrialSpec
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.controller.driver import SweepDriver
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Member:
+    """This worker's node of another worker's trial."""
+
+    gang: int
+    trial: int
+    handle: TrialHandle
+    lease: Lease
+    pool: LocalPool
+    lease_row: int
+
+
+def lead(driver: SweepDriver, spec: TrialSpec, attempt: int) -> tuple[int, Rendezvous]:
+    """Open the gang of ``spec``'s trial with this worker as node 0; its id and rendezvous."""
+    r = driver.cfg.trial.resources
+    address = driver.address or socket.gethostname()
+    endpoint = f"{address}:{free_port()}"
+    rdzv_id = f"{spec.sweep}-{spec.number}-{attempt}-{uuid.uuid4().hex[:8]}"
+    now = driver.clock.time()
+    gang = driver.session.storage.open_gang(
+        GangRecord(
+            id=0,
+            sweep=spec.sweep,
+            trial=spec.number,
+            attempt=attempt,
+            nodes=r.nodes,
+            per_node=r.devices // r.nodes,
+            endpoint=endpoint,
+            rdzv_id=rdzv_id,
+            spec=spec.model_dump(mode="json"),
+            members=[driver.worker or "?"],
+            deadline=now + r.gang_timeout,
+            state="open",
+        )
+    )
+    logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
+    return gang, Rendezvous(endpoint, rdzv_id, r.nodes, True, r.gang_timeout)
+
+
+def join_open(driver: SweepDriver, devices: LocalPool) -> None:
+    """Join the open gangs of the sweep this worker can hold a node of."""
+    if driver.cfg.trial.resources.nodes < 2 or driver.worker is None:
+        return
+    storage = driver.session.storage
+    for gang in storage.gangs(driver.name, state="open"):
+        if driver.worker in gang.members or gang.deadline <= driver.clock.time():
+            continue
+        if devices.free < gang.per_node:
+            return
+        lease = devices.try_acquire(gang.per_node)
+        if lease is None:
+            return
+        node = storage.join_gang(gang.id, driver.worker)
+        if node is None:
+            devices.release(lease)
+            continue
+        spec = TrialSpec.model_validate(gang.spec)
+        spec.write()
+        wait = max(1.0, gang.deadline - driver.clock.time())
+        rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
+        row = storage.open_lease(
+            driver.name, gang.trial, [str(d) for d in lease.devices], driver.worker
+        )
+        handle = driver.launcher.launch(spec, lease, rdzv)
+        driver.members[gang.id] = Member(gang.id, gang.trial, handle, lease, devices, row)
+        logger.info("joined trial %d of sweep %s as node %d", gang.trial, driver.name, node)
+
+
+def reap_members(driver: SweepDriver) -> None:
+    """This worker's nodes of others' trials that ended: their devices go back."""
+    for gang_id, m in list(driver.members.items()):
+        code = m.handle.poll()
+        if code is None:
+            continue
+        driver.session.storage.close_lease(m.lease_row, "COMPLETE" if code == 0 else "FAIL")
+        m.pool.release(m.lease)
+        del driver.members[gang_id]
+
+
+def overdue(driver: SweepDriver, gang: int | None) -> bool:
+    """True when the gang led by this trial is still not full past its deadline."""
+    if gang is None:
+        return False
+    for g in driver.session.storage.gangs(driver.name, state="open"):
+        if g.id == gang:
+            return g.deadline <= driver.clock.time()
+    return False
+
+
+def stop_members(driver: SweepDriver, grace: float) -> None:
+    for m in list(driver.members.values()):
+        m.handle.stop(grace)
+    reap_members(driver)

@@ -1,0 +1,59 @@
+"""A worker's heartbeat, on a thread of its own.
+
+A worker is alive as long as its row in ``hf_workers`` and its RUNNING trials are stamped
+every ``heartbeat_every`` seconds; a worker silent for ``stale_after`` is taken for lost and
+its trials are requeued by others. The controller's loop can pause for seconds (opening a
+sweep, creating MLflow runs, a slow database) without being lost, because the stamping runs on
+this thread, with its own database connection.
+
+Each heartbeat also returns the trials still RUNNING under this worker. One that is missing
+was requeued by another worker meanwhile (this one was silent too long after all): the
+controller stops its local copy (fencing), so one trial never has two live copies.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from hyperfleet.platform.storage import Storage
+
+logger = logging.getLogger(__name__)
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, storage_url: str, worker: str, every: float) -> None:
+        super().__init__(name="worker-heartbeat", daemon=True)
+        self.storage = Storage(storage_url, create=False, retry_s=every)
+        self.worker = worker
+        self.every = every
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._owned: set[tuple[str, int]] | None = None
+        self._taken_at = 0.0
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.every):
+            taken = time.time()
+            try:
+                owned = self.storage.beat(self.worker)
+            except Exception:
+                logger.warning("worker heartbeat failed", exc_info=True)
+                continue
+            with self._lock:
+                self._owned, self._taken_at = owned, taken
+
+    def owned(self) -> tuple[set[tuple[str, int]] | None, float]:
+        """The trials RUNNING under this worker at the last heartbeat, and when it began."""
+        with self._lock:
+            return self._owned, self._taken_at
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+        try:
+            self.storage.beat(self.worker, "stopped")
+        except Exception:  # noqa: BLE001 - the row goes stale and reads as lost instead
+            logger.warning("could not mark worker %s stopped", self.worker)
+        self.storage.close()

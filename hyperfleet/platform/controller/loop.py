@@ -1,0 +1,308 @@
+"""The controller: the loop of a worker — fill its devices with trials, reap them, repeat.
+
+A controller serves the sweeps its :class:`SweepSource` yields (the one of ``sweep run``, the
+named ones of ``hyperfleet worker --sweep``, or every active sweep in the storage), one
+:class:`~.driver.SweepDriver` each, in order of ``budget.priority`` then age: each tick it reaps
+ended trials, stops trials past ``trial.timeout``, and launches trials while its devices are
+free and a sweep has work (claims are exact across workers: :mod:`.driver`). Every few seconds
+it heartbeats itself and its trials, looks for new sweeps and requeues trials of workers that
+went silent (:mod:`.recovery`), so any worker resumes them from their checkpoints.
+
+A sweep's driver closes when the sweep is over here and no trial of it runs anywhere (the last
+controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
+done; ``exit_when_idle``; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
+stopped and requeued, not failed, and its devices released — a drain).
+
+Its parts are injected — the sweeps (with their schedulers and storage), the device pool, the
+launchers, the clock — so the same loop runs torchrun trials, in-process trials and simulated
+trials on a virtual clock; it never asks which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from hyperfleet.errors import StorageOutageError
+from hyperfleet.platform.clock import Clock, SystemClock
+from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.controller.driver import SweepDriver, Timing
+from hyperfleet.platform.controller.gangs import join_open
+from hyperfleet.platform.controller.heartbeat import Heartbeat
+from hyperfleet.platform.controller.recovery import recover
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.results import SweepSummary
+from hyperfleet.platform.storage import Storage, WorkerRecord
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Controller", "FixedSweeps", "Progress", "SweepSource", "Timing"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    running: int
+    finished: int
+    budget: int | None
+
+
+class SweepSource(Protocol):
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        """Open sessions of the active sweeps this controller should serve and does not
+        (``serving`` are those it does)."""
+
+
+class FixedSweeps:
+    """The given open sessions, once (simulated sweeps)."""
+
+    def __init__(self, sessions: list[SweepSession]) -> None:
+        self._new = list(sessions)
+
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        new, self._new = self._new, []
+        return new
+
+
+@dataclass(frozen=True)
+class Until:
+    """When a controller ends by itself."""
+
+    done: bool = True  # its sweeps are done (nothing left anywhere)
+    idle: float | None = None  # no trial here for this long
+    max_trials: int | None = None  # launched this many
+
+
+class Controller:
+    """The loop of a worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        pool: LocalPool,
+        sweeps: SweepSource,
+        launcher_for: Callable[[SweepConfig], Launcher],
+        *,
+        clock: Clock | None = None,
+        timing: Timing | None = None,
+        worker: WorkerRecord | None = None,
+        registry: Storage | None = None,
+        until: Until | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.sweeps = sweeps
+        self.launcher_for = launcher_for
+        self.clock = clock or SystemClock()
+        self.timing = timing or Timing()
+        self.worker = worker
+        self.registry = registry  # where the worker registers and heartbeats
+        self.until = until or Until()
+        self.on_progress = on_progress
+        self.drivers: dict[str, SweepDriver] = {}
+        self.summaries: dict[str, SweepSummary] = {}
+        self._started: dict[str, float] = {}
+        self._launchers: list[Launcher] = []
+        self._stop = threading.Event()
+        self._idle_since = 0.0
+        self._beat: Heartbeat | None = None
+
+    def request_stop(self) -> None:
+        """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
+        signal-safe)."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def running(self) -> int:
+        """Launches of this worker in flight (trials it leads or runs, nodes of others')."""
+        return sum(len(d.running) + len(d.members) for d in self.drivers.values())
+
+    # -- sweeps ---------------------------------------------------------------------------
+
+    def _add(self, session: SweepSession) -> None:
+        launcher = self.launcher_for(session.cfg)
+        if launcher not in self._launchers:
+            self._launchers.append(launcher)
+        worker = self.worker.id if self.worker else None
+        address = self.worker.address if self.worker else None
+        self.drivers[session.name] = SweepDriver(
+            session, launcher, self.clock, self.timing, worker, address
+        )
+        self._started[session.name] = self.clock.monotonic()
+        logger.info("serving sweep %s", session.name)
+
+    def _ordered(self) -> list[SweepDriver]:
+        return sorted(
+            self.drivers.values(),
+            key=lambda d: (-d.cfg.budget.priority, d.session.created_at, d.name),
+        )
+
+    def _rescan(self) -> None:
+        """New sweeps to serve, and open gangs to join."""
+        for session in self.sweeps.sessions(set(self.drivers)):
+            self._add(session)
+        for d in self._ordered():
+            if not self._stop.is_set():
+                join_open(d, self.pool)
+
+    def _recover(self) -> None:
+        """Requeue the trials of workers that went silent (every few heartbeats)."""
+        for d in self._ordered():
+            d._db(functools.partial(recover, d.session, self.timing.stale_after))
+
+    def _timed_out(self, d: SweepDriver) -> bool:
+        timeout = d.cfg.budget.timeout
+        return timeout is not None and self.clock.monotonic() - self._started[d.name] > timeout
+
+    def _close_over(self) -> None:
+        """Close the drivers whose sweep is over here and runs nowhere else."""
+        for d in list(self.drivers.values()):
+            if not d.over(self._timed_out(d)):
+                continue
+            busy = any(t.state == "RUNNING" for t in d.session.storage.trials(d.name))
+            if busy and not self._timed_out(d):
+                continue  # other workers still run its trials: stay, to take over if they die
+            self.summaries[d.name] = d.close(interrupted=False)
+            del self.drivers[d.name]
+
+    # -- one tick ---------------------------------------------------------------------------
+
+    def _launched(self) -> int:
+        return sum(d.launched for d in self.drivers.values())
+
+    def _fill(self) -> None:
+        """Launch trials, higher-priority sweeps first, while devices are free."""
+        limit = self.until.max_trials
+        for d in self._ordered():
+            if self._timed_out(d):
+                continue
+            while not self._stop.is_set() and (limit is None or self._launched() < limit):
+                if not d.try_launch(self.pool):
+                    break
+
+    def _tick(self) -> None:
+        for d in self._ordered():
+            d.reap()
+            d.enforce_trial_timeout()
+            if self._timed_out(d) and d.cfg.budget.stop_at_timeout and d.running:
+                logger.warning("sweep %s: budget.timeout reached; stopping its trials", d.name)
+                d.stop_all()
+        self._fill()
+        self._close_over()
+
+    def _should_end(self) -> bool:
+        if self.running:
+            self._idle_since = self.clock.monotonic()
+            return False
+        if self.until.max_trials is not None and self._launched() >= self.until.max_trials:
+            return True
+        if self.until.idle is not None:
+            return self.clock.monotonic() - self._idle_since > self.until.idle
+        return bool(self.until.done and not self.drivers)
+
+    def _heartbeat(self) -> None:
+        """Without a heartbeat thread (simulated sweeps): stamp the trials from the loop."""
+        if self._beat is None:
+            for d in self.drivers.values():
+                d._db(d.heartbeat)
+
+    def _fence(self) -> None:
+        """Stop local copies of trials that another worker requeued meanwhile."""
+        if self._beat is None:
+            return
+        owned, taken = self._beat.owned()
+        if owned is not None:
+            for d in self.drivers.values():
+                d.fence(owned, taken)
+
+    def _progress(self) -> None:
+        if self.on_progress is None:
+            return
+        budget = None
+        if len(self.drivers) == 1:
+            d = next(iter(self.drivers.values()))
+            cfg = d.cfg
+            budget = int(cfg.scheduler.population) if cfg.is_population else cfg.budget.trials
+        finished = sum(d.finished for d in self.drivers.values())
+        self.on_progress(Progress(self.running, finished, budget))
+
+    def _wait(self) -> None:
+        """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's
+        process has something to say (its ``wait(timeout)``: an ended trial is reaped at once
+        instead of on the next tick)."""
+        waits = [w for launcher in self._launchers if (w := getattr(launcher, "wait", None))]
+        if len(waits) == 1 and self.running and not self._stop.is_set():
+            waits[0](self.timing.poll_every)
+        else:
+            self.clock.wait(self._stop, self.timing.poll_every)
+
+    def _register(self) -> None:
+        """Announce the worker (once its sweeps are open: registered means ready to take
+        trials) and start its heartbeat."""
+        if self.worker is None or self.registry is None:
+            return
+        now = self.clock.time()
+        self.registry.register_worker(
+            dataclasses.replace(self.worker, started_at=now, heartbeat_at=now)
+        )
+        self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)
+        self._beat.start()
+
+    def _loop(self) -> None:
+        self._rescan()
+        self._register()
+        self._recover()
+        last_beat = last_scan = last_recovery = self._idle_since = self.clock.monotonic()
+        while not self._stop.is_set():
+            self._fence()
+            self._tick()
+            if self._should_end():
+                return
+            now = self.clock.monotonic()
+            if now - last_beat >= self.timing.heartbeat_every:
+                self._heartbeat()
+                last_beat = now
+            if now - last_scan >= self.timing.rescan_every:
+                self._rescan()
+                last_scan = now
+            if now - last_recovery >= self.timing.stale_after / 3:
+                self._recover()
+                last_recovery = now
+            self._progress()
+            self._wait()
+
+    def run(self) -> dict[str, SweepSummary]:
+        """Serve sweeps until told to end (see the module docstring); the summaries of the
+        sweeps closed meanwhile. A storage outage longer than the retry period stops every
+        trial and raises ``StorageOutageError``."""
+        try:
+            self._loop()
+        except StorageOutageError:
+            for d in self.drivers.values():  # the outage lasted: clean up without waiting
+                d.session.storage.retry_s = 0.0
+            raise
+        finally:
+            self._shutdown()
+        return self.summaries
+
+    def _shutdown(self) -> None:
+        interrupted = self._stop.is_set()
+        for d in list(self.drivers.values()):
+            d.stop_all()
+        for launcher in self._launchers:
+            launcher.close()
+        for d in list(self.drivers.values()):
+            if d.session.storage.retry_s > 0:
+                self.summaries[d.name] = d.close(interrupted=interrupted)
+            del self.drivers[d.name]
+        if self._beat is not None:
+            self._beat.stop()

@@ -1,0 +1,79 @@
+"""Recovery: trials whose processes are gone go back in the queue, with their records intact.
+
+A trial left RUNNING by a controller or worker that died (its pid is gone on this host, or its
+heartbeat is older than ``stale_after``) is requeued: the scheduler puts it back in its queue
+with its params, and the next launch resumes it from its latest checkpoint as the same trial
+and MLflow run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.schedulers import TrialState
+from hyperfleet.spec.wire import RestorePoint
+
+logger = logging.getLogger(__name__)
+
+
+def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
+    """Requeue the sweep's stale RUNNING trials (their worker is gone); their numbers. A trial
+    that lost its worker more than ``budget.max_retries`` times is FAIL instead."""
+    requeued = []
+    limit = session.cfg.budget.max_retries
+    for t in session.storage.stale_running(session.name, stale_after):
+        session.storage.close_open_leases(session.name, t.number, "LOST")
+        if t.retries >= limit:
+            error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
+            logger.warning("trial %d %s; it fails", t.number, error)
+            session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
+            session.storage.upsert_trial(session.name, t.number, state="FAIL", error=error)
+            continue
+        logger.warning("trial %d was left RUNNING by a lost worker; requeued", t.number)
+        session.scheduler.requeue(t.number)
+        session.storage.upsert_trial(session.name, t.number, state="WAITING", retries=t.retries + 1)
+        requeued.append(t.number)
+    return requeued
+
+
+def requeue_phantoms(session: SweepSession) -> list[int]:
+    """Trials the scheduler thinks are running but that have no RUNNING record: the process
+    that asked for them died between the two (the claim lock, held by the caller, keeps live
+    controllers out of that window). They go back in the queue and are reused, so the budget
+    counts only trials that exist."""
+    recorded = {t.number for t in session.storage.trials(session.name) if t.state == "RUNNING"}
+    phantoms = sorted(session.scheduler.running() - recorded)
+    for number in phantoms:
+        logger.warning(
+            "trial %d was suggested but never launched (its controller died in between); "
+            "it goes back in the queue", number,
+        )  # fmt: skip
+        session.scheduler.requeue(number)
+    return phantoms
+
+
+def requeue_phantoms_locked(session: SweepSession) -> list[int]:
+    """:func:`requeue_phantoms` under the sweep's claim lock."""
+    with session.storage.claim_lock(session.name):
+        return requeue_phantoms(session)
+
+
+def recover(session: SweepSession, stale_after: float) -> None:
+    """Requeue stale and phantom trials, under the sweep's claim lock."""
+    with session.storage.claim_lock(session.name):
+        requeue_stale(session, stale_after)
+        requeue_phantoms(session)
+
+
+def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:
+    """A trial resuming from another trial's checkpoint (a PBT member whose weights are a
+    donor's) starts at that step with what the donor reported there; if that is already its
+    step budget, no later report will set it."""
+    if restore is None or restore.trial == number or restore.step is None:
+        return
+    donor = session.storage.get_trial(session.name, restore.trial)
+    if donor is not None and donor.last_step == restore.step:
+        session.storage.upsert_trial(
+            session.name, number, last_step=restore.step, metrics=dict(donor.metrics)
+        )

@@ -1,0 +1,91 @@
+"""The launcher interface: the controller's only way to start and stop a trial's processes.
+
+A :class:`Launcher` turns a trial spec and a device lease into a running trial and returns its
+:class:`TrialHandle` at once; the controller polls handles, stops them on interrupt or time
+limit, and reads the outcome the trial's rank 0 recorded in storage. Implementations:
+
+* :class:`~.warm.WarmTorchrunLauncher` — PyTorch's elastic launcher; a trial's process group
+  is kept after it ends and runs the next trial of the same layout (what sweeps use);
+* :class:`~.torchrun.TorchrunLauncher` — one torchrun process group per trial;
+* :class:`~.inprocess.InProcessLauncher` — cheap trials (``resources.devices: 0``) in a pool of
+  warm worker processes;
+* :class:`~.simulated.SimulatedLauncher` — no processes at all: scripted reports on a virtual
+  clock, through the same recorder, so the controller's rules are tested in milliseconds.
+
+The controller never branches on which one it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.wire import TrialSpec
+
+
+class TrialHandle(Protocol):
+    def poll(self) -> int | None:
+        """The exit code once every process of the trial has ended, else None."""
+
+    def stop(self, grace: float = 10.0) -> int:
+        """Ask the trial to stop (it checkpoints what it can), kill what is left after
+        ``grace`` seconds; returns the exit code."""
+
+    def kill(self) -> int:
+        """End every process of the trial now; returns the exit code."""
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the trial's log (for an error message)."""
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """How the nodes of a trial that spans hosts find each other (torchrun's c10d
+    rendezvous): ``nodes`` agents meet at ``endpoint`` under ``rdzv_id``; the leader's agent
+    (``is_host``) serves the rendezvous store; each waits at most ``join_timeout`` seconds
+    for the others."""
+
+    endpoint: str
+    rdzv_id: str
+    nodes: int
+    is_host: bool
+    join_timeout: float
+
+
+class Launcher(Protocol):
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TrialHandle:
+        """Start the trial of ``spec`` (already written to ``spec.path``) on ``lease``'s
+        devices — this host's share of it when ``rendezvous`` joins other hosts; returns at
+        once."""
+
+    def close(self) -> None:
+        """Release what the launcher holds (worker pools); running trials were stopped."""
+
+
+class NoProcess:
+    """The handle of a trial rejected before launch: it never ran."""
+
+    def poll(self) -> int | None:
+        return 1
+
+    def stop(self, grace: float = 0.0) -> int:
+        return 1
+
+    def kill(self) -> int:
+        return 1
+
+    def log_tail(self, lines: int = 30) -> str:
+        return ""
+
+
+def read_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file ("" if it can't be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,153 @@
+"""In-process trials (``trial.resources.devices: 0``): cheap objectives without a launch each.
+
+A trial of a quick objective (a test function, a small scikit-learn model) costs less than
+starting a process group. Such trials run in long-lived worker processes, started on demand
+and kept warm between trials: each trial is one task that runs the same trial runtime as a
+torchrun trial (same ``TrialContext``, same reports, pruning, checkpoints and MLflow run), as a
+single process with no process group. Its output goes to its own log file.
+
+Each worker runs one trial at a time and is its trial's process, so the contract is the
+torchrun one: ``stop`` sends the worker SIGTERM (the trial unwinds, flushing its metrics, and
+the worker exits; a fresh one replaces it), ``kill`` sends SIGKILL. Workers ignore the
+terminal's SIGINT (the controller decides what an interrupt stops) and die with the
+controller (Linux's parent-death signal), so no worker outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import signal
+import time
+from pathlib import Path
+
+from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
+from hyperfleet.platform.pool import Lease
+from hyperfleet.platform.trial_entry import inprocess_worker
+from hyperfleet.spec.wire import TrialSpec
+
+_SPAWN = mp.get_context("spawn")
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.conn, child = _SPAWN.Pipe()
+        self.proc = _SPAWN.Process(target=inprocess_worker, args=(child, os.getpid()), daemon=True)
+        self.proc.start()
+        child.close()
+        self.busy = False
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+
+class InProcessHandle:
+    """One in-process trial: the worker running it and the trial's log."""
+
+    def __init__(self, worker: _Worker, log_path: Path, launch: str) -> None:
+        self.worker = worker
+        self.log_path = log_path
+        self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        if self.code is not None:
+            return self.code
+        w = self.worker
+        with contextlib.suppress(EOFError, OSError):
+            if w.conn.poll():
+                self.code = int(w.conn.recv())
+        if self.code is None and not w.alive():
+            w.proc.join()
+            self.code = 128 + signal.SIGKILL if w.proc.exitcode is None else abs(w.proc.exitcode)
+        if self.code is not None:
+            w.busy = False
+        return self.code
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            if self.worker.proc.pid is not None:
+                os.kill(self.worker.proc.pid, sig)
+
+    def stop(self, grace: float = 10.0) -> int:
+        if self.poll() is None:
+            self._signal(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return self.kill()
+
+    def kill(self) -> int:
+        if self.poll() is None:
+            self._signal(signal.SIGKILL)
+            self.worker.proc.join()
+        kill_tagged(LAUNCH_VAR, self.launch)  # processes the trial started, if any
+        return int(self.poll() or 0)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return read_tail(self.log_path, lines)
+
+
+class InProcessLauncher:
+    """Up to ``workers`` warm worker processes, one trial at a time each.
+
+    ``prestart``: start them all now, so that their start-up (an interpreter, torch, the
+    platform's clients) overlaps the controller's own instead of delaying the first trials.
+    """
+
+    def __init__(self, workers: int, prestart: bool = False) -> None:
+        self.max_workers = workers
+        self._workers: list[_Worker] = []
+        if prestart:
+            self._workers = [_Worker() for _ in range(workers)]
+
+    def wait(self, timeout: float) -> None:
+        """Return when a busy worker answers or ends, or after ``timeout`` seconds: the
+        controller reaps a finished trial at once instead of at its next tick."""
+        busy = [w for w in self._workers if w.busy]
+        if busy:
+            ready = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+            mp.connection.wait(ready, timeout)
+        else:
+            time.sleep(timeout)
+
+    def _idle_worker(self) -> _Worker:
+        self._workers = [w for w in self._workers if w.alive()]
+        for w in self._workers:
+            if not w.busy:
+                return w
+        if len(self._workers) >= self.max_workers:
+            raise RuntimeError("every in-process worker is busy")  # the pool's leases prevent it
+        worker = _Worker()
+        self._workers.append(worker)
+        return worker
+
+    def launch(
+        self, spec: TrialSpec, lease: Lease | None = None, rendezvous: object = None
+    ) -> InProcessHandle:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        tags = tag_launch(spec)
+        worker = self._idle_worker()
+        worker.busy = True
+        worker.conn.send((str(spec.log_path), str(spec.path), tags))
+        return InProcessHandle(worker, spec.log_path, tags[LAUNCH_VAR])
+
+    def close(self) -> None:
+        for w in self._workers:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                w.conn.send(None)
+        deadline = time.monotonic() + 5
+        for w in self._workers:
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+        self._workers = []
+
+    def __del__(self) -> None:  # pragma: no cover - a best effort when close was forgotten
+        with contextlib.suppress(Exception):
+            for w in self._workers:
+                w.proc.kill()

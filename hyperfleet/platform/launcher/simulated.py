@@ -1,0 +1,187 @@
+"""Simulated trials: scripted reports on a virtual clock, no processes (Syne Tune's idea).
+
+A :class:`SimulatedLauncher` "runs" a trial by replaying a script — reports at given virtual
+times, then an exit (or a crash, or a hang) — through the same rank-0 recorder a real trial
+uses: every report is recorded in storage, given to the scheduler and decided, so pruning,
+PBT exploits and pauses, requeues and budgets behave as in a real sweep. The controller's
+rules are thereby tested in milliseconds: its waits advance a
+:class:`~hyperfleet.platform.clock.VirtualClock` instead of sleeping.
+
+A script is a function of the trial (number, params, the step it resumes from, how many times
+it was launched) returning a :class:`SimScript`; :func:`curve` builds the common one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperfleet.platform.clock import VirtualClock
+from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
+
+
+@dataclass(frozen=True)
+class SimReport:
+    at: float  # virtual seconds after the trial's processes started
+    step: int
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class SimScript:
+    """What a simulated trial does: its reports, then its processes end at ``end_at`` (None:
+    right after the last report) with ``exit_code``; ``hang``: they never end by themselves."""
+
+    reports: Sequence[SimReport]
+    end_at: float | None = None
+    exit_code: int = 0
+    hang: bool = False
+
+
+@dataclass(frozen=True)
+class SimTrial:
+    number: int
+    params: Mapping[str, Any]
+    start_step: int  # resumes after this step (0: a fresh start)
+    launch: int  # 1 for the trial's first launch, 2 for its first resume, ...
+
+
+Script = Callable[[SimTrial], SimScript]
+
+
+def curve(
+    value: Callable[[Mapping[str, Any], int], float],
+    *,
+    metric: str = "loss",
+    steps: int,
+    every: int = 1,
+    seconds_per_step: float = 1.0,
+) -> Script:
+    """A trial that reports ``metric = value(params, step)`` every ``every`` steps up to
+    ``steps``, taking ``seconds_per_step`` virtual seconds a step, and then exits 0."""
+
+    def script(t: SimTrial) -> SimScript:
+        first = (t.start_step // every + 1) * every
+        reports = [
+            SimReport((s - t.start_step) * seconds_per_step, s, {metric: value(t.params, s)})
+            for s in range(first, steps + 1, every)
+        ]
+        return SimScript(reports)
+
+    return script
+
+
+@dataclass
+class SimulatedHandle:
+    """A simulated trial: advances when polled, as far as the virtual clock has come."""
+
+    launcher: SimulatedLauncher
+    spec: TrialSpec
+    recorder: Any
+    started: float
+    pending: list[SimReport] = field(default_factory=list)
+    script: SimScript | None = None
+    code: int | None = None
+    log: list[str] = field(default_factory=list)
+
+    def _load(self, params: Mapping[str, Any], start_step: int) -> None:
+        self.launcher.launches[self.spec.number] = self.launcher.launches.get(self.spec.number, 0)
+        self.launcher.launches[self.spec.number] += 1
+        trial = SimTrial(
+            self.spec.number, dict(params), start_step, self.launcher.launches[self.spec.number]
+        )
+        self.script = self.launcher.script(trial)
+        self.started = self.launcher.clock.monotonic()
+        self.pending = sorted(self.script.reports, key=lambda r: r.at)
+
+    def _end(self, outcome: str, code: int) -> int:
+        self.recorder.finish(outcome)
+        self.code = code
+        self.log.append(f"ended {outcome} ({code})")
+        return code
+
+    def poll(self) -> int | None:
+        if self.code is not None:
+            return self.code
+        assert self.script is not None
+        elapsed = self.launcher.clock.monotonic() - self.started
+        while self.pending and self.pending[0].at <= elapsed:
+            r = self.pending.pop(0)
+            d: Decision = self.recorder(r.step, dict(r.metrics))
+            self.log.append(f"step {r.step}: {dict(r.metrics)} -> {d.kind.value}")
+            if d.kind is DecisionKind.PRUNE:
+                return self._end("pruned", 0)
+            if d.kind is DecisionKind.PAUSE:
+                return self._end("paused", 0)
+            if d.kind is DecisionKind.EXPLOIT:
+                assert d.donor is not None and d.params is not None
+                step = int(d.donor_step or 0)
+                self.recorder.rewind(step, d.params, d.donor)
+                self._load(d.params, step)
+                return self.poll()
+        if self.pending or self.script.hang:
+            return None
+        last = max((r.at for r in self.script.reports), default=0.0)
+        end = last if self.script.end_at is None else self.script.end_at
+        if elapsed < end:
+            return None
+        code = self.script.exit_code
+        return self._end("complete" if code == 0 else "fail", code)
+
+    def stop(self, grace: float = 10.0) -> int:
+        if self.poll() is None:
+            return self._end("fail", 143)  # SIGTERM: the runtime unwinds, outcome fail
+        return int(self.code or 0)
+
+    def kill(self) -> int:
+        if self.poll() is None:
+            self.code = 137  # SIGKILL: nothing more is recorded
+            self.log.append("killed")
+        return int(self.code or 0)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log[-lines:])
+
+
+class SimulatedLauncher:
+    """Launches simulated trials that follow ``script`` on ``clock`` (see the module doc).
+
+    ``recorder_factory(spec)`` builds rank 0's recorder; by default the platform's
+    :class:`~hyperfleet.platform.recorder.RankZeroRecorder` on the virtual clock.
+    """
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        script: Script,
+        recorder_factory: Callable[[TrialSpec], Any] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.script = script
+        self.recorder_factory = recorder_factory or self._recorder
+        self.launches: dict[int, int] = {}
+        self.handles: list[SimulatedHandle] = []
+
+    def _recorder(self, spec: TrialSpec) -> Any:
+        from hyperfleet.platform.recorder import RankZeroRecorder
+
+        return RankZeroRecorder(spec, clock=self.clock)
+
+    def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> SimulatedHandle:
+        handle = SimulatedHandle(self, spec, self.recorder_factory(spec), self.clock.monotonic())
+        start = spec.reported_through or 0
+        if spec.restore is not None and spec.restore.step is not None:
+            start = spec.restore.step
+        handle._load(spec.params, start)
+        self.handles.append(handle)
+        return handle
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def running(self) -> int:
+        """Simulated trials whose processes have not ended (for assertions)."""
+        return sum(h.code is None for h in self.handles)

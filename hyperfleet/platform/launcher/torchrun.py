@@ -1,0 +1,173 @@
+"""Start a trial's processes with PyTorch's elastic launcher (``torch.distributed.run``).
+
+One launch is one trial: ``python -m torch.distributed.run`` (torchrun) on this host with
+``nproc_per_node`` = the lease's device count, a c10d rendezvous on a free loopback port of its
+own, and ``hyperfleet.platform.trial_entry`` as the script. The launcher's agent starts,
+monitors and tears down the workers; hyperfleet only owns the agent process:
+
+* it runs in a new session (its own process group), so ``stop`` reaches the agent, which stops
+  its workers; what is left after the grace period is killed, the workers included wherever
+  they went (each rank has a session of its own; see :mod:`.procs`), so no trial process
+  outlives the sweep, whatever signals it ignores;
+* Linux's parent-death signal is set on the agent, so even a controller killed with SIGKILL
+  takes its trials down;
+* an older copy of the same trial still alive on this host (left by a controller that died)
+  is ended before the trial is launched again;
+* stdout and stderr of every rank go to the trial's own log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from hyperfleet.errors import LaunchError
+from hyperfleet.platform.launcher.base import Rendezvous, read_tail
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
+from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.wire import TrialSpec
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class TorchrunHandle:
+    """A running trial: its torchrun agent process (a session of its own) and log."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], log: IO[bytes], log_path: Path, launch: str
+    ) -> None:
+        self.proc = proc
+        self.log_path = log_path
+        self.launch = launch  # the HYPERFLEET_LAUNCH tag of every process of this launch
+        self._log = log
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        if code is not None and not self._log.closed:
+            self._log.close()
+            kill_tagged(LAUNCH_VAR, self.launch)  # a rank its agent left behind
+        return code
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, grace: float = 10.0) -> int:
+        """SIGTERM the whole trial, SIGKILL what is left after ``grace`` seconds."""
+        if self.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return self.kill()
+
+    def kill(self) -> int:
+        self._signal_group(signal.SIGKILL)
+        kill_tagged(LAUNCH_VAR, self.launch)  # ranks in sessions of their own, wherever they are
+        code = self.proc.wait()
+        self.poll()
+        return code
+
+    def log_tail(self, lines: int = 30) -> str:
+        return read_tail(self.log_path, lines)
+
+
+def torchrun_command(
+    spec_path: Path, nproc: int, rdzv_id: str, rendezvous: Rendezvous | None = None
+) -> list[str]:
+    """The torchrun command line of one trial on this host: a rendezvous on a free loopback
+    port of its own, or this host's node of a trial that spans hosts."""
+    if rendezvous is None:
+        nodes, endpoint, conf = 1, f"127.0.0.1:{free_port()}", []
+    else:
+        nodes, endpoint, rdzv_id = rendezvous.nodes, rendezvous.endpoint, rendezvous.rdzv_id
+        is_host = "true" if rendezvous.is_host else "false"
+        conf = [
+            f"--rdzv-conf=is_host={is_host},join_timeout={max(1, int(rendezvous.join_timeout))}"
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nodes}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id={rdzv_id}",
+        *conf,
+        "--max-restarts=0",
+        "--monitor-interval=0.2",
+        "-m",
+        "hyperfleet.platform.trial_entry",
+        str(spec_path),
+    ]
+
+
+def trial_env(lease: Lease, threads_per_process: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(lease.env(threads_per_process))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class TorchrunLauncher:
+    """One torchrun process group per trial, on this host's leased devices."""
+
+    def __init__(self, threads_per_process: int = 1) -> None:
+        self.threads_per_process = threads_per_process
+
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TorchrunHandle:
+        """Start the trial's processes on ``lease``'s devices; returns at once."""
+        rdzv_id = f"{spec.sweep}-{spec.number}-{int(time.time() * 1000)}"
+        cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id, rendezvous)
+        env = trial_env(lease, self.threads_per_process)
+        env.update(tag_launch(spec, rendezvous.rdzv_id if rendezvous else None))
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = spec.log_path.open("ab")
+        log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        except OSError as exc:
+            log.close()
+            raise LaunchError(f"cannot start torchrun for {rdzv_id}: {exc}") from None
+        return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,365 @@
+"""Warm process groups: a trial's processes kept after it ends, to run the next trial.
+
+A cold torchrun trial pays its start-up every time: the launcher's agent and every rank start
+an interpreter and import torch, the ranks rendezvous and initialise their process group, rank
+0 imports the platform's storage, scheduler and MLflow clients, and the workload imports its
+module and loads its data. A **warm group** pays that once. It is the same torchrun agent and
+ranks (a single process without an agent when the trial has one device), started with
+``trial_entry --warm SOCKET``: each rank joins the process group, connects to the launcher's
+:mod:`~.channel` and then runs trial after trial, as the launcher hands them out:
+
+* a task names the trial's spec and log; every rank sends its output to that trial's log,
+  puts back the process state a trial may change (:class:`hyperfleet.trials.runtime.Baseline`)
+  and runs the trial runtime with the process group kept, then answers with its exit code;
+* each trial is still its own trial in storage, its own MLflow run and its own log;
+* the group is idle when every rank answered 0, and the next trial that needs the same layout
+  (same devices, same ``data x pipeline``, hence the same backend) runs in it.
+
+A group is torn down, and the next trial gets a fresh one, when a trial fails (a rank answers
+non-zero and leaves; torchrun's agent ends the others), is stopped or killed (SIGTERM, then
+SIGKILL, to the group's session, as for a cold trial), or when its devices are leased for
+another layout. ``trial.reuse: false`` gives every trial of the sweep fresh processes: a group
+used once, or, for a one-device CPU trial, a child forked from a *fork server* that imported
+torch and the platform once and never runs a trial itself (the same fresh process, without
+its start-up; CUDA cannot be used in a forked child, so GPU trials get a group used once).
+Groups run in sessions of their own with Linux's parent-death signal set, as cold trials do,
+so no process outlives the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from hyperfleet.errors import LaunchError
+from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.channel import GroupChannel
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_older_copies, kill_tagged
+from hyperfleet.platform.launcher.torchrun import die_with_parent, torchrun_command, trial_env
+from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.spec.wire import TrialSpec
+
+ENTRY = "hyperfleet.platform.trial_entry"
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What a trial needs of a group: its devices and its ranks' layout (the backend follows
+    from the devices' kind)."""
+
+    devices: tuple[str, ...]
+    data: int
+    pipeline: int
+    fork: bool = False  # a fork server (``reuse: false`` on one CPU slot)
+
+    @classmethod
+    def of(cls, spec: TrialSpec, lease: Lease) -> GroupKey:
+        parallel = spec.trial.parallel
+        return cls(tuple(str(d) for d in lease.devices), parallel.data, parallel.pipeline)
+
+
+def group_command(socket_path: Path, nproc: int, rdzv_id: str, fork: bool = False) -> list[str]:
+    """The command line of a warm group: torchrun over ``nproc`` ranks, or one process (a
+    fork server with ``fork``)."""
+    if fork:
+        return [sys.executable, "-m", ENTRY, "--fork-server", str(socket_path)]
+    if nproc == 1:  # no process group to form: the agent would only add its start-up
+        return [sys.executable, "-m", ENTRY, "--warm", str(socket_path)]
+    cmd = torchrun_command(socket_path, nproc, rdzv_id)
+    return [*cmd[:-1], "--warm", cmd[-1]]
+
+
+def _single_rank_env() -> dict[str, str]:
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+
+
+@dataclass
+class _Task:
+    number: int
+    spec: TrialSpec
+    sent: set[int] = field(default_factory=set)
+    codes: dict[int, int] = field(default_factory=dict)
+    code: int | None = None
+
+
+class WarmGroup:
+    """One warm group: its agent process (a session of its own), channel, log, current task."""
+
+    def __init__(
+        self, key: GroupKey, lease: Lease, threads: int, directory: Path, index: int,
+        one_shot: bool = False,
+    ) -> None:  # fmt: skip
+        self.key = key
+        self.one_shot = one_shot  # ``reuse: false``: leaves after its first trial
+        self.index = index
+        self.nproc = len(lease.devices)
+        self.channel = GroupChannel(directory / f"g{index}.sock")
+        self.log_path = directory / f"group-{index}.log"
+        self._log: IO[bytes] = self.log_path.open("ab")
+        env = trial_env(lease, threads)
+        self.tag = uuid.uuid4().hex  # HYPERFLEET_LAUNCH of every process of the group
+        env[LAUNCH_VAR] = self.tag
+        if self.nproc == 1:
+            env.update(_single_rank_env())
+        rdzv_id = f"warm-{os.getpid()}-{index}"
+        cmd = group_command(self.channel.path, self.nproc, rdzv_id, fork=key.fork)
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True, preexec_fn=die_with_parent,
+            )  # fmt: skip
+        except OSError as exc:
+            self.channel.close()
+            self._log.close()
+            raise LaunchError(f"cannot start a warm group: {exc}") from None
+        self.task: _Task | None = None
+        self.trials_run = 0
+        self.leaving = False  # a rank failed: the group is ending by itself
+        self._leaving_since = 0.0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def idle(self) -> bool:
+        return self.task is None and not self.leaving and self.alive
+
+    def submit(self, spec: TrialSpec) -> WarmHandle:
+        assert self.idle, "a warm group runs one trial at a time"
+        self.trials_run += 1
+        self.task = _Task(self.trials_run, spec)
+        with spec.log_path.open("ab") as log:
+            log.write(
+                f"# hyperfleet launch: warm group {self.index} (pid {self.proc.pid}, {self.nproc} "
+                f"rank(s) on {', '.join(self.key.devices)}), trial {self.trials_run} in it; "
+                f"the group's own log: {self.log_path}\n".encode()
+            )
+        self._pump()
+        return WarmHandle(self, self.task)
+
+    def _pump(self) -> None:
+        """Read answers, hand the current task to ranks that haven't got it."""
+        task = self.task
+        for rank, msg in self.channel.pump():
+            if task is not None and msg.get("task") == task.number:
+                task.codes[rank] = int(msg["code"])
+        if task is None or task.code is not None:
+            return
+        for rank in self.channel.ranks:
+            if rank not in task.sent:
+                task.sent.add(rank)
+                self.channel.send(
+                    rank,
+                    {"task": task.number, "spec": str(task.spec.path),
+                     "log": str(task.spec.log_path)},
+                )  # fmt: skip
+
+    def poll_task(self, task: _Task, grace: float) -> int | None:
+        """The task's exit code once its trial ended (see the module docstring), else None."""
+        if task.code is not None:
+            return task.code
+        if task is self.task and not self.leaving:
+            self._pump()
+            failed = [c for c in task.codes.values() if c != 0]
+            if failed:
+                self.leaving, self._leaving_since = True, time.monotonic()
+            elif len(task.codes) == self.nproc and not self.one_shot:
+                task.code, self.task = 0, None
+                return 0
+            elif len(task.codes) == self.nproc:  # used once: done when its processes are
+                self.release()
+                self._leaving_since = time.monotonic()
+        code = self.proc.poll()
+        if code is None and self.leaving and time.monotonic() - self._leaving_since > grace:
+            code = self.kill()
+        if code is None:
+            return None
+        failed = [c for c in task.codes.values() if c != 0]
+        if failed:
+            task.code = failed[0]
+        elif len(task.codes) == self.nproc:  # a one-shot group that left as asked
+            task.code = 0
+        else:  # the group died under the trial (a signal: 128 + its number, as a shell says)
+            task.code = 128 - code if code < 0 else (code or 1)
+        self.task = None
+        self._close_log()
+        return task.code
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, grace: float) -> int:
+        """SIGTERM the whole group, SIGKILL what is left after ``grace`` seconds."""
+        self.leaving = True
+        if self.alive:
+            self._signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace)
+        return self.kill()
+
+    def kill(self) -> int:
+        self.leaving = True
+        self._signal(signal.SIGKILL)
+        kill_tagged(LAUNCH_VAR, self.tag)  # ranks in sessions of their own, wherever they went
+        code = self.proc.wait()
+        self.channel.close()
+        self._close_log()
+        return code
+
+    def release(self) -> None:
+        """Ask an idle group to leave (end of file on its channel); see :meth:`reap`."""
+        self.leaving = True
+        self.channel.close()
+
+    def _close_log(self) -> None:
+        if not self._log.closed:
+            self._log.close()
+
+
+class WarmHandle:
+    """One trial in a warm group (the :class:`~.base.TrialHandle` contract)."""
+
+    def __init__(self, group: WarmGroup, task: _Task, fail_grace: float = 10.0) -> None:
+        self.group = group
+        self.task = task
+        self.log_path = task.spec.log_path
+        self.fail_grace = fail_grace
+
+    def poll(self) -> int | None:
+        return self.group.poll_task(self.task, self.fail_grace)
+
+    def stop(self, grace: float = 10.0) -> int:
+        code = self.poll()
+        if code is not None:
+            return code
+        self.task.code = self.group.stop(grace)
+        return self.task.code
+
+    def kill(self) -> int:
+        code = self.poll()
+        if code is not None:
+            return code
+        self.task.code = self.group.kill()
+        return self.task.code
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The trial's log; when its group ended with it, the group's log too (the agent says
+        which rank died of what)."""
+        own = read_tail(self.log_path, lines)
+        if self.group.alive and not self.group.leaving:
+            return own
+        group = read_tail(self.group.log_path, lines)
+        return f"{own}\n# warm group {self.group.index}:\n{group}" if group else own
+
+
+class WarmTorchrunLauncher:
+    """Trials in warm groups, kept idle between trials (see the module docstring)."""
+
+    def __init__(self, threads_per_process: int = 1, close_grace: float = 5.0) -> None:
+        self.threads_per_process = threads_per_process
+        self.close_grace = close_grace
+        self.directory = Path(tempfile.mkdtemp(prefix="hf-warm-"))  # short: socket paths
+        self.groups: list[WarmGroup] = []
+        self.started = 0  # groups started, for tests and benchmarks
+
+    def _new_group(self, key: GroupKey, lease: Lease, one_shot: bool) -> WarmGroup:
+        self.started += 1
+        group = WarmGroup(
+            key, lease, self.threads_per_process, self.directory, self.started, one_shot
+        )
+        self.groups.append(group)
+        return group
+
+    def _group_for(self, spec: TrialSpec, lease: Lease) -> WarmGroup:
+        key = GroupKey.of(spec, lease)
+        # ``reuse: false`` on one CPU slot: a fork server, a fresh forked child per trial
+        # (not with CUDA, which a forked child cannot use; nor across ranks)
+        forking = not spec.trial.reuse and len(lease.devices) == 1 and lease.kind == "cpu"
+        if forking:
+            key = dataclasses.replace(key, fork=True)
+        self.reap()
+        if spec.trial.reuse or forking:
+            for group in self.groups:
+                if group.idle and group.key == key:
+                    return group
+        mine = set(key.devices)
+        leaving = [g for g in self.groups if g.idle and mine.intersection(g.key.devices)]
+        for group in leaving:  # idle groups on these devices, for another layout, leave first
+            group.release()
+        self._wait_for(leaving)
+        self.reap()
+        return self._new_group(key, lease, one_shot=not (spec.trial.reuse or forking))
+
+    def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> WarmHandle:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        end_older_copies(spec)
+        return self._group_for(spec, lease).submit(spec)
+
+    def prestart(self, leases: list[Lease], trial: TrialConfig) -> None:
+        """Start idle groups for the leases the first trials will most likely get, so their
+        start-up overlaps the controller's; a group the pool's choice doesn't match leaves
+        when its devices are leased for another layout."""
+        if not trial.reuse:
+            return
+        for lease in leases:
+            key = GroupKey(tuple(str(d) for d in lease.devices), trial.parallel.data,
+                           trial.parallel.pipeline)  # fmt: skip
+            self._new_group(key, lease, one_shot=False)
+
+    def wait(self, timeout: float) -> None:
+        """Return when a rank of any group answers, or after ``timeout`` seconds: the
+        controller reaps a finished trial at once instead of at its next tick."""
+        socks = [p.sock for g in self.groups for p in g.channel.peers()]
+        socks += [g.channel.server for g in self.groups if g.task is not None]
+        if socks:
+            with contextlib.suppress(OSError, ValueError):
+                select.select(socks, [], [], timeout)
+        else:
+            time.sleep(timeout)
+
+    def reap(self) -> None:
+        """Forget groups that ended (a group still leaving is waited for in :meth:`close`)."""
+        keep = []
+        for group in self.groups:
+            if group.task is not None or group.alive:
+                keep.append(group)
+            else:
+                group.kill()  # its session may hold ranks the agent left behind
+        self.groups = keep
+
+    def _wait_for(self, groups: list[WarmGroup]) -> None:
+        """Until ``groups`` ended, ``close_grace`` at most; then they are killed."""
+        deadline = time.monotonic() + self.close_grace
+        for group in groups:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                group.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            group.kill()
+
+    def close(self) -> None:
+        """Every group leaves (end of file), then whatever is left after ``close_grace`` is
+        killed; the control directory goes."""
+        for group in self.groups:
+            group.release()
+        self._wait_for(self.groups)
+        self.groups = []
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __del__(self) -> None:  # pragma: no cover - a best effort when close was forgotten
+        with contextlib.suppress(Exception):
+            for group in self.groups:
+                group.kill()

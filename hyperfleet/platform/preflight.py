@@ -1,0 +1,87 @@
+"""Checks made before a sweep writes anything: bad flags and unreachable services fail at once.
+
+Each raises :class:`ConfigError` or :class:`StorageError` with one line that names the flag or
+field and the fix (the CLI prints it and exits 2): a working directory that can't be created
+or written, a storage that can't be opened, a tracking server that doesn't answer within a few
+seconds. Only then is the sweep created in storage and MLflow.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from hyperfleet.errors import ConfigError, StorageError
+from hyperfleet.platform.storage.engine import parse_url, sqlite_path
+
+CONNECT_TIMEOUT_S = 5
+
+
+def writable_dir(path: str | Path, field: str) -> Path:
+    """``path`` created if missing; ``ConfigError`` naming ``field`` if it can't be written."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{field}: cannot create {p} ({exc.strerror}); give a writable directory"
+        ) from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"{field}: {p} is not writable; give a writable directory")
+    return p
+
+
+def check_storage(url: str) -> None:
+    """The storage can be opened (a SQLite file's folder writable, a server answering)."""
+    parsed = parse_url(url)
+    path = sqlite_path(url)
+    if path is not None:
+        writable_dir(path.parent, "storage")
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise StorageError(f"storage: {path} is not readable and writable; check its mode")
+        return
+    if parsed.get_backend_name() == "sqlite":
+        return  # in memory
+    args = (
+        {"connect_timeout": CONNECT_TIMEOUT_S} if parsed.get_backend_name() == "postgresql" else {}
+    )
+    engine = sa.create_engine(url, connect_args=args, pool_pre_ping=False)
+    try:
+        with engine.connect():
+            pass
+    except sa.exc.DBAPIError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        safe = parsed.render_as_string(hide_password=True)
+        raise StorageError(
+            f"storage: cannot connect to {safe} ({first}); start the server or fix the URL"
+        ) from None
+    except ImportError as exc:
+        raise StorageError(f"storage: cannot use {url!r} ({exc})") from None
+    finally:
+        engine.dispose()
+
+
+def check_tracking(uri: str) -> None:
+    """An MLflow tracking URI that can be used: a server that answers ``/health`` within a
+    few seconds, or a local store whose folder can be created."""
+    if uri.startswith(("http://", "https://")):
+        health = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(health, timeout=CONNECT_TIMEOUT_S) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ConfigError(
+                f"tracking.uri: no MLflow server answers at {uri} ({reason}); start it "
+                f"(mlflow server) or fix tracking.uri / --tracking-uri"
+            ) from None
+        return
+    path = sqlite_path(uri) if uri.startswith("sqlite:") else None
+    if path is not None:
+        writable_dir(path.parent, "tracking.uri")
+    elif uri.startswith("file:") or "://" not in uri:
+        writable_dir(uri.removeprefix("file://").removeprefix("file:"), "tracking.uri")

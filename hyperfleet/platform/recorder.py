@@ -1,0 +1,108 @@
+"""Rank 0's recorder: each ``ctx.report`` of a trial recorded, logged and decided.
+
+The trial runtime hands every report of rank 0 to this recorder, which writes it to storage
+(the trial's row and, through the scheduler, Optuna's intermediate values or the PBT member),
+queues its metrics for MLflow (batched, off the training thread) and returns the scheduler's
+decision, which the runtime broadcasts to every rank. It is built from the trial's spec alone,
+so it works the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated
+trial inside the controller (it imports no torch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from hyperfleet.errors import StorageError
+from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.schedulers import build_scheduler
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.retry import retrying
+from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
+
+logger = logging.getLogger("hyperfleet.trial")
+
+
+class RankZeroRecorder:
+    """Records, logs and decides each report; skips steps reported before a resume."""
+
+    def __init__(self, spec: TrialSpec, clock: Any = None) -> None:
+        assert spec.storage is not None and spec.sweep_config is not None
+        cfg = SweepConfig.model_validate(spec.sweep_config)
+        self.sweep = spec.sweep
+        self.number = spec.number
+        self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
+        self.scheduler = build_scheduler(cfg, self.storage)
+        self.sink = (
+            MetricSink(spec.tracking_uri, spec.run_id)
+            if spec.run_id and spec.tracking_uri
+            else None
+        )
+        self.params: Mapping[str, Any] = spec.params
+        # Each store skips the steps it already holds from before an interruption: storage
+        # is written at once, MLflow in batches, so the two can differ by a few reports.
+        prior = spec.reported_through
+        self.reported_through = -1 if prior is None else int(prior)
+        self.logged_through = -1
+        if self.sink is not None and prior is not None:
+            self.logged_through = self.sink.logged_through(cfg.all_objectives[0].metric)
+
+    def _hp_metrics(self) -> dict[str, float]:
+        """Hyperparameters as step metrics, for schedulers that change them during a run."""
+        if not self.scheduler.capabilities.time_sharing:
+            return {}
+        return {
+            f"hp/{k}": float(v)
+            for k, v in self.params.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+        if self.sink is not None and step > self.logged_through:
+            self.logged_through = step
+            self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
+        if step <= self.reported_through:
+            return CONTINUE  # already recorded before the interruption
+        self.reported_through = step
+        self.storage.record_report(self.sweep, self.number, step, metrics)
+        retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
+        retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
+        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s)
+
+    def pinned_steps(self) -> set[int] | None:
+        """This trial's checkpoints another trial will still load: never pruned. None if the
+        store cannot say (a transient database error): then the runtime prunes nothing."""
+        try:
+            pinned = self.scheduler.pinned_checkpoints()
+        except (SQLAlchemyError, StorageError) as exc:
+            logger.warning("could not read pinned checkpoints (%s); pruning none", exc)
+            return None
+        return {s for t, s in pinned if t == self.number}
+
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        """After an exploit the trial continues from the donor's ``step`` with ``params``:
+        its record takes the new params and, if the donor reported at that step, the
+        donor's metrics there (what the adopted weights score)."""
+        self.params = params
+        self.reported_through = self.logged_through = step
+        fields: dict[str, Any] = {"params": dict(params), "last_step": step}
+        theirs = self.storage.get_trial(self.sweep, donor)
+        if theirs is not None and theirs.last_step == step:
+            fields["metrics"] = dict(theirs.metrics)
+        self.storage.upsert_trial(self.sweep, self.number, **fields)
+
+    def note(self, message: str) -> None:
+        """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
+        over, so its reports are recorded again from the first."""
+        self.reported_through = -1
+        self.storage.upsert_trial(self.sweep, self.number, notes=message)
+
+    def finish(self, outcome: str) -> None:
+        if self.sink is not None:
+            self.sink.close()
+        self.storage.upsert_trial(self.sweep, self.number, outcome=outcome)
+        self.storage.close()

@@ -1,0 +1,23 @@
+"""The platform's storage: one database (SQLite or PostgreSQL) for Optuna's study tables and
+every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage`."""
+
+from hyperfleet.platform.storage.engine import SQLITE_TIMEOUT_S, create_engine, sqlite_path
+from hyperfleet.platform.storage.fleet import GangRecord, LeaseRecord, WorkerRecord
+from hyperfleet.platform.storage.schema import SCHEMA_VERSION, SweepRow, TrialRow, create_schema
+from hyperfleet.platform.storage.store import Storage, TrialRecord, worker_identity
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLITE_TIMEOUT_S",
+    "GangRecord",
+    "LeaseRecord",
+    "Storage",
+    "SweepRow",
+    "TrialRecord",
+    "TrialRow",
+    "WorkerRecord",
+    "create_engine",
+    "create_schema",
+    "sqlite_path",
+    "worker_identity",
+]

@@ -1,0 +1,107 @@
+"""Engines for the platform's database: SQLite (single host) or PostgreSQL (many hosts).
+
+SQLite is opened in WAL mode with a long busy timeout, so a running sweep, its trial processes
+and readers don't lock each other out, and with ``synchronous=NORMAL``, SQLite's recommended
+setting for WAL: a commit survives a crash of any process (what the platform must survive)
+without an fsync per commit; only a power loss can lose the last commits.
+
+A *read-only* engine (``sweep status``, ``sweep list``, the dashboard) never creates the
+database file and cannot write: SQLite is opened with ``mode=rw`` (a missing file is an error,
+not a new empty database) and ``query_only``; PostgreSQL sessions start with
+``default_transaction_read_only``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
+
+from hyperfleet.errors import StorageError
+
+SQLITE_TIMEOUT_S = 60
+
+
+def parse_url(url: str) -> URL:
+    try:
+        return make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise StorageError(f"storage: not a database URL: {url!r} ({exc})") from None
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URL (None: another backend, or in memory)."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _on_sqlite_connect(readonly: bool) -> Any:
+    def setup(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        if readonly:
+            cur.execute("PRAGMA query_only=ON")
+        else:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_TIMEOUT_S * 1000}")
+        cur.close()
+
+    return setup
+
+
+def readonly_url(url: str) -> str:
+    """``url`` as a reader opens it: a SQLite file that must exist (never created)."""
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    if not path.is_file():
+        raise StorageError(f"storage: no database at {path}; check --storage (nothing was created)")
+    return f"sqlite:///file:{path.resolve()}?mode=rw&uri=true"
+
+
+def engine_kwargs(url: str, readonly: bool = False) -> dict[str, Any]:
+    """``create_engine`` arguments for ``url`` (also given to Optuna's RDBStorage)."""
+    if parse_url(url).get_backend_name() == "sqlite":
+        return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if readonly:
+        kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
+    return kwargs
+
+
+def create_engine(url: str, readonly: bool = False) -> Engine:
+    """A SQLAlchemy engine for ``url`` (see the module docstring)."""
+    backend = parse_url(url).get_backend_name()
+    if backend == "sqlite":
+        if readonly:
+            url = readonly_url(url)
+        else:
+            path = sqlite_path(url)
+            if path is not None:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise StorageError(
+                        f"storage: cannot create {path.parent} ({exc.strerror}); "
+                        f"give a writable path"
+                    ) from None
+    try:
+        engine = sa.create_engine(url, **engine_kwargs(url, readonly))
+    except (sa.exc.ArgumentError, ImportError) as exc:
+        raise StorageError(f"storage: cannot use {url!r} ({exc})") from None
+    configure_sqlite(engine, readonly)
+    return engine
+
+
+def configure_sqlite(engine: Engine, readonly: bool = False) -> None:
+    """Set up every connection of a SQLite ``engine`` as described in the module docstring
+    (for engines made elsewhere too: Optuna's); connections already pooled are dropped."""
+    if engine.dialect.name != "sqlite":
+        return
+    event.listen(engine, "connect", _on_sqlite_connect(readonly))
+    engine.dispose()

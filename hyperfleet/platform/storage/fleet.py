@@ -1,0 +1,273 @@
+"""The fleet's records: workers, the devices each launch held, and trials that span hosts.
+
+* A **worker** (``hyperfleet worker``, or the one ``sweep run`` starts) registers a row in
+  ``hf_workers`` and heartbeats it; trials and leases name the worker that holds them. A
+  worker whose heartbeat is older than ``stale_after`` is gone: its RUNNING trials are stale
+  and any live worker requeues them.
+* A **lease** row per launch: which worker held which devices of which host, from when to when
+  (the device timeline, utilisation).
+* A **gang** per launch of a trial with ``resources.nodes > 1``: the leader (node 0) opens it
+  with the rendezvous endpoint and the spec; workers join as the other nodes until it is full;
+  an unfilled gang is given up by its leader at its deadline.
+
+:class:`FleetStore` is mixed into :class:`~hyperfleet.platform.storage.store.Storage`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from hyperfleet.platform.storage.retry import retried
+from hyperfleet.platform.storage.schema import GangRow, LeaseRow, TrialRow, WorkerRow
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.storage.store import TrialRecord
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
+
+    id: int
+    sweep: str
+    trial: int
+    host: str
+    pid: int
+    devices: list[str]
+    started_at: float
+    ended_at: float | None
+    state: str | None
+    worker: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A read-only copy of a ``hf_workers`` row."""
+
+    id: str
+    host: str
+    pid: int
+    pool: str
+    devices: list[str]
+    address: str | None
+    sweeps: list[str] | None
+    started_at: float
+    heartbeat_at: float
+    state: str
+
+
+@dataclass(frozen=True)
+class GangRecord:
+    """A read-only copy of a ``hf_gangs`` row."""
+
+    id: int
+    sweep: str
+    trial: int
+    attempt: int
+    nodes: int
+    per_node: int
+    endpoint: str
+    rdzv_id: str
+    spec: dict[str, Any]
+    members: list[str]
+    deadline: float
+    state: str
+
+
+def _copy(cls: Any, row: Any) -> Any:
+    return cls(**{f: getattr(row, f) for f in cls.__dataclass_fields__})
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class FleetStore:
+    """Workers, leases and gangs (see the module docstring); needs the ``Storage`` basics."""
+
+    retry_s: float
+
+    if TYPE_CHECKING:  # provided by Storage
+
+        def session(self) -> Any:
+            raise NotImplementedError
+
+        def now(self) -> float:
+            raise NotImplementedError
+
+        def trials(self, sweep: str) -> list[TrialRecord]:
+            raise NotImplementedError
+
+    # -- workers --------------------------------------------------------------------------
+
+    @retried
+    def register_worker(self, record: WorkerRecord) -> None:
+        with self.session() as s:
+            s.merge(WorkerRow(**{f: getattr(record, f) for f in WorkerRecord.__dataclass_fields__}))
+
+    @retried
+    def heartbeat_worker(self, worker: str, state: str | None = None) -> bool:
+        """Stamp the worker's heartbeat (and state); False if its row is gone."""
+        with self.session() as s:
+            row = s.get(WorkerRow, worker)
+            if row is None:
+                return False
+            row.heartbeat_at = self.now()
+            if state is not None:
+                row.state = state
+            return True
+
+    @retried
+    def beat(self, worker: str, state: str = "active") -> set[tuple[str, int]]:
+        """One heartbeat of a worker and of every trial it runs, in one transaction; the
+        ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
+        which found this one silent, is missing: its copy here must stop)."""
+        now = self.now()
+        with self.session() as s:
+            row = s.get(WorkerRow, worker)
+            if row is not None:
+                row.heartbeat_at, row.state = now, state
+            s.execute(
+                sa.update(TrialRow)
+                .where(TrialRow.worker == worker, TrialRow.state == "RUNNING")
+                .values(heartbeat_at=now)
+            )
+            owned = s.execute(
+                sa.select(TrialRow.sweep, TrialRow.number).where(
+                    TrialRow.worker == worker, TrialRow.state == "RUNNING"
+                )
+            )
+            return {(str(name), int(number)) for name, number in owned}
+
+    @retried
+    def workers(self) -> list[WorkerRecord]:
+        with self.session() as s:
+            q = sa.select(WorkerRow).order_by(WorkerRow.started_at)
+            return [_copy(WorkerRecord, r) for r in s.scalars(q)]
+
+    def live_workers(self, stale_after: float) -> list[WorkerRecord]:
+        now = self.now()
+        return [
+            w
+            for w in self.workers()
+            if w.state != "stopped" and now - w.heartbeat_at <= stale_after
+        ]
+
+    # -- leases ---------------------------------------------------------------------------
+
+    @retried
+    def open_lease(
+        self, sweep: str, trial: int, devices: list[str], worker: str | None = None
+    ) -> int:
+        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
+        import socket
+
+        with self.session() as s:
+            row = LeaseRow(
+                sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
+                devices=list(devices), started_at=self.now(), worker=worker,
+            )  # fmt: skip
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    @retried
+    def close_lease(self, lease_id: int, state: str) -> None:
+        with self.session() as s:
+            row = s.get(LeaseRow, lease_id)
+            if row is not None and row.ended_at is None:
+                row.ended_at, row.state = self.now(), state
+
+    @retried
+    def close_open_leases(self, sweep: str, trial: int, state: str) -> int:
+        """End every open lease of a trial (its worker is gone); how many there were."""
+        with self.session() as s:
+            q = sa.select(LeaseRow).where(
+                LeaseRow.sweep == sweep, LeaseRow.trial == trial, LeaseRow.ended_at.is_(None)
+            )
+            rows = list(s.scalars(q))
+            for row in rows:
+                row.ended_at, row.state = self.now(), state
+            return len(rows)
+
+    @retried
+    def leases(self, sweep: str | None = None) -> list[LeaseRecord]:
+        with self.session() as s:
+            q = sa.select(LeaseRow).order_by(LeaseRow.id)
+            if sweep is not None:
+                q = q.where(LeaseRow.sweep == sweep)
+            return [_copy(LeaseRecord, r) for r in s.scalars(q)]
+
+    # -- stale trials ---------------------------------------------------------------------
+
+    def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
+        """RUNNING trials whose worker is gone: a dead pid on this host, a worker that stopped
+        heartbeating, or a trial heartbeat older than ``heartbeat_timeout_s``."""
+        import socket
+
+        host, now = socket.gethostname(), self.now()
+        workers = {w.id: w for w in self.workers()}
+        stale = []
+        for t in self.trials(sweep):
+            if t.state != "RUNNING":
+                continue
+            w = workers.get(t.worker or "")
+            dead = t.host == host and t.pid is not None and not pid_alive(t.pid)
+            silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
+            lost = w is not None and (
+                w.state == "stopped" or now - w.heartbeat_at > heartbeat_timeout_s
+            )
+            if dead or silent or lost:
+                stale.append(t)
+        return stale
+
+    # -- gangs ----------------------------------------------------------------------------
+
+    @retried
+    def open_gang(self, gang: GangRecord) -> int:
+        with self.session() as s:
+            fields = {f: getattr(gang, f) for f in GangRecord.__dataclass_fields__ if f != "id"}
+            row = GangRow(**fields)
+            s.add(row)
+            s.flush()
+            return int(row.id)
+
+    @retried
+    def gangs(self, sweep: str, state: str | None = None) -> list[GangRecord]:
+        with self.session() as s:
+            q = sa.select(GangRow).where(GangRow.sweep == sweep).order_by(GangRow.id)
+            if state is not None:
+                q = q.where(GangRow.state == state)
+            return [_copy(GangRecord, r) for r in s.scalars(q)]
+
+    @retried
+    def join_gang(self, gang_id: int, worker: str) -> int | None:
+        """Add ``worker`` as the next node of an open gang; its node rank, or None when the
+        gang is full, over, or already has this worker."""
+        with self.session() as s:
+            row = s.get(GangRow, gang_id, with_for_update=True)
+            if row is None or row.state != "open" or worker in row.members:
+                return None
+            if row.deadline < self.now():
+                return None
+            row.members = [*row.members, worker]
+            if len(row.members) >= row.nodes:
+                row.state = "full"
+            return len(row.members) - 1
+
+    @retried
+    def set_gang_state(self, gang_id: int, state: str) -> None:
+        with self.session() as s:
+            row = s.get(GangRow, gang_id)
+            if row is not None:
+                row.state = state

@@ -1,0 +1,65 @@
+"""The per-sweep claim lock: one process at a time asks a sweep's scheduler and records what
+it got, so any number of controllers and workers never exceed the budget, never run one
+trial twice, and never leave a suggestion without its record.
+
+The lock must not be a write transaction on the database itself: the scheduler writes through
+its own connections (Optuna's storage) while the lock is held, and SQLite has a single writer,
+so a transaction held across those writes would deadlock. Instead:
+
+* PostgreSQL (many hosts): a session-level advisory lock (``pg_advisory_lock``) on a dedicated
+  connection, keyed by the sweep's name; the server releases it if the holder dies.
+* SQLite (one host): an OS file lock beside the database file (``filelock``), released by the
+  kernel if the holder dies.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from filelock import FileLock
+from sqlalchemy.engine import Engine
+
+from hyperfleet.platform.storage.engine import sqlite_path
+
+
+def _key(sweep: str) -> int:
+    """A 63-bit advisory lock key for ``sweep`` (stable across processes and hosts)."""
+    return (zlib.crc32(b"hyperfleet-claim") << 31) ^ zlib.crc32(sweep.encode())
+
+
+@contextmanager
+def claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[None]:
+    """Hold the sweep's claim lock for the duration of the block (see the module docstring)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _key(sweep)})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _key(sweep)})
+                conn.commit()
+        return
+    path = sqlite_path(url)
+    if path is None:  # in memory: one process
+        yield
+        return
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in sweep)
+    with FileLock(str(path.parent / f".{path.name}.{safe}.claim.lock")):
+        yield
+
+
+@contextmanager
+def file_lock_for(url: str, what: str) -> Iterator[None]:
+    """A host-wide lock named after a SQLite file (e.g. serialising the creation of a new MLflow
+    store by two processes); no lock for other URLs."""
+    path = sqlite_path(url) if url.startswith("sqlite:") else None
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / f".{path.name}.{what}.lock")):
+        yield

@@ -1,0 +1,93 @@
+"""Riding out a storage outage: a database write that fails because the server went away is
+retried with backoff for a while before anyone gives up.
+
+Every piece of a sweep's state lives in its database, so a short outage (a PostgreSQL restart,
+a network blip) must not kill a controller or a trial. :func:`retrying` re-runs an operation
+whose failure is *transient* — the connection was refused, dropped or invalidated, SQLite was
+busy — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 120, the sweep
+file's ``storage_retry``), then raises :class:`StorageOutageError`. Operations retried this way are
+idempotent (upserts, ``tell`` of a finished trial, requeues), so a retry after a commit whose
+answer was lost changes nothing. Anything else (a constraint, a schema error) fails at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import sqlalchemy as sa
+
+from hyperfleet.errors import StorageOutageError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_RETRY_S = 120.0
+_TRANSIENT_SQLITE = ("locked", "busy", "disk i/o", "unable to open")
+
+
+def transient(exc: BaseException) -> bool:
+    """True when ``exc`` (or what it wraps) says the database was unreachable, not wrong."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, sa.exc.DBAPIError):
+            if exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError):
+                return True
+            if isinstance(exc, sa.exc.OperationalError):
+                text = str(exc.orig).lower()
+                sqlite = "sqlite" in type(exc.orig).__module__
+                return not sqlite or any(word in text for word in _TRANSIENT_SQLITE)
+            return False
+        if type(exc).__name__ in ("OperationalError", "InterfaceError") and "psycopg" in (
+            type(exc).__module__
+        ):
+            return True
+        nxt = exc.__cause__ or exc.__context__
+        exc = nxt  # type: ignore[assignment]
+    return False
+
+
+def retrying(
+    fn: Callable[[], T],
+    budget_s: float = DEFAULT_RETRY_S,
+    what: str = "storage",
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """``fn()``, retried while it fails transiently, for up to ``budget_s`` seconds."""
+    start = time.monotonic()
+    delay, warned = 0.5, -1.0
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            waited = time.monotonic() - start
+            if waited >= budget_s:
+                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+                raise StorageOutageError(
+                    f"{what}: unreachable for {waited:.0f} s ({reason}); stopped cleanly: "
+                    f"running trials go back in the queue when the sweep runs again"
+                ) from exc
+            if warned < 0 or waited - warned >= 10:
+                logger.warning("%s unreachable (%s); retrying for up to %g s", what, exc, budget_s)
+                warned = waited
+            sleep(min(delay, max(0.0, budget_s - waited)))
+            delay = min(delay * 2, 5.0)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retried(method: F) -> F:
+    """A storage method retried through an outage for its object's ``retry_s`` seconds."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return retrying(lambda: method(self, *args, **kwargs), self.retry_s)
+
+    return cast(F, call)

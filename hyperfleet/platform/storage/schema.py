@@ -1,0 +1,240 @@
+"""Every ``hf_*`` table of the platform, in one schema with a version.
+
+Beside Optuna's RDB tables (the search history: trials, params, intermediate and final values)
+the platform keeps what it must survive a crash with:
+
+* ``hf_sweeps`` — one row per sweep: its validated configuration, status and MLflow ids;
+* ``hf_trials`` — one row per trial: state, params, worker (host, pid), heartbeat, last report,
+  outcome, error tail, MLflow run, log and directory;
+* ``hf_pbt_populations``, ``hf_pbt_members``, ``hf_lineage`` — population-based training: a
+  lock row per sweep, one row per member, and every exploit/explore event
+  (:mod:`hyperfleet.platform.schedulers.population` reads and writes them);
+* ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
+  heartbeat, state); trials and leases name the worker that holds them;
+* ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
+  joined as its nodes;
+* ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
+  from when to when (a paused or resumed trial has several); the dashboard's device timeline
+  and the utilisation figures come from it;
+* ``hf_meta`` — ``schema_version``: a database written by a newer hyperfleet is refused with a
+  clear message instead of being misread.
+
+Only :func:`create_schema` runs DDL; it is called when a sweep is created or continued. Trial
+processes and readers (``sweep status``, the dashboard) never create anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from hyperfleet.errors import StorageError
+
+SCHEMA_VERSION = 2
+"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases."""
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every hyperfleet table (prefix ``hf_``)."""
+
+
+metadata = Base.metadata
+
+
+class SweepRow(Base):
+    __tablename__ = "hf_sweeps"
+    name: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    study_name: Mapped[str] = mapped_column(sa.String(256))
+    config: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[float] = mapped_column(sa.Float)
+    updated_at: Mapped[float] = mapped_column(sa.Float)
+    status: Mapped[str] = mapped_column(sa.String(32), default="created")
+    mlflow_experiment_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    mlflow_parent_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+
+
+class TrialRow(Base):
+    __tablename__ = "hf_trials"
+    __table_args__ = (sa.UniqueConstraint("sweep", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sweep: Mapped[str] = mapped_column(sa.ForeignKey("hf_sweeps.name"), index=True)
+    number: Mapped[int] = mapped_column(sa.Integer)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    params: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
+    host: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)
+    pid: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    heartbeat_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
+    attempts: Mapped[int] = mapped_column(sa.Integer, default=0)
+    last_step: Mapped[int | None] = mapped_column(sa.Integer, nullable=True)
+    metrics: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
+    outcome: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    log_path: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    trial_dir: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)  # hf_workers.id
+    retries: Mapped[int] = mapped_column(sa.Integer, default=0)  # relaunches after losses/crashes
+    notes: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # warnings for the user
+
+
+class WorkerRow(Base):
+    __tablename__ = "hf_workers"
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(sa.String(255))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+    pool: Mapped[str] = mapped_column(sa.String(128), default="default")
+    devices: Mapped[list[str]] = mapped_column(sa.JSON)
+    address: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)  # advertised
+    sweeps: Mapped[list[str] | None] = mapped_column(sa.JSON, nullable=True)  # None: all
+    started_at: Mapped[float] = mapped_column(sa.Float)
+    heartbeat_at: Mapped[float] = mapped_column(sa.Float)
+    state: Mapped[str] = mapped_column(sa.String(16))  # active | draining | stopped
+
+
+class GangRow(Base):
+    """A trial spanning ``nodes`` hosts: its rendezvous, and which workers joined as nodes."""
+
+    __tablename__ = "hf_gangs"
+    __table_args__ = (sa.UniqueConstraint("sweep", "trial", "attempt"),)
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sweep: Mapped[str] = mapped_column(sa.String(128), index=True)
+    trial: Mapped[int] = mapped_column(sa.Integer)
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    nodes: Mapped[int] = mapped_column(sa.Integer)
+    per_node: Mapped[int] = mapped_column(sa.Integer)  # devices on each node
+    endpoint: Mapped[str] = mapped_column(sa.String(255))  # host:port of the c10d rendezvous
+    rdzv_id: Mapped[str] = mapped_column(sa.String(255))
+    spec: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # the TrialSpec every node runs
+    members: Mapped[list[str]] = mapped_column(sa.JSON)  # worker ids, node 0 (the leader) first
+    deadline: Mapped[float] = mapped_column(sa.Float)  # unfilled by then: the leader gives up
+    state: Mapped[str] = mapped_column(sa.String(16))  # open | full | over
+
+
+class LeaseRow(Base):
+    __tablename__ = "hf_leases"
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    sweep: Mapped[str] = mapped_column(sa.String(128), index=True)
+    trial: Mapped[int] = mapped_column(sa.Integer)
+    host: Mapped[str] = mapped_column(sa.String(255))
+    pid: Mapped[int] = mapped_column(sa.Integer)
+    devices: Mapped[list[str]] = mapped_column(sa.JSON)  # e.g. ["cuda:0", "cuda:1"]
+    started_at: Mapped[float] = mapped_column(sa.Float)
+    ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
+    state: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)  # how it ended
+    worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+
+
+meta_table = sa.Table(
+    "hf_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.String(255), nullable=False),
+)
+
+# -- population-based training (see schedulers/population.py) ------------------------------
+
+populations_table = sa.Table(
+    "hf_pbt_populations",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False, default=0),
+)
+
+members_table = sa.Table(
+    "hf_pbt_members",
+    metadata,
+    sa.Column("sweep", sa.String(255), primary_key=True),
+    sa.Column("member", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("initial", sa.JSON, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("score", sa.Float, nullable=True),
+    sa.Column("steps_trained", sa.Integer, nullable=False),
+    sa.Column("last_check", sa.Integer, nullable=False),
+    sa.Column("ckpt_member", sa.Integer, nullable=True),
+    sa.Column("ckpt_step", sa.Integer, nullable=True),
+    sa.Column("reports", sa.Integer, nullable=False),
+    sa.Column("decision", sa.JSON, nullable=True),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("barrier", sa.Boolean, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("check_score", sa.Float, nullable=True),
+    sa.Column("history", sa.JSON, nullable=False),
+    sa.Column("updated", sa.Float, nullable=False),
+)
+
+lineage_table = sa.Table(
+    "hf_lineage",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sweep", sa.String(255), nullable=False, index=True),
+    sa.Column("time", sa.Float, nullable=False),
+    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("member", sa.Integer, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("donor", sa.Integer, nullable=False),
+    sa.Column("donor_step", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("old_params", sa.JSON, nullable=False),
+    sa.Column("new_params", sa.JSON, nullable=False),
+    sa.Column("member_score", sa.Float, nullable=True),
+    sa.Column("donor_score", sa.Float, nullable=True),
+    sa.UniqueConstraint("sweep", "member", "generation", "kind", name="uq_hf_lineage_event"),
+)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the missing ``hf_*`` tables and stamp the schema version (idempotent; safe when
+    several processes do it at once)."""
+    try:
+        metadata.create_all(engine)
+    except sa.exc.OperationalError as exc:
+        if "already exists" not in str(exc.orig):  # a racing process created it first
+            raise
+        metadata.create_all(engine)
+    with engine.begin() as conn:
+        found = schema_version(conn)
+        if found is None:
+            try:
+                with conn.begin_nested():
+                    conn.execute(
+                        meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                    )
+            except sa.exc.IntegrityError:
+                found = schema_version(conn)
+        _check_version(found, engine.url)
+
+
+def schema_version(conn: Connection) -> int | None:
+    """The stored schema version; None before it was stamped (or without ``hf_meta``)."""
+    if not sa.inspect(conn).has_table(meta_table.name):
+        return None
+    row = conn.execute(
+        sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")
+    ).first()
+    return None if row is None else int(row[0])
+
+
+def check_readable(engine: Engine) -> None:
+    """``StorageError`` unless the database holds a hyperfleet schema this version can read."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(SweepRow.__tablename__):
+            raise StorageError(
+                f"storage: {engine.url.render_as_string(hide_password=True)} holds no "
+                f"hyperfleet sweeps; check the URL or run a sweep first"
+            )
+        _check_version(schema_version(conn), engine.url)
+
+
+def _check_version(found: int | None, url: Any) -> None:
+    if found is not None and found > SCHEMA_VERSION:
+        raise StorageError(
+            f"storage: {url.render_as_string(hide_password=True)} has schema version {found}, "
+            f"newer than this hyperfleet's {SCHEMA_VERSION}; upgrade hyperfleet"
+        )

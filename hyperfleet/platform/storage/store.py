@@ -1,0 +1,271 @@
+"""The platform's storage: Optuna's RDB study tables plus hyperfleet's own, in one database.
+
+:class:`Storage` opens a database URL (SQLite or PostgreSQL) in one of three ways:
+
+* ``Storage(url)`` — the controller: creates the schema if missing (:mod:`.schema`);
+* ``Storage(url, create=False)`` — trial processes: the schema is there, no DDL is run;
+* ``Storage.open_readonly(url)`` — readers (``sweep status``, ``sweep list``, the dashboard):
+  nothing is created (a mistyped SQLite path is an error, not a new empty file) and nothing
+  can be written.
+
+Every write is one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+from hyperfleet.errors import StorageError
+from hyperfleet.platform.storage.engine import (
+    configure_sqlite,
+    create_engine,
+    engine_kwargs,
+    readonly_url,
+)
+from hyperfleet.platform.storage.fleet import FleetStore
+from hyperfleet.platform.storage.locks import claim_lock
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+from hyperfleet.platform.storage.retry import retried as _retried
+from hyperfleet.platform.storage.schema import (
+    SweepRow,
+    TrialRow,
+    check_readable,
+    create_schema,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A read-only copy of a ``hf_trials`` row."""
+
+    sweep: str
+    number: int
+    state: str
+    params: Mapping[str, Any]
+    host: str | None
+    pid: int | None
+    heartbeat_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    attempts: int
+    last_step: int | None
+    metrics: Mapping[str, Any]
+    outcome: str | None
+    error: str | None
+    mlflow_run_id: str | None
+    log_path: str | None
+    trial_dir: str | None
+    worker: str | None = None
+    retries: int = 0
+    notes: str | None = None
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON
+    (and PostgreSQL's json type) has no NaN or infinity, and a reported NaN must be kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _record(row: TrialRow) -> TrialRecord:
+    return TrialRecord(**{f: getattr(row, f) for f in TrialRecord.__dataclass_fields__})
+
+
+def worker_identity() -> tuple[str, int]:
+    return socket.gethostname(), os.getpid()
+
+
+class Storage(FleetStore):
+    """hyperfleet's tables and Optuna's RDB storage on one database URL."""
+
+    def __init__(
+        self,
+        url: str,
+        create: bool = True,
+        readonly: bool = False,
+        clock: Any = None,
+        retry_s: float = DEFAULT_RETRY_S,
+    ) -> None:
+        """``create=False`` (trial processes): the controller already made the tables and
+        checked Optuna's schema version, so opening costs no DDL or migration lookup.
+        ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
+        stamps heartbeats and reports: a simulated sweep runs on a virtual clock. ``retry_s``:
+        how long a data method rides out an outage (:mod:`.retry`)."""
+        self.url = url
+        self.retry_s = retry_s
+        self.clock = clock
+        self.create = create and not readonly
+        self.readonly = readonly
+        self.engine = create_engine(url, readonly=readonly)
+        try:
+            if self.create:
+                create_schema(self.engine)
+            elif readonly:
+                check_readable(self.engine)
+        except sa.exc.OperationalError as exc:
+            self.engine.dispose()
+            raise StorageError(f"storage: cannot open {url!r}: {exc.orig}") from None
+        except StorageError:
+            self.engine.dispose()
+            raise
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._optuna: Any = None
+
+    @classmethod
+    def open_readonly(cls, url: str) -> Storage:
+        """Open for reading only: creates nothing, runs no DDL, writes nothing.
+
+        ``StorageError`` (one line) when the database does not exist, is unreachable, or
+        holds no hyperfleet sweeps.
+        """
+        return cls(url, create=False, readonly=True)
+
+    @property
+    def optuna(self) -> Any:
+        """Optuna's ``RDBStorage`` on the same database (created on first use)."""
+        if self._optuna is None:
+            import optuna
+
+            url = readonly_url(self.url) if self.readonly else self.url
+            self._optuna = optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs(self.url, self.readonly),
+                skip_compatibility_check=not self.create,
+                skip_table_creation=not self.create,
+            )
+            configure_sqlite(self._optuna.engine, self.readonly)
+        return self._optuna
+
+    def claim_lock(self, sweep: str) -> AbstractContextManager[None]:
+        """The sweep's claim lock (:mod:`.locks`): held while asking its scheduler for a trial
+        and recording it, and while opening or recovering the sweep."""
+        return claim_lock(self.engine, self.url, sweep)
+
+    def has_studies(self) -> bool:
+        """True when Optuna's tables exist (a PBT-only database has none)."""
+        return sa.inspect(self.engine).has_table("studies")
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions.begin() as s:
+            yield s
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self._optuna is not None:
+            self._optuna.remove_session()
+            self._optuna.engine.dispose()
+
+    # -- sweeps ------------------------------------------------------------------------
+
+    @_retried
+    def get_sweep(self, name: str) -> SweepRow | None:
+        with self.session() as s:
+            return s.get(SweepRow, name)
+
+    @_retried
+    def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
+        """Create the sweep's row, or return it if another process created it first."""
+        now = self.now()
+        row = SweepRow(
+            name=name, study_name=name, config=dict(config), created_at=now, updated_at=now
+        )
+        try:
+            with self.session() as s:
+                s.add(row)
+        except sa.exc.IntegrityError:
+            existing = self.get_sweep(name)
+            assert existing is not None
+            return existing
+        return row
+
+    @_retried
+    def update_sweep(self, name: str, **fields: Any) -> None:
+        with self.session() as s:
+            row = s.get(SweepRow, name, with_for_update=True)
+            assert row is not None, f"sweep {name} vanished"
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.updated_at = self.now()
+
+    @_retried
+    def list_sweeps(self) -> list[SweepRow]:
+        with self.session() as s:
+            return list(s.scalars(sa.select(SweepRow).order_by(SweepRow.created_at)))
+
+    # -- trials ------------------------------------------------------------------------
+
+    @_retried
+    def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
+        with self.session() as s:
+            row = self._trial_row(s, sweep, number)
+            return _record(row) if row else None
+
+    @_retried
+    def trials(self, sweep: str) -> list[TrialRecord]:
+        with self.session() as s:
+            q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
+            return [_record(r) for r in s.scalars(q)]
+
+    @staticmethod
+    def _trial_row(s: Session, sweep: str, number: int, lock: bool = False) -> TrialRow | None:
+        q = sa.select(TrialRow).where(TrialRow.sweep == sweep, TrialRow.number == number)
+        if lock:
+            q = q.with_for_update()
+        return s.scalars(q).one_or_none()
+
+    @_retried
+    def upsert_trial(self, sweep: str, number: int, **fields: Any) -> TrialRecord:
+        with self.session() as s:
+            row = self._trial_row(s, sweep, number, lock=True)
+            if row is None:
+                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
+                row.params, row.metrics = {}, {}
+                s.add(row)
+            for key, value in fields.items():
+                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
+            s.flush()
+            return _record(row)
+
+    def now(self) -> float:
+        return time.time() if self.clock is None else float(self.clock.time())
+
+    @_retried
+    def record_report(
+        self, sweep: str, number: int, step: int, metrics: Mapping[str, float]
+    ) -> None:
+        """One report of a running trial: its last step and metrics, and a heartbeat. On the
+        hot path of every ``ctx.report``, so one UPDATE statement in one transaction (no
+        read, no ORM); a trial without a row yet gets one through :meth:`upsert_trial`."""
+        fields = {
+            "last_step": step,
+            "metrics": json_safe(dict(metrics)),
+            "heartbeat_at": self.now(),
+        }
+        query = (
+            sa.update(TrialRow)
+            .where(TrialRow.sweep == sweep, TrialRow.number == number)
+            .values(**fields)
+        )
+        with self.engine.begin() as conn:
+            updated = conn.execute(query).rowcount
+        if not updated:
+            self.upsert_trial(sweep, number, **fields)

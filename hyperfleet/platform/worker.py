@@ -1,0 +1,259 @@
+"""A worker: one host's devices serving the sweeps of a shared storage.
+
+``hyperfleet worker --storage URL`` registers itself (``hf_workers``: host, pool, devices,
+advertised address, heartbeat), then runs the controller loop over every active sweep of the
+storage (or those named with ``--sweep``), in order of ``budget.priority`` then age, until it
+is stopped: SIGTERM or SIGINT drain it (running trials are stopped, checkpointed and requeued,
+not failed; devices released; the worker deregistered). It holds no state that is not in the
+database, so a worker killed with SIGKILL and restarted (or replaced by another anywhere)
+loses only the work since each trial's last checkpoint: once its heartbeat is older than
+``--stale-after``, any live worker requeues its trials.
+
+Workers are started by whatever the team runs — a shell on each host, ``docker compose
+--scale worker=N``, a Slurm array, a Kubernetes Job — and coordinate only through the
+database (PostgreSQL for many hosts), the way Optuna distributes a study.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config import SweepConfig, parse_sweep
+from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
+from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.results import SweepSummary
+from hyperfleet.platform.storage import Storage, WorkerRecord
+from hyperfleet.platform.storage.locks import file_lock_for
+from hyperfleet.platform.tracking import SweepTracker
+
+logger = logging.getLogger(__name__)
+
+ACTIVE = ("submitted", "running")
+
+
+def default_tracking(cfg: SweepConfig) -> str:
+    return cfg.tracking.uri or f"sqlite:///{Path(cfg.workdir) / 'mlflow.db'}"
+
+
+def open_stored(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepSession:
+    """Open (create or continue) ``cfg``'s sweep with its own storage connection and tracker."""
+    storage = Storage(storage_url, retry_s=cfg.storage_retry)
+    experiment = cfg.tracking.experiment or cfg.name
+    with file_lock_for(tracking_uri, "mlflow-create"):  # two new sweeps, one new store
+        tracker = SweepTracker(tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
+    return open_session(cfg, storage, tracker, tracking_uri)
+
+
+class StoredSweeps:
+    """The active sweeps of a storage that this worker serves: all, or the ``names`` given;
+    only those of its ``pool`` (a sweep without ``resources.pool`` goes to any pool), and only
+    trials whose nodes fit its devices."""
+
+    def __init__(
+        self,
+        storage_url: str,
+        names: list[str] | None,
+        pool: str,
+        devices: int,
+        tracking_uri: str | None = None,
+    ) -> None:
+        self.storage_url = storage_url
+        self.names = names
+        self.pool = pool
+        self.devices = devices
+        self.tracking_uri = tracking_uri
+        self._skipped: set[str] = set()
+        self.catalog = Storage(storage_url, create=False)
+
+    def _fits(self, cfg: SweepConfig) -> bool:
+        r = cfg.trial.resources
+        if r.pool is not None and r.pool != self.pool:
+            return False
+        per_node = r.devices // r.nodes
+        if per_node > self.devices:
+            if cfg.name not in self._skipped:
+                logger.warning(
+                    "sweep %s needs %d devices per node; this worker has %d: not serving it",
+                    cfg.name, per_node, self.devices,
+                )  # fmt: skip
+                self._skipped.add(cfg.name)
+            return False
+        return True
+
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        opened = []
+        for row in self.catalog.list_sweeps():
+            if row.name in serving or row.status not in ACTIVE:
+                continue
+            if self.names is not None and row.name not in self.names:
+                continue
+            cfg = parse_sweep(row.config)
+            if self._fits(cfg):
+                opened.append(open_stored(cfg, self.storage_url, self.tracking_uri or
+                                          default_tracking(cfg)))  # fmt: skip
+        return opened
+
+
+class Launchers:
+    """The launcher of each sweep: warm torchrun groups shared by every sweep of one-node
+    trials (a fresh group per trial with ``trial.reuse: false``), plain torchrun for trials
+    that span hosts, and an in-process pool per sweep of ``devices: 0`` trials."""
+
+    def __init__(self, pool: LocalPool) -> None:
+        self.pool = pool
+        self._warm: Any = None
+        self._torchrun: Launcher | None = None
+        self._inprocess: dict[str, Any] = {}
+
+    def __call__(self, cfg: SweepConfig) -> Launcher:
+        r = cfg.trial.resources
+        if r.devices == 0:
+            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+
+            if cfg.name not in self._inprocess:
+                most = min(cfg.budget.max_concurrent, self.pool.size)
+                self._inprocess[cfg.name] = InProcessLauncher(most)
+            return cast(Launcher, self._inprocess[cfg.name])
+        if r.nodes > 1:
+            if self._torchrun is None:
+                from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
+
+                self._torchrun = TorchrunLauncher(self.pool.threads_per_process())
+            return self._torchrun
+        if self._warm is None:
+            from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
+
+            self._warm = WarmTorchrunLauncher(self.pool.threads_per_process())
+        return cast(Launcher, self._warm)
+
+    def prestart(self, cfg: SweepConfig) -> None:
+        """Start the processes the sweep's first trials will run in now, so their start-up
+        (an interpreter, torch) overlaps opening the sweep."""
+        r = cfg.trial.resources
+        if r.devices == 0:
+            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+
+            most = min(cfg.budget.max_concurrent, self.pool.size)
+            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True)
+            return
+        launcher = self(cfg)
+        if r.nodes == 1 and hasattr(launcher, "prestart"):
+            k = r.devices
+            slots = min(cfg.budget.max_concurrent, self.pool.size // k)
+            first = [Lease(tuple(self.pool.devices[i * k : (i + 1) * k]), 0) for i in range(slots)]
+            launcher.prestart(first, cfg.trial)
+
+
+def worker_record(
+    pool: LocalPool, pool_name: str, address: str | None, sweeps: list[str] | None, now: float
+) -> WorkerRecord:
+    host = socket.gethostname()
+    return WorkerRecord(
+        id=f"{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
+        host=host,
+        pid=os.getpid(),
+        pool=pool_name,
+        devices=[str(d) for d in pool.devices],
+        address=address,
+        sweeps=sweeps,
+        started_at=now,
+        heartbeat_at=now,
+        state="active",
+    )
+
+
+@contextmanager
+def draining_on_signals(stop: Callable[[], None]) -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM call ``stop`` (a drain) while the block runs; the event is set when
+    one arrived."""
+    got = threading.Event()
+
+    def handler(*_: Any) -> None:
+        got.set()
+        stop()
+
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def run_worker(
+    storage_url: str,
+    pool: LocalPool,
+    *,
+    sweeps: list[str] | None = None,
+    pool_name: str = "default",
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    until: Until | None = None,
+    timing: Timing | None = None,
+    on_progress: Any = None,
+    prestart: SweepConfig | None = None,
+) -> tuple[dict[str, SweepSummary], bool]:
+    """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
+    sweeps closed meanwhile and whether a signal stopped it. ``prestart``: start the
+    processes of that sweep's first trials at once (``sweep run``)."""
+    import time
+
+    launchers = Launchers(pool)
+    if prestart is not None:
+        launchers.prestart(prestart)
+    registry = Storage(storage_url)  # creates the schema of a new database
+    record = worker_record(pool, pool_name, address, sweeps, time.time())
+    source = StoredSweeps(storage_url, sweeps, pool_name, pool.size, tracking_uri)
+    controller = Controller(
+        pool, source, launchers, timing=timing, worker=record, registry=registry,
+        until=until or Until(done=False), on_progress=on_progress,
+    )  # fmt: skip
+    logger.info("worker %s serves %s on %s", record.id, sweeps or "every sweep", record.devices)
+    with draining_on_signals(controller.request_stop) as signalled:
+        summaries = controller.run()
+    registry.close()
+    return summaries, signalled.is_set()
+
+
+def unschedulable(cfg: SweepConfig, registry: Storage, stale_after: float) -> str | None:
+    """Why no live worker could hold one node of the sweep's trials, or None if one can (or
+    none is registered yet: workers may still come)."""
+    r = cfg.trial.resources
+    if r.devices == 0:
+        return None
+    pool = r.pool or "default"
+    live = [w for w in registry.live_workers(stale_after) if r.pool is None or w.pool == pool]
+    if not live:
+        return None
+    largest = max(live, key=lambda w: len(w.devices))
+    per_node = r.devices // r.nodes
+    if per_node <= len(largest.devices):
+        return None
+    where = f" in pool {pool}" if r.pool else ""
+    return (
+        f"trial.resources.devices: a trial needs {per_node} devices per node, but the largest "
+        f"live worker{where} ({largest.host}) has {len(largest.devices)}; lower it, raise "
+        f"resources.nodes, or start a worker with more devices"
+    )
+
+
+def check_pool(cfg: SweepConfig, registry: Storage, stale_after: float) -> None:
+    """``ConfigError`` at submit when live workers of the sweep's pool exist and none could
+    ever hold one node of its trials."""
+    reason = unschedulable(cfg, registry, stale_after)
+    if reason is not None:
+        raise ConfigError(reason)

@@ -1,0 +1,189 @@
+"""The ``trial:`` section of a sweep file, in one torch-free home.
+
+What one trial runs and how: the workload and its fixed params, steps and evaluation cadence,
+the devices it leases, the parallel layout of its ranks (``parallel``), numeric precision,
+gradient accumulation and clipping, how data-parallel ranks communicate (``comm``) or
+synchronise through a parameter server (``sync``), and its checkpoints. The control plane
+validates it; the trial processes receive it inside their :class:`~hyperfleet.spec.wire.TrialSpec`.
+
+A trial's ranks form a ``data x pipeline`` grid (torchtitan's ``ParallelDims`` idea): ``data``
+replicas each hold the whole model (or a whole pipeline) and average gradients; ``pipeline``
+stages each hold a contiguous slice of the model's layers and pass activations forward and
+gradients backward. :mod:`hyperfleet.spec.layout` checks a layout before any process starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote, urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: Any) -> Any:
+    """``90s``, ``30m``, ``2h``, ``1d`` or a number of seconds as seconds (other values as is,
+    for pydantic to reject with its own message)."""
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if not m:
+            raise ValueError(f"expected a duration such as 90s, 30m or 2h, got {value!r}")
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Precision = Literal["fp32", "bf16", "fp16"]
+"""Numeric precision of forward/backward: ``fp32`` (no autocast), ``bf16`` (autocast, no loss
+scaling), ``fp16`` (autocast and ``torch.amp.GradScaler``; wherever torch runs both: CUDA, and
+CPU, where chips without native fp16 arithmetic emulate it)."""
+
+Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b"]
+
+
+class ParallelConfig(_Section):
+    """Layout of the trial's ranks: ``data * pipeline`` must equal the trial's devices."""
+
+    data: int = Field(1, ge=1, description="Data-parallel replicas (DDP across the data axis).")
+    pipeline: int = Field(1, ge=1, description="Pipeline stages (one per rank on the axis).")
+    microbatches: int | None = Field(
+        None,
+        ge=1,
+        description="Micro-batches per pipeline step; default = pipeline (the minimum for 1F1B).",
+    )
+    schedule: Schedule = Field("1f1b", description="Pipeline schedule.")
+    virtual_stages: int = Field(
+        2, ge=2, description="Stages per rank for interleaved-1f1b (ignored otherwise)."
+    )
+
+    @property
+    def n_microbatches(self) -> int:
+        return self.microbatches if self.microbatches is not None else self.pipeline
+
+    @property
+    def n_stages(self) -> int:
+        """Total pipeline stages (``pipeline * virtual_stages`` when interleaved)."""
+        if self.pipeline > 1 and self.schedule == "interleaved-1f1b":
+            return self.pipeline * self.virtual_stages
+        return self.pipeline
+
+
+class CommConfig(_Section):
+    """How DDP averages gradients across the data axis."""
+
+    hook: Literal["allreduce", "ring", "fp16", "bf16", "powersgd"] = Field(
+        "allreduce",
+        description="allreduce: backend all-reduce; ring: explicit ring all-reduce over "
+        "point-to-point sends; fp16/bf16: torch's compression hooks; powersgd: PowerSGD.",
+    )
+    bucket_mb: float = Field(25, gt=0, description="DDP gradient bucket size (bucket_cap_mb).")
+    powersgd_rank: int = Field(1, ge=1, description="PowerSGD matrix approximation rank.")
+    powersgd_start_iter: int = Field(
+        10, ge=2, description="Steps of plain all-reduce before PowerSGD compression starts."
+    )
+
+
+class SyncConfig(_Section):
+    """How data-parallel ranks combine their gradients (see :mod:`hyperfleet.trials.async_ps`)."""
+
+    mode: Literal["allreduce", "async-ps"] = Field(
+        "allreduce", description="allreduce (DDP) or async-ps (rank 0 serves parameters)"
+    )
+    staleness: int | None = Field(
+        4, ge=0, description="async-ps: updates a worker may fall behind before it re-pulls"
+    )
+
+
+def replica_path(location: str | os.PathLike[str]) -> Path:
+    """The directory a replica location names: a plain path or a ``file://`` URI."""
+    text = os.fspath(location)
+    parsed = urlparse(text)
+    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # 1 letter: a Windows drive
+        if parsed.scheme == "file":
+            if parsed.netloc not in ("", "localhost"):
+                raise ValueError(f"file URI with a host is not supported: {text!r}")
+            return Path(unquote(parsed.path))
+        return Path(text)
+    raise ValueError(f"expected a directory or a file:// URI for the replica, got {text!r}")
+
+
+class CheckpointConfig(_Section):
+    """Where and how often a trial keeps checkpoints (see :mod:`hyperfleet.trials.checkpoint`)."""
+
+    every: int | None = Field(None, ge=1, description="steps between checkpoints")
+    keep: int = Field(2, ge=1, description="checkpoints kept (newest), in each location")
+    replica: str | None = Field(None, description="second location: a directory or file:// URI")
+
+    @field_validator("replica")
+    @classmethod
+    def _replica(cls, v: str | None) -> str | None:
+        if v is not None:
+            replica_path(v)
+        return v
+
+
+class Resources(_Section):
+    devices: int = Field(
+        1, ge=0, description="processes of one trial (GPUs, or CPU slots); 0: in-process"
+    )
+    nodes: int = Field(
+        1, ge=1, description="hosts a trial spans (devices per node = devices / nodes)"
+    )
+    gang_timeout: float = Field(
+        300.0, gt=0, description="a multi-node trial not joined by every node by then is let go"
+    )
+    pool: str | None = Field(
+        None, description="only workers started with --pool NAME run it; None: any worker"
+    )
+
+    @field_validator("gang_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _nodes_divide_devices(self) -> Resources:
+        if self.nodes > 1 and (self.devices == 0 or self.devices % self.nodes):
+            raise ValueError(
+                f"devices ({self.devices}) must be a positive multiple of nodes ({self.nodes}): "
+                f"each node runs devices / nodes processes"
+            )
+        return self
+
+
+class TrialConfig(_Section):
+    workload: str = Field(min_length=1, description="built-in name or 'package.module:function'")
+    params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
+    steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
+    eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")
+    resources: Resources = Field(default_factory=Resources)
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    precision: Precision = Field("fp32", description="fp32 | bf16 | fp16 (autocast)")
+    grad_accum: int = Field(1, ge=1, description="micro-batches accumulated per optimizer step")
+    grad_clip: float | None = Field(None, gt=0, description="clip the gradient norm to this")
+    comm: CommConfig = Field(default_factory=CommConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    timeout: float | None = Field(
+        None, gt=0, description="a launch of a trial running longer is stopped and FAIL (90s, 2h)"
+    )
+    reuse: bool = Field(
+        True,
+        description="run this trial in a warm process group left by an earlier trial of the "
+        "same devices and layout (torch, the process group and the workload's module already "
+        "loaded); false: fresh processes for every trial, for workloads that keep state in "
+        "module globals, threads or native libraries that outlive a trial",
+    )
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v)

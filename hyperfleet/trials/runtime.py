@@ -1,0 +1,380 @@
+"""The trial runtime: what every trial process runs, from its spec to its outcome.
+
+It joins the process group, builds the :class:`~hyperfleet.trials.context.TrialContext` and
+runs the workload function. Rank 0 is handed a *recorder* by whoever started the process (the
+platform's trial entry point records each report in storage and MLflow and asks the scheduler
+for a decision; ``hyperfleet train`` prints it); the context broadcasts the decision so every
+rank acts on the same step. The runtime knows nothing of how it was scheduled.
+
+The workload function may run several times in the same processes: an EXPLOIT decision
+(population-based training) copies the donor's checkpoint into this trial's directory and
+calls the workload again with the explored params, which win over anything in the checkpoint;
+no process is relaunched. A replayed schedule (``sweep replay``) runs it once per segment.
+When the workload returns, rank 0's recorder is told the outcome (complete, pruned, paused or
+fail); the controller turns it into the trial's final state. A workload that raises makes the
+process exit non-zero, its traceback in the trial's log.
+
+**Reuse.** A warm process group (:mod:`hyperfleet.platform.launcher.warm`) runs trial after
+trial in the same processes, its process group kept (``keep_process_group``). Before each
+trial :class:`Baseline` puts back what a fresh process would have had, so a trial's metrics do
+not depend on the trials before it: the working directory and environment the group was started
+with, torch's, Python's and NumPy's default generators seeded from fresh entropy (as a new
+process seeds them: unseeded draws differ from run to run cold too), grad mode, default dtype,
+thread count, deterministic-algorithm and TF32 flags, autocast's cache and the CUDA
+allocator's cache, and the root logger's handlers. Workloads seed
+themselves from their params as they do in a fresh process. What it cannot put back is a
+workload module's own globals: ``trial.reuse: false`` gives such a workload fresh processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hyperfleet.errors import TrialPruned
+from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
+from hyperfleet.trials import distributed
+from hyperfleet.trials.checkpoint import CheckpointManager
+from hyperfleet.trials.context import Exploit, Pause, TrialContext
+from hyperfleet.trials.distributed import DistEnv
+from hyperfleet.trials.workloads.registry import load_workload, merged_params
+
+logger = logging.getLogger("hyperfleet.trial")
+
+
+class Recorder(Protocol):
+    """Rank 0's side of ``ctx.report``: record a report and return the decision."""
+
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision: ...
+
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        """After an exploit the trial continues from the donor's ``step`` with ``params``."""
+
+    def finish(self, outcome: str) -> None:
+        """The workload ended: ``complete``, ``pruned``, ``paused`` or ``fail``."""
+
+    def pinned_steps(self) -> set[int] | None:
+        """This trial's checkpoint steps another trial will still load (never pruned);
+        None when unknown (then none are pruned)."""
+
+    def note(self, message: str) -> None:
+        """Something the user should know about this trial (kept in its record); reports
+        are recorded again from the start."""
+
+
+class PrintRecorder:
+    """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
+
+    def __init__(self, spec: TrialSpec | None = None) -> None:
+        self.last: tuple[int, dict[str, float]] | None = None
+
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+        shown = "  ".join(f"{k}={v:.6g}" for k, v in metrics.items())
+        print(f"step {step}: {shown}", flush=True)
+        self.last = (step, dict(metrics))
+        return CONTINUE
+
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        pass
+
+    def finish(self, outcome: str) -> None:
+        if self.last is None:
+            print(f"run {outcome}", flush=True)
+        else:  # the last report in full precision, so a replay can be compared exactly
+            print(f"run {outcome} at step {self.last[0]}: {json.dumps(self.last[1])}", flush=True)
+
+    def pinned_steps(self) -> set[int] | None:
+        return set()
+
+    def note(self, message: str) -> None:
+        print(f"note: {message}", flush=True)
+
+
+RecorderFactory = Callable[[TrialSpec], Recorder]
+
+
+def _setup_logging(rank: int) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s [rank {rank}] %(name)s %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (the launcher stopping the trial) unwinds the stack, so buffered metrics are
+    flushed and the process group is torn down instead of dying mid-write."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def checkpoints_of(
+    spec: TrialSpec, number: int, protect: Callable[[], set[int] | None] | None = None
+) -> CheckpointManager:
+    """The checkpoints of trial ``number`` of this sweep: in its trial directory and, with
+    ``checkpoint.replica``, in its folder under the sweep's replica folder. A run without
+    stores (``hyperfleet train``, ``sweep replay``) writes no replica."""
+    own = spec.number == number
+    directory = Path(spec.trial_dir) if own else trial_dir(spec.workdir, spec.sweep, number)
+    replica = None if spec.replica is None else Path(spec.replica) / directory.name
+    return CheckpointManager(
+        directory / "checkpoints", keep=spec.trial.checkpoint.keep, replica=replica, protect=protect
+    )
+
+
+def _adopt_donor(
+    own: CheckpointManager, donor: CheckpointManager, donor_step: int | None, env: DistEnv
+) -> int:
+    """Rank 0 copies the donor's checkpoint into this trial's directory; returns its step.
+
+    The trial's own checkpoints after that step are dropped: they belong to the weights it
+    just gave up, and must never be resumed from.
+    """
+    step = -1
+    if env.is_main:
+        found = donor.load_at(donor_step)
+        if found is None:
+            raise RuntimeError(f"exploit: the donor has no checkpoint in {donor.directory}")
+        step, state = found
+        own.discard_after(step)
+        own.save(step, state)
+    return int(distributed.broadcast_object(step, env))
+
+
+def _segments(spec: TrialSpec) -> list[tuple[int, dict[str, Any]]]:
+    """``(max_steps, params)`` per run of the workload: one, or a replayed schedule's."""
+    trial = spec.trial
+    if not spec.schedule:
+        return [(trial.steps, dict(spec.params))]
+    ends = [int(start) for start, _ in spec.schedule[1:]] + [trial.steps]
+    return [
+        (end, merged_params(trial.workload, trial.params, params))
+        for end, (_, params) in zip(ends, spec.schedule, strict=True)
+    ]
+
+
+class _Run:
+    """One trial process's run of the workload (see the module docstring)."""
+
+    def __init__(self, spec: TrialSpec, env: DistEnv, recorder: Recorder | None) -> None:
+        self.spec = spec
+        self.env = env
+        self.recorder = recorder
+        protect = recorder.pinned_steps if recorder is not None else None
+        self.own = checkpoints_of(spec, spec.number, protect)
+        self.restore: int | None = None  # a step of this trial's checkpoints (None: latest)
+
+    def adopt(self, donor: int, step: int | None, params: Mapping[str, Any]) -> int:
+        """Continue from ``donor``'s checkpoint at ``step``; rank 0's record follows."""
+        got = _adopt_donor(self.own, checkpoints_of(self.spec, donor), step, self.env)
+        if self.recorder is not None and got != step:
+            logger.warning("the donor's checkpoint of step %s is gone; using step %d", step, got)
+        self.restore = got
+        return got
+
+    def start(self) -> None:
+        point = self.spec.restore
+        if point is None:
+            self._check_resumable()
+            return
+        self.restore = point.step
+        if point.trial != self.spec.number:
+            # Resuming from a donor's weights (a PBT member after an exploit): copy them in
+            # first, so that this trial's own latest checkpoint is what it trains from.
+            got = self.adopt(point.trial, point.step, self.spec.params)
+            if self.recorder is not None and got != point.step:
+                self.recorder.rewind(got, self.spec.params, point.trial)
+
+    def _check_resumable(self) -> None:
+        """A trial that reported before (it is resumed, maybe on another host) but has no
+        checkpoint readable here restarts from step 0, and its record says why."""
+        if not self.spec.reported_through or self.own.latest_step() is not None:
+            return
+        message = (
+            f"resumed on {socket.gethostname()} without a readable checkpoint (it had reported "
+            f"step {self.spec.reported_through}); restarted from step 0 — give "
+            f"trial.checkpoint.replica a folder every host can read"
+        )
+        logger.warning(message)
+        if self.recorder is not None:
+            self.recorder.note(message)
+
+    def context(self, max_steps: int, params: Mapping[str, Any]) -> TrialContext:
+        trial = self.spec.trial
+        return TrialContext(
+            params=params,
+            env=self.env,
+            max_steps=max_steps,
+            eval_every=trial.eval_every,
+            trial_number=self.spec.number,
+            sweep=self.spec.sweep,
+            config=trial,
+            workdir=self.own.directory.parent,
+            checkpoints=self.own,
+            checkpoint_every=trial.checkpoint.every,
+            reporter=self.recorder,
+            restore_step=self.restore,
+        )
+
+    def segment(self, fn: Callable[[TrialContext], Any], max_steps: int, params: Any) -> None:
+        """Run the workload to ``max_steps``, restarting it in place after each exploit.
+
+        Defaults a custom workload declares (``main.hyperfleet_params``) fill in the params
+        the spec doesn't give."""
+        trial = self.spec.trial
+        params = merged_params(trial.workload, {}, params, fn)
+        while True:
+            try:
+                fn(self.context(max_steps, params))
+                return
+            except Exploit as change:
+                d = change.decision
+                assert d.donor is not None and d.params is not None
+                params = merged_params(trial.workload, trial.params, d.params, fn)
+                step = self.adopt(d.donor, d.donor_step, params)
+                if self.recorder is not None:
+                    self.recorder.rewind(step, params, d.donor)
+                logger.info("exploit: continues from trial %s at step %d", d.donor, step)
+
+
+def fresh_seeds() -> None:
+    """Seed torch's (every device's), Python's and NumPy's default generators from fresh
+    entropy, as a new process starts with them."""
+    import numpy as np
+    import torch
+
+    torch.seed()
+    random.seed()
+    np.random.seed()
+
+
+@dataclass
+class Baseline:
+    """The process state a trial may change, as the process started; :meth:`restore` puts it
+    back before the next trial in the same process (see the module docstring)."""
+
+    cwd: str
+    environ: dict[str, str]
+    grad_enabled: bool
+    default_dtype: Any
+    threads: int
+    deterministic: bool
+    matmul_precision: str
+    flags: dict[str, bool] = field(default_factory=dict)
+    log_handlers: list[logging.Handler] = field(default_factory=list)
+    log_level: int = logging.WARNING
+
+    @classmethod
+    def capture(cls) -> Baseline:
+        import torch
+
+        root = logging.getLogger()
+        return cls(
+            cwd=os.getcwd(),
+            environ=dict(os.environ),
+            grad_enabled=torch.is_grad_enabled(),
+            default_dtype=torch.get_default_dtype(),
+            threads=torch.get_num_threads(),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+            matmul_precision=torch.get_float32_matmul_precision(),
+            flags={name: bool(_flag(name)) for name in _TORCH_FLAGS},
+            log_handlers=list(root.handlers),
+            log_level=root.level,
+        )
+
+    def restore(self) -> None:
+        import torch
+
+        os.chdir(self.cwd)
+        if dict(os.environ) != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        fresh_seeds()
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.set_default_dtype(self.default_dtype)
+        torch.set_num_threads(self.threads)
+        torch.use_deterministic_algorithms(self.deterministic)
+        torch.set_float32_matmul_precision(self.matmul_precision)
+        for name, value in self.flags.items():
+            module, _, attr = name.rpartition(".")
+            setattr(_module(module), attr, value)
+        torch.clear_autocast_cache()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        root = logging.getLogger()
+        root.handlers[:] = self.log_handlers
+        root.setLevel(self.log_level)
+
+
+_TORCH_FLAGS = (
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_tf32",
+)
+
+
+def _module(dotted: str) -> Any:
+    import importlib
+
+    head, *rest = dotted.split(".")
+    obj: Any = importlib.import_module(head)
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _flag(name: str) -> Any:
+    module, _, attr = name.rpartition(".")
+    return getattr(_module(module), attr)
+
+
+def run_trial(
+    spec: TrialSpec,
+    recorder_factory: RecorderFactory | None = None,
+    install_signals: bool = False,
+    keep_process_group: bool = False,
+) -> str:
+    """Run one trial described by ``spec``; returns its outcome (rank 0's recorder is built by
+    ``recorder_factory``, default :class:`PrintRecorder`). ``keep_process_group``: a warm
+    group's next trial uses it again (see the module docstring)."""
+    if install_signals:
+        exit_on_sigterm()
+    env = distributed.init()
+    _setup_logging(env.rank)
+    recorder = (recorder_factory or PrintRecorder)(spec) if env.is_main else None
+    run = _Run(spec, env, recorder)
+    outcome = "fail"
+    try:
+        run.start()
+        fn = load_workload(spec.trial.workload)
+        for max_steps, params in _segments(spec):
+            run.segment(fn, max_steps, params)
+            run.restore = None  # a replay's next segment continues from this trial's latest
+        outcome = "complete"
+    except TrialPruned as exc:
+        logger.info("trial %s pruned: %s", spec.number, exc)
+        outcome = "pruned"
+    except Pause:
+        logger.info("trial %s paused; it resumes from its checkpoint", spec.number)
+        outcome = "paused"
+    finally:
+        if not keep_process_group:
+            distributed.teardown()
+        if recorder is not None:
+            recorder.finish(outcome)  # a failed trial keeps the metrics it reported
+    return outcome

@@ -1,0 +1,122 @@
+"""A fleet on one machine: real ``hyperfleet worker`` processes sharing a real PostgreSQL
+storage (and one MLflow store), each with devices of its own."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import deep_update
+from tests.integration.cli import cli, cli_env
+
+
+@dataclass
+class Worker:
+    name: str
+    proc: subprocess.Popen[str]
+    log: Path
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def id(self, fleet: Fleet, timeout: float = 120) -> str:
+        """This worker's id in ``hf_workers`` (once it registered)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for w in fleet.storage().workers():
+                if w.pid == self.proc.pid:
+                    return w.id
+            time.sleep(0.1)
+        raise AssertionError(f"worker {self.name} never registered:\n{self.text()[-3000:]}")
+
+
+@dataclass
+class Fleet:
+    root: Path
+    storage_url: str
+    workers: list[Worker] = field(default_factory=list)
+
+    def sweep(self, data: dict[str, Any], name: str = "sweep.yaml") -> Path:
+        data = deep_update(data, {})
+        data.setdefault("storage", self.storage_url)
+        data.setdefault("tracking", {"uri": f"sqlite:///{self.root / 'mlflow.db'}"})
+        data.setdefault("workdir", str(self.root / "runs"))
+        path = self.root / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def submit(self, path: Path) -> subprocess.CompletedProcess[str]:
+        result = cli("sweep", "submit", str(path), timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    def start(self, name: str, *args: str) -> Worker:
+        log = self.root / f"worker-{name}.log"
+        cmd = [sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
+               self.storage_url, "--heartbeat", "1s", "--stale-after", "15s", *args]  # fmt: skip
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                    env=cli_env(), cwd=self.root)  # fmt: skip
+        worker = Worker(name, proc, log)
+        self.workers.append(worker)
+        return worker
+
+    def storage(self) -> Any:
+        from hyperfleet.platform.storage import Storage
+
+        return Storage(self.storage_url, create=False)
+
+    def trials(self, sweep: str) -> dict[int, Any]:
+        st = self.storage()
+        try:
+            return {t.number: t for t in st.trials(sweep)}
+        finally:
+            st.close()
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        end = time.monotonic() + timeout
+        while not condition():
+            dead = [w for w in self.workers if w.proc.poll() not in (None, 0, 130, -9)]
+            assert not dead, f"worker {dead[0].name} crashed:\n{dead[0].text()[-3000:]}"
+            if time.monotonic() > end:
+                logs = "\n".join(f"--- {w.name}\n{w.text()[-2000:]}" for w in self.workers)
+                raise AssertionError(f"timed out waiting for {what}\n{logs}")
+            time.sleep(0.2)
+
+    def finish(self, timeout: float = 600) -> None:
+        """Every worker exits by itself (``--exit-when-idle``)."""
+        for w in self.workers:
+            try:
+                w.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                raise AssertionError(f"worker {w.name} did not exit:\n{w.text()[-3000:]}") from None
+        for w in self.workers:
+            clean = [
+                line for line in w.text().splitlines() if "Traceback" in line or " ERROR" in line
+            ]
+            assert not clean, f"worker {w.name} logged errors:\n{w.text()[-3000:]}"
+
+    def stop_all(self) -> None:
+        for w in self.workers:
+            if w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGKILL)
+                w.proc.wait()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, postgres_url: str) -> Iterator[Fleet]:
+    f = Fleet(tmp_path, postgres_url)
+    try:
+        yield f
+    finally:
+        f.stop_all()

@@ -1,0 +1,201 @@
+"""Workers on many hosts (here: many processes, each with devices of its own) sharing sweeps
+through one PostgreSQL storage: exact claims, drains, lost workers, elastic joins."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.conftest import deep_update
+from tests.fleet.conftest import Fleet
+from tests.integration.cli import cli
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+NOOP: dict[str, Any] = {
+    "name": "many",
+    "objective": {"metric": "loss", "mode": "min"},
+    "scheduler": {"type": "random", "seed": 0},
+    "budget": {"trials": 40, "max_concurrent": 40},
+    "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+    "trial": {
+        "workload": "tests.integration.workloads:quadratic",
+        "steps": 2,
+        "eval_every": 1,
+        "resources": {"devices": 0},
+    },
+}
+
+
+def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet) -> None:
+    fleet.submit(fleet.sweep(NOOP))
+    for i in range(16):
+        fleet.start(f"w{i}", "--devices", "cpu:1", "--exit-when-idle", "8s")
+    fleet.finish()
+    trials = fleet.trials("many")
+    assert len(trials) == 40
+    assert {t.state for t in trials.values()} == {"COMPLETE"}
+    assert all(t.attempts == 1 for t in trials.values()), "a trial was launched twice"
+    leases = fleet.storage().leases("many")
+    assert sorted(Counter(x.trial for x in leases).values()) == [1] * 40, "claimed twice"
+    assert all(x.ended_at is not None for x in leases), "a lease is still held"
+    assert len({x.worker for x in leases}) > 1, "the work was shared"
+    status = cli("sweep", "list", "--storage", fleet.storage_url)
+    assert "done" in status.stdout
+
+
+def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet: Fleet) -> None:
+    pbt = {
+        "name": "spread",
+        "objective": {"metric": "Q", "mode": "max"},
+        "scheduler": {"type": "pbt", "population": 8, "perturbation_interval": 4, "seed": 0,
+                      "resample_probability": 0.5},
+        "budget": {"max_concurrent": 8},
+        "space": {"h0": {"type": "float", "low": 0.0, "high": 1.0},
+                  "h1": {"type": "float", "low": 0.0, "high": 1.0}},
+        "trial": {"workload": "examples.pbt_toy:main", "params": {"lr": 0.05}, "steps": 40,
+                  "eval_every": 4, "resources": {"devices": 0}},
+    }  # fmt: skip
+    fleet.submit(fleet.sweep(pbt))
+    for i in range(4):
+        fleet.start(f"w{i}", "--devices", "cpu:2", "--exit-when-idle", "8s")
+    fleet.finish()
+    from hyperfleet.platform.schedulers.population import SqlPopulationStore
+
+    st = fleet.storage()
+    members = SqlPopulationStore(st.engine).members("spread")
+    lineage = SqlPopulationStore(st.engine).lineage("spread")
+    assert len(members) == 8 and all(m.step == 40 for m in members.values())
+    keys = [(e.member, e.generation, e.kind) for e in lineage]
+    assert len(keys) == len(set(keys)), "an exploit was recorded twice"
+    exploits = [e for e in lineage if e.kind == "exploit"]
+    assert exploits, "the population exploited"
+    for e in exploits:  # each decision made once: its explore twin, and the generation count
+        assert (e.member, e.generation, "explore") in set(keys)
+    for n, m in members.items():
+        assert m.generation == sum(1 for e in exploits if e.member == n)
+    assert len({x.worker for x in st.leases("spread")}) > 1
+    assert {t.state for t in st.trials("spread")} == {"COMPLETE"}
+
+
+DIGITS: dict[str, Any] = {
+    "name": "digits-shared",
+    "objective": {"metric": "val_accuracy", "mode": "max"},
+    "scheduler": {"type": "random", "seed": 0},
+    "budget": {"trials": 12, "max_concurrent": 4},
+    "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True}},
+    "trial": {
+        "workload": "digits",
+        "params": {"batch_size": 64},
+        "steps": 60,
+        "eval_every": 10,
+        "resources": {"devices": 1},
+    },
+}
+
+
+def _mlflow_steps(fleet: Fleet, run_id: str, metric: str) -> list[int]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{fleet.root / 'mlflow.db'}")
+    return [m.step for m in client.get_metric_history(run_id, metric)]
+
+
+def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
+    fleet.submit(fleet.sweep(DIGITS))
+    a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "10s")
+    b = fleet.start("b", "--devices", "cpu:2", "--exit-when-idle", "10s")
+    a_id = a.id(fleet)
+
+    def a_has_a_checkpointed_trial() -> bool:
+        return any(
+            t.worker == a_id and t.state == "RUNNING" and (t.last_step or 0) >= 20
+            for t in fleet.trials("digits-shared").values()
+        )
+
+    fleet.wait(a_has_a_checkpointed_trial, 600, "a trial of worker a past step 20")
+    victims = {
+        n: t for n, t in fleet.trials("digits-shared").items()
+        if t.worker == a_id and t.state == "RUNNING"
+    }  # fmt: skip
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait()
+    fleet.workers.remove(a)
+    fleet.finish()
+    trials = fleet.trials("digits-shared")
+    assert len(trials) == 12 and {t.state for t in trials.values()} == {"COMPLETE"}
+    b_id = b.id(fleet)
+    for n, before in victims.items():
+        after = trials[n]
+        assert after.worker == b_id and after.attempts == before.attempts + 1
+        assert after.mlflow_run_id == before.mlflow_run_id, "one MLflow run"
+        steps = _mlflow_steps(fleet, after.mlflow_run_id or "", "val_accuracy")
+        assert len(steps) == len(set(steps)), f"a step reported twice: {sorted(steps)}"
+        log = (fleet.root / "runs" / "digits-shared" / f"trial-{n:04d}" / "log.txt").read_text()
+        if (before.last_step or 0) >= 10:
+            assert "resumes from its checkpoint" in log
+    leases = fleet.storage().leases("digits-shared")
+    assert all(x.ended_at is not None for x in leases), "no lease is held"
+    assert {x.state for x in leases if x.worker == a_id} <= {"LOST", "COMPLETE"}
+
+
+def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet: Fleet) -> None:
+    data = deep_update(DIGITS, {"name": "elastic", "budget": {"trials": 4, "max_concurrent": 4},
+                                "trial": {"steps": 80}})  # fmt: skip
+    fleet.submit(fleet.sweep(data))
+    a = fleet.start("a", "--devices", "cpu:1")
+    a_id = a.id(fleet)
+    fleet.wait(lambda: any((t.last_step or 0) >= 20 for t in fleet.trials("elastic").values()),
+               600, "worker a's trial past step 20")  # fmt: skip
+    b = fleet.start("b", "--devices", "cpu:1", "--exit-when-idle", "10s")
+    b_id = b.id(fleet)
+    st = fleet.storage()
+    registered = next(w.started_at for w in st.workers() if w.id == b_id)
+    fleet.wait(lambda: any(t.worker == b_id for t in fleet.trials("elastic").values()),
+               120, "worker b to take a trial")  # fmt: skip
+    first = min(t.started_at for t in fleet.trials("elastic").values() if t.worker == b_id)
+    assert first - registered <= 1.0, "claimed within one heartbeat interval (1 s)"
+    handed = [n for n, t in fleet.trials("elastic").items() if t.worker == a_id and
+              t.state == "RUNNING"]  # fmt: skip
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=120) == 130
+    fleet.workers.remove(a)
+    after = fleet.trials("elastic")
+    for n in handed:
+        assert after[n].state in ("WAITING", "RUNNING", "COMPLETE"), "handed back, not FAIL"
+    fleet.finish()
+    trials = fleet.trials("elastic")
+    assert {t.state for t in trials.values()} == {"COMPLETE"}
+    for n in handed:
+        assert trials[n].worker == b_id
+        log = (fleet.root / "runs" / "elastic" / f"trial-{n:04d}" / "log.txt").read_text()
+        assert "resumes from its checkpoint" in log
+    state = next(w.state for w in fleet.storage().workers() if w.id == a_id)
+    assert state == "stopped", "a drained worker deregisters"
+
+
+def test_unschedulable_trials_are_reported_and_impossible_ones_refused(fleet: Fleet) -> None:
+    big = deep_update(DIGITS, {"name": "big", "trial": {"resources": {"devices": 4},
+                                                        "parallel": {"data": 4}}})  # fmt: skip
+    path = fleet.sweep(big)
+    fleet.submit(path)  # no worker yet: nothing to judge by
+    w = fleet.start("small", "--devices", "cpu:2")
+    w.id(fleet)
+    status = cli("sweep", "status", "big", "--storage", fleet.storage_url)
+    assert status.returncode == 0
+    assert "unschedulable: trial.resources.devices: a trial needs 4 devices per node" in (
+        status.stdout.replace("\n", " ")
+    )
+    again = cli("sweep", "submit", str(fleet.sweep({**big, "name": "big2"}, "big2.yaml")))
+    assert again.returncode == 2
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "largest live worker" in lines[0]
+    import json
+
+    listed = json.loads(cli("workers", "--storage", fleet.storage_url, "--json").stdout)
+    assert [(x["worker"], x["devices"], x["state"]) for x in listed] == [
+        (w.id(fleet), "cpu:0,cpu:1", "active")
+    ]

@@ -1,0 +1,44 @@
+"""Workloads of the warm-group tests: they read the process state a trial may inherit from the
+trial before it, train a little with DDP, and then change that state on purpose."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+import hyperfleet
+
+
+def probe(ctx: hyperfleet.TrialContext) -> None:
+    """Report what this trial found (``leaks``: 0 when the process looked fresh) and a DDP
+    loss from ``params.seed``; then leave changed state behind, and raise if ``params.fail``."""
+    leaks = sum([
+        "HF_TEST_LEAK" in os.environ,
+        os.getcwd() == "/",
+        not torch.is_grad_enabled(),
+        torch.get_num_threads() == 3,
+        any(isinstance(h, logging.NullHandler) for h in logging.getLogger().handlers),
+        torch.initial_seed() == 12345,
+    ])  # fmt: skip
+    torch.manual_seed(int(ctx.params["seed"]))
+    model = ctx.wrap(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
+                                         torch.nn.Linear(8, 1)))  # fmt: skip
+    opt = torch.optim.SGD(model.parameters(), lr=float(ctx.params["lr"]))
+    x, y = torch.randn(16, 6), torch.randn(16, 1)
+    for _ in range(ctx.max_steps):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    metrics = {"loss": ctx.mean_over_data(loss.item()), "leaks": float(leaks)}
+    os.environ["HF_TEST_LEAK"] = "1"
+    os.chdir("/")
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(3)
+    torch.manual_seed(12345)
+    logging.getLogger().addHandler(logging.NullHandler())
+    if ctx.params.get("fail"):
+        raise RuntimeError("injected failure after leaving state behind")
+    ctx.report(ctx.max_steps, metrics)
