@@ -10,7 +10,7 @@ it checks the acceptance of issue #17 for skopt and gp: median regret at concurr
 twice that at concurrency 1, and no seed at concurrency 2 or 4 worse than random's median.
 
     python benchmarks/bench_parallel_bo.py            # 3 functions, c = 1..16, 5 seeds
-    python benchmarks/bench_parallel_bo.py --quick    # in `make bench`: camel6, c = 1, 4; 2 seeds
+    python benchmarks/bench_parallel_bo.py --quick    # make bench: camel6 25 trials, c=1,4, 2 seeds
     python benchmarks/bench_parallel_bo.py --json out.json   # also the raw best values
     python benchmarks/bench_parallel_bo.py --log runs.jsonl  # resumable: finished runs kept
     python benchmarks/bench_parallel_bo.py --schedulers "skopt,skopt cl_min" --functions camel6
@@ -45,19 +45,22 @@ EXTRA: dict[str, dict[str, Any]] = {
     f"skopt {liar}": {"type": "skopt", "liar": liar} for liar in ("cl_min", "cl_mean", "cl_max")
 }
 BUDGET = {"branin": 40, "camel6": 40, "hartmann6": 60}
+QUICK_BUDGET = {"camel6": 25}  # --quick, a smoke run that takes under a minute on 2 idle cores
 CHECKED = ("skopt", "gp")
 
 Cell = tuple[str, str, int]  # function, scheduler, concurrency
 
 
-def run_one(fn_name: str, scheduler: str, concurrency: int, seed: int) -> tuple[float, float]:
-    """Best value of one seeded run, and its seconds."""
+def run_one(
+    fn_name: str, raw: dict[str, Any], n_trials: int, concurrency: int, seed: int
+) -> tuple[float, float]:
+    """Best value of one seeded run of the scheduler config ``raw``, and its seconds."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     fn = FUNCTIONS[fn_name]
-    cfg = parse_scheduler_config({**SCHEDULERS[scheduler], "seed": seed})
+    cfg = parse_scheduler_config({**raw, "seed": seed})
     start = time.perf_counter()
     study = optuna.create_study(sampler=build_sampler(cfg))
-    values = run_concurrent(study, fn, BUDGET[fn_name], concurrency, seed=seed)
+    values = run_concurrent(study, fn, n_trials, concurrency, seed=seed)
     return min(values), time.perf_counter() - start
 
 
@@ -88,7 +91,10 @@ def run_all(
     # first, so that a run cut short (--log resumes it) has whole functions to show.
     todo.sort(key=lambda t: (t[1] not in ("random", "tpe"), t[2] > 4, BUDGET[t[0]], t[0], t[2]))
     with ProcessPoolExecutor(jobs, initializer=_one_thread) as pool:
-        futures = {pool.submit(run_one, *t): t for t in todo}
+        futures = {
+            pool.submit(run_one, fn, SCHEDULERS[name], BUDGET[fn], c, seed): (fn, name, c, seed)
+            for fn, name, c, seed in todo
+        }
         for n, future in enumerate(as_completed(futures), 1):
             task, (best, spent) = futures[future], future.result()
             found[task] = (best, spent)
@@ -142,9 +148,7 @@ def report(bests: dict[Cell, list[float]], functions: list[str], levels: list[in
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="camel6, c=1 and 4, 2 seeds (a smoke run)"
-    )
+    parser.add_argument("--quick", action="store_true", help="camel6 25 trials, c=1 and 4, 2 seeds")
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 5; quick 2)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, default=None, help="write the raw best values")
@@ -165,6 +169,8 @@ def main() -> int:
         SCHEDULERS.clear()
         SCHEDULERS.update(chosen)
     levels = [1, 4] if args.quick else [1, 2, 4, 8, 16]
+    if args.quick:
+        BUDGET.update(QUICK_BUDGET)
     seeds = list(range(args.seeds or (2 if args.quick else 5)))
     cells = [
         (fn_name, scheduler, c)
