@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
 
-.PHONY: sweep test test-fast install lint typecheck bench bench-full bench-components clean
+.PHONY: sweep test test-fast stack stack-down install lint typecheck bench bench-full bench-components clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,15 @@ install: $(VENV)/.installed
 
 sweep: install
 	$(VENV)/bin/hyperfleet sweep run $(SWEEP)
+
+# The shared stack as local processes (PostgreSQL, MLflow server, two workers, dashboard);
+# STACK_ARGS: e.g. --address 0.0.0.0 for workers on other hosts. `make stack-down` stops it.
+STACK_ARGS ?=
+stack: install
+	$(VENV)/bin/hyperfleet stack up $(STACK_ARGS)
+
+stack-down: install
+	$(VENV)/bin/hyperfleet stack down
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -29,16 +29,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,49 +43,25 @@ from typing import Any
 
 import yaml
 
+from hyperfleet.platform.launcher.torchrun import free_port
+from hyperfleet.platform.postgres import LocalPostgres
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL server on loopback; its base URL."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or [shutil.which("initdb")]
-    if not found or found[-1] is None:
-        sys.exit("error: PostgreSQL binaries not found: apt-get install postgresql")
-    bindir = Path(found[-1]).parent
+def postgres() -> Iterator[LocalPostgres]:
+    """A throwaway PostgreSQL cluster on loopback (the test suite's, without fsync)."""
     root = Path(tempfile.mkdtemp(prefix="bench-fleet-pg-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(root, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-
-    def run(*cmd: str) -> None:
-        subprocess.run([*as_user, *cmd], check=True, capture_output=True)
-
-    data = root / "data"
-    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hf", "--no-sync")
-    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    pg = LocalPostgres(root, free_port(), durable=False)
+    pg.init()
+    pg.start()
     try:
-        yield f"postgresql://hf@127.0.0.1:{port}"
+        yield pg
     finally:
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        pg.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
-
-
-def fresh_database(server: str) -> str:
-    import sqlalchemy as sa
-
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return f"{server}/{name}"
 
 
 def hyperfleet(*args: str) -> list[str]:
@@ -96,12 +69,18 @@ def hyperfleet(*args: str) -> list[str]:
 
 
 def run_fleet(
-    server: str, scratch: Path, name: str, sweep: dict[str, Any], workers: int, devices: str
+    server: LocalPostgres,
+    scratch: Path,
+    name: str,
+    sweep: dict[str, Any],
+    workers: int,
+    devices: str,
 ) -> list[Any]:
     """Submit ``sweep``, run ``workers`` workers until it is done; its lease rows."""
     from hyperfleet.platform.storage import Storage
 
-    url = fresh_database(server)
+    url = server.url(f"bench_{uuid.uuid4().hex[:10]}")
+    server.create_database(url.rsplit("/", 1)[1])
     where = scratch / name
     where.mkdir(parents=True)
     sweep = {**sweep, "name": name, "storage": url, "workdir": str(where / "runs"),
@@ -144,7 +123,7 @@ NOOP: dict[str, Any] = {
 }  # fmt: skip
 
 
-def overhead(server: str, scratch: Path, workers: int, trials: int) -> dict[str, float]:
+def overhead(server: LocalPostgres, scratch: Path, workers: int, trials: int) -> dict[str, float]:
     sweep = {**NOOP, "budget": {"trials": trials, "max_concurrent": workers}}
     leases = run_fleet(server, scratch, f"noop-w{workers}", sweep, workers, "cpu:1")
     held = [x.ended_at - x.started_at for x in leases]
@@ -159,7 +138,9 @@ def overhead(server: str, scratch: Path, workers: int, trials: int) -> dict[str,
     }
 
 
-def utilisation(server: str, scratch: Path, trials: int, trial_s: float) -> dict[str, float]:
+def utilisation(
+    server: LocalPostgres, scratch: Path, trials: int, trial_s: float
+) -> dict[str, float]:
     sweep = {
         "objective": {"metric": "score", "mode": "max"},
         "scheduler": {"type": "random", "seed": 0},

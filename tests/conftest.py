@@ -99,14 +99,17 @@ def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
 
 
 def _pg_bin() -> Path | None:
-    import glob
-    import shutil
+    from hyperfleet.platform.postgres import pg_bindir
 
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return Path(found[-1]).parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
+    return pg_bindir()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -117,38 +120,27 @@ def postgres_server() -> Iterator[str]:
     the local ``initdb``/``pg_ctl`` (Debian's ``postgresql`` package, installed by .ci/run).
     """
     import shutil
-    import socket
-    import subprocess
+    import tempfile
+
+    from hyperfleet.platform.postgres import LocalPostgres
 
     url = os.environ.get("HYPERFLEET_TEST_POSTGRES_URL")
     if url:
         yield url
         return
-    bindir = _pg_bin()
-    if bindir is None:
+    if _pg_bin() is None:
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
         pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    import tempfile
-
     # not under pytest's tmp dir: its 0700 parents would keep the postgres user out
     root = Path(tempfile.mkdtemp(prefix="hyperfleet-pg-"))
-    data = root / "data"
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(root, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)  # noqa: E731
-    run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hf", "--no-sync")
-    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start")
+    pg = LocalPostgres(root, free_port(), durable=False)
+    pg.init()
+    pg.start()
     try:
-        yield f"postgresql://hf@127.0.0.1:{port}"
+        yield f"postgresql://hf@127.0.0.1:{pg.port}"
     finally:
-        run(str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        pg.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
 
 

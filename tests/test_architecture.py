@@ -179,3 +179,38 @@ def test_importing_every_platform_module_imports_no_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# modules that start sweeps or trials, or write to storage or MLflow: the dashboard reads only
+WRITE_PATHS = (
+    "hyperfleet.platform.controller",
+    "hyperfleet.platform.launcher",
+    "hyperfleet.platform.sweep",
+    "hyperfleet.platform.recorder",
+    "hyperfleet.platform.tracking",
+    "hyperfleet.platform.lineage",
+    "hyperfleet.platform.enqueue",
+    "hyperfleet.platform.single",
+    "hyperfleet.platform.trial_entry",
+    "hyperfleet.trials",
+)
+
+
+def _reaches(start: str, targets: tuple[str, ...]) -> list[str] | None:
+    """An import path from ``start`` to a module under one of ``targets``."""
+    stack, seen = [(start, [start])], {start}
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(GRAPH.get(node, ())):
+            if nxt in MODULES and nxt not in seen:
+                if nxt.startswith(targets):
+                    return [*path, nxt]
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def test_the_dashboard_never_reaches_a_write_path() -> None:
+    paths = {m: _reaches(m, WRITE_PATHS) for m in MODULES if m.startswith("hyperfleet.dashboards")}
+    assert any(m.startswith("hyperfleet.dashboards.views") for m in paths)
+    assert not {m: p for m, p in paths.items() if p}

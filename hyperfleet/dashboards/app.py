@@ -1,84 +1,85 @@
-"""The hyperfleet dashboard (Streamlit, read-only): sweeps, their trials and learning curves.
+"""The hyperfleet dashboard (Streamlit, read-only): sweeps, trials, analysis, PBT populations
+and devices.
 
-Run with ``hyperfleet dashboard --storage URL``.
+Start it with ``hyperfleet dashboard --storage URL [--tracking-uri URI]``, which runs
+``streamlit run`` on this file. Pages (``views/``):
+
+* **Sweeps** — every sweep at a glance; one click into a sweep;
+* **Sweep** — the trials table, progress, learning curves, Pareto front, what matters;
+* **Compare** — 2 to 8 trials side by side: the params that differ, their curves;
+* **Population** — a PBT/PB2 sweep's family tree and the winner's schedule;
+* **Devices** — which trial held which device when, and how busy each was.
+
+Nothing here writes: storage is opened read-only (a missing database is reported, never
+created) and MLflow is only read.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
-from hyperfleet.errors import StorageError
-from hyperfleet.platform.results import summarize
-from hyperfleet.platform.storage import Storage
+from hyperfleet.dashboards import state
+
+VIEWS = Path(__file__).resolve().parent / "views"
 
 
-def _args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    default = os.environ.get("HYPERFLEET_STORAGE", "sqlite:///hyperfleet-runs/hyperfleet.db")
-    parser.add_argument("--storage", default=default)
-    args, _ = parser.parse_known_args(sys.argv[1:])
-    return args
-
-
-def _curves(storage: Storage, name: str) -> pd.DataFrame:
-    """Intermediate objective values by step (Optuna-based sweeps keep them)."""
-    import optuna
-
-    if not storage.has_studies():
-        return pd.DataFrame(columns=["trial", "step", "value"])
-    try:
-        study = optuna.load_study(study_name=name, storage=storage.optuna)
-    except KeyError:  # a PBT sweep has no Optuna study
-        return pd.DataFrame(columns=["trial", "step", "value"])
-    rows = [
-        {"trial": t.number, "step": step, "value": value}
-        for t in study.get_trials(deepcopy=False)
-        for step, value in t.intermediate_values.items()
+def _pages() -> list[st.Page]:
+    return [
+        st.Page(
+            str(VIEWS / "sweeps.py"),
+            title="Sweeps",
+            icon=":material/table_view:",
+            url_path="sweeps",
+            default=True,
+        ),
+        st.Page(
+            str(VIEWS / "sweep.py"), title="Sweep", icon=":material/monitoring:", url_path="sweep"
+        ),
+        st.Page(
+            str(VIEWS / "compare.py"),
+            title="Compare",
+            icon=":material/compare_arrows:",
+            url_path="compare",
+        ),
+        st.Page(
+            str(VIEWS / "population.py"),
+            title="Population",
+            icon=":material/account_tree:",
+            url_path="population",
+        ),
+        st.Page(
+            str(VIEWS / "devices.py"), title="Devices", icon=":material/memory:", url_path="devices"
+        ),
     ]
-    return pd.DataFrame(rows, columns=["trial", "step", "value"])
+
+
+def _wait_for_storage(url: str) -> None:
+    """Look for the storage again every few seconds; rerun the app once it can be read."""
+
+    def look() -> None:
+        try:
+            state._open(url)
+        except Exception:  # noqa: BLE001 - still missing: the page already says why
+            return
+        st.rerun(scope="app")
+
+    st.fragment(look, run_every=5, key="wait-for-storage")()
 
 
 def main() -> None:
-    args = _args()
-    st.set_page_config(page_title="hyperfleet", layout="wide")
-    st.title("hyperfleet")
-    try:
-        storage = Storage.open_readonly(args.storage)
-    except StorageError as exc:
-        st.info(f"No sweeps to show: {exc}. Start one with `hyperfleet sweep run FILE`.")
+    st.set_page_config(page_title="hyperfleet", page_icon=":material/monitoring:", layout="wide")
+    cfg = state.settings()
+    nav = st.navigation(_pages())
+    st.sidebar.caption(f"storage: `{cfg.storage}`")
+    storage = state.storage(cfg.storage)
+    if storage is None:
+        _wait_for_storage(cfg.storage)
         return
-    sweeps = [r.name for r in storage.list_sweeps()]
-    if not sweeps:
-        st.info(f"No sweeps in {args.storage} yet: run `hyperfleet sweep run FILE`.")
-        return
-    name = st.sidebar.selectbox("Sweep", sweeps, index=len(sweeps) - 1)
-    summary = summarize(storage, name)
-    counts = summary.state_counts
-    cols = st.columns(len(counts))
-    for col, (state, n) in zip(cols, counts.items(), strict=True):
-        col.metric(state, n)
-    table = pd.DataFrame(
-        [
-            {
-                "trial": t.number,
-                "state": t.state,
-                **dict(zip(summary.metrics, t.values or [], strict=False)),
-                **t.params,
-            }
-            for t in summary.trials
-        ]
-    )
-    st.subheader("Trials")
-    st.dataframe(table, use_container_width=True)
-    curves = _curves(storage, name)
-    if not curves.empty:
-        st.subheader("Objective by step")
-        st.line_chart(curves, x="step", y="value", color="trial")
+    state.pick_sweep([r.name for r in state.sweeps(cfg.storage)])
+    state.live_controls()
+    nav.run()
 
 
 main()

@@ -16,13 +16,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from hyperfleet.errors import ConfigError
-from hyperfleet.platform import cli_fleet
+from hyperfleet.errors import ConfigError, HyperfleetError
+from hyperfleet.platform import cli_fleet, cli_stack
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.mlflow_cli import build_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
 app.add_typer(sweep_app, name="sweep")
+app.add_typer(cli_stack.stack_app, name="stack")
 
 
 @app.callback()
@@ -119,7 +121,9 @@ def sweep_run(
     default_storage, default_tracking = default_urls(cfg)
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    runner = _guard(lambda: SweepRunner(cfg, storage_url, tracking, devices=devices))
+    runner = _guard(
+        lambda: SweepRunner(cfg, storage_url, tracking, devices=devices, sweep_file=file)
+    )
     summary = _guard(lambda: _run_with_progress(runner))
     console = err if as_json else out
     console.print(_results_table(summary))
@@ -130,7 +134,12 @@ def sweep_run(
         )
     if len(summary.directions) > 1:
         console.print(_pareto_table(summary))
-    console.print("Open MLflow:    " + f"{_tool('mlflow')} ui --backend-store-uri {tracking}")
+    from hyperfleet.platform.tracking.server import ui_hint
+
+    hint = ui_hint(
+        _tool("hyperfleet"), storage_url, tracking, default_tracking, summary.experiment_id
+    )
+    console.print("Open MLflow:    " + hint, soft_wrap=True, markup=False, highlight=False)
     console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
     if summary.interrupted:
         console.print("interrupted: run the same command again to continue the sweep")
@@ -309,34 +318,45 @@ def train(
 
 @app.command()
 def dashboard(
-    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    storage: Annotated[str, typer.Option(help="Storage URL (read only).")] = DEFAULT_STORAGE,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(help="MLflow tracking URI (default: each sweep's tracking.uri)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to serve on; 0.0.0.0 serves every interface.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
 ) -> None:
-    """Open the Streamlit dashboard on a storage."""
-    import hyperfleet.dashboards.app as dash
+    """Serve the Streamlit dashboard on a storage (read only: nothing is created or written)."""
+    import importlib.util
 
-    os.execv(
-        sys.executable,
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            dash.__file__,
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-            "--",
-            "--storage",
-            storage,
-        ],
-    )
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.engine import parse_url
+
+    _guard(lambda: parse_url(storage))
+    try:  # a storage that is not there yet is reported, and the page waits for it
+        Storage.open_readonly(storage).close()
+    except HyperfleetError as exc:
+        err.print(f"warning: {exc}", markup=False, highlight=False, soft_wrap=True)
+    spec = importlib.util.find_spec("hyperfleet.dashboards.app")  # its path, not imported
+    assert spec is not None and spec.origin is not None
+    argv = [sys.executable, "-m", "streamlit", "run", spec.origin,
+            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--client.toolbarMode", "viewer",
+            "--", "--storage", storage]  # fmt: skip
+    if tracking_uri:
+        argv += ["--tracking-uri", tracking_uri]
+    err.print(f"dashboard: http://{host}:{port} (storage {storage})", markup=False, highlight=False)
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
 
 
 app.command("worker")(cli_fleet.worker)
 app.command("workers")(cli_fleet.workers)
 sweep_app.command("submit")(cli_fleet.sweep_submit)
+app.add_typer(build_app(_guard, out, err, DEFAULT_STORAGE), name="mlflow")
 
 
 def main() -> None:

@@ -145,8 +145,18 @@ def sweep_submit(
     cfg = _guard(lambda: load_sweep(file))
     default_storage, default_tracking = default_urls(cfg)
     url = storage or default_storage
-    summary = _guard(lambda: submit_sweep(cfg, url, tracking_uri or default_tracking))
+    summary = _guard(
+        lambda: submit_sweep(cfg, url, tracking_uri or default_tracking, sweep_file=file)
+    )
     done = sum(summary.state_counts.values())
     when = dt.datetime.now().isoformat(timespec="seconds")
-    out.print(f"submitted sweep {cfg.name!r} to {url} at {when} ({done} trials so far); "
-              f"run workers with: hyperfleet worker --storage {url}")  # fmt: skip
+    shown = _without_password(url)
+    out.print(f"submitted sweep {cfg.name!r} to {shown} at {when} ({done} trials so far); "
+              f"run workers with: hyperfleet worker --storage {shown}")  # fmt: skip
+
+
+def _without_password(url: str) -> str:
+    """``url`` as it may be printed: a password in it shows as ``***``."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)

@@ -17,7 +17,8 @@ MLflow params are immutable, so this module mirrors the lineage into MLflow as:
   the family tree; and a ``hyperfleet.pbt.lineage_events`` tag with their count.
 
 Everything is written through an explicit ``MlflowClient`` with ``log_batch`` and
-``log_text``; writing again overwrites, so calling it once more (a continued sweep) is safe.
+``log_text``; writing again overwrites with the same values, so calling it once more (a
+continued sweep, ``hyperfleet mlflow sync``) is safe.
 """
 
 from __future__ import annotations
@@ -97,6 +98,35 @@ def _find_member_runs(client: Any, experiment_id: str, sweep: str) -> dict[int, 
     return found
 
 
+def write_lineage(
+    client: Any,
+    parent_run_id: str,
+    sweep: str,
+    members: Mapping[int, Any],
+    events: list[LineageEvent],
+    runs: Mapping[int, str],
+) -> list[dict[str, Any]]:
+    """Write the lineage tags of each member's run and the sweep's lineage artifact; returns
+    the event records (see the module docstring)."""
+    from mlflow.entities import RunTag
+
+    for number, member in sorted(members.items()):
+        run_id = runs.get(number)
+        if run_id is None:
+            logger.warning(
+                "PBT %s: member %d has no MLflow run; lineage tags skipped", sweep, number
+            )
+            continue
+        tags = member_tags(events, number, member.params)
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+    records = event_records(events, runs)
+    client.log_text(parent_run_id, json.dumps(records, indent=1), ARTIFACT)
+    count = RunTag(_PREFIX + "lineage_events", str(len(records)))
+    client.log_batch(parent_run_id, tags=[count])
+    logger.info("PBT %s: %d lineage events written to MLflow", sweep, len(records))
+    return records
+
+
 def log_lineage(
     tracker_client: Any,
     experiment_id: str,
@@ -110,44 +140,27 @@ def log_lineage(
     ``member_runs`` maps member numbers to their MLflow run ids; members missing from it are
     looked up in ``experiment_id`` by their ``hyperfleet.trial`` tag.
     """
-    from mlflow.entities import RunTag
-
     members = store.members(sweep)
     runs = dict(member_runs)
     if set(members) - set(runs):
         runs = {**_find_member_runs(tracker_client, experiment_id, sweep), **runs}
-    events = store.lineage(sweep)
-    for number, member in sorted(members.items()):
-        run_id = runs.get(number)
-        if run_id is None:
-            logger.warning(
-                "PBT %s: member %d has no MLflow run; lineage tags skipped", sweep, number
-            )
-            continue
-        tags = member_tags(events, number, member.params)
-        tracker_client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-    records = event_records(events, runs)
-    tracker_client.log_text(parent_run_id, json.dumps(records, indent=1), ARTIFACT)
-    count = RunTag(_PREFIX + "lineage_events", str(len(records)))
-    tracker_client.log_batch(parent_run_id, tags=[count])
-    logger.info("PBT %s: %d lineage events written to MLflow", sweep, len(records))
-    return records
+    return write_lineage(tracker_client, parent_run_id, sweep, members, store.lineage(sweep), runs)
 
 
 def log_sweep_lineage(tracker: Any, parent_run_id: str, storage: Any, sweep: str) -> None:
     """At the end of a PBT sweep: lineage tags on each member's run and the sweep's lineage
-    artifact. The lineage is in storage already, so an MLflow failure is only logged."""
+    artifact. Read from storage now, written through the tracker's outbox (in order after the
+    members' runs exist, retried through an outage); the run ids in the artifact are the real
+    ones even for runs created late."""
     from hyperfleet.platform.schedulers.population import SqlPopulationStore
 
-    runs = {t.number: t.mlflow_run_id for t in storage.trials(sweep) if t.mlflow_run_id}
-    try:
-        log_lineage(
-            tracker.client,
-            tracker.experiment_id,
-            parent_run_id,
-            sweep,
-            SqlPopulationStore(storage.engine),
-            runs,
-        )
-    except Exception:
-        logger.warning("could not write the PBT lineage to MLflow", exc_info=True)
+    store = SqlPopulationStore(storage.engine)
+    members = store.members(sweep)
+    events = store.lineage(sweep)
+    stored = {t.number: t.mlflow_run_id for t in storage.trials(sweep)}
+
+    def write() -> None:
+        runs = {n: r for n, s in stored.items() if (r := tracker.run_id_of(n, s)) is not None}
+        write_lineage(tracker.client, parent_run_id, sweep, members, events, runs)
+
+    tracker.outbox.put("the PBT lineage", write)

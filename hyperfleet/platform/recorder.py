@@ -2,7 +2,8 @@
 
 The trial runtime hands every report of rank 0 to this recorder, which writes it to storage
 (the trial's row and, through the scheduler, Optuna's intermediate values or the PBT member),
-queues its metrics for MLflow (batched, off the training thread) and returns the scheduler's
+queues its metrics for MLflow (batched, off the training thread, spooled through an outage:
+:mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's
 decision, which the runtime broadcasts to every rank. It is built from the trial's spec alone,
 so it works the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated
 trial inside the controller (it imports no torch).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -37,19 +39,20 @@ class RankZeroRecorder:
         self.number = spec.number
         self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
         self.scheduler = build_scheduler(cfg, self.storage)
-        self.sink = (
-            MetricSink(spec.tracking_uri, spec.run_id)
-            if spec.run_id and spec.tracking_uri
-            else None
-        )
+        self.sink: MetricSink | None = None
+        if spec.run_id and spec.tracking_uri:
+            spool = Path(spec.trial_dir) / "mlflow"
+            self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
         self.params: Mapping[str, Any] = spec.params
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
+        # MLflow's record is monotonic: a step is logged only after the last one the trial's
+        # spool ever took (known without MLflow, which may be down), so each step is there
+        # once, even after a PBT member rewinds to a donor's earlier step.
         prior = spec.reported_through
         self.reported_through = -1 if prior is None else int(prior)
-        self.logged_through = -1
-        if self.sink is not None and prior is not None:
-            self.logged_through = self.sink.logged_through(cfg.all_objectives[0].metric)
+        self.logged_through = -1 if self.sink is None else self.sink.through
+        self._log_adopted(spec)
 
     def _hp_metrics(self) -> dict[str, float]:
         """Hyperparameters as step metrics, for schedulers that change them during a run."""
@@ -61,10 +64,26 @@ class RankZeroRecorder:
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
 
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+    def _log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Log ``metrics`` and the hyperparameters at ``step`` if MLflow has no such step."""
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
             self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
+
+    def _log_adopted(self, spec: TrialSpec) -> None:
+        """A member resumed on a donor's weights (an exploit before a pause) holds what the
+        donor reported at that step (the controller copied it to its record): logged as the
+        member's point there, so its last point, its ``final/`` values and its params agree
+        even when no report follows."""
+        point = spec.restore
+        if point is None or point.trial == spec.number or point.step is None:
+            return
+        record = self.storage.get_trial(self.sweep, self.number)
+        if record is not None and record.last_step == point.step:
+            self._log(point.step, dict(record.metrics))
+
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+        self._log(step, metrics)
         if step <= self.reported_through:
             return CONTINUE  # already recorded before the interruption
         self.reported_through = step
@@ -86,14 +105,18 @@ class RankZeroRecorder:
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         """After an exploit the trial continues from the donor's ``step`` with ``params``:
         its record takes the new params and, if the donor reported at that step, the
-        donor's metrics there (what the adopted weights score)."""
+        donor's metrics there (what the adopted weights score). MLflow gets that state as
+        the member's point at ``step`` when it has no such step yet (a donor ahead); for a
+        donor behind, the steps up to the member's own last one are not logged again."""
         self.params = params
-        self.reported_through = self.logged_through = step
+        self.reported_through = step
         fields: dict[str, Any] = {"params": dict(params), "last_step": step}
         theirs = self.storage.get_trial(self.sweep, donor)
+        adopted: dict[str, float] = {}
         if theirs is not None and theirs.last_step == step:
-            fields["metrics"] = dict(theirs.metrics)
+            fields["metrics"] = adopted = dict(theirs.metrics)
         self.storage.upsert_trial(self.sweep, self.number, **fields)
+        self._log(step, adopted)
 
     def note(self, message: str) -> None:
         """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts

@@ -52,9 +52,14 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
 
 
 def submit_sweep(
-    cfg: SweepConfig, storage_url: str, tracking_uri: str, stale_after: float = 30.0
+    cfg: SweepConfig,
+    storage_url: str,
+    tracking_uri: str,
+    stale_after: float = 30.0,
+    sweep_file: str | Path | None = None,
 ) -> SweepSummary:
     """Create the sweep (or update a stored one's budget) for workers to take; its summary.
+    ``sweep_file`` goes onto a new sweep's MLflow run.
 
     Checked first, before anything is written: the working directory, the storage and the
     tracking server; and that some live worker could hold one node of its trials."""
@@ -64,11 +69,12 @@ def submit_sweep(
     registry = Storage(storage_url, retry_s=cfg.storage_retry)
     try:
         check_pool(cfg, registry, stale_after)
-        session = open_stored(cfg, storage_url, tracking_uri)
+        session = open_stored(cfg, storage_url, tracking_uri, sweep_file=sweep_file)
         session.storage.update_sweep(cfg.name, config=cfg.model_dump(mode="json"))
         summary = summarize(session.storage, cfg.name)
         if not summary.trials:
             session.storage.update_sweep(cfg.name, status="submitted")
+        session.tracker.close()  # the sweep file is on the sweep's run before workers start
         session.storage.close()
         return summary
     finally:
@@ -88,8 +94,10 @@ class SweepRunner:
         devices: str = "auto",
         on_progress: Callable[[Progress], None] | None = None,
         timing: Timing | None = None,
+        sweep_file: str | Path | None = None,
     ) -> None:
         self.cfg = cfg
+        self.sweep_file = sweep_file  # logged on the sweep's MLflow run
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
@@ -100,7 +108,7 @@ class SweepRunner:
         self.timing = timing
 
     def run(self) -> SweepSummary:
-        submit_sweep(self.cfg, self.storage_url, self.tracking_uri)
+        submit_sweep(self.cfg, self.storage_url, self.tracking_uri, sweep_file=self.sweep_file)
         summaries, signalled = run_worker(
             self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.tracking_uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,

@@ -140,6 +140,9 @@ def preload(recorder: bool = True) -> None:
         import hyperfleet.platform.recorder  # noqa: F401
 
 
+STARTED = "started"  # an in-process worker took a trial (its start-up is behind it)
+
+
 def inprocess_worker(conn: Connection, parent: int) -> None:
     """An in-process trial worker: runs the ``(log path, spec path, tags)`` tasks it receives,
     one at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
@@ -163,6 +166,7 @@ def inprocess_worker(conn: Connection, parent: int) -> None:
         if task is None:
             break
         log, spec, tags = task
+        conn.send(STARTED)  # the trial's own time (trial.timeout) begins now
         conn.send(_redirected(log, spec, tags=tags))
     _exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
 

@@ -46,12 +46,21 @@ def default_tracking(cfg: SweepConfig) -> str:
     return cfg.tracking.uri or f"sqlite:///{Path(cfg.workdir) / 'mlflow.db'}"
 
 
-def open_stored(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepSession:
-    """Open (create or continue) ``cfg``'s sweep with its own storage connection and tracker."""
+def open_stored(
+    cfg: SweepConfig,
+    storage_url: str,
+    tracking_uri: str,
+    sweep_file: str | Path | None = None,
+) -> SweepSession:
+    """Open (create or continue) ``cfg``'s sweep with its own storage connection and tracker
+    (``sweep_file``: logged on the sweep's run when this creates it)."""
     storage = Storage(storage_url, retry_s=cfg.storage_retry)
     experiment = cfg.tracking.experiment or cfg.name
     with file_lock_for(tracking_uri, "mlflow-create"):  # two new sweeps, one new store
-        tracker = SweepTracker(tracking_uri, experiment, Path(cfg.workdir) / "mlartifacts")
+        tracker = SweepTracker(
+            tracking_uri, experiment, cfg.workdir, sweep_file=sweep_file,
+            register_model=cfg.tracking.register_model,
+        )  # fmt: skip
     return open_session(cfg, storage, tracker, tracking_uri)
 
 

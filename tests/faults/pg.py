@@ -3,52 +3,34 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import socket
-import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.conftest import _pg_bin
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.postgres import LocalPostgres
+from tests.conftest import free_port
 
 
 class PgCluster:
     def __init__(self) -> None:
-        bindir = _pg_bin()
-        if bindir is None:
-            raise RuntimeError("PostgreSQL binaries not installed (apt-get install postgresql)")
-        self.bindir = bindir
         self.root = Path(tempfile.mkdtemp(prefix="hyperfleet-pg-outage-"))
-        self.data = self.root / "data"
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:  # initdb refuses to run as root
-            shutil.chown(self.root, "postgres")
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "hf", "--no-sync")
+        self.pg = LocalPostgres(self.root, free_port(), durable=False)
+        self.port = self.pg.port
+        self.pg.init()
         self.start()
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(
-            [*self.as_user, str(self.bindir / tool), *args], check=True, capture_output=True
-        )
 
     @property
     def url(self) -> str:
-        return f"postgresql://hf@127.0.0.1:{self.port}/postgres"
+        return self.pg.url("postgres")
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
-                  "-w", "start")  # fmt: skip
+        self.pg.start()
 
     def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self.pg.stop("fast")
 
     def destroy(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+        with contextlib.suppress(ConfigError):  # already stopped
+            self.pg.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)

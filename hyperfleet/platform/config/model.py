@@ -124,6 +124,9 @@ class Budget(_Frozen):
 class TrackingConfig(_Frozen):
     uri: str | None = Field(None, description="MLflow tracking URI")
     experiment: str | None = Field(None, description="MLflow experiment; default: sweep name")
+    register_model: str | None = Field(
+        None, description="register the best trial's model under this name in MLflow"
+    )
 
 
 def _scheduler_union() -> Any:

@@ -361,6 +361,8 @@ class SweepDriver:
         if limit is None:
             return
         for r in list(self.running.values()):
+            if r.handle.poll() is None and getattr(r.handle, "starting", False):
+                r.started = self.clock.monotonic()  # a warm worker still starting: not its time
             if self.clock.monotonic() - r.started > limit and r.handle.poll() is None:
                 logger.warning("trial %d timed out after %g s; stopping it", r.number, limit)
                 r.handle.stop(self.timing.stop_grace)

@@ -16,7 +16,7 @@ from hyperfleet.platform.config import apply_overrides, layout_problems, split_p
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.schedulers import Suggestion
 from hyperfleet.platform.storage import TrialRecord
-from hyperfleet.platform.tracking import flatten_params
+from hyperfleet.platform.tracking import ChildRun
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec, trial_dir
 from hyperfleet.trials.workloads.registry import merged_params
@@ -48,17 +48,25 @@ def _child_run(
     s: Suggestion,
     trial: TrialConfig,
     params: dict[str, Any],
+    knobs: dict[str, Any],
     prior: TrialRecord | None,
 ) -> str:
-    if prior is not None and prior.mlflow_run_id:
-        session.tracker.resume_child(prior.mlflow_run_id)
-        return prior.mlflow_run_id
-    section = trial.model_dump(mode="json", exclude={"params"})
-    logged = {**params, **flatten_params({"trial": section})}
-    tags = session.scheduler.suggestion_info(s.trial_number)
-    return session.tracker.start_child(
-        session.name, session.parent_run_id, s.trial_number, logged, tags=tags
+    """The trial's MLflow run: named ``trial-0007 lr=... hidden=...``, its workload params and
+    sampled knobs as params, the resolved trial config as an artifact; resumed if it has one."""
+    prior_id = prior.mlflow_run_id if prior is not None else None
+    run = ChildRun(
+        sweep=session.name,
+        parent_id=session.parent_run_id,
+        number=s.trial_number,
+        params=params,
+        sampled=dict(s.params),
+        knobs=knobs,
+        config=trial.model_dump(mode="json"),
+        tags={} if prior_id else session.scheduler.suggestion_info(s.trial_number),
+        prior_run_id=prior_id,
+        population=session.cfg.is_population,
     )
+    return session.tracker.child(run)
 
 
 def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
@@ -68,7 +76,7 @@ def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
     sampled, knobs = split_params(s.params)
     trial, problems = trial_config(session, knobs)
     params = merged_params(trial.workload, trial.params, sampled)
-    run_id = _child_run(session, s, trial, params, prior)
+    run_id = _child_run(session, s, trial, params, knobs, prior)
     through = prior.last_step if prior else None
     if s.restore is not None:  # continues from another checkpoint: later steps are new
         through = s.restore.step

@@ -1,8 +1,13 @@
 """A sweep as a controller runs it: created or continued in storage, with its scheduler and
-its MLflow parent run; and closed again (summary, lineage, the parent run's end, the status)."""
+its MLflow parent run; and closed again (summary, lineage, the parent run's end, the status).
+
+Continuing a sweep writes nothing to MLflow until one of its trials runs again, and closing
+writes only what differs from what MLflow holds: running a finished sweep once more changes
+nothing there (see :mod:`hyperfleet.platform.tracking.marks`)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +18,10 @@ from hyperfleet.platform.paths import replica_folder
 from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.tracking import Tracker
+from hyperfleet.platform.tracking import SweepView, Tracker
+from hyperfleet.platform.tracking.spool import is_pending
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -79,21 +87,36 @@ def _open(
 
 
 def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
-    """The sweep's summary. Unless another controller still runs trials of it: its lineage
-    and best trial logged, the parent run ended, and its status ``done`` (or ``interrupted``)."""
+    """The sweep's summary. Unless another controller still runs trials of it (then only what
+    this one queued for MLflow is written): its lineage, best trial and end written to MLflow
+    (what MLflow cannot take now is left for ``hyperfleet mlflow sync``), and its status ended."""
     name = session.name
     summary = summarize(session.storage, name, interrupted=interrupted)
+    tracker = session.tracker
     if any(t.state == "RUNNING" for t in summary.trials):  # others are still at work on it
+        _mlflow_done(session, tracker.close())
         session.storage.close()
         return summary
-    best = summary.best()
-    if session.cfg.is_population and session.tracking_uri is not None:
-        log_sweep_lineage(session.tracker, session.parent_run_id, session.storage, name)
-    session.tracker.end_parent(
-        session.parent_run_id,
-        "KILLED" if interrupted else "FINISHED",
-        {"number": best.number, "value": best.values[0]} if best and best.values else None,
-    )
+    if session.cfg.is_population and session.tracking_uri is not None and tracker.active:
+        log_sweep_lineage(tracker, session.parent_run_id, session.storage, name)
+    records = session.storage.trials(name)
+    view = SweepView.from_records(name, session.cfg.model_dump(mode="json"), records, interrupted)
+    status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
+    _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view))
     session.storage.update_sweep(name, status="interrupted" if interrupted else "done")
     session.storage.close()
     return summary
+
+
+def _mlflow_done(session: SweepSession, synced: bool) -> None:
+    """Storage learns the runs created after their trial launched (during an outage); what
+    MLflow did not take is named."""
+    resolved = session.tracker.resolved()
+    for r in session.storage.trials(session.name):
+        if is_pending(r.mlflow_run_id) and r.number in resolved:
+            session.storage.upsert_trial(session.name, r.number, mlflow_run_id=resolved[r.number])
+    if not synced:
+        logger.warning(
+            "MLflow did not take everything; when it is back: hyperfleet mlflow sync --storage %s",
+            session.storage.url,
+        )

@@ -26,7 +26,7 @@ from pathlib import Path
 from hyperfleet.platform.launcher.base import read_tail
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
-from hyperfleet.platform.trial_entry import inprocess_worker
+from hyperfleet.platform.trial_entry import STARTED, inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
 
 _SPAWN = mp.get_context("spawn")
@@ -52,14 +52,19 @@ class InProcessHandle:
         self.log_path = log_path
         self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
         self.code: int | None = None
+        self.starting = True  # the worker has not taken the trial yet (it is still starting)
 
     def poll(self) -> int | None:
         if self.code is not None:
             return self.code
         w = self.worker
         with contextlib.suppress(EOFError, OSError):
-            if w.conn.poll():
-                self.code = int(w.conn.recv())
+            while self.code is None and w.conn.poll():
+                message = w.conn.recv()
+                if message == STARTED:
+                    self.starting = False
+                else:
+                    self.code = int(message)
         if self.code is None and not w.alive():
             w.proc.join()
             self.code = 128 + signal.SIGKILL if w.proc.exitcode is None else abs(w.proc.exitcode)

@@ -32,12 +32,15 @@ class SimReport:
 @dataclass(frozen=True)
 class SimScript:
     """What a simulated trial does: its reports, then its processes end at ``end_at`` (None:
-    right after the last report) with ``exit_code``; ``hang``: they never end by themselves."""
+    right after the last report) with ``exit_code``; ``hang``: they never end by themselves;
+    ``starting``: virtual seconds a warm worker takes to start before the trial's own time
+    begins (report and end times count from then)."""
 
     reports: Sequence[SimReport]
     end_at: float | None = None
     exit_code: int = 0
     hang: bool = False
+    starting: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,17 @@ class SimulatedHandle:
         self.log.append(f"ended {outcome} ({code})")
         return code
 
+    @property
+    def starting(self) -> bool:
+        """Its processes are still starting (like an in-process worker's start-up)."""
+        assert self.script is not None
+        return self.launcher.clock.monotonic() - self.started < self.script.starting
+
     def poll(self) -> int | None:
         if self.code is not None:
             return self.code
         assert self.script is not None
-        elapsed = self.launcher.clock.monotonic() - self.started
+        elapsed = self.launcher.clock.monotonic() - self.started - self.script.starting
         while self.pending and self.pending[0].at <= elapsed:
             r = self.pending.pop(0)
             d: Decision = self.recorder(r.step, dict(r.metrics))

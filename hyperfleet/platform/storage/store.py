@@ -42,6 +42,7 @@ from hyperfleet.platform.storage.schema import (
     TrialRow,
     check_readable,
     create_schema,
+    members_table,
 )
 
 logger = logging.getLogger(__name__)
@@ -269,3 +270,17 @@ class Storage(FleetStore):
             updated = conn.execute(query).rowcount
         if not updated:
             self.upsert_trial(sweep, number, **fields)
+
+    # -- readers -----------------------------------------------------------------------
+
+    def pbt_members(self, sweep: str) -> list[dict[str, Any]]:
+        """The ``hf_pbt_members`` rows of ``sweep`` as plain dicts, ordered by member.
+
+        A plain read for readers such as the dashboard: unlike the population store's
+        ``members`` (which takes the sweep's write lock to read consistently with a
+        decision), it works on a read-only storage and never waits for a running sweep.
+        """
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]

@@ -224,3 +224,25 @@ def test_every_launch_leases_devices_for_its_span(tmp_path: Path) -> None:
     first, second, third = leases
     assert {tuple(first.devices), tuple(second.devices)} == {("cpu:0",), ("cpu:1",)}
     assert third.started_at >= min(first.ended_at, second.ended_at), "devices reused"
+
+
+def test_trial_timeout_counts_from_the_trial_not_from_a_worker_still_starting(
+    tmp_path: Path,
+) -> None:
+    """A warm worker that takes 30 s to start does not eat a 20 s ``trial.timeout``: trial 0
+    (10 s of work) completes; trial 1 hangs and is stopped 20 s after its own start."""
+
+    def script(t: SimTrial) -> SimScript:
+        work = TEN_STEPS(t)
+        if t.number == 1:
+            return SimScript(work.reports[:2], hang=True, starting=30.0)
+        return SimScript(work.reports, starting=30.0)
+
+    changes = {"budget": {"trials": 2, "max_concurrent": 2}, "trial": {"timeout": "20s"}}
+    sim = Sim(tmp_path, script, changes, devices=2)
+    start = sim.clock.monotonic()
+    sim.run(sim.controller())
+    states = {t.number: t for t in sim.trials()}
+    assert states[0].state == "COMPLETE"
+    assert states[1].state == "FAIL" and "timed out after 20 s" in (states[1].error or "")
+    assert 49.5 <= sim.clock.monotonic() - start < 52.0, "stopped 20 s after its 30 s start-up"

@@ -1,0 +1,118 @@
+"""The Sweep page's "What matters" section: parameter importance, parallel coordinates, and a
+slice and contour plot for a chosen pair, all drawn by Optuna on the sweep's in-memory study
+and cached until a trial finishes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from hyperfleet.dashboards import charts, state
+from hyperfleet.dashboards.queries import SweepData
+from hyperfleet.dashboards.study import importances
+
+MIN_TRIALS = 2
+
+
+def _objective(data: SweepData) -> int:
+    if not data.multi_objective:
+        return 0
+    return int(
+        st.selectbox(
+            "objective",
+            range(len(data.metrics[: len(data.directions)])),
+            format_func=lambda i: data.metrics[i],
+            key=f"objective-{data.name}",
+        )
+    )
+
+
+def _importance(data: SweepData, url: str, objective: int, name: str) -> None:
+    fp = data.fingerprint()
+    study = state.study(url, data.name, fp, data)
+    ranked = state.derived(
+        "importances", url, data.name, fp, (objective,), lambda: importances(study, objective)
+    )
+    if ranked:
+        top, share = next(iter(ranked.items()))
+        st.markdown(f"**{top}** matters most for {name} ({share:.0%} of the importance).")
+    left, right = st.columns([2, 3])
+    left.plotly_chart(
+        state.derived(
+            "importance",
+            url,
+            data.name,
+            fp,
+            (objective,),
+            lambda: charts.importance(study, objective, name),
+        ),
+        width="stretch",
+        key="importance",
+    )
+    right.plotly_chart(
+        state.derived(
+            "parallel",
+            url,
+            data.name,
+            fp,
+            (objective,),
+            lambda: charts.parallel(study, objective, name),
+        ),
+        width="stretch",
+        key="parallel",
+    )
+
+
+def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
+    params = list(data.space)
+    a, b = st.columns(2)
+    first = a.selectbox("parameter", params, index=0, key=f"pair-a-{data.name}")
+    others = [p for p in params if p != first] or params
+    second = b.selectbox("against", others, index=0, key=f"pair-b-{data.name}")
+    fp = data.fingerprint()
+    study = state.study(url, data.name, fp, data)
+    left, right = st.columns(2)
+    pair = (first, second)
+    left.plotly_chart(
+        state.derived(
+            "slice",
+            url,
+            data.name,
+            fp,
+            (objective, pair),
+            lambda: charts.slice_plot(study, pair, objective, name),
+        ),
+        width="stretch",
+        key="slice",
+    )
+    if first != second:
+        right.plotly_chart(
+            state.derived(
+                "contour",
+                url,
+                data.name,
+                fp,
+                (objective, pair),
+                lambda: charts.contour(study, pair, objective, name),
+            ),
+            width="stretch",
+            key="contour",
+        )
+
+
+def render(data: SweepData, url: str) -> None:
+    st.subheader("What matters")
+    done = [t for t in data.summary.trials if t.state == "COMPLETE" and t.values]
+    if len(done) < MIN_TRIALS:
+        st.info(
+            f"Importance and the analysis charts need {MIN_TRIALS} completed trials; "
+            f"{len(done)} so far."
+        )
+        return
+    if not data.space:
+        st.info("This sweep searches no parameters.")
+        return
+    objective = _objective(data)
+    name = data.metrics[objective]
+    _importance(data, url, objective, name)
+    st.markdown("**Slice and contour**")
+    _pair(data, url, objective, name)

@@ -1,0 +1,267 @@
+"""The dashboard's reads: plain functions over a read-only :class:`Storage`, no Streamlit.
+
+Every page asks for one of a few snapshots — the sweeps overview, one sweep's data, a PBT
+population — each read in a handful of short queries (no transaction stays open, so a
+running sweep's writers never wait on the dashboard, and SQLite's WAL lets them commit while
+it reads). :mod:`hyperfleet.dashboards.state` caches the snapshots for a couple of seconds, so
+any number of open browser tabs costs the database one read per snapshot per interval.
+
+The population's members are read with :meth:`Storage.pbt_members` rather than the
+population store's ``members``, which takes the sweep's write lock; the members
+and the lineage are read once into a :class:`PopulationSnapshot`, on which
+:func:`~hyperfleet.platform.schedulers.population.replay_schedule` (a member's full schedule)
+runs without touching the database again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hyperfleet.errors import StorageError
+from hyperfleet.platform.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.platform.schedulers.population import (
+    LineageEvent,
+    Member,
+    MemberState,
+    PopulationStore,
+    PopulationTxn,
+    SqlPopulationStore,
+    replay_schedule,
+)
+from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
+
+FINISHED = ("COMPLETE", "PRUNED", "FAIL")
+ACTIVE = ("RUNNING",)
+LIVE = ("running", "submitted")  # sweep statuses whose pages refresh: at work, or waiting for one
+
+
+@dataclass(frozen=True)
+class SweepOverview:
+    """One row of the Sweeps page."""
+
+    name: str
+    objective: str  # "loss (min)", or "loss (min), cost (min)"
+    scheduler: str
+    status: str
+    done: int  # finished trials: COMPLETE, PRUNED or FAIL
+    budget: int | None  # budget.trials, or the population size
+    best: float | None  # single objective only
+    running: int
+    created_at: float
+    devices: list[str]  # held now, as "host/device"
+    pareto: int | None = None  # multi-objective: trials on the front
+
+
+@dataclass(frozen=True)
+class SweepData:
+    """One sweep as the Sweep, Compare and Devices pages show it."""
+
+    name: str
+    config: dict[str, Any]
+    status: str
+    created_at: float
+    updated_at: float
+    experiment_id: str | None
+    summary: SweepSummary
+    records: dict[int, TrialRecord]
+    leases: list[LeaseRecord]
+    workers: list[WorkerRecord] = field(default_factory=list)  # those that held its leases
+    fetched_at: float = field(default_factory=time.time)
+
+    @property
+    def metrics(self) -> list[str]:
+        return self.summary.metrics
+
+    @property
+    def directions(self) -> list[str]:
+        return self.summary.directions
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.summary.directions) > 1
+
+    @property
+    def scheduler(self) -> str:
+        return str(self.config.get("scheduler", {}).get("type", "tpe"))
+
+    @property
+    def is_population(self) -> bool:
+        return self.scheduler in ("pbt", "pb2")
+
+    @property
+    def space(self) -> dict[str, dict[str, Any]]:
+        return dict(self.config.get("space", {}))
+
+    @property
+    def running(self) -> bool:
+        """Running, or submitted and waiting for a worker: its pages refresh."""
+        return self.status in LIVE
+
+    def best(self) -> TrialSummary | None:
+        return self.summary.best()
+
+    def reported_metrics(self) -> list[str]:
+        """Every metric some trial reported, the objectives first."""
+        seen = dict.fromkeys(self.metrics)
+        for t in self.summary.trials:
+            seen.update(dict.fromkeys(sorted(t.metrics)))
+        return list(seen)
+
+    def fingerprint(self) -> str:
+        """Changes exactly when a trial finishes or changes its final values: the key of
+        derived results (importance, contour) that are only worth recomputing then."""
+        h = hashlib.sha1()
+        for t in self.summary.trials:
+            if t.state in FINISHED:
+                h.update(f"{t.number}:{t.state}:{t.values};".encode())
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PopulationData:
+    """A PBT/PB2 population: its members as stored and every lineage event in order."""
+
+    members: dict[int, Member]
+    events: list[LineageEvent]
+    schedules: dict[int, list[tuple[int, dict[str, Any]]]]  # member -> replayed schedule
+
+    @property
+    def exploits(self) -> list[LineageEvent]:
+        return [e for e in self.events if e.kind == "exploit"]
+
+
+def _objective_label(config: dict[str, Any]) -> str:
+    objectives = config.get("objectives") or [config.get("objective") or {}]
+    return ", ".join(f"{o.get('metric', '?')} ({o.get('mode', '?')})" for o in objectives)
+
+
+def _budget(config: dict[str, Any]) -> int | None:
+    scheduler = config.get("scheduler", {})
+    if scheduler.get("type") in ("pbt", "pb2"):
+        return scheduler.get("population")
+    trials = config.get("budget", {}).get("trials")
+    return None if trials is None else int(trials)
+
+
+def overview(storage: Storage) -> list[SweepOverview]:
+    """Every sweep in ``storage``, oldest first."""
+    rows = []
+    for sweep in storage.list_sweeps():
+        summary = summarize(storage, sweep.name)
+        counts = summary.state_counts
+        best = summary.best()
+        held = [
+            f"{lease.host}/{device}"
+            for lease in storage.leases(sweep.name)
+            if lease.ended_at is None
+            for device in lease.devices
+        ]
+        multi = len(summary.directions) > 1
+        rows.append(
+            SweepOverview(
+                name=sweep.name,
+                objective=_objective_label(sweep.config),
+                scheduler=str(sweep.config.get("scheduler", {}).get("type", "tpe")),
+                status=sweep.status,
+                done=sum(counts.get(s, 0) for s in FINISHED),
+                budget=_budget(sweep.config),
+                best=best.values[0] if best is not None and best.values else None,
+                running=counts.get("RUNNING", 0),
+                created_at=sweep.created_at,
+                devices=held,
+                pareto=len(summary.pareto_front()) if multi else None,
+            )
+        )
+    return rows
+
+
+class _TrialsRead:
+    """``storage`` with one sweep's trials already read: ``summarize`` builds its summary from
+    the same rows the page shows (one read instead of two, and never two moments)."""
+
+    def __init__(self, storage: Storage, name: str, trials: list[TrialRecord]) -> None:
+        self._storage, self._name, self._trials = storage, name, trials
+
+    def get_sweep(self, name: str) -> Any:
+        return self._storage.get_sweep(name)
+
+    def list_sweeps(self) -> Any:
+        return self._storage.list_sweeps()
+
+    def trials(self, name: str) -> list[TrialRecord]:
+        return self._trials if name == self._name else self._storage.trials(name)
+
+
+def sweep_data(storage: Storage, name: str) -> SweepData:
+    """One sweep's configuration, summary, trial rows, leases and the workers that held them.
+
+    ``StorageError`` (one line) when the storage holds no sweep ``name``.
+    """
+    row = storage.get_sweep(name)
+    if row is None:
+        known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
+        raise StorageError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
+    records = storage.trials(name)
+    summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
+    leases = storage.leases(name)
+    held = {lease.worker for lease in leases}
+    return SweepData(
+        name=name,
+        config=dict(row.config),
+        status=row.status,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        experiment_id=row.mlflow_experiment_id,
+        summary=summary,
+        records={t.number: t for t in records},
+        leases=leases,
+        workers=[w for w in storage.workers() if w.id in held],
+    )
+
+
+def _member(row: dict[str, Any]) -> Member:
+    names = set(Member.__dataclass_fields__) - {"number", "state", "barrier"}
+    return Member(
+        number=int(row["member"]),
+        state=MemberState(row["state"]),
+        barrier=bool(row["barrier"]),
+        **{k: row[k] for k in names if k in row},
+    )
+
+
+class PopulationSnapshot(PopulationStore):
+    """A population as read at one moment, behind the population store's interface, so that
+    its helpers (``replay_schedule``) run on it; it refuses transactions."""
+
+    def __init__(self, sweep: str, members: dict[int, Member], events: list[LineageEvent]):
+        self.sweep = sweep
+        self._members = members
+        self._events = events
+
+    @contextmanager
+    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
+        raise StorageError("population: the dashboard reads the population, it never changes it")
+        yield  # pragma: no cover - a generator for @contextmanager
+
+    def members(self, sweep: str) -> dict[int, Member]:
+        return dict(self._members) if sweep == self.sweep else {}
+
+    def lineage(self, sweep: str, member: int | None = None) -> list[LineageEvent]:
+        if sweep != self.sweep:
+            return []
+        return [e for e in self._events if member is None or e.member == member]
+
+
+def population(storage: Storage, name: str) -> PopulationData:
+    """The members, lineage and every member's replayed hyperparameter schedule, read in two
+    queries that never wait for a running sweep (see the module docstring)."""
+    members = {int(r["member"]): _member(r) for r in storage.pbt_members(name)}
+    events = SqlPopulationStore(storage.engine).lineage(name)
+    snapshot = PopulationSnapshot(name, members, events)
+    schedules = {n: replay_schedule(snapshot, name, n) for n in members}
+    return PopulationData(members=members, events=events, schedules=schedules)

@@ -1,0 +1,95 @@
+"""``hyperfleet mlflow``: open the MLflow UI on a sweep's stores; ``mlflow sync``: send what it
+missed. Registered by :mod:`hyperfleet.platform.cli`, which hands in its error guard (one line
+on stderr and exit 2 for a user error) and consoles."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+T = TypeVar("T")
+Guard = Callable[[Callable[[], Any]], Any]
+
+STORAGE_HELP = "Storage URL of the sweep(s)."
+SWEEP_HELP = "The sweep (default: the most recent one in the storage)."
+TRACKING_HELP = "MLflow tracking URI, if the sweep ran with --tracking-uri."
+
+
+def _stores(
+    storage: str, sweep: str | None, tracking_uri: str | None
+) -> tuple[str, str, str | None]:
+    """``(tracking URI, workdir, experiment id)`` of the sweep named, or the latest one."""
+    from hyperfleet.errors import ConfigError
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.tracking.sync import stores_of
+
+    rows = Storage.open_readonly(storage).list_sweeps()
+    if sweep is not None:
+        rows = [r for r in rows if r.name == sweep]
+        if not rows:
+            raise ConfigError(f"--sweep: no sweep named {sweep!r} in {storage}")
+    if not rows:
+        raise ConfigError(f"--storage: no sweeps in {storage}; run one or check the URL")
+    row = max(rows, key=lambda r: r.created_at)
+    uri, _experiment, workdir = stores_of(dict(row.config), tracking_uri)
+    return uri, workdir, row.mlflow_experiment_id
+
+
+def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.Typer:
+    """The ``mlflow`` command group."""
+    app = typer.Typer(invoke_without_command=True, help="Browse a sweep in MLflow.")
+
+    @app.callback()
+    def ui(
+        ctx: typer.Context,
+        storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = default_storage,
+        sweep: Annotated[str | None, typer.Option(help=SWEEP_HELP)] = None,
+        tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_HELP)] = None,
+        host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="Port to serve on.")] = 5000,
+    ) -> None:
+        """Open the MLflow UI on the stores a sweep used (Ctrl-C stops it)."""
+        if ctx.invoked_subcommand is not None:
+            return
+        from hyperfleet.platform.tracking.client import is_server
+        from hyperfleet.platform.tracking.server import experiment_url, ui_command
+
+        uri, workdir, experiment_id = guard(lambda: _stores(storage, sweep, tracking_uri))
+        if is_server(uri):
+            out.print(f"MLflow: {experiment_url(uri, experiment_id)}", soft_wrap=True)
+            return
+        cmd = guard(lambda: ui_command(uri, workdir, host, port))
+        err.print(f"MLflow UI: http://{host}:{port} (Ctrl-C stops it)", soft_wrap=True)
+        os.execvp(cmd[0], cmd)
+
+    @app.command("sync")
+    def sync(
+        storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = default_storage,
+        sweep: Annotated[str | None, typer.Option(help="One sweep (default: every one).")] = None,
+        tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_HELP)] = None,
+    ) -> None:
+        """Send MLflow what it missed (an outage, a controller that died): spooled reports,
+        runs created late, run ends, marks, the best model. Safe to run again."""
+        from hyperfleet.platform.storage import Storage
+        from hyperfleet.platform.tracking.sync import sync_sweep
+
+        st = guard(lambda: Storage(storage, create=False))
+        names = [sweep] if sweep else [r.name for r in guard(st.list_sweeps)]
+        incomplete = False
+        for name in names:
+            result = guard(functools.partial(sync_sweep, st, name, tracking_uri))
+            incomplete |= not result.complete
+            out.print(
+                f"{name}: {result.trials} trials, {result.points} spooled points sent, "
+                f"{result.created} runs created" + ("" if result.complete else "; incomplete"),
+                soft_wrap=True,
+            )
+        if incomplete:
+            err.print("MLflow went away during the sync; run it again when it is back")
+            raise typer.Exit(1)
+
+    return app

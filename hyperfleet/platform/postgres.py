@@ -1,0 +1,150 @@
+"""A PostgreSQL cluster of hyperfleet's own, run with the local ``initdb``/``pg_ctl`` (Debian's
+``postgresql`` package): the database of the native stack (``hyperfleet stack up``) and of the
+tests. Its data, socket and log live in one directory; it listens on the address given.
+
+PostgreSQL refuses to run as root: when hyperfleet runs as root, the cluster's tools run as
+the ``postgres`` user, which then owns the directory (and must be able to reach it).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from hyperfleet.errors import ConfigError
+
+
+def pg_bindir() -> Path | None:
+    """The directory of ``initdb`` and ``pg_ctl`` (the newest installed version), or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+class LocalPostgres:
+    """The cluster in ``root`` (``root/data``), serving ``port`` on ``listen`` (an address, or
+    a comma-separated list, as ``listen_addresses`` takes it).
+
+    ``password``: the superuser ``user`` then logs in with it (scram-sha-256), from any
+    address; without one, any local connection is trusted (tests only)."""
+
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        *,
+        user: str = "hf",
+        password: str | None = None,
+        listen: str = "127.0.0.1",
+        durable: bool = True,
+    ) -> None:
+        self.bindir = pg_bindir()
+        self.root = Path(root).resolve()
+        self.data = self.root / "data"
+        self.log = self.root / "postgres.log"
+        self.port = port
+        self.user = user
+        self.password = password
+        self.listen = listen
+        self.durable = durable
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:  # initdb refuses to run as root
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        if self.bindir is None:
+            raise ConfigError(
+                "postgres: initdb/pg_ctl not found; install PostgreSQL "
+                "(Debian/Ubuntu: apt-get install postgresql)"
+            )
+        cmd = [*self.as_user, str(self.bindir / tool), *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            why = (done.stderr or done.stdout).strip().splitlines()
+            raise ConfigError(f"postgres: {tool} failed: {why[-1] if why else done.returncode}")
+        return done
+
+    @property
+    def initialized(self) -> bool:
+        return (self.data / "PG_VERSION").exists()
+
+    def init(self) -> None:
+        """Create the cluster (once; a second call does nothing)."""
+        if self.initialized:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        args = ["-D", str(self.data), "-U", self.user, "--no-sync", "-E", "UTF8"]
+        pwfile = self.root / ".pwfile"
+        if self.password is None:
+            args += ["-A", "trust"]
+        else:
+            pwfile.write_text(self.password + "\n")
+            pwfile.chmod(0o600)
+            args += ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
+        if self.as_user:
+            for path in (self.root, *self.root.rglob("*")):
+                shutil.chown(path, "postgres")
+            reach = subprocess.run([*self.as_user, "test", "-w", str(self.root)], check=False)
+            if reach.returncode != 0:
+                raise ConfigError(
+                    f"--state-dir: PostgreSQL runs as user postgres and cannot reach {self.root}; "
+                    "choose a directory whose parents others may enter (e.g. under /tmp)"
+                )
+        try:
+            self._run("initdb", *args)
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if self.password is not None:  # other hosts' workers log in by password
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all 0.0.0.0/0 scram-sha-256\nhost all all ::/0 scram-sha-256\n")
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.root} -c listen_addresses='{self.listen}'"
+        if not self.durable:
+            opts += " -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.log), "-w", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server (``fast``: sessions are ended, data flushed); no-op when stopped."""
+        if self.running():
+            self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        if not self.initialized:
+            return False
+        return self._run("pg_ctl", "-D", str(self.data), "status", check=False).returncode == 0
+
+    def pid(self) -> int | None:
+        """The postmaster's pid while it runs."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    def url(self, database: str, host: str = "127.0.0.1") -> str:
+        from urllib.parse import quote
+
+        auth = (
+            self.user if self.password is None else f"{self.user}:{quote(self.password, safe='')}"
+        )
+        return f"postgresql://{auth}@{host}:{self.port}/{database}"
+
+    def create_database(self, name: str) -> None:
+        """``CREATE DATABASE name`` unless it exists."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                found = conn.execute(
+                    sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+                ).first()
+                if found is None:
+                    conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()

@@ -1,0 +1,107 @@
+"""What every population scheduler (PBT, PB2) does the same way: members end, are requeued
+and are counted from its :class:`~.population.PopulationStore`, never from process state. The
+exploit/explore policy is the subclass's (:mod:`.pbt`, :mod:`.pb2`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from hyperfleet.platform.schedulers.base import Scheduler, TrialState
+from hyperfleet.platform.schedulers.pbt_config import _PopulationFields
+from hyperfleet.platform.schedulers.population import (
+    Member,
+    MemberState,
+    PopulationStore,
+    now,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class PopulationScheduler(Scheduler):
+    """The end-of-trial, requeue and query half of a population scheduler."""
+
+    config: _PopulationFields
+    store: PopulationStore
+    sweep: str
+    max_steps: int
+    max_failures: int
+
+    # -- end -----------------------------------------------------------------------------------
+
+    def on_trial_end(
+        self,
+        trial_number: int,
+        state: TrialState,
+        values: list[float] | None = None,
+        error: str | None = None,
+    ) -> None:
+        with self.store.transaction(self.sweep) as txn:
+            m = txn.members().get(trial_number)
+            if m is None or m.state == MemberState.DONE:
+                return
+            if m.state == MemberState.PAUSED and m.step < self.max_steps:
+                return  # the processes of a paused member ended; it waits for suggest()
+            if state == TrialState.FAIL:
+                failures = m.failures + 1
+                gone = failures > self.max_failures
+                new_state = MemberState.DONE if gone else MemberState.WAITING
+                logger.warning(
+                    "PBT %s: member %d failed (%s); %s", self.sweep, trial_number, error,
+                    "giving up" if gone else "it restarts from its checkpoint",
+                )  # fmt: skip
+                txn.put(replace(m, state=new_state, failures=failures, updated=now()))
+                return
+            txn.put(replace(m, state=MemberState.DONE, updated=now()))
+
+    def requeue(self, trial_number: int) -> None:
+        """Put a RUNNING member back to WAITING, to be resumed by suggest()."""
+        self._requeue(trial_number)
+
+    def requeue_all(self) -> int:
+        """Put every RUNNING member back to WAITING (no member's processes survived an
+        interruption); returns how many were requeued."""
+        return self._requeue(None)
+
+    def _requeue(self, trial_number: int | None) -> int:
+        with self.store.transaction(self.sweep) as txn:
+            running = [
+                m
+                for m in txn.members().values()
+                if m.state == MemberState.RUNNING
+                and (trial_number is None or m.number == trial_number)
+            ]
+            for m in running:
+                txn.put(replace(m, state=MemberState.WAITING, updated=now()))
+        return len(running)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def members(self) -> dict[int, Member]:
+        return self.store.members(self.sweep)
+
+    def running(self) -> set[int]:
+        return {n for n, m in self.members().items() if m.state == MemberState.RUNNING}
+
+    def budget_left(self) -> int:
+        """Members still to start plus members waiting to be resumed."""
+        members = self.members()
+        waiting = sum(
+            m.state in (MemberState.WAITING, MemberState.PAUSED) for m in members.values()
+        )
+        return self.config.population - len(members) + waiting
+
+    def finished(self) -> bool:
+        members = self.members()
+        return len(members) == self.config.population and all(
+            m.state == MemberState.DONE for m in members.values()
+        )
+
+    def pinned_checkpoints(self) -> set[tuple[int, int]]:
+        """``(member, step)`` checkpoints some member will still load: do not prune them."""
+        return {
+            (m.ckpt_member, m.ckpt_step)
+            for m in self.members().values()
+            if m.ckpt_member is not None and m.ckpt_step is not None and m.state != MemberState.DONE
+        }

@@ -1,0 +1,63 @@
+"""A trial's files as artifacts of its run: ``config.json``, ``spec.json`` and ``log.txt``.
+
+``config.json`` is the resolved trial configuration (the sweep's ``trial:`` section with the
+sampled system knobs applied and the workload's params in full), written when the run starts;
+``spec.json`` (everything the trial's processes were launched with) and ``log.txt`` (every
+rank's output; its last ``LOG_LIMIT`` bytes when longer) each time a launch of the trial ends,
+replacing the previous copies. A failed trial's run also gets its error and the end of its log
+as the run's description, the first thing its page shows.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+LOG_LIMIT = 10 << 20
+NOTE_TAIL = 4000
+
+
+def log_json(client: Any, run_id: str, data: Mapping[str, Any], name: str) -> None:
+    client.log_text(run_id, json.dumps(data, indent=2, default=str), name)
+
+
+def _tail(path: Path, limit: int) -> bytes:
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        if size > limit:
+            f.seek(size - limit)
+        return f.read()
+
+
+def log_trial_files(client: Any, run_id: str, trial_dir: Path) -> None:
+    """Upload the trial's ``spec.json`` and ``log.txt`` (those that exist)."""
+    spec = trial_dir / "spec.json"
+    if spec.is_file():
+        client.log_artifact(run_id, str(spec))
+    log = trial_dir / "log.txt"
+    if not log.is_file():
+        return
+    if log.stat().st_size <= LOG_LIMIT:
+        client.log_artifact(run_id, str(log))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        cut = Path(tmp) / "log.txt"
+        cut.write_bytes(
+            b"(earlier output cut; the last %d bytes follow)\n" % LOG_LIMIT + _tail(log, LOG_LIMIT)
+        )
+        client.log_artifact(run_id, str(cut))
+
+
+def failure_note(error: str, trial_dir: Path | None) -> str:
+    """The description of a failed trial's run: its error, then the end of its log."""
+    text = error.strip()[-NOTE_TAIL:] or "no error message"
+    note = f"**Failed.**\n\n```\n{text}\n```"
+    log = None if trial_dir is None else trial_dir / "log.txt"
+    if log is not None and log.is_file() and "log.txt" not in text:
+        tail = _tail(log, NOTE_TAIL).decode(errors="replace").strip()
+        if tail and tail not in text:
+            note += f"\n\nEnd of `log.txt`:\n\n```\n{tail}\n```"
+    return note

@@ -1,0 +1,183 @@
+"""Opening MLflow: a client per tracking URI, what counts as an outage, where artifacts live.
+
+**Clients.** Every MLflow call of the platform goes through an explicit ``MlflowClient`` on an
+explicit URI (never the fluent API's global state). For a tracking *server* (``http(s)://``)
+the client's own retries are shortened (unless the environment sets them): MLflow's default
+retries a refused connection for minutes inside one call, which would hold a controller or a
+sink thread hostage during an outage; hyperfleet retries itself, with the data safe on disk
+(:mod:`.spool`, :mod:`.outbox`).
+
+**Transient or permanent.** A failed write is retried later unless MLflow answered that the
+request itself is wrong (an invalid value, a run that does not exist): retrying those would
+block everything queued behind them forever, so they are logged and dropped.
+
+**Artifact locations.** A tracking server decides where artifacts go: experiments are created
+without a location, so the server's default applies (``mlflow-artifacts:/`` with
+``--serve-artifacts``, proxied through the server to its ``--artifacts-destination``) and no
+client ever sees, or writes, a path of its own machine. A local store (``sqlite:///DIR/x.db``)
+has no server to proxy through, and an ``mlflow-artifacts:`` location cannot be read with a
+client on a SQLite URI; so its artifacts live beside it, in ``DIR/mlartifacts``: one folder
+holds the store and its artifacts (``hyperfleet mlflow`` serves both). Other direct database
+URIs (PostgreSQL without a server) use the sweep's ``workdir/mlartifacts``. To share runs
+between machines, use a server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.errors import HyperfleetError
+
+Point = tuple[str, float, int, int]  # key, value, timestamp (ms), step
+
+#: the MLflow client's own HTTP retries, shortened for a server (the environment wins)
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
+
+#: MLflow error codes that say the request itself is wrong: retrying cannot help
+PERMANENT_CODES = frozenset(
+    {
+        "INVALID_PARAMETER_VALUE",
+        "RESOURCE_ALREADY_EXISTS",
+        "RESOURCE_DOES_NOT_EXIST",
+        "INVALID_STATE",
+        "BAD_REQUEST",
+        "PERMISSION_DENIED",
+        "UNAUTHENTICATED",
+        "ENDPOINT_NOT_FOUND",
+        "FEATURE_DISABLED",
+    }
+)
+
+
+class TrackingUnavailableError(HyperfleetError):
+    """The tracking store cannot be reached when a sweep starts (its message names the fix)."""
+
+
+def is_server(uri: str) -> bool:
+    """True for a tracking server (``http://``, ``https://``), False for a local store."""
+    return uri.startswith(("http://", "https://"))
+
+
+def open_client(uri: str) -> Any:
+    """An ``MlflowClient`` on ``uri`` (see the module docstring for a server's retries), with
+    :func:`log_points` as a method."""
+    if is_server(uri):
+        for key, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
+        # one line per retry of every call during an outage says nothing the sink's and the
+        # outbox's own warnings (one per outage) do not
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    from mlflow.tracking import MlflowClient
+
+    class Client(MlflowClient):  # type: ignore[misc]
+        def log_points(self, run_id: str, points: Sequence[Point], tags: Mapping[str, str]) -> None:
+            log_points(self, uri, run_id, points, tags)
+
+    return Client(tracking_uri=uri)
+
+
+LOG_BATCH = "/api/2.0/mlflow/runs/log-batch"
+
+
+def log_points(
+    client: Any, uri: str, run_id: str, points: Sequence[Point], tags: Mapping[str, str]
+) -> None:
+    """One ``log_batch`` of plain ``(key, value, timestamp, step)`` points (at most 1000) and
+    tags. To a server the request is sent as MLflow's REST API defines it, built here: MLflow's
+    client spends about 20 times the CPU on the same request (entities, protobuf messages,
+    indented JSON parsed back; ``benchmarks/bench_tracking.py``), which a trial's process would
+    pay for every point. The same HTTP layer and credentials as MLflow's client are used, and
+    its errors are MLflow's. A local store goes through the client."""
+    if not is_server(uri):
+        from mlflow.entities import Metric, RunTag
+
+        metrics = [Metric(k, v, ts, s) for k, v, ts, s in points]
+        client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+        return
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request, verify_rest_response
+
+    body = {
+        "run_id": run_id,
+        "metrics": [{"key": k, "value": v, "timestamp": ts, "step": s} for k, v, ts, s in points],
+        "tags": [{"key": k, "value": v} for k, v in tags.items()],
+    }
+    response = http_request(get_default_host_creds(uri), LOG_BATCH, "POST", json=body)
+    verify_rest_response(response, LOG_BATCH)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed MLflow call may succeed later (an outage, a locked database)."""
+    from mlflow.exceptions import MlflowException
+
+    if isinstance(exc, MlflowException):
+        return exc.error_code not in PERMANENT_CODES
+    if isinstance(exc, (LookupError, TypeError, AttributeError, AssertionError, NameError)):
+        return False  # a bug, not an outage: retrying cannot help
+    return isinstance(exc, Exception)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other URI)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def artifact_root(uri: str, workdir: Path | None = None) -> Path | None:
+    """Where a local store's artifacts live (None: the server or MLflow decides)."""
+    if is_server(uri) or uri.startswith("file:"):
+        return None
+    db = sqlite_path(uri)
+    if db is not None:
+        return db.resolve().parent / "mlartifacts"
+    return None if workdir is None else workdir.resolve() / "mlartifacts"
+
+
+def experiment_location(uri: str, workdir: Path | None = None) -> str | None:
+    """The ``artifact_location`` of a new experiment on ``uri`` (module docstring)."""
+    root = artifact_root(uri, workdir)
+    return None if root is None else root.as_uri()
+
+
+def unreachable(uri: str, exc: BaseException) -> TrackingUnavailableError:
+    """The one-line error for a tracking store that cannot be opened."""
+    text = str(exc)
+    if "Connection refused" in text:
+        reason = "connection refused"
+    elif "timed out" in text or "Timeout" in text:
+        reason = "no answer in time"
+    else:
+        reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        reason = reason[:200] + ("..." if len(reason) > 200 else "")
+    fix = "start the server" if is_server(uri) else "check the path"
+    return TrackingUnavailableError(
+        f"tracking.uri: cannot open MLflow at {uri} ({reason}); {fix} or fix tracking.uri"
+    )
+
+
+def log_batches(
+    client: Any,
+    run_id: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    metrics: list[Any] | None = None,
+) -> None:
+    """``log_batch`` within MLflow's limits (100 params, 100 tags, 1000 metrics per call)."""
+    from mlflow.entities import Param, RunTag
+
+    items_p = [Param(k, v) for k, v in (params or {}).items()]
+    items_t = [RunTag(k, v) for k, v in (tags or {}).items()]
+    items_m = list(metrics or [])
+    while items_p or items_t or items_m:
+        client.log_batch(run_id, params=items_p[:100], tags=items_t[:100], metrics=items_m[:1000])
+        items_p, items_t, items_m = items_p[100:], items_t[100:], items_m[1000:]

@@ -1,0 +1,140 @@
+"""The sweep's run as the sweep closes: best and Pareto marks, counts, description, end.
+
+:func:`render_parent` computes what the sweep's run should show from the trials as storage
+holds them (:mod:`.records`) and writes only what differs from what the run already shows:
+tags whose value changed, points of ``best/<metric>`` (or ``pareto/size``) at steps the run
+does not have yet, counts that changed, the status and end time if they differ. The end time
+is the end of the last trial, not the moment of closing, so closing again (a finished sweep
+run once more, or ``hyperfleet mlflow sync``) finds nothing to write and changes nothing.
+
+The marks on trial runs (``hyperfleet.best``, ``hyperfleet.pareto``) move with the results:
+set on the runs that earn them, removed from runs that no longer do.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from hyperfleet.platform.tracking.base import SweepView
+from hyperfleet.platform.tracking.client import log_batches
+from hyperfleet.platform.tracking.records import (
+    BEST_TAG,
+    NOTE_TAG,
+    PARETO_TAG,
+    STATE_TAG,
+    Done,
+    best,
+    fmt,
+    objectives,
+    parent_series,
+    pareto,
+    state_counts,
+    sweep_note,
+)
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.tracking.tracker import SweepTracker
+
+logger = logging.getLogger(__name__)
+
+
+def completed(view: SweepView) -> list[Done]:
+    """The sweep's COMPLETE trials that reported every objective."""
+    metrics = [m for m, _ in objectives(view.config)]
+    return [
+        Done(t.number, [float(t.metrics[m]) for m in metrics], t.ended_at or 0.0)
+        for t in view.trials
+        if t.state == "COMPLETE" and all(m in t.metrics for m in metrics)
+    ]
+
+
+def marked(view: SweepView) -> tuple[str, list[int]]:
+    """The mark of this sweep (best or Pareto) and the trials that carry it."""
+    modes = [mode for _, mode in objectives(view.config)]
+    done = completed(view)
+    if len(modes) == 1:
+        top = best(done, modes)
+        return BEST_TAG, [] if top is None else [top.number]
+    return PARETO_TAG, sorted(pareto(done, modes))
+
+
+def _mark_runs(tracker: SweepTracker, tag: str, want: set[str]) -> None:
+    """``tag = true`` on exactly the runs in ``want`` among the sweep's trial runs."""
+    client = tracker.client
+    have = {
+        str(r.info.run_id)
+        for r in client.search_runs(
+            [tracker.experiment_id],
+            filter_string=f"tags.`hyperfleet.sweep` = '{tracker.sweep}' and tags.`{tag}` = 'true'",
+            max_results=10000,
+        )
+    }
+    for run_id in sorted(want - have):
+        client.set_tag(run_id, tag, "true")
+    for run_id in sorted(have - want):
+        client.delete_tag(run_id, tag)
+
+
+def _summary_line(
+    view: SweepView, tag: str, numbers: list[int], runs: dict[int, str]
+) -> tuple[str, dict[str, str]]:
+    tags: dict[str, str] = {}
+    if not numbers:
+        return "No trial has completed yet.", tags
+    metrics = [m for m, _ in objectives(view.config)]
+    trials = {t.number: t for t in view.trials}
+    if tag == BEST_TAG:
+        n = numbers[0]
+        value = trials[n].metrics[metrics[0]]
+        tags["hyperfleet.best_trial"] = str(n)
+        if n in runs:
+            tags["hyperfleet.best_run_id"] = runs[n]
+        return f"Best: trial {n}, {metrics[0]} = {fmt(float(value))}.", tags
+    tags["hyperfleet.pareto_trials"] = ",".join(map(str, numbers))
+    return f"Pareto front: trials {', '.join(map(str, numbers))}.", tags
+
+
+def _new_points(client: Any, run_id: str, points: Iterable[Any]) -> list[Any]:
+    """The points whose step the run's history of their key does not have yet."""
+    from mlflow.entities import Metric
+
+    by_key: dict[str, list[Any]] = {}
+    for p in points:
+        by_key.setdefault(p.key, []).append(p)
+    out = []
+    for key, group in by_key.items():
+        steps = {m.step for m in client.get_metric_history(run_id, key)}
+        out += [Metric(p.key, p.value, p.timestamp, p.step) for p in group if p.step not in steps]
+    return out
+
+
+def render_parent(tracker: SweepTracker, run_id: str, status: str, view: SweepView) -> None:
+    """Bring the sweep's run up to date with ``view`` (see the module docstring)."""
+    from mlflow.entities import Metric
+
+    client = tracker.client
+    metrics = [m for m, _ in objectives(view.config)]
+    modes = [mode for _, mode in objectives(view.config)]
+    runs = {t.number: r for t in view.trials if (r := tracker.run_id_of(t.number, t.run_id))}
+    tag, numbers = marked(view)
+    _mark_runs(tracker, tag, {runs[n] for n in numbers if n in runs})
+    line, tags = _summary_line(view, tag, numbers, runs)
+    counts = state_counts(t.state for t in view.trials)
+    ended = [t.ended_at for t in view.trials if t.ended_at is not None]
+    end_ms = int(max(ended) * 1000) if ended else int(time.time() * 1000)
+    tags[STATE_TAG] = "INTERRUPTED" if view.interrupted else "COMPLETE"
+    tags[NOTE_TAG] = sweep_note(view.name, view.config, counts, line, view.interrupted)
+    run = client.get_run(run_id)
+    tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
+    points = _new_points(client, run_id, parent_series(completed(view), metrics, modes))
+    finished = sum(1 for t in view.trials if t.state in ("COMPLETE", "PRUNED", "FAIL"))
+    points += [
+        Metric(k, v, end_ms, finished) for k, v in counts.items() if run.data.metrics.get(k) != v
+    ]
+    if tags or points:
+        log_batches(client, run_id, tags=tags, metrics=points)
+    if run.info.status != status or run.info.end_time != end_ms:
+        client.set_terminated(run_id, status, end_time=end_ms)

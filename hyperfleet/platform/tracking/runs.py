@@ -1,0 +1,91 @@
+"""Writing runs: the sweep's experiment, and a trial run's end.
+
+Both compare with what MLflow already holds and write only the difference, so writing them
+again (a retry after a lost answer, a continued sweep, ``hyperfleet mlflow sync``) adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.tracking.artifacts import failure_note, log_trial_files
+from hyperfleet.platform.tracking.client import log_batches
+from hyperfleet.platform.tracking.records import (
+    KIND,
+    KIND_TAG,
+    NOTE_TAG,
+    STATE_TAG,
+    STATUS,
+    tracked_state,
+)
+
+EXPERIMENT_NOTE = (
+    "Sweeps run by **hyperfleet**: one run per sweep (its search space, scheduler and best "
+    "trial), with a nested run per trial (its metric curves, system metrics, config, log and, "
+    "for the best trial, its model)."
+)
+
+
+def ensure_experiment(client: Any, name: str, location: str | None) -> str:
+    """The experiment's id, created if needed; tagged for MLflow's model-training view."""
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            tags = {KIND_TAG: KIND, NOTE_TAG: EXPERIMENT_NOTE}
+            return str(client.create_experiment(name, artifact_location=location, tags=tags))
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            exp = client.get_experiment_by_name(name)  # another controller created it
+    if exp.lifecycle_stage == "deleted":
+        raise ConfigError(
+            f"tracking.experiment: {name!r} is deleted in MLflow; restore it "
+            f"(mlflow experiments restore --experiment-id {exp.experiment_id}) or use another name"
+        )
+    if KIND_TAG not in exp.tags:  # an experiment made before: open it as model training too
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
+    return str(exp.experiment_id)
+
+
+def end_trial_run(
+    client: Any,
+    run_id: str,
+    state: str,
+    final: Mapping[str, float],
+    error: str,
+    now: int,
+    last_step: int,
+    trial_dir: Path | None,
+) -> None:
+    """A trial run's end in hyperfleet ``state`` at ``now`` (ms): its state tag, error,
+    ``final/`` metrics, ``pruned_at_step``/``stopped_at_step`` (``last_step``), its files and
+    its status, each written only if the run does not show it yet."""
+    from mlflow.entities import Metric
+
+    run = client.get_run(run_id)
+    have = run.data.metrics
+    tags = {STATE_TAG: tracked_state(state)}
+    if state == "FAIL" and error:
+        tags["hyperfleet.error"] = error[-4000:]
+        tags[NOTE_TAG] = failure_note(error, trial_dir)
+    tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
+    metrics = [
+        Metric(f"final/{k}", float(v), now, 0)
+        for k, v in final.items()
+        if have.get(f"final/{k}") != float(v)
+    ]
+    key = {"PRUNED": "pruned_at_step", "WAITING": "stopped_at_step"}.get(tracked_state(state))
+    if key is not None and last_step >= 0 and have.get(key) != float(last_step):
+        metrics.append(Metric(key, float(last_step), now, last_step))
+    status = STATUS.get(state, "FAILED")
+    if tags or metrics:
+        log_batches(client, run_id, tags=tags, metrics=metrics)
+    if trial_dir is not None and (tags or run.info.status != status):  # not if done before
+        log_trial_files(client, run_id, trial_dir)
+    if run.info.status != status:
+        client.set_terminated(run_id, status, end_time=now)

@@ -1,0 +1,68 @@
+"""``hyperfleet mlflow``: the MLflow UI on the stores a sweep used, and the hint that names it.
+
+A sweep's tracking store is its ``tracking.uri``, else ``<workdir>/mlflow.db``. A tracking
+server needs nothing started: the UI is the server's address. A local store is served by
+``mlflow server`` with its artifacts folder beside it (``<store dir>/mlartifacts``, see
+:mod:`.client`) as the proxied artifact destination, on loopback unless ``--host`` says
+otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.tracking.client import artifact_root, is_server, sqlite_path
+
+
+def mlflow_executable() -> str:
+    """The ``mlflow`` script beside this interpreter (or on PATH)."""
+    path = Path(sys.executable).parent / "mlflow"
+    return str(path) if path.exists() else "mlflow"
+
+
+def ui_command(tracking_uri: str, workdir: str | Path, host: str, port: int) -> list[str]:
+    """The ``mlflow server`` command that serves a local store and its artifacts."""
+    db = sqlite_path(tracking_uri)
+    if db is not None and not db.is_file():
+        raise ConfigError(
+            f"tracking.uri: no MLflow store at {db}; run a sweep first, or pass --tracking-uri"
+        )
+    cmd = [
+        mlflow_executable(),
+        "server",
+        "--backend-store-uri",
+        tracking_uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    root = artifact_root(tracking_uri, Path(workdir))
+    if root is not None:
+        cmd += ["--serve-artifacts", "--artifacts-destination", str(root)]
+    return cmd
+
+
+def experiment_url(tracking_uri: str, experiment_id: str | None) -> str:
+    base = tracking_uri.rstrip("/")
+    return f"{base}/#/experiments/{experiment_id}" if experiment_id else base
+
+
+def ui_hint(
+    hyperfleet: str,
+    storage_url: str,
+    tracking_uri: str,
+    derived_uri: str,
+    experiment_id: str | None,
+) -> str:
+    """One line to open the sweep in MLflow: the server's page, or ``hyperfleet mlflow``."""
+    if is_server(tracking_uri):
+        return experiment_url(tracking_uri, experiment_id)
+    hint = f"{hyperfleet} mlflow --storage {storage_url}"
+    if tracking_uri != derived_uri:  # given on the command line: not in the stored sweep
+        hint += f" --tracking-uri {tracking_uri}"
+    return hint

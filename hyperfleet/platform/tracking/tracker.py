@@ -1,0 +1,395 @@
+"""MLflow tracking of a sweep: one experiment, a run for the sweep, a nested run per trial.
+
+:class:`SweepTracker` is the controller's side. Everything goes through an explicit
+``MlflowClient`` and run ids, never the fluent API's active run. What the runs contain is
+decided in :mod:`.records`; this module decides *when* it is written:
+
+* **Opening** a sweep needs MLflow: the experiment (tagged so that MLflow 3 opens its
+  model-training view) and the sweep's run (its params, the sweep file as an artifact) are
+  written at once, and an unreachable store is a one-line error before anything runs.
+  Continuing a sweep writes nothing until a trial actually runs again, so running a finished
+  sweep once more changes nothing in MLflow.
+* **Trial runs** are created when a trial first launches, synchronously when MLflow answers
+  (the trial's processes get the run id in their spec). During an outage the trial launches
+  anyway with a placeholder id ``pending:N``: its sink spools its reports, and the run is
+  created as soon as MLflow is back (with the launch time as its start), after which the
+  trial's sink finds the id in its spool folder and sends everything in order.
+* **Everything else** (a run's end state, final metrics and files, the best mark, the lineage)
+  goes through the :class:`~.outbox.Outbox`: written off the controller's thread, in order, and
+  retried until MLflow takes it. Each write is idempotent (it compares with what the run holds,
+  or writes points with fixed timestamps), so writing again after a partial failure, or from
+  ``hyperfleet mlflow sync``, adds nothing twice.
+* **Closing** waits for the outbox (at most ``HYPERFLEET_MLFLOW_WAIT_S`` seconds, default 120,
+  of continuous outage); then the best trial's model is logged (:mod:`.model`). Whatever could
+  not be written stays in the trials' spools and storage for ``hyperfleet mlflow sync``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.platform.tracking.artifacts import log_json
+from hyperfleet.platform.tracking.base import ChildRun, SweepView
+from hyperfleet.platform.tracking.client import (
+    experiment_location,
+    is_transient,
+    log_batches,
+    open_client,
+    unreachable,
+)
+from hyperfleet.platform.tracking.outbox import Outbox
+from hyperfleet.platform.tracking.records import (
+    STATE_TAG,
+    child_params,
+    objectives,
+    parent_params,
+    run_name,
+)
+from hyperfleet.platform.tracking.runs import end_trial_run, ensure_experiment
+from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
+from hyperfleet.spec.wire import trial_dir
+
+logger = logging.getLogger(__name__)
+
+WAIT_S = 120.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SweepTracker:
+    """The controller's side of MLflow (see the module docstring)."""
+
+    def __init__(
+        self,
+        uri: str,
+        experiment: str,
+        workdir: str | Path | None = None,
+        *,
+        sweep_file: str | Path | None = None,
+        register_model: str | None = None,
+        live: bool = True,
+    ) -> None:
+        """``live``: extend the sweep run's best-so-far curve as trials complete (off for
+        ``hyperfleet mlflow sync``, which ends trials in storage's order, not as they came)."""
+        self.uri = uri
+        self.live = live
+        self.workdir = None if workdir is None else Path(workdir).resolve()
+        self.sweep_file = None if sweep_file is None else Path(sweep_file)
+        self.register_model = register_model
+        self.wait_s = float(os.environ.get("HYPERFLEET_MLFLOW_WAIT_S", WAIT_S))
+        self.client = open_client(uri)
+        try:
+            location = experiment_location(uri, self.workdir)
+            self.experiment_id: str | None = ensure_experiment(self.client, experiment, location)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                raise unreachable(uri, exc) from None
+            raise
+        self.outbox = Outbox()
+        self.sweep = ""
+        self.parent_id = ""
+        self.config: Mapping[str, Any] = {}
+        self.shipped = 0  # points sent from trial spools by this tracker
+        self._parent_active = False
+        self._children: dict[int, ChildRun] = {}
+        self._start_ms: dict[int, int] = {}
+        self._real: dict[int, str] = {}  # trial number -> run id, for runs created late
+        self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
+        self._best: tuple[int, float | None] = (0, None)  # completed trials, best so far
+
+    @property
+    def active(self) -> bool:
+        """Whether this session wrote to the sweep (created it, or ran one of its trials)."""
+        return self._parent_active
+
+    # -- the sweep's run ---------------------------------------------------------------------
+
+    def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
+        self.sweep, self.config = sweep, config
+        if run_id:
+            self.parent_id = run_id
+            self._seed_best(run_id)
+            return run_id
+        try:
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=sweep,
+                start_time=_now_ms(),
+                tags={"hyperfleet.sweep": sweep, "hyperfleet.kind": "sweep", STATE_TAG: "RUNNING"},
+            )
+            self.parent_id = str(run.info.run_id)
+            log_batches(self.client, self.parent_id, params=parent_params(config))
+        except Exception as exc:
+            if is_transient(exc):
+                raise unreachable(self.uri, exc) from None
+            raise
+        self._parent_active = True
+        self.outbox.put("the sweep file", lambda: self._sweep_files(self.parent_id, config))
+        return self.parent_id
+
+    def _sweep_files(self, run_id: str, config: Mapping[str, Any]) -> None:
+        if self.sweep_file is not None and self.sweep_file.is_file():
+            self.client.log_artifact(run_id, str(self.sweep_file), "sweep")
+        log_json(self.client, run_id, config, "sweep/resolved.json")
+
+    def _seed_best(self, run_id: str) -> None:
+        """Continue the sweep run's best-so-far curve where an earlier session left it."""
+        metrics = [m for m, _ in objectives(self.config)]
+        if len(metrics) != 1:
+            return
+        history = self.client.get_metric_history(run_id, f"best/{metrics[0]}")
+        if history:
+            last = max(history, key=lambda m: (m.step, m.timestamp))
+            self._best = (int(last.step), float(last.value))
+
+    def _activate_parent(self) -> None:
+        """The first trial of a continued sweep that runs: its run is RUNNING again."""
+        if self._parent_active:
+            return
+        self._parent_active = True
+        parent = self.parent_id
+
+        def resume() -> None:
+            self.client.update_run(parent, "RUNNING")
+            self.client.set_tag(parent, STATE_TAG, "RUNNING")
+
+        self.outbox.put("the sweep run resumes", resume)
+
+    def _live_best(self, final: Mapping[str, float], now: int) -> None:
+        """One more point of ``best/<metric>`` on the sweep's run (one objective)."""
+        (metric, mode), *more = objectives(self.config)
+        if more or metric not in final or not self.live:
+            return
+        k, best = self._best
+        value = float(final[metric])
+        if best is None or (value > best if mode == "max" else value < best):
+            best = value
+        self._best = (k + 1, best)
+        point = (f"best/{metric}", best, now, k + 1)
+
+        def log() -> None:  # once per step, even when written again after a lost answer
+            from mlflow.entities import Metric
+
+            have = self.client.get_metric_history(self.parent_id, point[0])
+            if all(m.step != point[3] for m in have):
+                self.client.log_batch(self.parent_id, metrics=[Metric(*point)])
+
+        self.outbox.put("the best value so far", log)
+
+    # -- trial runs ----------------------------------------------------------------------------
+
+    def trial_dir(self, number: int) -> Path | None:
+        return None if self.workdir is None else trial_dir(self.workdir, self.sweep, number)
+
+    def spool(self, number: int) -> Spool | None:
+        directory = self.trial_dir(number)
+        return None if directory is None else Spool(directory / "mlflow")
+
+    def child(self, run: ChildRun) -> str:
+        n = run.number
+        self._activate_parent()
+        self._children[n] = run
+        prior = run.prior_run_id
+        if prior and not is_pending(prior):
+            self._numbers[prior] = n
+            self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(prior))
+            return prior
+        if prior or n in self._start_ms:  # created late, or not yet: resolve it in order
+            self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(self._ensure(n)))
+            return self._real.get(n, f"{PENDING}{n}")
+        self._start_ms[n] = _now_ms()
+        if self.outbox.healthy:  # else MLflow is away: don't hold the sweep loop for it
+            try:
+                run_id = self._create(run)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                logger.warning(
+                    "MLflow unreachable (%s); trial %d runs, its run is created "
+                    "when MLflow is back",
+                    str(exc).splitlines()[0][:200],
+                    n,
+                )
+            else:
+                self._numbers[run_id] = n
+                self.outbox.put(f"trial {n}'s config", lambda: self._config_file(run_id, run))
+                return run_id
+        pending = f"{PENDING}{n}"
+        self._numbers[pending] = n
+        self.outbox.put(f"trial {n}'s run", lambda: self._config_file(self._ensure(n), run))
+        return pending
+
+    def _create(self, run: ChildRun) -> str:
+        tags = {
+            **run.tags,
+            "mlflow.parentRunId": run.parent_id,
+            "hyperfleet.sweep": run.sweep,
+            "hyperfleet.trial": str(run.number),
+            STATE_TAG: "RUNNING",
+        }
+        if run.sampled:
+            tags["hyperfleet.sampled"] = ",".join(run.sampled)
+        name = run_name(run.number, None if run.population else run.sampled)
+        start = self._start_ms.get(run.number, _now_ms())
+        created = self.client.create_run(
+            self.experiment_id, run_name=name, start_time=start, tags=tags
+        )
+        run_id = str(created.info.run_id)
+        log_batches(self.client, run_id, params=child_params(run.params, run.knobs))
+        return run_id
+
+    def _config_file(self, run_id: str, run: ChildRun) -> None:
+        if run.config:
+            config = {**run.config, "params": dict(run.params)}
+            log_json(self.client, run_id, config, "config.json")
+
+    def _find(self, number: int) -> Any:
+        found = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`hyperfleet.sweep` = '{self.sweep}' "
+            f"and tags.`hyperfleet.trial` = '{number}'",
+            max_results=5,
+        )
+        return found[0] if found else None
+
+    def _ensure(self, number: int) -> str:
+        """The real run id of trial ``number``: found by its tags, or created now."""
+        if number in self._real:
+            return self._real[number]
+        found = self._find(number)
+        run = self._children.get(number)
+        if found is not None:
+            run_id = str(found.info.run_id)
+            if not found.data.params and run is not None:  # created, but its params were lost
+                log_batches(self.client, run_id, params=child_params(run.params, run.knobs))
+        elif run is not None:
+            run_id = self._create(run)
+        else:
+            raise LookupError(f"trial {number} has no MLflow run and nothing to create it from")
+        self._real[number] = run_id
+        self._numbers[run_id] = number
+        spool = self.spool(number)
+        if spool is not None:
+            spool.publish_run_id(run_id)
+        return run_id
+
+    def _resolve(self, run_id: str | None, number: int | None) -> str:
+        if run_id and not is_pending(run_id):
+            return run_id
+        if number is None:
+            assert run_id is not None
+            number = int(run_id.removeprefix(PENDING))
+        return self._ensure(number)
+
+    def _resume(self, run_id: str) -> None:
+        self.client.update_run(run_id, "RUNNING")
+        self.client.set_tag(run_id, STATE_TAG, "RUNNING")
+
+    def resolved(self) -> dict[int, str]:
+        return dict(self._real)
+
+    def adopt(self, run: ChildRun) -> None:
+        """Know trial ``run.number`` without starting it (``hyperfleet mlflow sync``)."""
+        self._children[run.number] = run
+        if run.prior_run_id:
+            self._numbers[run.prior_run_id] = run.number
+
+    # -- a trial's end -------------------------------------------------------------------------
+
+    def end_child(
+        self,
+        run_id: str,
+        state: str,
+        final: Mapping[str, float] | None = None,
+        error: str = "",
+        ended_at: float | None = None,
+    ) -> None:
+        """The launch ended (at ``ended_at``, default now); written through the outbox."""
+        number = self._numbers.get(run_id)
+        now = _now_ms() if ended_at is None else int(ended_at * 1000)
+        values = dict(final or {})
+        if state == "COMPLETE":
+            self._live_best(values, now)
+        self.outbox.put(
+            f"the end of trial {number}'s run ({state})",
+            lambda: self._end(run_id, number, state, values, error, now),
+        )
+
+    def _end(
+        self,
+        run_id: str,
+        number: int | None,
+        state: str,
+        final: Mapping[str, float],
+        error: str,
+        now: int,
+    ) -> None:
+        run_id = self._resolve(run_id, number)
+        number = self._numbers.get(run_id, number)
+        spool = None if number is None else self.spool(number)
+        if spool is not None:
+            self.shipped += spool.ship(self.client, run_id)  # its last reports first
+        directory = None if number is None else self.trial_dir(number)
+        step = -1 if spool is None else spool.through("report")
+        end_trial_run(self.client, run_id, state, final, error, now, step, directory)
+
+    def ship(self, number: int, run_id: str | None) -> None:
+        """Send trial ``number``'s spool now (``hyperfleet mlflow sync`` of a running trial)."""
+
+        def send() -> None:
+            spool = self.spool(number)
+            if spool is not None and spool.unsent_bytes():
+                self.shipped += spool.ship(self.client, self._resolve(run_id, number))
+
+        self.outbox.put(f"trial {number}'s spool", send)
+
+    # -- the sweep's end -----------------------------------------------------------------------
+
+    def run_id_of(self, number: int, stored: str | None) -> str | None:
+        """A trial's real run id (None if it has none that can be found)."""
+        try:
+            return self._resolve(stored, number)
+        except LookupError:
+            return None
+
+    def end_parent(self, run_id: str, status: str, view: SweepView) -> bool:
+        from hyperfleet.platform.tracking.marks import render_parent
+        from hyperfleet.platform.tracking.model import export_best
+
+        self.outbox.put("the sweep run's end", lambda: render_parent(self, run_id, status, view))
+        synced = self.wait()
+        if synced and not view.interrupted:
+            export_best(self, view)
+        self.outbox.close()  # the session ends: what is still queued waits for a sync
+        return synced
+
+    def close(self) -> bool:
+        """This session's queued writes done (see :meth:`wait`), without ending the sweep's
+        run; the outbox stops."""
+        synced = self.wait()
+        self.outbox.close()
+        return synced
+
+    def wait(self) -> bool:
+        """Wait for the outbox; False after ``wait_s`` seconds of continuous outage."""
+        while not self.outbox.drain(1.0):
+            down = self.outbox.failing_since
+            if down is not None and time.monotonic() - down > self.wait_s:
+                logger.warning(
+                    "MLflow unreachable for %.0f s (%s); %d writes not done",
+                    self.wait_s,
+                    self.outbox.last_error,
+                    self.outbox.pending,
+                )
+                return False
+        return True

@@ -1,0 +1,95 @@
+"""The real small sweeps the dashboard tests look at, run once per test session.
+
+Four sweeps through the platform (``SweepRunner``: storage, scheduler, MLflow, in-process
+trials of :func:`tests.dashboards.workloads.curve`) into one storage, each with its own MLflow
+store (the dashboard finds each sweep's from its ``tracking.uri``). They run one after the
+other: most of their cost is starting the in-process workers (importing torch, MLflow,
+Optuna), which running them at once on two cores only makes slower.
+
+* ``tpe-pruned`` — TPE with a median pruner: COMPLETE and PRUNED trials;
+* ``multi`` — NSGA-II on two objectives (loss and cost, both minimised);
+* ``failing`` — every third trial raises half-way: FAIL trials with a traceback;
+* ``pbt`` — a PBT population of 4 time-sharing 2 slots: exploits, explores, pauses.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TPE, MULTI, FAILING, PBT = "tpe-pruned", "multi", "failing", "pbt"
+NAMES = (TPE, MULTI, FAILING, PBT)
+WORKLOAD = "tests.dashboards.workloads:curve"
+
+
+@dataclass(frozen=True)
+class Filled:
+    """Where the session's sweeps are."""
+
+    root: Path
+    storage: str
+    tracking: dict[str, str]  # sweep -> its MLflow tracking URI
+
+
+def _trial(**changes: Any) -> dict[str, Any]:
+    base = {"workload": WORKLOAD, "steps": 12, "eval_every": 2, "resources": {"devices": 0}}
+    return {**base, **changes}
+
+
+def configs(root: Path) -> list[dict[str, Any]]:
+    """The four sweep files, as mappings."""
+    space = {
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+        "width": {"type": "int", "low": 16, "high": 256, "log": True},
+    }
+
+    def sweep(name: str, **changes: Any) -> dict[str, Any]:
+        data = {
+            "name": name,
+            "objective": {"metric": "loss", "mode": "min"},
+            "scheduler": {"type": "tpe", "seed": 0, "n_startup_trials": 4},
+            "budget": {"trials": 10, "max_concurrent": 2},
+            "space": space,
+            "trial": _trial(),
+            "storage": f"sqlite:///{root / 'hf.db'}",
+            "tracking": {"uri": f"sqlite:///{root / f'mlflow-{name}.db'}"},
+            "workdir": str(root),
+        }
+        data.update(changes)
+        return {k: v for k, v in data.items() if v is not None}
+
+    return [
+        sweep(TPE, pruner={"type": "median", "n_startup_trials": 3, "n_warmup_steps": 4}),
+        sweep(
+            MULTI,
+            objective=None,
+            objectives=[{"metric": "loss", "mode": "min"}, {"metric": "cost", "mode": "min"}],
+            scheduler={"type": "nsga2", "seed": 0},
+            budget={"trials": 8, "max_concurrent": 1},
+        ),
+        sweep(
+            FAILING, budget={"trials": 6, "max_concurrent": 1}, trial=_trial(params={"fail_at": 3})
+        ),
+        sweep(
+            PBT,
+            scheduler={"type": "pbt", "population": 4, "perturbation_interval": 4, "seed": 0},
+            budget={"max_concurrent": 2},
+            trial=_trial(steps=24),
+        ),
+    ]
+
+
+def run(root: Path, mlflow_template: Path) -> Filled:
+    """Run the four sweeps, one after the other, into ``root``."""
+    from hyperfleet.platform.config import parse_sweep
+    from hyperfleet.platform.sweep import SweepRunner
+
+    root.mkdir(parents=True, exist_ok=True)
+    cfgs = [parse_sweep(c) for c in configs(root)]
+    for cfg in cfgs:
+        shutil.copy(mlflow_template, root / f"mlflow-{cfg.name}.db")
+        assert cfg.storage is not None and cfg.tracking.uri is not None
+        SweepRunner(cfg, cfg.storage, cfg.tracking.uri).run()
+    return Filled(root, str(cfgs[0].storage), {c.name: str(c.tracking.uri) for c in cfgs})

@@ -1,0 +1,256 @@
+"""The dashboard in a real browser: ``hyperfleet dashboard`` as a subprocess, driven through
+every page by headless Chromium (Debian's ``chromium`` and ``chromium-driver`` through
+Selenium; ``.ci/run`` installs them). One server and one browser serve the whole module.
+
+Each test waits for the page's charts to be drawn (plotly's SVG), asserts on the text a user
+reads, and saves a full-page screenshot under the session's ``screenshots`` folder (printed,
+and named in every assertion message). Pages are reached as a user reaches them: a click on a
+sweep in the Sweeps page, a link with ``?sweep=NAME``, the sidebar's links.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperfleet.platform.results import summarize
+from hyperfleet.platform.storage import Storage
+from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
+from tests.integration.cli import cli_env
+
+pytestmark = pytest.mark.slow
+START_TIMEOUT_S = 120
+RENDER_TIMEOUT_S = 90
+SVG = ".js-plotly-plot .main-svg"
+
+
+def _browser_binaries() -> tuple[str, str]:
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    if all(found):
+        return found  # type: ignore[return-value]
+    if os.environ.get("CI"):
+        pytest.fail("Chromium is missing; .ci/run installs Debian's chromium and chromium-driver")
+    pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(filled: Filled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``hyperfleet dashboard --storage …`` on a free port; yields its URL once it serves."""
+    port = _free_port()
+    cwd = tmp_path_factory.mktemp("dashboard-cwd")
+    cmd = [sys.executable, "-m", "hyperfleet.platform", "dashboard", "--storage",
+           filled.storage, "--port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
+    watchdog.start()
+    seen = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # Streamlit prints its URL once it accepts connections
+        seen.append(line)
+        if f"URL: http://127.0.0.1:{port}" in line:
+            break
+    watchdog.cancel()
+    assert proc.poll() is None, "".join(seen)
+    drain = threading.Thread(target=lambda: [None for _ in proc.stdout or []], daemon=True)
+    drain.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver_path = _browser_binaries()
+    options = Options()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--window-size=1400,1600"):  # fmt: skip
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("screenshots")
+    print(f"\nscreenshots: {folder}")
+    return folder
+
+
+class Page:
+    """The browser on one dashboard page: waits, reads text, screenshots."""
+
+    def __init__(self, driver: Any, folder: Path) -> None:
+        self.driver = driver
+        self.folder = folder
+
+    def wait(self, condition: Any, what: str) -> None:
+        from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        # an element read while Streamlit redraws the page can be gone: look again
+        waiting = WebDriverWait(self.driver, RENDER_TIMEOUT_S,
+                                ignored_exceptions=(StaleElementReferenceException,))  # fmt: skip
+        try:
+            waiting.until(lambda d: condition())
+        except TimeoutException:
+            path = self.shot("timeout")
+            raise AssertionError(f"timed out waiting for {what}; see {path}") from None
+
+    def css(self, selector: str) -> list[Any]:
+        from selenium.webdriver.common.by import By
+
+        return list(self.driver.find_elements(By.CSS_SELECTOR, selector))
+
+    def title_is(self, title: str) -> None:
+        self.wait(lambda: any(h.text == title for h in self.css("h1")), f"the title {title!r}")
+
+    def charts(self, count: int) -> None:
+        """Wait until ``count`` plotly charts are drawn and Streamlit is idle."""
+        self.wait(lambda: len(self.css(SVG)) >= count, f"{count} plotly charts")
+        self.wait(lambda: not self.css('[data-testid="stStatusWidget"]'), "the script to finish")
+
+    @property
+    def text(self) -> str:
+        return str(self.css("[data-testid='stMain']")[0].text)
+
+    def table_rows(self) -> list[list[str]]:
+        """The first table's cells, row by row, as Streamlit's grid gives them to assistive
+        technology (its visible cells are drawn on a canvas)."""
+        rows = self.css("[data-testid='stDataFrame'] table[role='grid'] tr")
+        return [
+            [c.get_attribute("textContent") for c in r.find_elements("css selector", "th,td")]
+            for r in rows
+        ]
+
+    def shot(self, name: str) -> Path:
+        """A screenshot of the whole page (the window grown to the page's height)."""
+        height = self.driver.execute_script(
+            "const m = document.querySelector('[data-testid=\"stMainBlockContainer\"]');"
+            "return m ? m.scrollHeight : document.body.scrollHeight;"
+        )
+        self.driver.set_window_size(1400, max(900, int(height) + 120))
+        path = self.folder / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        self.driver.set_window_size(1400, 1600)
+        return path
+
+    def click_link(self, text: str) -> None:
+        found: list[Any] = []
+
+        def present() -> bool:
+            found[:] = [a for a in self.css("a")
+                        if any(line.startswith(text) for line in a.text.splitlines())]  # fmt: skip
+            return bool(found)
+
+        self.wait(present, f"a link {text!r}")
+        found[0].click()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, shots: Path) -> Page:
+    return Page(browser, shots)
+
+
+def test_sweeps_page(page: Page, server: str) -> None:
+    page.driver.get(server)
+    page.title_is("Sweeps")
+    links = [f"{name} — done" for name in (TPE, MULTI, PBT)]
+    page.wait(lambda: all(link in page.text for link in links), "the sweep links")
+    page.wait(lambda: "sweeps\n4" in page.text, "the sweep count")
+    text = page.text
+    path = page.shot("1-sweeps")
+    for name in (TPE, MULTI, PBT):
+        assert f"{name} — done" in text, path
+    assert "sweeps\n4" in text and "running trials\n0" in text, path
+
+
+def test_one_click_into_a_sweep(page: Page, server: str, filled: Filled) -> None:
+    page.driver.get(server)
+    page.title_is("Sweeps")
+    page.click_link(f"{TPE} — done")
+    page.title_is(f"Sweep {TPE}")
+    page.charts(7)  # history, best over time, curves, importance, parallel, slice, contour
+    text = page.text
+    path = page.shot("2-sweep")
+    best = summarize(Storage.open_readonly(filled.storage), TPE).best()
+    assert best is not None and best.values
+    rows = page.table_rows()
+    assert [r[0] for r in rows[1:] if r[1] == "★"] == [str(best.number)], path
+    assert f"best loss\n{best.values[0]:.4g}" in text and "progress\n10 / 10" in text, path
+    assert "matters most for loss" in text and "Learning curves" in text, path
+    assert "pruned" in page.driver.page_source, path  # the pruned trials' curve markers
+
+
+def test_multi_objective_sweep(page: Page, server: str) -> None:
+    page.driver.get(f"{server}/sweep?sweep={MULTI}")
+    page.title_is(f"Sweep {MULTI}")
+    page.charts(6)  # curves, Pareto front, importance, parallel, slice, contour
+    text = page.text
+    path = page.shot("3-sweep-multi-objective")
+    assert "Pareto front" in text and "on the Pareto front" in text, path
+    assert "has no single best value" in text, path
+
+
+def test_compare(page: Page, server: str) -> None:
+    page.driver.get(f"{server}/sweep?sweep={TPE}")
+    page.title_is(f"Sweep {TPE}")
+    page.click_link("Compare")
+    page.title_is(f"Compare trials of {TPE}")
+    page.charts(1)
+    text = page.text
+    path = page.shot("4-compare")
+    assert "Parameters that differ" in text and "Outcome" in text, path
+    assert "lr" in text and "width" in text, path
+
+
+def test_population(page: Page, server: str) -> None:
+    page.driver.get(f"{server}/sweep?sweep={PBT}")
+    page.title_is(f"Sweep {PBT}")
+    page.click_link("Population")
+    page.title_is(f"Population of {PBT}")
+    page.charts(2)  # the family tree, the members' curves
+    text = page.text
+    path = page.shot("5-population")
+    assert "Family tree" in page.driver.page_source and "full schedule" in text, path
+    assert f"hyperfleet sweep replay {PBT} --member" in text, path
+    assert "from step" in text, path  # the schedule's steps are shown, not only its params
+    assert "exploit (donor → member)" in page.driver.page_source, path
+
+
+def test_devices(page: Page, server: str) -> None:
+    page.driver.get(f"{server}/population?sweep={PBT}")
+    page.title_is(f"Population of {PBT}")
+    page.click_link("Devices")
+    page.title_is(f"Devices of {PBT}")
+    page.charts(1)
+    text = page.text
+    path = page.shot("6-devices")
+    assert "Utilisation" in text and "paused stretches" in text, path
+    assert "workers\n1" in text and "leases of this sweep" in text, path  # `sweep run`'s worker
+    assert "paused · trial" in page.driver.page_source, path  # the paused members' lanes

@@ -1,0 +1,87 @@
+"""``hyperfleet dashboard`` as a user starts it: bound to loopback, nothing created for a
+mistyped ``--storage``, one line per problem, no traceback and no Streamlit noise. A storage
+that is not a URL is refused before Streamlit starts, so that check runs in-process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli import cli_env, invoke
+
+START_TIMEOUT_S = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local IPv4 addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":  # LISTEN
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found
+
+
+def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    """The command, run until Streamlit prints its URL; its output lines so far."""
+    proc = subprocess.Popen([sys.executable, "-m", "hyperfleet.platform", *args], cwd=cwd,
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
+    watchdog.start()
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+        if "URL: http://" in line:
+            break
+    watchdog.cancel()
+    return proc, lines
+
+
+@pytest.mark.slow  # a real Streamlit server
+def test_mistyped_storage_creates_nothing_and_is_one_warning(tmp_path: Path) -> None:
+    port = _free_port()
+    typo = tmp_path / "hyperfleet-rnus" / "hyperfleet.db"
+    proc, lines = _start(["dashboard", "--storage", f"sqlite:///{typo}", "--port", str(port)],
+                         tmp_path)  # fmt: skip
+    try:
+        assert proc.poll() is None, "\n".join(lines)
+        assert _listening_addresses(port) == {"127.0.0.1"}
+        output = "\n".join(lines)
+        assert lines[0] == (
+            f"warning: storage: no database at {typo}; check --storage (nothing was created)"
+        )
+        assert f"URL: http://127.0.0.1:{port}" in output
+        assert "Traceback" not in output and "ScriptRunContext" not in output, output
+        assert "streamlit run" not in output, output
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_storage_that_is_not_a_url_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a relative path would have been created
+    result = invoke("dashboard", "--storage", "hyperfleet-runs/hyperfleet.db")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: storage: not a database URL: 'hyperfleet-runs/hyperfleet.db' (Could not parse "
+        "SQLAlchemy URL from given URL string)"
+    ]
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,89 @@
+"""The dashboard open on a SQLite sweep that is writing: neither side sees "database is
+locked", the pages show the sweep while it runs (and say they refresh), and then its end.
+
+A real ``hyperfleet sweep run`` subprocess writes a report per step of each trial (platform
+tables, Optuna, MLflow) while the test runs the dashboard's pages against the same database
+file, one after the other, for as long as the sweep runs. The dashboard's reads are what
+AppTest runs: the same page code and queries a browser session runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import yaml
+from streamlit.testing.v1 import AppTest
+
+from hyperfleet.platform.storage import Storage
+from tests.dashboards.sweeps import WORKLOAD
+from tests.integration.cli import cli_env
+
+pytestmark = pytest.mark.slow
+APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
+TRIALS = 4
+
+
+def _sweep_file(root: Path, mlflow_template: Path) -> Path:
+    shutil.copy(mlflow_template, root / "mlflow.db")
+    data = {
+        "name": "live",
+        "objective": {"metric": "loss", "mode": "min"},
+        "scheduler": {"type": "tpe", "seed": 1, "n_startup_trials": 2},
+        "budget": {"trials": TRIALS, "max_concurrent": 2},
+        "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+        "trial": {"workload": WORKLOAD, "steps": 20, "eval_every": 1, "resources": {"devices": 0}},
+        "storage": f"sqlite:///{root / 'hf.db'}",
+        "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
+        "workdir": str(root),
+    }
+    path = root / "live.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_dashboard_reading_a_writing_sqlite_sweep(
+    tmp_path: Path, mlflow_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _sweep_file(tmp_path, mlflow_template)
+    monkeypatch.setenv("HYPERFLEET_STORAGE", f"sqlite:///{tmp_path / 'hf.db'}")
+    sweep = subprocess.Popen([sys.executable, "-m", "hyperfleet.platform", "sweep", "run",
+                              str(path), "--json"], cwd=tmp_path, env=cli_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen_running, runs = False, 0
+    try:
+        while sweep.poll() is None:  # read for as long as the sweep writes
+            at = AppTest.from_file(str(APP), default_timeout=120).run()
+            assert not at.exception, [e.value for e in at.exception]
+            if at.error:  # before the sweep created its database: the page says so
+                assert "no database" in at.error[0].value or "no hyperfleet" in at.error[0].value
+                continue
+            for view in ("sweep", "devices", "compare"):
+                at.switch_page(f"views/{view}.py").run()
+                assert not at.exception, [e.value for e in at.exception]
+            at.switch_page("views/sweep.py").run()
+            counts = {m.label: m.value for m in at.metric}
+            if counts.get("RUNNING", "0") != "0":
+                seen_running = True
+                assert any("refreshes every" in c.value for c in at.caption)
+            runs += 1
+        out, err = sweep.communicate(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, err[-3000:]
+    assert "locked" not in err, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["state_counts"]["COMPLETE"] == TRIALS
+    trials = Storage.open_readonly(f"sqlite:///{tmp_path / 'hf.db'}").trials("live")
+    assert [t.error for t in trials] == [None] * TRIALS
+    assert seen_running and runs > 0
+    st.cache_data.clear()  # the pages' reads are cached for 2 s: look afresh at the end
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.switch_page("views/sweep.py").run()
+    assert {m.label: m.value for m in at.metric}["COMPLETE"] == str(TRIALS)

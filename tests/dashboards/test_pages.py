@@ -1,0 +1,296 @@
+"""Every page of the dashboard, run by Streamlit's own script runner (``AppTest``) against the
+session's real sweeps (:mod:`tests.dashboards.sweeps`): no exception, and the elements each
+page promises — checked against what the platform stored and what ``sweep status`` prints.
+The pages on no storage, no sweep and no finished trial: :mod:`tests.dashboards.test_empty`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from hyperfleet.platform.results import summarize
+from hyperfleet.platform.schedulers.population import SqlPopulationStore, replay_schedule
+from hyperfleet.platform.storage import Storage
+from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
+from tests.integration.cli import cli
+
+pytestmark = pytest.mark.slow  # the session's real sweeps (tests.dashboards.sweeps) run first
+APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
+Open = Callable[..., AppTest]
+
+
+@pytest.fixture
+def open_page(filled: Filled, monkeypatch: pytest.MonkeyPatch) -> Open:
+    """``open_page(view, sweep)``: the app run on ``views/<view>.py`` with ``sweep`` picked."""
+    monkeypatch.setenv("HYPERFLEET_STORAGE", filled.storage)
+    monkeypatch.delenv("HYPERFLEET_TRACKING_URI", raising=False)
+
+    def run(view: str, sweep: str | None = None, **state: Any) -> AppTest:
+        at = AppTest.from_file(str(APP), default_timeout=120).run()
+        assert not at.exception, at.exception
+        if sweep is not None:
+            at.session_state["sweep"] = sweep
+        for key, value in state.items():
+            at.session_state[key] = value
+        if view != "sweeps":
+            at.switch_page(f"views/{view}.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return run
+
+
+def figures(at: AppTest) -> dict[str, dict[str, Any]]:
+    """The page's plotly figures (as plotly JSON) by the key they were drawn with."""
+    return {e.proto.id.split("-", 2)[2]: json.loads(e.proto.spec) for e in at.get("plotly_chart")}
+
+
+def stored(filled: Filled) -> Storage:
+    return Storage.open_readonly(filled.storage)
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+@pytest.mark.parametrize("view", ["sweep", "compare", "population", "devices"])
+def test_every_page_runs_on_every_sweep(open_page: Open, view: str) -> None:
+    for sweep in NAMES:
+        at = open_page(view, sweep)  # asserts no exception
+        assert at.title[0].value.endswith(sweep), (view, sweep)
+
+
+# -- Sweeps ------------------------------------------------------------------------------------
+
+
+def test_sweeps_page_lists_every_sweep_with_a_link_into_it(open_page: Open, filled: Filled) -> None:
+    at = open_page("sweeps")
+    assert at.title[0].value == "Sweeps"
+    table = at.dataframe[0].value
+    assert sorted(table["sweep"]) == sorted(NAMES)
+    row = table.set_index("sweep").loc[TPE]
+    best = summarize(stored(filled), TPE).best()
+    assert best is not None and best.values
+    assert row["state"] == "done" and row["progress"] == "10 / 10"
+    assert row["objective"] == "loss (min)" and row["scheduler"] == "tpe"
+    assert float(row["best"]) == pytest.approx(best.values[0], rel=1e-2)
+    assert table.set_index("sweep").loc[MULTI, "best"].endswith("on the front")
+    assert metrics(at)["sweeps"] == "4"
+    links = {e.proto.label: e.proto.query_string for e in at.get("page_link")}
+    assert any(label.startswith(f"{PBT} — done") for label in links)
+    assert "sweep=multi" in {q for q in links.values()}
+
+
+# -- Sweep -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sweep", [TPE, FAILING, PBT])
+def test_trials_table_marks_the_sweeps_best(open_page: Open, filled: Filled, sweep: str) -> None:
+    at = open_page("sweep", sweep)
+    summary = summarize(stored(filled), sweep)
+    table = at.dataframe[0].value
+    assert list(table["trial"]) == [t.number for t in summary.trials]
+    best = summary.best()
+    assert best is not None and best.values
+    marked = table[table["best"] == "★"]
+    assert list(marked["trial"]) == [best.number]
+    assert marked["loss"].iloc[0] == pytest.approx(best.values[0])
+    assert metrics(at)["best loss"] == f"{best.values[0]:.4g}"
+    assert {"param lr", "param width", "duration s", "host / devices", "mlflow"} <= set(table)
+
+
+def test_trials_table_shows_pruned_steps_errors_and_mlflow_links(
+    open_page: Open, filled: Filled
+) -> None:
+    st = stored(filled)
+    pruned = open_page("sweep", TPE).dataframe[0].value.set_index("trial")
+    for t in summarize(st, TPE).trials:
+        assert pruned.loc[t.number, "pruned at"] == (
+            str(t.last_step) if t.state == "PRUNED" else ""
+        )
+    assert (pruned["state"] == "PRUNED").any(), "the median pruner pruned nothing"
+    failing = open_page("sweep", FAILING).dataframe[0].value.set_index("trial")
+    fails = failing[failing["state"] == "FAIL"]
+    assert len(fails) == 2
+    assert all(e.startswith("RuntimeError: diverged: loss is nan") for e in fails["error"])
+    sweep = st.get_sweep(FAILING)
+    record = st.get_trial(FAILING, 1)
+    assert sweep is not None and record is not None
+    assert failing.loc[1, "mlflow"] == (
+        f"http://127.0.0.1:5000/#/experiments/{sweep.mlflow_experiment_id}"
+        f"/runs/{record.mlflow_run_id}"
+    )
+    assert failing.loc[1, "host / devices"].endswith(": cpu:0")
+
+
+def test_filter_by_state_and_param_range(open_page: Open, filled: Filled) -> None:
+    at = open_page("sweep", FAILING)
+    at.multiselect(key=f"states-{FAILING}").set_value(["FAIL"]).run()
+    assert set(at.dataframe[0].value["state"]) == {"FAIL"}
+    at.multiselect(key=f"states-{FAILING}").set_value(["COMPLETE", "FAIL"]).run()
+    width = at.slider(key=f"range-{FAILING}-width")  # log10 of width: a log-scaled param
+    lo, hi = width.value
+    width.set_value((lo, (lo + hi) / 2)).run()
+    shown = at.dataframe[0].value
+    assert all(w <= 10 ** ((lo + hi) / 2) for w in shown["param width"])
+    assert set(shown["state"]) <= {"COMPLETE", "FAIL"} and len(shown) < 6
+
+
+def test_selected_failed_trial_shows_its_error_and_log_tail(open_page: Open) -> None:
+    at = open_page("sweep", FAILING)
+    at.selectbox(key=f"detail-{FAILING}").set_value(0).run()
+    codes = [c.value for c in at.code]
+    assert any("Traceback" in c and "RuntimeError: diverged" in c for c in codes)  # error, log
+    assert len(codes) == 2
+
+
+def test_sweep_page_draws_progress_curves_and_analysis(open_page: Open, filled: Filled) -> None:
+    at = open_page("sweep", TPE)
+    figs = figures(at)
+    assert {"history", "best-time", "curves", "importance", "parallel", "slice", "contour"} <= set(
+        figs
+    )
+    summary = summarize(stored(filled), TPE)
+    best = summary.best()
+    assert best is not None and best.values
+    best_line = next(d for d in figs["best-time"]["data"] if d["name"] == "best so far")
+    assert best_line["y"][-1] == pytest.approx(best.values[0])
+    assert any("matters most for loss" in m.value for m in at.markdown)
+
+
+def test_learning_curves_mark_where_a_trial_was_pruned(open_page: Open, filled: Filled) -> None:
+    at = open_page("sweep", TPE)
+    pruned = [t for t in summarize(stored(filled), TPE).trials if t.state == "PRUNED"]
+    at.multiselect(key=f"sweep-trials-{TPE}").set_value([pruned[0].number]).run()
+    data = figures(at)["curves"]["data"]
+    marker = next(d for d in data if d["name"].endswith("pruned"))
+    assert marker["x"] == [pruned[0].last_step] and marker["marker"]["symbol"] == "x"
+    at.selectbox(key=f"sweep-axis-{TPE}").set_value("elapsed").run()
+    line = figures(at)["curves"]["data"][0]
+    assert line["x"][0] == 0 and line["x"][-1] > 0
+    at.selectbox(key=f"sweep-metric-{TPE}").set_value("accuracy").run()
+    assert figures(at)["curves"]["layout"]["yaxis"]["title"]["text"] == "accuracy"
+
+
+def test_pareto_points_equal_sweep_status_front(open_page: Open, filled: Filled) -> None:
+    status = cli("sweep", "status", MULTI, "--storage", filled.storage, "--json")
+    assert status.returncode == 0, status.stderr
+    front = {(t["number"], tuple(t["values"])) for t in json.loads(status.stdout)["pareto_front"]}
+    at = open_page("sweep", MULTI)
+    trace = next(d for d in figures(at)["pareto"]["data"] if d["name"] == "Pareto front")
+    assert sorted(zip(trace["x"], trace["y"], strict=True)) == sorted(v for _, v in front)
+    table = at.dataframe[0].value
+    assert set(table[table["front"] == "★"]["trial"]) == {n for n, _ in front}
+    assert metrics(at)["on the Pareto front"] == str(len(front))
+
+
+def test_multi_objective_sweep_says_single_objective_charts_do_not_apply(open_page: Open) -> None:
+    at = open_page("sweep", MULTI)
+    assert any("multi-objective sweep has no single best value" in i.value for i in at.info)
+    figs = figures(at)
+    assert "history" not in figs and "best-time" not in figs
+    at.selectbox(key=f"objective-{MULTI}").set_value(1).run()
+    assert "cost" in figures(at)["importance"]["layout"]["title"]["text"]
+
+
+# -- Compare -----------------------------------------------------------------------------------
+
+
+def test_compare_shows_only_differing_params_and_shared_curves(
+    open_page: Open, filled: Filled
+) -> None:
+    at = open_page("compare", TPE)
+    at.multiselect(key=f"compare-trials-{TPE}").set_value([1, 2]).run()
+    tables = at.table
+    assert [t.value.columns.tolist() for t in tables] == [["trial 1", "trial 2"]] * 2
+    diff = tables[1].value
+    params = {n: summarize(stored(filled), TPE).trials[n].params for n in (1, 2)}
+    differing = {k for k in params[1] if params[1][k] != params[2][k]}
+    assert set(diff.index) == differing
+    curves = figures(at)["compare-curves"]["data"]
+    assert [d["name"] for d in curves if not d["name"].endswith("pruned")] == ["trial 1", "trial 2"]
+
+
+def test_compare_asks_for_two_trials(open_page: Open) -> None:
+    at = open_page("compare", TPE)
+    at.multiselect(key=f"compare-trials-{TPE}").set_value([1]).run()
+    assert any("Pick 2 to 8 trials" in i.value for i in at.info)
+
+
+# -- Population --------------------------------------------------------------------------------
+
+
+def test_family_tree_edges_equal_the_stored_lineage(open_page: Open, filled: Filled) -> None:
+    st = stored(filled)
+    exploits = [e for e in SqlPopulationStore(st.engine).lineage(PBT) if e.kind == "exploit"]
+    assert exploits, "the PBT sweep made no exploit"
+    at = open_page("population", PBT)
+    edges = next(d for d in figures(at)["tree"]["data"] if d["name"].startswith("exploit"))
+    drawn = [tuple(c) for c in edges["customdata"][::3]]
+    assert drawn == [(e.donor, e.donor_step, e.member, e.step) for e in exploits]
+    xs, ys = edges["x"], edges["y"]
+    assert [(xs[i], ys[i], xs[i + 1], ys[i + 1]) for i in range(0, len(xs), 3)] == [
+        (e.donor_step, e.donor, e.donor_step, e.member) for e in exploits
+    ]
+    table = at.dataframe[0].value
+    assert list(zip(table["member"], table["donor"], table["donor step"], strict=True)) == [
+        (e.member, e.donor, e.donor_step) for e in exploits
+    ]
+    assert metrics(at)["exploits"] == str(len(exploits))
+
+
+def test_population_shows_the_winners_full_schedule(open_page: Open, filled: Filled) -> None:
+    st = stored(filled)
+    best = summarize(st, PBT).best()
+    assert best is not None
+    at = open_page("population", PBT)
+    assert metrics(at)["winner"] == f"member {best.number}"
+    # as `hyperfleet sweep replay` reads it: the population store (which takes its lock)
+    schedule = replay_schedule(
+        SqlPopulationStore(Storage(filled.storage, create=False).engine), PBT, best.number
+    )
+    shown = at.table[0].value
+    assert list(shown["from step"]) == [s for s, _ in schedule]
+    assert "member-curves" in figures(at)
+
+
+def test_population_page_on_a_sweep_without_a_population(open_page: Open) -> None:
+    at = open_page("population", TPE)
+    assert "not population-based training" in at.info[0].value
+
+
+# -- Devices -----------------------------------------------------------------------------------
+
+
+def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Filled) -> None:
+    leases = stored(filled).leases(PBT)
+    at = open_page("devices", PBT)
+    bars = [d for d in figures(at)["timeline"]["data"] if d["name"] != "paused"]
+    assert sum(len(d["y"]) for d in bars) == sum(len(lease.devices) for lease in leases)
+    paused = [d for d in figures(at)["timeline"]["data"] if d["name"] == "paused"]
+    assert paused and all(y.startswith("paused · trial") for y in paused[0]["y"])
+    lanes = at.table[0].value
+    assert set(lanes.index) == {f"{lease.host} · {d}" for lease in leases for d in lease.devices}
+    assert all(cell.endswith("%") for cell in lanes["busy"])
+    workers = at.table[1].value  # the one worker `sweep run` started served every lease
+    assert list(workers.index) == list({lease.worker for lease in leases})
+    assert list(workers["leases of this sweep"]) == [len(leases)]
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def test_unreadable_mlflow_store_is_a_warning_not_an_error(
+    open_page: Open, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYPERFLEET_TRACKING_URI", f"sqlite:///{tmp_path / 'none.db'}")
+    at = open_page("sweep", TPE)
+    assert any("cannot be read" in w.value and "no MLflow database" in w.value for w in at.warning)
+    assert "curves" not in figures(at) and "importance" in figures(at)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,29 @@
+"""In-process workloads for the dashboard tests: cheap learning curves with several metrics."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def curve(ctx: Any) -> None:
+    """A learning curve that converges to a loss set by ``lr`` and ``width``.
+
+    Reports ``loss`` (lower is better), ``accuracy`` and ``cost`` (grows with ``width``) at
+    every evaluation step; ``fail_at`` > 0 makes trials whose number is a multiple of it raise
+    half-way, so a sweep has failed trials with a real traceback.
+    """
+    lr = float(ctx.params["lr"])
+    width = float(ctx.params.get("width", 64))
+    fail_at = int(ctx.params.get("fail_at", 0))
+    state = ctx.load_checkpoint()
+    step = int(state["step"]) if state else 0
+    floor = (math.log10(lr) + 2.5) ** 2 * 0.1 + 8.0 / width
+    while step < ctx.max_steps:
+        step += 1
+        if fail_at and ctx.trial_number % fail_at == 0 and step > ctx.max_steps // 2:
+            raise RuntimeError(f"diverged: loss is nan at step {step} (lr={lr:.3g})")
+        if ctx.should_eval(step):
+            loss = floor + 2.0 * math.exp(-step * lr * 20)
+            metrics = {"loss": loss, "accuracy": 1.0 / (1.0 + loss), "cost": width / 64.0}
+            ctx.report(step, metrics, checkpoint={"step": step})
