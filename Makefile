@@ -44,10 +44,13 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# The side-by-side suite of trial start-up (BENCHMARKS.md, benchmarks/results/*.json);
-# bench-full: the sizes of issue #15; bench-components: the per-component scripts too.
+# The side-by-side suite of trial start-up (BENCHMARKS.md, benchmarks/results/*.json) and a
+# smoke run of the Bayesian schedulers with trials in flight (its full grid takes an hour or
+# more: python benchmarks/bench_parallel_bo.py); bench-full: the sizes of issue #15;
+# bench-components: the per-component scripts too.
 bench: install
 	$(PY) benchmarks/run_all.py --quick
+	$(PY) benchmarks/bench_parallel_bo.py --quick
 
 bench-full: install
 	$(PY) benchmarks/run_all.py

@@ -136,7 +136,10 @@ class GPConfig(_Frozen):
     """Gaussian-process Bayesian optimisation (Optuna's ``GPSampler``, needs torch).
 
     Handles float, int and categorical parameters; single- and multi-objective (the latter
-    maximises expected hypervolume improvement).
+    maximises expected hypervolume improvement). With trials in flight it uses a batch
+    acquisition (Optuna's qLogEI / qLogEHVI): the running trials' values are drawn jointly from
+    the GP posterior (fantasies) and the next point maximises the expected improvement over
+    them, so no lie is chosen; Optuna reads the running trials, of every worker, from storage.
     """
 
     type: Literal["gp"]
@@ -168,9 +171,10 @@ class SkoptConfig(_Frozen):
     """Bayesian optimisation with scikit-optimize's ``Optimizer`` (``skopt_sampler``).
 
     A surrogate model of the objective (``base_estimator``) is fitted to the finished trials and
-    the point maximising the acquisition function is suggested. Running trials are given a
-    constant lie (``liar``) so concurrent suggestions spread out. The fit costs O(n^3) in the
-    number of observations for GP: ``max_history`` caps it, ``time_budget_s`` turns to TPE.
+    the point maximising the acquisition function is suggested. Running trials, from any
+    worker, are pending points given a made-up value (``liar``) so concurrent suggestions
+    spread out. The fit costs O(n^3) in the number of observations for GP: ``max_history``
+    caps it, ``time_budget_s`` turns to TPE.
     """
 
     type: Literal["skopt"]
@@ -183,8 +187,15 @@ class SkoptConfig(_Frozen):
     n_initial_points: int = Field(10, ge=1)
     """Finished trials (sampled by the internal TPE, which is random this early) before the
     surrogate is used."""
-    liar: Literal["cl_min", "cl_mean", "cl_max"] = "cl_min"
-    """Value assumed for running trials: the best (min), mean or worst (max) result so far."""
+    liar: Literal["cl_min", "cl_mean", "cl_max", "kriging_believer"] = "kriging_believer"
+    """What a running trial (pending point) is taken to score while the next suggestion is
+    made, so that concurrent suggestions spread out. ``kriging_believer``: the model's own
+    prediction there (only the uncertainty at the point goes; the best choice with many
+    workers in bench_parallel_bo). ``cl_min`` / ``cl_mean`` / ``cl_max``: the constant liar,
+    the best, mean or worst finished value; ``cl_max`` pushes concurrent trials apart (more
+    exploration), ``cl_min`` pulls them together next to the running ones (more exploitation,
+    clusters with many workers). The model's hyperparameters are fitted to finished trials
+    only, whatever the lie."""
     max_history: int | None = Field(None, ge=2)
     """At most this many finished trials are given to the surrogate (the best half of them
     plus the most recent ones); None: all."""
@@ -199,9 +210,14 @@ class SkoptConfig(_Frozen):
     n_restarts_optimizer: int = Field(5, ge=1)
     """L-BFGS starts for acq_optimizer lbfgs."""
     xi: float = Field(0.01, ge=0.0)
-    """EI/PI: minimum improvement that counts (exploration)."""
+    """EI/PI: minimum improvement that counts (exploration), in standard deviations of the
+    (transformed) finished values."""
     kappa: float = Field(1.96, ge=0.0)
     """LCB: weight of the standard deviation (exploration)."""
+    value_transform: Literal["yeo-johnson", "standardize"] = "yeo-johnson"
+    """What the surrogate is fitted to: the finished values standardised, after a Yeo-Johnson
+    power transform (default; order-preserving, it tames the long tail of bad values that
+    otherwise makes a GP's fitted length scales collapse), or only standardised."""
 
 
 SchedulerConfig = Annotated[

@@ -46,7 +46,8 @@ from hyperfleet.platform.schedulers.configs import (
     SkoptConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler, derive_seed
+from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
+from hyperfleet.platform.schedulers.skopt_support import derive_seed
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ def _make(
             n_restarts_optimizer=cfg.n_restarts_optimizer,
             xi=cfg.xi,
             kappa=cfg.kappa,
+            value_transform=cfg.value_transform,
             seed=cfg.seed,
         )
     raise AssertionError(f"unhandled scheduler config {cfg!r}")

@@ -8,16 +8,33 @@ it separates model-based searchers that locate the right basin from those that s
 one. Both are the standard benchmarks of the Bayesian optimisation literature (Dixon & Szegö,
 1978; used by Jones et al. 1998, Snoek et al. 2012).
 
-The functions take plain floats so any searcher can call them; ``BRANIN`` and ``HARTMANN6``
-describe their box bounds and minima.
+The six-hump camel function is a 2-D polynomial on ``[-3, 3] x [-2, 2]`` with two global
+minima of -1.0316 and four local ones, on a domain whose edges are very high (162 at a corner): a
+searcher that loses the basin and wanders to the edges shows at once.
+
+The functions take plain floats so any searcher can call them; ``BRANIN``, ``HARTMANN6`` and
+``CAMEL6`` describe their box bounds and minima.
+
+``run_concurrent`` drives an Optuna sampler on one of them as the platform does, with trials
+in flight: the platform's scheduler calls ``study.ask()`` and suggests every parameter at once,
+the trial stays RUNNING in storage while it trains, and ``study.tell`` records its result when it
+ends. Here ``concurrency`` trials are asked up front; each gets a duration drawn from a seeded
+generator, and on a virtual clock the first to finish is told and a new trial asked in its place
+until the budget is spent. The finishing order is thus random but reproducible, and the sampler
+sees exactly what it would see from a sweep with that many workers.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
 
 
 @dataclass(frozen=True)
@@ -87,7 +104,49 @@ HARTMANN6 = KnownFunction(
 )
 
 
-FUNCTIONS = {f.name: f for f in (BRANIN, HARTMANN6)}
+def camel6(x: Sequence[float]) -> float:
+    """Six-hump camel at ``x = (x1, x2)``; global minimum -1.031628 at two points."""
+    x1, x2 = float(x[0]), float(x[1])
+    return (4.0 - 2.1 * x1**2 + x1**4 / 3.0) * x1**2 + x1 * x2 + (-4.0 + 4.0 * x2**2) * x2**2
+
+
+CAMEL6 = KnownFunction(
+    name="camel6",
+    fn=camel6,
+    bounds=((-3.0, 3.0), (-2.0, 2.0)),
+    minimum=-1.031628,
+    argmins=((0.0898, -0.7126), (-0.0898, 0.7126)),
+)
+
+FUNCTIONS = {f.name: f for f in (BRANIN, HARTMANN6, CAMEL6)}
+
+
+def run_concurrent(
+    study: optuna.Study, fn: KnownFunction, n_trials: int, concurrency: int, seed: int = 0
+) -> list[float]:
+    """Minimise ``fn`` in ``study`` with ``concurrency`` trials in flight; see the docstring.
+
+    Returns the values in the order the trials were asked (trial number order for a fresh
+    study). Trial durations are uniform in [0.5, 1.5) from ``random.Random(seed)``.
+    """
+    if concurrency < 1 or n_trials < 1:
+        raise ValueError(f"concurrency and n_trials must be >= 1, got {concurrency}, {n_trials}")
+    clock = random.Random(seed)
+    values: dict[int, float] = {}
+    in_flight: list[tuple[float, int, Any, float]] = []  # (end time, number, trial, value)
+    now = 0.0
+    asked = 0
+    while asked < n_trials or in_flight:
+        while asked < n_trials and len(in_flight) < concurrency:
+            trial = study.ask()
+            x = [trial.suggest_float(f"x{i}", lo, hi) for i, (lo, hi) in enumerate(fn.bounds)]
+            end = now + clock.uniform(0.5, 1.5)
+            heapq.heappush(in_flight, (end, trial.number, trial, fn.fn(x)))
+            asked += 1
+        now, number, trial, value = heapq.heappop(in_flight)
+        study.tell(trial, value)
+        values[number] = value
+    return [values[n] for n in sorted(values)]
 
 
 def workload(ctx: Any) -> None:

@@ -1,8 +1,11 @@
 """Run a scheduler config against a known function and return the best value found.
 
-The one place the tests (and ``benchmarks/``) turn a scheduler config into finished trials:
-a real sweep through the platform (``SweepRunner``, storage, MLflow), whose trials run
-in-process (``trial.resources.devices: 0``) one at a time.
+The one place the tests turn a scheduler config into finished trials, two ways:
+``direct_best_value`` drives the sampler built from the config through the ask/tell path the
+platform's scheduler uses (``testfunctions.run_concurrent``, an in-memory study, milliseconds
+of overhead a trial); ``best_value`` runs a real sweep through the platform (``SweepRunner``,
+storage, MLflow) whose trials run in-process (``trial.resources.devices: 0``), about 0.5 s a
+trial.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import optuna
 from pydantic import TypeAdapter
 
 from hyperfleet.platform.schedulers.configs import SchedulerConfig
-from hyperfleet.platform.schedulers.testfunctions import KnownFunction
+from hyperfleet.platform.schedulers.samplers import build_sampler
+from hyperfleet.platform.schedulers.testfunctions import KnownFunction, run_concurrent
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(SchedulerConfig)
 
@@ -25,7 +30,15 @@ def scheduler_config(raw: Mapping[str, Any]) -> Any:
     return _ADAPTER.validate_python(dict(raw))
 
 
-def sweep_config(cfg: Any, fn: KnownFunction, n_trials: int, root: Path) -> Any:
+def direct_best_value(cfg: Any, fn: KnownFunction, n_trials: int, concurrency: int = 1) -> float:
+    """Minimise ``fn`` with the sampler of ``cfg``, ``concurrency`` trials in flight."""
+    study = optuna.create_study(sampler=build_sampler(cfg))
+    return min(run_concurrent(study, fn, n_trials, concurrency, seed=cfg.seed or 0))
+
+
+def sweep_config(
+    cfg: Any, fn: KnownFunction, n_trials: int, root: Path, concurrency: int = 1
+) -> Any:
     from hyperfleet.platform.config import parse_sweep
 
     return parse_sweep(
@@ -33,7 +46,7 @@ def sweep_config(cfg: Any, fn: KnownFunction, n_trials: int, root: Path) -> Any:
             "name": f"{fn.name}-{cfg.type}",
             "objective": {"metric": "value", "mode": "min"},
             "scheduler": cfg.model_dump(),
-            "budget": {"trials": n_trials, "max_concurrent": 1},
+            "budget": {"trials": n_trials, "max_concurrent": concurrency},
             "space": {
                 f"x{i}": {"type": "float", "low": lo, "high": hi}
                 for i, (lo, hi) in enumerate(fn.bounds)
@@ -52,12 +65,12 @@ def sweep_config(cfg: Any, fn: KnownFunction, n_trials: int, root: Path) -> Any:
     )
 
 
-def best_value(cfg: Any, fn: KnownFunction, n_trials: int) -> float:
+def best_value(cfg: Any, fn: KnownFunction, n_trials: int, concurrency: int = 1) -> float:
     """Minimise ``fn`` over its box with the scheduler ``cfg`` for ``n_trials`` trials."""
     from hyperfleet.platform.sweep import SweepRunner
 
     with tempfile.TemporaryDirectory(prefix="hf-known-") as tmp:
-        sweep = sweep_config(cfg, fn, n_trials, Path(tmp))
+        sweep = sweep_config(cfg, fn, n_trials, Path(tmp), concurrency)
         summary = SweepRunner(sweep, sweep.storage, sweep.tracking.uri).run()
         assert summary.state_counts["COMPLETE"] == n_trials, summary.state_counts
         best = summary.best()
