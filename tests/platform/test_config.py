@@ -17,6 +17,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.cli import app
 from hyperfleet.platform.config import load_sweep
 from tests.conftest import BASE_SWEEP, deep_update
+from tests.integration.test_parallel_trials import LM
 
 
 def _drop(path: str) -> dict[str, Any]:
@@ -243,19 +244,6 @@ def test_several_problems_are_all_reported(tmp_path: Path) -> None:
 
 # Layouts the trial runtime cannot run, on a charlm trial: refused by ``validate`` and by
 # ``sweep run`` with one line and exit 2, before any process starts or anything is written.
-LM: dict[str, Any] = {
-    "name": "lm",
-    "objective": {"metric": "val_loss", "mode": "min"},
-    "budget": {"trials": 1},
-    "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True}},
-    "trial": {
-        "workload": "charlm",
-        "params": {"corpus_bytes": 200_000, "batch_size": 8, "seq_len": 32, "n_embd": 32,
-                   "eval_batches": 2},
-        "steps": 30,
-        "eval_every": 10,
-    },
-}  # fmt: skip
 
 INVALID_LAYOUTS: dict[str, tuple[dict[str, Any], str]] = {
     "devices-not-DxP": (
