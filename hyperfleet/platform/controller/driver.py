@@ -394,6 +394,10 @@ class SweepDriver:
         for number in list(self.running):
             self.session.storage.upsert_trial(self.name, number, heartbeat_at=now)
 
+    def ask_now(self) -> None:
+        """Ask the scheduler on the next tick even if it lately said it had nothing."""
+        self._next_ask = 0.0
+
     def over(self, timed_out: bool) -> bool:
         """Nothing runs here and nothing more will: the scheduler just said it has nothing,
         or time is up. A phantom claim (its claimer died before launching) found now is
@@ -405,7 +409,7 @@ class SweepDriver:
         if self.wants_devices():  # not told "nothing" lately: keep asking
             return False
         if self._db(lambda: requeue_phantoms_locked(self.session)):
-            self._next_ask = 0.0
+            self.ask_now()
             return False
         return True
 

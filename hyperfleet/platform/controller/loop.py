@@ -157,7 +157,8 @@ class Controller:
     def _recover(self) -> None:
         """Requeue the trials of workers that went silent (every few heartbeats)."""
         for d in self._ordered():
-            d._db(functools.partial(recover, d.session, self.timing.stale_after))
+            if d._db(functools.partial(recover, d.session, self.timing.stale_after)):
+                d.ask_now()  # requeued trials wait: not "nothing to run" any more
 
     def _timed_out(self, d: SweepDriver) -> bool:
         timeout = d.cfg.budget.timeout

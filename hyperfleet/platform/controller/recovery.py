@@ -59,11 +59,10 @@ def requeue_phantoms_locked(session: SweepSession) -> list[int]:
         return requeue_phantoms(session)
 
 
-def recover(session: SweepSession, stale_after: float) -> None:
-    """Requeue stale and phantom trials, under the sweep's claim lock."""
+def recover(session: SweepSession, stale_after: float) -> int:
+    """Requeue stale and phantom trials, under the sweep's claim lock; how many."""
     with session.storage.claim_lock(session.name):
-        requeue_stale(session, stale_after)
-        requeue_phantoms(session)
+        return len(requeue_stale(session, stale_after)) + len(requeue_phantoms(session))
 
 
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:

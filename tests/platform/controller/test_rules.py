@@ -246,3 +246,21 @@ def test_trial_timeout_counts_from_the_trial_not_from_a_worker_still_starting(
     assert states[0].state == "COMPLETE"
     assert states[1].state == "FAIL" and "timed out after 20 s" in (states[1].error or "")
     assert 49.5 <= sim.clock.monotonic() - start < 52.0, "stopped 20 s after its 30 s start-up"
+
+
+def test_trials_requeued_after_the_scheduler_said_nothing_are_taken_at_once(
+    tmp_path: Path,
+) -> None:
+    """A worker that ran its trials and heard "nothing" (the rest of the budget is RUNNING on
+    a worker that then dies) takes the requeued trials, instead of closing the sweep with them
+    WAITING because it was not due to ask again yet."""
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 4}}, devices=2)
+    dead = sim.controller()
+    dead._rescan()
+    while dead.running < 2:
+        dead._tick()
+        sim.clock.advance(0.5)
+    for r in dead.drivers["sim"].running.values():
+        r.handle.kill()  # its worker dies; the rows still say RUNNING
+    sim.run(sim.controller(stale_after=30, ask_every=60))
+    assert sim.states() == {"COMPLETE": 4}
