@@ -18,8 +18,6 @@ How a launch ends decides what comes next:
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -30,6 +28,7 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import Clock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
+from hyperfleet.platform.controller.outcomes import finite, raised
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_phantoms_locked
 from hyperfleet.platform.controller.session import SweepSession, close_session
@@ -42,25 +41,6 @@ from hyperfleet.platform.storage.retry import retrying
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
-
-
-def finite(value: object) -> float | None:
-    """``value`` as a finite float, or None (NaN, infinities, stored as strings or not)."""
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def raised(log_tail: str) -> str | None:
-    """The exception a failed trial's log ends with (``RuntimeError: boom``), if any."""
-    for line in reversed(log_tail.splitlines()):
-        text = line.strip().split("] ", 1)[-1] if line.startswith("[") else line.strip()
-        if _RAISED.match(text):
-            return text
-    return None
 
 
 @dataclass
