@@ -252,9 +252,18 @@ class SqlPopulationStore(PopulationStore):
     storage created.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, readonly: bool = False) -> None:
         self.engine = engine
+        self.readonly = readonly  # a reader (``sweep replay``): plain reads, no write lock
         self._known_sweeps: set[str] = set()
+
+    def members(self, sweep: str) -> dict[int, Member]:
+        if not self.readonly:
+            return super().members(sweep)
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)
+        with self.engine.connect() as conn:
+            return {r["member"]: _member_from_row(r) for r in conn.execute(query).mappings()}
 
     def _ensure_sweep(self, sweep: str) -> None:
         if sweep in self._known_sweeps:
