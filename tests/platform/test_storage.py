@@ -48,6 +48,29 @@ def _report_many(url: str, number: int, n: int) -> None:
     st.close()
 
 
+def _create(url: str, start: object) -> None:
+    start.wait()  # type: ignore[attr-defined]
+    Storage(url).close()
+
+
+def test_processes_creating_one_new_database_at_once_all_succeed(db_url: str) -> None:
+    """Racing first starts (two ``sweep run`` of a new sweep): each creates the schema it finds
+    missing; one losing a race on a table (\"already exists\") goes on, not fails."""
+    ctx = mp.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_create, args=(db_url, start)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 6
+    st = Storage(db_url, create=False)
+    st.create_sweep("s", {})
+    assert st.get_sweep("s") is not None
+    st.close()
+
+
 def test_concurrent_writers_do_not_lock_each_other_out(db_url: str) -> None:
     st = Storage(db_url)
     st.create_sweep("s", {})

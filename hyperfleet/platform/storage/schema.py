@@ -25,6 +25,7 @@ processes and readers (``sweep status``, the dashboard) never create anything.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import sqlalchemy as sa
@@ -189,15 +190,23 @@ lineage_table = sa.Table(
 )
 
 
+_CREATE_ATTEMPTS = 20
+
+
 def create_schema(engine: Engine) -> None:
     """Create the missing ``hf_*`` tables and stamp the schema version (idempotent; safe when
     several processes do it at once)."""
-    try:
-        metadata.create_all(engine)
-    except sa.exc.OperationalError as exc:
-        if "already exists" not in str(exc.orig):  # a racing process created it first
-            raise
-        metadata.create_all(engine)
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            metadata.create_all(engine)
+            break
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as exc:
+            # A racing process created a table between create_all's check and its CREATE;
+            # the next pass skips what exists now (it may race on a later table again).
+            raced = "already exists" in str(exc.orig) or "duplicate key" in str(exc.orig)
+            if not raced or attempt == _CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
     with engine.begin() as conn:
         found = schema_version(conn)
         if found is None:
