@@ -28,7 +28,6 @@ the table says how many cores the machine has.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -37,31 +36,15 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hyperfleet.platform.launcher.torchrun import free_port
-from hyperfleet.platform.postgres import LocalPostgres
+from hyperfleet.platform.postgres import LocalPostgres, throwaway
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[LocalPostgres]:
-    """A throwaway PostgreSQL cluster on loopback (the test suite's, without fsync)."""
-    root = Path(tempfile.mkdtemp(prefix="bench-fleet-pg-"))
-    pg = LocalPostgres(root, free_port(), durable=False)
-    pg.init()
-    pg.start()
-    try:
-        yield pg
-    finally:
-        pg.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def hyperfleet(*args: str) -> list[str]:
@@ -173,7 +156,7 @@ def main() -> None:
     trial_s = args.trial_s or trial_s
     scratch = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     out: dict[str, Any] = {"cores": os.cpu_count(), "overhead": [], "utilisation": None}
-    with postgres() as server:
+    with throwaway("bench-fleet-pg-") as server:
         for w in sizes:
             out["overhead"].append(overhead(server, scratch, w, trials))
         out["utilisation"] = utilisation(server, scratch, short, trial_s)

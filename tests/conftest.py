@@ -119,10 +119,7 @@ def postgres_server() -> Iterator[str]:
     Uses ``HYPERFLEET_TEST_POSTGRES_URL`` when set; otherwise starts a throwaway cluster with
     the local ``initdb``/``pg_ctl`` (Debian's ``postgresql`` package, installed by .ci/run).
     """
-    import shutil
-    import tempfile
-
-    from hyperfleet.platform.postgres import LocalPostgres
+    from hyperfleet.platform.postgres import throwaway
 
     url = os.environ.get("HYPERFLEET_TEST_POSTGRES_URL")
     if url:
@@ -132,16 +129,8 @@ def postgres_server() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
         pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    # not under pytest's tmp dir: its 0700 parents would keep the postgres user out
-    root = Path(tempfile.mkdtemp(prefix="hyperfleet-pg-"))
-    pg = LocalPostgres(root, free_port(), durable=False)
-    pg.init()
-    pg.start()
-    try:
+    with throwaway() as pg:
         yield f"postgresql://hf@127.0.0.1:{pg.port}"
-    finally:
-        pg.stop("immediate")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -8,10 +8,14 @@ the ``postgres`` user, which then owns the directory (and must be able to reach 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hyperfleet.errors import ConfigError
@@ -148,3 +152,22 @@ class LocalPostgres:
                     conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         finally:
             engine.dispose()
+
+
+@contextlib.contextmanager
+def throwaway(prefix: str = "hyperfleet-pg-") -> Iterator[LocalPostgres]:
+    """A cluster of its own on a free loopback port, without fsync, in a fresh directory
+    (under the system's temp dir: pytest's 0700 folders would keep the postgres user out);
+    stopped and removed on exit. For tests and benchmarks."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    pg = LocalPostgres(root, port, durable=False)
+    try:
+        pg.init()
+        pg.start()
+        yield pg
+    finally:
+        pg.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
