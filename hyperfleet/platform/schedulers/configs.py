@@ -136,18 +136,21 @@ class GPConfig(_Frozen):
     """Gaussian-process Bayesian optimisation (Optuna's ``GPSampler``, needs torch).
 
     Handles float, int and categorical parameters; single- and multi-objective (the latter
-    maximises expected hypervolume improvement). With trials in flight it uses a batch
-    acquisition (Optuna's qLogEI / qLogEHVI): the running trials' values are drawn jointly from
-    the GP posterior (fantasies) and the next point maximises the expected improvement over
-    them, so no lie is chosen; Optuna reads the running trials, of every worker, from storage.
+    maximises expected hypervolume improvement). Every RUNNING trial, of any worker, is a
+    pending point, read from storage at each suggestion (``gp_sampler``).
     """
 
     type: Literal["gp"]
     seed: Seed = None
     n_startup_trials: int = Field(10, ge=0)
-    """Trials sampled at random before the GP is fitted."""
+    """Trials sampled at random before the GP is fitted; trials in flight count (the GP takes
+    over once this many are placed and half of them have finished)."""
     deterministic_objective: bool = False
     """The objective has no noise: fit the GP with (almost) zero noise."""
+    pending: Literal["kriging_believer", "qlogei"] = "kriging_believer"
+    """How trials in flight shape the next suggestion (single objective, unconstrained):
+    ``kriging_believer`` conditions the GP on them with its own prediction as their value and
+    maximises LogEI; ``qlogei`` is Optuna's batch acquisition over fantasies drawn at them."""
 
 
 class NSGA2Config(_Frozen):
@@ -185,8 +188,8 @@ class SkoptConfig(_Frozen):
     """Acquisition: expected/probability of improvement, lower confidence bound, or a
     portfolio of the three chosen by past gains (gp_hedge)."""
     n_initial_points: int = Field(10, ge=1)
-    """Finished trials (sampled by the internal TPE, which is random this early) before the
-    surrogate is used."""
+    """Trials (sampled by the internal TPE, which is random this early) before the surrogate
+    is used; trials in flight count once half of them have finished."""
     liar: Literal["cl_min", "cl_mean", "cl_max", "kriging_believer"] = "kriging_believer"
     """What a running trial (pending point) is taken to score while the next suggestion is
     made, so that concurrent suggestions spread out. ``kriging_believer``: the model's own

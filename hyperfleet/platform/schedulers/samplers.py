@@ -46,6 +46,7 @@ from hyperfleet.platform.schedulers.configs import (
     SkoptConfig,
     TPEConfig,
 )
+from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
 from hyperfleet.platform.schedulers.skopt_support import derive_seed
 
@@ -116,7 +117,8 @@ def _make(
             warn_asynchronous_seeding=False,
         )
     if isinstance(cfg, GPConfig):
-        return optuna.samplers.GPSampler(
+        return PendingAwareGPSampler(
+            pending=cfg.pending,
             seed=cfg.seed,
             n_startup_trials=cfg.n_startup_trials,
             deterministic_objective=cfg.deterministic_objective,

@@ -13,6 +13,7 @@ from hyperfleet.platform.schedulers.configs import (
     parse_pruner_config,
     parse_scheduler_config,
 )
+from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.samplers import (
     AskTellGridSampler,
     build_pruner,
@@ -94,7 +95,7 @@ def test_build_sampler_covers_every_type(kind: str) -> None:
         "grid": AskTellGridSampler,  # Optuna's grid sampler, usable with ask-and-tell
         "cmaes": optuna.samplers.CmaEsSampler,
         "qmc": optuna.samplers.QMCSampler,
-        "gp": optuna.samplers.GPSampler,
+        "gp": PendingAwareGPSampler,  # Optuna's, with the start-up and lie of gp_sampler
         "nsga2": optuna.samplers.NSGAIISampler,
         "skopt": SkoptSampler,
     }[kind]
