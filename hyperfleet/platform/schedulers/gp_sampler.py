@@ -116,8 +116,9 @@ def believer_acqf(
     fitted: Any, space: Any, x: np.ndarray, y: np.ndarray, x_running: np.ndarray
 ) -> tuple[Any, np.ndarray]:
     """LogEI on ``fitted`` (a GP fitted to ``x, y``, values maximised) conditioned on
-    ``x_running`` with its own posterior mean there, kernel hyperparameters and noise kept; and
-    the warm start of the acquisition's local search (the best finished point)."""
+    ``x_running`` with its own posterior mean there, kernel hyperparameters and noise kept, the
+    believed values counting as observations for the value to improve on too; and the warm
+    start of the acquisition's local search (the best finished point)."""
     import torch
     from optuna._gp import acqf, gp
 
@@ -134,4 +135,5 @@ def believer_acqf(
     )
     model._cache_matrix()
     best = int(np.argmax(y))
-    return acqf.LogEI(gpr=model, search_space=space, threshold=float(y[best])), x[best, None]
+    threshold = max(float(y[best]), float(believed.max()))
+    return acqf.LogEI(gpr=model, search_space=space, threshold=threshold), x[best, None]

@@ -22,6 +22,7 @@ import optuna
 import pytest
 import skopt
 
+from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.skopt_sampler import ATTR_PENDING, ATTR_SAMPLER
 from hyperfleet.platform.schedulers.testfunctions import BRANIN
@@ -188,6 +189,7 @@ CLAIM = """
 import json, sys
 import optuna
 from hyperfleet.platform.schedulers.configs import parse_scheduler_config
+from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.testfunctions import BRANIN
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -241,3 +243,86 @@ def test_gp_takes_a_trial_claimed_by_another_process_as_pending(
     b = start(worker(GP, url))
     assert gp_running == [[number]]
     assert not close(x_a, [b.params[n] for n in NAMES])
+
+
+@pytest.fixture
+def gp_acqf(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The acquisition function each GP suggestion optimised, in order."""
+    seen: list[Any] = []
+    optimize = PendingAwareGPSampler._optimize_acqf
+
+    def spy(self: Any, acqf: Any, best_params: Any) -> Any:
+        seen.append(acqf)
+        return optimize(self, acqf, best_params)
+
+    monkeypatch.setattr(PendingAwareGPSampler, "_optimize_acqf", spy)
+    return seen
+
+
+def unit(x: list[float]) -> list[float]:
+    """A Branin point in the unit box, as the GP sees it."""
+    return [(v - lo) / (hi - lo) for v, (lo, hi) in zip(x, BRANIN.bounds, strict=True)]
+
+
+def test_gp_kriging_believer_conditions_the_model_on_the_running_point(
+    tmp_path: Path, gp_acqf: list[Any]
+) -> None:
+    import torch
+    from optuna._gp.acqf import LogEI
+
+    url, one = prefilled(GP, tmp_path)
+    a = start(one)
+    b = start(worker(GP, url))
+    x_a = [a.params[n] for n in NAMES]
+    assert len(gp_acqf) == 2
+    acqf = gp_acqf[1]
+    # B's acquisition is analytic LogEI on a GP that has A's point among its data.
+    assert isinstance(acqf, LogEI)
+    train = acqf._gpr._X_train.numpy()
+    assert train.shape == (N_START + 1, 2) and close(list(train[-1]), unit(x_a))
+    # A's believed value is the model's prediction there: its uncertainty is gone, and it
+    # counts as an observation for the best value B must beat.
+    model = acqf._gpr
+    mean_a, var_a = model.posterior(torch.tensor(unit(x_a), dtype=torch.float64))
+    assert float(var_a) < 0.05 * float(model.kernel_scale)
+    assert float(model._y_train[-1]) == pytest.approx(float(mean_a), abs=0.05)
+    assert acqf._threshold == pytest.approx(float(model._y_train.max()))
+    assert not close(x_a, [b.params[n] for n in NAMES])
+
+
+def test_gp_qlogei_keeps_optunas_batch_acquisition(tmp_path: Path, gp_acqf: list[Any]) -> None:
+    from optuna._gp.acqf import LogEI, qLogEI
+
+    raw = {**GP, "pending": "qlogei"}
+    url, one = prefilled(raw, tmp_path)
+    start(one)
+    start(worker(raw, url))
+    assert isinstance(gp_acqf[0], LogEI) and isinstance(gp_acqf[1], qLogEI)
+
+
+@pytest.mark.parametrize("raw", [SKOPT, GP], ids=["skopt", "gp"])
+def test_start_up_counts_trials_in_flight(
+    raw: dict[str, Any], tmp_path: Path, gp_running: list[list[int]]
+) -> None:
+    # N_START trials placed at random by two workers; half of them finished. The next
+    # suggestion is the model's, with the two running trials as pending points; with only one
+    # finished it is still random. Counting finished trials only (Optuna's samplers) would
+    # keep sampling at random until N_START had finished.
+    url = f"sqlite:///{tmp_path / 'bo.db'}"
+    one, two = worker(raw, url), worker(raw, url, seed=1)
+    placed = [start(one), start(two), start(one), start(two)]
+    one.tell(placed[0], BRANIN.fn([placed[0].params[n] for n in NAMES]))
+    early = start(one)
+    one.tell(placed[1], BRANIN.fn([placed[1].params[n] for n in NAMES]))
+    late = start(two)
+    running = [*sorted(t.number for t in placed[2:]), early.number]
+    sampler_of = {
+        t.number: two._storage.get_trial(t._trial_id).user_attrs.get(ATTR_SAMPLER)
+        for t in (early, late)
+    }
+    if raw is SKOPT:
+        assert sampler_of == {early.number: "tpe", late.number: "skopt"}
+        pending = two._storage.get_trial(late._trial_id).user_attrs[ATTR_PENDING]
+        assert sorted(pending) == running
+    else:
+        assert gp_running == [running]  # one GP suggestion: the late one
