@@ -119,16 +119,15 @@ def believer_acqf(
     ``x_running`` with its own posterior mean there, kernel hyperparameters and noise kept, the
     believed values counting as observations for the value to improve on too; and the warm
     start of the acquisition's local search (the best finished point)."""
-    import torch
     from optuna._gp import acqf, gp
 
-    running = torch.from_numpy(x_running)
-    with torch.no_grad():
-        believed, _ = fitted.posterior(running)
+    # Tensors made from the fitted model's own (torch is Optuna's import here, not ours).
+    running = fitted._X_train.new_tensor(x_running)
+    believed = fitted.posterior(running)[0].numpy()  # no gradient: the kernel is detached
     model = gp.GPRegressor(
         is_categorical=fitted._is_categorical,
-        X_train=torch.cat([torch.from_numpy(x), running]),
-        y_train=torch.cat([torch.from_numpy(y), believed]),
+        X_train=fitted._X_train.new_tensor(np.vstack([x, x_running])),
+        y_train=fitted._X_train.new_tensor(np.concatenate([y, believed])),
         inverse_squared_lengthscales=fitted.inverse_squared_lengthscales,
         kernel_scale=fitted.kernel_scale,
         noise_var=fitted.noise_var,
