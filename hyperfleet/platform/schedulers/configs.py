@@ -188,8 +188,8 @@ class SkoptConfig(_Frozen):
     """Acquisition: expected/probability of improvement, lower confidence bound, or a
     portfolio of the three chosen by past gains (gp_hedge)."""
     n_initial_points: int = Field(10, ge=1)
-    """Trials (sampled by the internal TPE, which is random this early) before the surrogate
-    is used; trials in flight count once half of them have finished."""
+    """Finished trials (sampled by the internal TPE, which is random this early) before the
+    surrogate is used."""
     liar: Literal["cl_min", "cl_mean", "cl_max", "kriging_believer"] = "kriging_believer"
     """What a running trial (pending point) is taken to score while the next suggestion is
     made, so that concurrent suggestions spread out. ``kriging_believer``: the model's own
