@@ -16,7 +16,7 @@ How it maps onto Optuna:
   The start-up counts finished trials only, unlike ``gp``'s (``startup.model_ready``): starting
   the model once half of them have finished, with the rest in flight, fits its hyperparameters
   and value transform to five points and freezes them for the pending ones, and measured worse
-  at 2 and 4 in flight (bench_parallel_bo, 10 seeds, Hartmann-6 and camel).
+  in five of the six cells at 2 and 4 in flight (bench_parallel_bo, 10 seeds).
 * The optimizer is re-created for every suggestion from the study's COMPLETE trials
   (``max_history`` keeps the best half and the most recent), so any process can suggest from
   storage alone; its random state is derived from ``seed`` and the trial number. The model is
