@@ -93,8 +93,15 @@ def mlflow_ui(tracking_uri: str | None) -> str | None:
     return "http://127.0.0.1:5000"
 
 
+def known_run(run_id: str | None) -> str | None:
+    """``run_id``, or None while it is a placeholder (``pending:N``: a trial launches before
+    its MLflow run is created, and storage learns the real id a moment later)."""
+    return None if not run_id or run_id.startswith("pending:") else run_id
+
+
 def run_link(ui: str | None, experiment_id: str | None, run_id: str | None) -> str | None:
     """``<ui>/#/experiments/<id>/runs/<run>``, or None when any part is unknown."""
+    run_id = known_run(run_id)
     if not (ui and experiment_id and run_id):
         return None
     return f"{ui}/#/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}"

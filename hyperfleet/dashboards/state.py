@@ -30,6 +30,7 @@ import streamlit as st
 
 from hyperfleet.dashboards import queries
 from hyperfleet.dashboards.curves import Curve, CurveSource, open_curves
+from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
@@ -144,7 +145,9 @@ def curves(uri: str, data: queries.SweepData, trials: list[int], metric: str) ->
     be read. Curves of finished trials no longer change: they are kept until evicted, so a
     live page does not read them again at every refresh."""
     runs = tuple(
-        (n, data.records[n].mlflow_run_id or "") for n in sorted(trials) if n in data.records
+        (n, known_run(data.records[n].mlflow_run_id) or "")
+        for n in sorted(trials)
+        if n in data.records
     )
     finished = all(data.records[n].state in queries.FINISHED for n, _ in runs)
     try:

@@ -47,7 +47,11 @@ def worker(
     ] = None,
     max_trials: Annotated[int | None, typer.Option(help="Exit after this many trials.")] = None,
     exit_when_idle: Annotated[
-        str | None, typer.Option(help="Exit after this long without a trial (e.g. 5m).")
+        str | None,
+        typer.Option(
+            help="Exit after this long with no trial to run here or to watch over elsewhere "
+            "(e.g. 5m)."
+        ),
     ] = None,
     heartbeat: Annotated[str, typer.Option(help="Heartbeat interval.")] = "3s",
     stale_after: Annotated[

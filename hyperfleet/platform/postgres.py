@@ -155,15 +155,18 @@ class LocalPostgres:
 
 
 @contextlib.contextmanager
-def throwaway(prefix: str = "hyperfleet-pg-") -> Iterator[LocalPostgres]:
-    """A cluster of its own on a free loopback port, without fsync, in a fresh directory
-    (under the system's temp dir: pytest's 0700 folders would keep the postgres user out);
-    stopped and removed on exit. For tests and benchmarks."""
+def throwaway(
+    prefix: str = "hyperfleet-pg-", *, listen: str = "127.0.0.1", password: str | None = None
+) -> Iterator[LocalPostgres]:
+    """A cluster of its own on a free port, without fsync, in a fresh directory (under the
+    system's temp dir: pytest's 0700 folders would keep the postgres user out); stopped and
+    removed on exit. For tests and benchmarks. ``listen`` and ``password``: as
+    :class:`LocalPostgres` takes them (other hosts log in by password)."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    pg = LocalPostgres(root, port, durable=False)
+    pg = LocalPostgres(root, port, password=password, listen=listen, durable=False)
     try:
         pg.init()
         pg.start()

@@ -125,7 +125,7 @@ class RankZeroRecorder:
         self.storage.upsert_trial(self.sweep, self.number, notes=message)
 
     def finish(self, outcome: str) -> None:
-        if self.sink is not None:
-            self.sink.close()
+        if self.sink is not None:  # the controller ships the rest when it ends the run
+            self.sink.close(ship=False)
         self.storage.upsert_trial(self.sweep, self.number, outcome=outcome)
         self.storage.close()

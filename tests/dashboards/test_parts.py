@@ -49,6 +49,7 @@ def test_run_link() -> None:
         run_link("http://mlflow:5000", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
     )
     assert run_link("http://mlflow:5000", None, "abc") is None
+    assert run_link("http://mlflow:5000", "3", "pending:7") is None, "no run yet: no link"
 
 
 def test_param_diff_keeps_only_what_differs() -> None:

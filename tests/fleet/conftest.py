@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,15 @@ class Fleet:
         assert result.returncode == 0, result.stderr[-3000:]
         return result
 
-    def start(self, name: str, *args: str) -> Worker:
+    def start(
+        self, name: str, *args: str, host: Sequence[str] = (), storage_url: str | None = None
+    ) -> Worker:
+        """A ``hyperfleet worker``; ``host``: a command prefix that runs it elsewhere (another
+        network namespace), where the storage is at ``storage_url``."""
         log = self.root / f"worker-{name}.log"
-        cmd = [sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
-               self.storage_url, "--heartbeat", "1s", "--stale-after", "15s", *args]  # fmt: skip
+        cmd = [*host, sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
+               storage_url or self.storage_url, "--heartbeat", "1s", "--stale-after", "15s",
+               *args]  # fmt: skip
         with log.open("w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
                                     env=cli_env(), cwd=self.root)  # fmt: skip

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.conftest import deep_update
-from tests.fleet.conftest import Fleet
+from tests.fleet.conftest import Fleet, Worker
 from tests.integration.cli import cli
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -104,10 +105,13 @@ def _mlflow_steps(fleet: Fleet, run_id: str, metric: str) -> list[int]:
     return [m.step for m in client.get_metric_history(run_id, metric)]
 
 
-def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
-    fleet.submit(fleet.sweep(DIGITS))
-    a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "10s")
-    b = fleet.start("b", "--devices", "cpu:2", "--exit-when-idle", "10s")
+def lose_a_worker(
+    fleet: Fleet, a: Worker, b: Worker, meanwhile: Callable[[], None] = lambda: None
+) -> None:
+    """Worker ``a`` is killed (SIGKILL) while it runs a checkpointed trial of ``DIGITS``
+    (submitted); ``meanwhile`` runs just before. The sweep must still end with its 12 trials
+    COMPLETE, ``a``'s resumed by ``b`` from their checkpoints in the same MLflow runs, no step
+    logged twice, and no lease held."""
     a_id = a.id(fleet)
 
     def a_has_a_checkpointed_trial() -> bool:
@@ -117,6 +121,7 @@ def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
         )
 
     fleet.wait(a_has_a_checkpointed_trial, 600, "a trial of worker a past step 20")
+    meanwhile()
     victims = {
         n: t for n, t in fleet.trials("digits-shared").items()
         if t.worker == a_id and t.state == "RUNNING"
@@ -140,6 +145,13 @@ def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
     leases = fleet.storage().leases("digits-shared")
     assert all(x.ended_at is not None for x in leases), "no lease is held"
     assert {x.state for x in leases if x.worker == a_id} <= {"LOST", "COMPLETE"}
+
+
+def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
+    fleet.submit(fleet.sweep(DIGITS))
+    a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "10s")
+    b = fleet.start("b", "--devices", "cpu:2", "--exit-when-idle", "10s")
+    lose_a_worker(fleet, a, b)
 
 
 def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet: Fleet) -> None:

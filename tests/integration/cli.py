@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from click.testing import Result
@@ -72,15 +72,29 @@ def wait_until(
         time.sleep(0.05)
 
 
-def in_mlflow(tracking_uri: str, run_id: str | None, key: str, step: int) -> Callable[[], bool]:
-    """A condition for ``wait_until``: the MLflow run holds metric ``key`` at ``step``.
+def in_mlflow(
+    tracking_uri: str, storage: Any, sweep: str, number: int, key: str, step: int
+) -> Callable[[], bool]:
+    """A condition for ``wait_until``: trial ``number``'s MLflow run holds metric ``key`` at
+    ``step``.
 
     A test that stops a trial waits for this after the trial is held: the trial's metric sink
     has then opened MLflow (an import of seconds on a busy machine, done by a background thread
     the trial joins when it stops), so the trial is in its steady state when it is signalled.
+    The run id is read from storage each time: a trial launches with a placeholder id until
+    the controller has created its run.
     """
     from mlflow.tracking import MlflowClient
 
-    assert run_id, "the trial has no MLflow run"
+    from hyperfleet.platform.tracking.spool import is_pending
+
     client = MlflowClient(tracking_uri=tracking_uri)
-    return lambda: any(m.step == step for m in client.get_metric_history(run_id, key))
+
+    def logged() -> bool:
+        record = storage.get_trial(sweep, number)
+        run_id = None if record is None else record.mlflow_run_id
+        if is_pending(run_id):
+            return False
+        return any(m.step == step for m in client.get_metric_history(run_id, key))
+
+    return logged

@@ -87,7 +87,7 @@ def test_interrupt_and_continue(
     t = storage.get_trial("interrupted", 1)
     assert t is not None and t.state == "RUNNING" and t.last_step == 30
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    logged = in_mlflow(mlflow_uri, t.mlflow_run_id, "loss", 30)
+    logged = in_mlflow(mlflow_uri, storage, "interrupted", 1, "loss", 30)
     wait_until(logged, "trial 1's step 30 to reach MLflow", proc)
     first = optuna.load_study(study_name="interrupted", storage=storage.optuna).trials[0]
     assert first.state.name == "COMPLETE"

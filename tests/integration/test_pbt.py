@@ -394,8 +394,7 @@ def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_temp
     for member in (0, 1):
         held = held_marker(release, member)
         wait_until(held.exists, f"member {member} held after a report past step 40", proc)
-        run_id = storage.get_trial("resumed", member).mlflow_run_id
-        logged = in_mlflow(mlflow_uri, run_id, "Q", int(held.read_text()))
+        logged = in_mlflow(mlflow_uri, storage, "resumed", member, "Q", int(held.read_text()))
         wait_until(logged, f"member {member}'s held report to reach MLflow", proc)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)

@@ -89,7 +89,7 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     wait_until(held.exists, "trial 1 held after its report at step 25", proc)
     assert held.read_text() == "25"
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    logged = in_mlflow(mlflow_uri, storage.get_trial("resume", 1).mlflow_run_id, "loss", 25)
+    logged = in_mlflow(mlflow_uri, storage, "resume", 1, "loss", 25)
     wait_until(logged, "trial 1's step 25 to reach MLflow", proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)

@@ -16,6 +16,8 @@ from mlflow.tracking import MlflowClient
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.tracking.client import open_client
+from hyperfleet.platform.tracking.spool import Spool
 from hyperfleet.spec.wire import TrialSpec, trial_dir
 from tests.conftest import deep_update
 
@@ -53,7 +55,10 @@ def test_a_member_logs_each_step_once_and_ends_as_storage_says(
     # exploit of a donor ahead, at its last step: the member holds the donor's state there
     storage.upsert_trial(cfg.name, 1, last_step=16, metrics={"Q": 0.9})
     rec.rewind(16, {"h0": 0.4, "h1": 1.0, "lr": 0.05}, donor=1)
-    rec.finish("complete")
+    rec.finish("complete")  # the trial ends without waiting for MLflow: all in its spool
+    assert client.get_metric_history(run_id, "Q") == []
+    spool = Spool(Path(spec.trial_dir) / "mlflow")
+    assert spool.ship(open_client(uri), run_id) > 0  # what the controller does at the end
 
     def curve(key: str) -> list[tuple[int, float]]:
         history = client.get_metric_history(run_id, key)

@@ -62,6 +62,21 @@ def test_an_unreachable_server_loses_nothing(
     assert steps_of(client, run_id, "loss") == list(range(1, 11))
 
 
+def test_a_trial_under_a_controller_ends_without_waiting_for_mlflow(
+    store: tuple[str, MlflowClient, str], tmp_path: Path
+) -> None:
+    uri, client, run_id = store
+    sink = MetricSink(uri, run_id, tmp_path / "spool", flush_every_s=60, ship_every_s=60)
+    for step in range(1, 6):
+        sink.log_metrics(step, {"loss": 1.0 / step})
+    sink.close(ship=False)  # the last records go to disk, not to MLflow
+    spool = Spool(tmp_path / "spool")
+    assert sink.sent == 0 and steps_of(client, run_id, "loss") == []
+    assert spool.through() == 5 and spool.unsent_bytes() > 0
+    assert spool.ship(open_client(uri), run_id) == 5  # the controller, ending the run
+    assert steps_of(client, run_id, "loss") == [1, 2, 3, 4, 5]
+
+
 def test_a_pending_run_is_found_once_the_controller_created_it(
     store: tuple[str, MlflowClient, str], tmp_path: Path
 ) -> None:

@@ -10,7 +10,8 @@ went silent (:mod:`.recovery`), so any worker resumes them from their checkpoint
 
 A sweep's driver closes when the sweep is over here and no trial of it runs anywhere (the last
 controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
-done; ``exit_when_idle``; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
+done; ``exit_when_idle``: nothing to run here and no trial of its sweeps running elsewhere to
+watch over; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
 stopped and requeued, not failed, and its devices released — a drain).
 
 Its parts are injected — the sweeps (with their schedulers and storage), the device pool, the
@@ -200,6 +201,16 @@ class Controller:
         self._fill()
         self._close_over()
 
+    def _watching(self) -> bool:
+        """Trials of its sweeps run on other workers: it takes them over if their worker goes
+        silent, so it is not idle (else a fleet of idle-exiting workers could all leave
+        before a lost worker's trials are found stale, stranding them)."""
+        me = self.worker.id if self.worker else None
+        return any(
+            d._db(functools.partial(d.session.storage.running_elsewhere, d.name, me))
+            for d in self.drivers.values()
+        )
+
     def _should_end(self) -> bool:
         if self.running:
             self._idle_since = self.clock.monotonic()
@@ -207,6 +218,9 @@ class Controller:
         if self.until.max_trials is not None and self._launched() >= self.until.max_trials:
             return True
         if self.until.idle is not None:
+            if self._watching():
+                self._idle_since = self.clock.monotonic()
+                return False
             return self.clock.monotonic() - self._idle_since > self.until.idle
         return bool(self.until.done and not self.drivers)
 

@@ -226,6 +226,15 @@ class Storage(FleetStore):
             q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
             return [_record(r) for r in s.scalars(q)]
 
+    @_retried
+    def running_elsewhere(self, sweep: str, worker: str | None) -> int:
+        """How many trials of ``sweep`` are RUNNING under another worker than ``worker``."""
+        q = sa.select(sa.func.count()).where(TrialRow.sweep == sweep, TrialRow.state == "RUNNING")
+        if worker is not None:
+            q = q.where(sa.or_(TrialRow.worker.is_(None), TrialRow.worker != worker))
+        with self.session() as s:
+            return int(s.scalar(q) or 0)
+
     @staticmethod
     def _trial_row(s: Session, sweep: str, number: int, lock: bool = False) -> TrialRow | None:
         q = sa.select(TrialRow).where(TrialRow.sweep == sweep, TrialRow.number == number)

@@ -105,7 +105,11 @@ class Tracker(Protocol):
         ...
 
     def resolved(self) -> dict[int, str]:
-        """Trials whose run was created late (an outage): number -> run id, for storage."""
+        """Trials whose run was created after launch: number -> run id, for storage."""
+        ...
+
+    def take_created(self) -> list[tuple[int, str]]:
+        """The trial runs created since the last call: (number, run id), for storage."""
         ...
 
     def close(self) -> bool:
@@ -154,6 +158,9 @@ class NullTracker:
 
     def resolved(self) -> dict[int, str]:
         return {}
+
+    def take_created(self) -> list[tuple[int, str]]:
+        return []
 
     def close(self) -> bool:
         return True

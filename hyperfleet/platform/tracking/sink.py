@@ -180,12 +180,19 @@ class MetricSink:
             except Exception:
                 logger.warning("MLflow sink: unexpected failure; retrying", exc_info=True)
 
-    def close(self) -> None:
-        """Final sample and flush; what MLflow cannot take now stays in the spool."""
+    def close(self, ship: bool = True) -> None:
+        """Final sample and flush; what MLflow cannot take now stays in the spool.
+
+        ``ship=False`` writes the last records to the spool only: a trial under a controller
+        ends without waiting for MLflow, and the controller ships the spool when it ends the
+        trial's run (off its own thread, :meth:`~.tracker.SweepTracker.end_child`)."""
         if self.system is not None:
             self.system.close()
         self._stop.set()
         self._thread.join(timeout=60)
+        if not ship:
+            self._spool_buffered()
+            return
         try:
             done = self.flush()
         except Exception:

@@ -9,11 +9,14 @@ decided in :mod:`.records`; this module decides *when* it is written:
   written at once, and an unreachable store is a one-line error before anything runs.
   Continuing a sweep writes nothing until a trial actually runs again, so running a finished
   sweep once more changes nothing in MLflow.
-* **Trial runs** are created when a trial first launches, synchronously when MLflow answers
-  (the trial's processes get the run id in their spec). During an outage the trial launches
-  anyway with a placeholder id ``pending:N``: its sink spools its reports, and the run is
-  created as soon as MLflow is back (with the launch time as its start), after which the
-  trial's sink finds the id in its spool folder and sends everything in order.
+* **Trial runs** are created when a trial first launches, off the controller's thread: the
+  trial launches at once with a placeholder id ``pending:N`` (creating a run costs tens of
+  milliseconds of MLflow calls, which would otherwise sit between one trial's end and the
+  next one's start on every device). Its sink spools its reports until the run exists; the
+  outbox creates it (with the launch time as its start, at once, or as soon as MLflow is back
+  after an outage) and writes its id into the trial's spool folder, where the sink finds it
+  and sends everything in order. The controller records the real id in storage on its next
+  tick (:meth:`SweepTracker.take_created`).
 * **Everything else** (a run's end state, final metrics and files, the best mark, the lineage)
   goes through the :class:`~.outbox.Outbox`: written off the controller's thread, in order, and
   retried until MLflow takes it. Each write is idempotent (it compares with what the run holds,
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,6 +109,8 @@ class SweepTracker:
         self._start_ms: dict[int, int] = {}
         self._real: dict[int, str] = {}  # trial number -> run id, for runs created late
         self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
+        self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
+        self._lock = threading.Lock()
         self._best: tuple[int, float | None] = (0, None)  # completed trials, best so far
 
     @property
@@ -208,25 +214,19 @@ class SweepTracker:
             self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(self._ensure(n)))
             return self._real.get(n, f"{PENDING}{n}")
         self._start_ms[n] = _now_ms()
-        if self.outbox.healthy:  # else MLflow is away: don't hold the sweep loop for it
-            try:
-                run_id = self._create(run)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                logger.warning(
-                    "MLflow unreachable (%s); trial %d runs, its run is created "
-                    "when MLflow is back",
-                    str(exc).splitlines()[0][:200],
-                    n,
-                )
-            else:
-                self._numbers[run_id] = n
-                self.outbox.put(f"trial {n}'s config", lambda: self._config_file(run_id, run))
-                return run_id
+        if not self.outbox.healthy:
+            logger.warning("MLflow unreachable; trial %d runs, its run is made when it is back", n)
         pending = f"{PENDING}{n}"
         self._numbers[pending] = n
-        self.outbox.put(f"trial {n}'s run", lambda: self._config_file(self._ensure(n), run))
+        first = [True]
+
+        def create() -> None:
+            if first[0] and n not in self._real:  # a retry may find a run whose answer was lost
+                first[0] = False
+                self._bind(n, self._create(run))
+            self._config_file(self._ensure(n), run)
+
+        self.outbox.put(f"trial {n}'s run", create)
         return pending
 
     def _create(self, run: ChildRun) -> str:
@@ -276,12 +276,24 @@ class SweepTracker:
             run_id = self._create(run)
         else:
             raise LookupError(f"trial {number} has no MLflow run and nothing to create it from")
+        self._bind(number, run_id)
+        return run_id
+
+    def _bind(self, number: int, run_id: str) -> None:
+        """Trial ``number``'s run exists as ``run_id``: its sink and storage learn it."""
         self._real[number] = run_id
         self._numbers[run_id] = number
         spool = self.spool(number)
         if spool is not None:
             spool.publish_run_id(run_id)
-        return run_id
+        with self._lock:
+            self._created.append((number, run_id))
+
+    def take_created(self) -> list[tuple[int, str]]:
+        """The runs created since the last call (trial number, run id), for storage."""
+        with self._lock:
+            created, self._created = self._created, []
+        return created
 
     def _resolve(self, run_id: str | None, number: int | None) -> str:
         if run_id and not is_pending(run_id):

@@ -62,8 +62,9 @@ class Sim:
     def _pool(self) -> LocalPool:
         return LocalPool([Device("cpu", i) for i in range(self.devices)])
 
-    def controller(self, **timing: float) -> Controller:
-        """A controller as a new ``sweep run`` process would build it (its own device pool)."""
+    def controller(self, until: Until | None = None, **timing: float) -> Controller:
+        """A controller as a new ``sweep run`` process would build it (its own device pool);
+        ``until``: when it ends by itself (default: when its sweep is done)."""
         from hyperfleet.platform.tracking import NullTracker
 
         self.pool = self._pool()
@@ -75,7 +76,7 @@ class Sim:
             lambda _: self.launcher,
             clock=self.clock,
             timing=Timing(**timing),
-            until=Until(done=True),
+            until=until or Until(done=True),
         )
         controller.on_progress = lambda p: self._watch(controller, p)
         return controller

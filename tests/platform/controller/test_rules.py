@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from hyperfleet.platform.controller import Until
 from hyperfleet.platform.launcher.simulated import SimReport, SimScript, SimTrial, curve
 from tests.platform.controller.harness import Sim
 
@@ -263,4 +264,22 @@ def test_trials_requeued_after_the_scheduler_said_nothing_are_taken_at_once(
     for r in dead.drivers["sim"].running.values():
         r.handle.kill()  # its worker dies; the rows still say RUNNING
     sim.run(sim.controller(stale_after=30, ask_every=60))
+    assert sim.states() == {"COMPLETE": 4}
+
+
+def test_an_idle_exiting_worker_stays_to_take_over_a_silent_workers_trials(
+    tmp_path: Path,
+) -> None:
+    """``--exit-when-idle`` shorter than ``stale_after``: a worker that ran out of work does
+    not leave while trials of its sweep run on another worker; when that worker goes silent
+    it takes them over, instead of leaving them RUNNING with nobody to notice."""
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 4}}, devices=2)
+    dead = sim.controller()
+    dead._rescan()
+    while dead.running < 2:
+        dead._tick()
+        sim.clock.advance(0.5)
+    for r in dead.drivers["sim"].running.values():
+        r.handle.kill()  # its worker dies; the rows still say RUNNING
+    sim.run(sim.controller(until=Until(done=False, idle=10), stale_after=30))
     assert sim.states() == {"COMPLETE": 4}
