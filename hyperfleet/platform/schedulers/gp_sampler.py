@@ -21,7 +21,7 @@ nothing else:
   suggestion moves off them, to the next most promising place, often in the same basin. At 4
   trials in flight its median regret was 3.3x (Branin), 1.4x (six-hump camel) and 5.7x
   (Hartmann-6) lower than qLogEI's, 10 seeds each, and on Branin it placed more of the last
-  20 trials within 0.1 of the minimum (9.9 on average, against 7.4 for qLogEI and 12.3 one
+  20 trials less than 0.1 above the minimum (9.9 on average, against 7.4 for qLogEI and 12.3 one
   trial at a time). A likely part of the difference, not isolated: qLogEI clamps each
   fantasy's improvement at 1e-12 before the log, so where the candidate improves on no fantasy
   the acquisition is flat and its gradient-based local search does not move from its start.
