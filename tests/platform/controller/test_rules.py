@@ -249,12 +249,8 @@ def test_trial_timeout_counts_from_the_trial_not_from_a_worker_still_starting(
     assert 49.5 <= sim.clock.monotonic() - start < 52.0, "stopped 20 s after its 30 s start-up"
 
 
-def test_trials_requeued_after_the_scheduler_said_nothing_are_taken_at_once(
-    tmp_path: Path,
-) -> None:
-    """A worker that ran its trials and heard "nothing" (the rest of the budget is RUNNING on
-    a worker that then dies) takes the requeued trials, instead of closing the sweep with them
-    WAITING because it was not due to ask again yet."""
+def _two_of_four_left_running(tmp_path: Path) -> Sim:
+    """A sweep of 4 trials whose first worker died running 2 of them (rows still RUNNING)."""
     sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 4}}, devices=2)
     dead = sim.controller()
     dead._rescan()
@@ -263,6 +259,16 @@ def test_trials_requeued_after_the_scheduler_said_nothing_are_taken_at_once(
         sim.clock.advance(0.5)
     for r in dead.drivers["sim"].running.values():
         r.handle.kill()  # its worker dies; the rows still say RUNNING
+    return sim
+
+
+def test_trials_requeued_after_the_scheduler_said_nothing_are_taken_at_once(
+    tmp_path: Path,
+) -> None:
+    """A worker that ran its trials and heard "nothing" (the rest of the budget is RUNNING on
+    a worker that then dies) takes the requeued trials, instead of closing the sweep with them
+    WAITING because it was not due to ask again yet."""
+    sim = _two_of_four_left_running(tmp_path)
     sim.run(sim.controller(stale_after=30, ask_every=60))
     assert sim.states() == {"COMPLETE": 4}
 
@@ -273,13 +279,6 @@ def test_an_idle_exiting_worker_stays_to_take_over_a_silent_workers_trials(
     """``--exit-when-idle`` shorter than ``stale_after``: a worker that ran out of work does
     not leave while trials of its sweep run on another worker; when that worker goes silent
     it takes them over, instead of leaving them RUNNING with nobody to notice."""
-    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 4}}, devices=2)
-    dead = sim.controller()
-    dead._rescan()
-    while dead.running < 2:
-        dead._tick()
-        sim.clock.advance(0.5)
-    for r in dead.drivers["sim"].running.values():
-        r.handle.kill()  # its worker dies; the rows still say RUNNING
+    sim = _two_of_four_left_running(tmp_path)
     sim.run(sim.controller(until=Until(done=False, idle=10), stale_after=30))
     assert sim.states() == {"COMPLETE": 4}
