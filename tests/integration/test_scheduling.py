@@ -183,7 +183,7 @@ def test_multi_objective_charlm_sweep_prints_a_pareto_front(
     assert result["state_counts"]["COMPLETE"] == 6
     front = result["pareto_front"]
     # how many widths make the front depends on speeds measured on a shared machine; what
-    # must hold is a front of several trials, none dominated by another trial of the sweep
+    # must hold is a front of several trials, none of them dominating another
     assert len(front) >= 2
     losses_speeds = [(t["values"][0], t["values"][1]) for t in front]
     for loss, speed in losses_speeds:

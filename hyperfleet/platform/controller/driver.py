@@ -326,8 +326,9 @@ class SweepDriver:
                 self._superseded(r)
 
     def reap(self) -> None:
-        for number, run_id in self.session.tracker.take_created():  # runs made off-thread
-            self._db(functools.partial(self._record_run, number, run_id))
+        record = functools.partial(self.session.storage.upsert_trial, self.name)
+        for n, run_id in self.session.tracker.take_created():  # runs made off-thread
+            self._db(functools.partial(record, n, mlflow_run_id=run_id))
         for r in list(self.running.values()):
             code = r.handle.poll()
             if code is not None and not self._superseded(r):
@@ -337,9 +338,6 @@ class SweepDriver:
                 r.handle.stop(self.timing.stop_grace)
                 self._end(r, TrialState.WAITING, None, "")
         reap_members(self)
-
-    def _record_run(self, number: int, run_id: str) -> None:
-        self.session.storage.upsert_trial(self.name, number, mlflow_run_id=run_id)
 
     def enforce_trial_timeout(self) -> None:
         """A launch running longer than ``trial.timeout`` is stopped and FAIL."""
