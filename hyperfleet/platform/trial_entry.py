@@ -131,12 +131,11 @@ def warm_rank(socket_path: str) -> int:
 def preload(recorder: bool = True) -> None:
     """Import what a trial will need while this process has nothing else to do (a worker or
     rank waiting for its first task): the trial runtime (torch), and for the process that
-    records (rank 0) the recorder's storage, schedulers and MLflow client."""
+    records (rank 0) the recorder's storage and schedulers. Not MLflow: a trial's sink imports
+    it when it first ships, which a short trial never does (:mod:`.tracking.sink`)."""
     import hyperfleet.trials.runtime
 
     if recorder:
-        import mlflow.tracking  # noqa: F401
-
         import hyperfleet.platform.recorder  # noqa: F401
 
 
