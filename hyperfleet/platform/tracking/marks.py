@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hyperfleet.platform.tracking.base import SweepView
-from hyperfleet.platform.tracking.client import log_batches
+from hyperfleet.platform.tracking.client import is_transient, log_batches
 from hyperfleet.platform.tracking.records import (
     BEST_TAG,
     NOTE_TAG,
@@ -186,11 +186,19 @@ class LiveBest:
         client, run_id = self.tracker.client, self.tracker.parent_id
         from mlflow.entities import Metric
 
-        new = _new_points(client, run_id, [Metric(*p) for p in points])
-        if new:
-            client.log_batch(run_id, metrics=new)
+        try:
+            new = _new_points(client, run_id, [Metric(*p) for p in points])
+            if new:
+                client.log_batch(run_id, metrics=new)
+        except Exception as exc:
+            if not is_transient(exc):  # rejected: the outbox drops it, so does this list
+                self._taken(len(points))
+            raise  # a transient failure: the outbox runs this again, with what came meanwhile
+        self._taken(len(points))
+
+    def _taken(self, n: int) -> None:
         with self._lock:
-            del self._points[: len(points)]
+            del self._points[:n]
             more = bool(self._points)
         if more:  # came while this ran
             self.tracker.outbox.put("the best value so far", self._write)
