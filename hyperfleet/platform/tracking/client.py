@@ -149,18 +149,30 @@ def use_wal(uri: str) -> str | None:
     run costs about ten MLflow writes, and WAL halves their time (one sync per commit), with
     readers (``mlflow ui``, the dashboard) no longer blocking writers. As for the platform's
     own SQLite database, every process using the file must be on one host (WAL needs shared
-    memory), which a local store already assumes; a server is for sharing runs."""
+    memory), which a local store already assumes; a server is for sharing runs. The sweep's
+    end folds the log back into the file (:func:`checkpoint`)."""
+    return _pragma(uri, "journal_mode=WAL")
+
+
+def checkpoint(uri: str) -> None:
+    """Fold a local store's WAL log into its file and empty the log, so that the ``.db`` file
+    alone holds every run again (copied, backed up or opened by an older tool) once a sweep's
+    writes are done. Best effort: a reader in the middle of a read leaves part for later."""
+    _pragma(uri, "wal_checkpoint(TRUNCATE)")
+
+
+def _pragma(uri: str, pragma: str) -> str | None:
     path = sqlite_path(uri)
     if path is None or not path.is_file():
         return None
     try:
         con = sqlite3.connect(path, timeout=5)
         try:
-            return str(con.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+            return str(con.execute(f"PRAGMA {pragma}").fetchone()[0])
         finally:
             con.close()
     except sqlite3.Error:  # locked by a writer: the next sweep tries again
-        logger.debug("could not switch %s to WAL", path, exc_info=True)
+        logger.debug("PRAGMA %s on %s failed", pragma, path, exc_info=True)
         return None
 
 

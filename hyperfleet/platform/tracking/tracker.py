@@ -41,6 +41,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.tracking.artifacts import log_json
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.client import (
+    checkpoint,
     experiment_location,
     is_transient,
     log_batches,
@@ -352,6 +353,7 @@ class SweepTracker:
         if synced and not view.interrupted:
             export_best(self, view)
         self.outbox.close()  # the session ends: what is still queued waits for a sync
+        checkpoint(self.uri)
         return synced
 
     def close(self) -> bool:
@@ -359,6 +361,7 @@ class SweepTracker:
         run; the outbox stops."""
         synced = self.wait()
         self.outbox.close()
+        checkpoint(self.uri)
         return synced
 
     def wait(self) -> bool:
