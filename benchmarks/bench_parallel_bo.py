@@ -60,7 +60,7 @@ def run_one(
     fn = FUNCTIONS[fn_name]
     cfg = parse_scheduler_config({**raw, "seed": seed})
     start = time.perf_counter()
-    study = optuna.create_study(sampler=build_sampler(cfg))
+    study = optuna.create_study(sampler=build_sampler(cfg, n_trials=n_trials))
     values = run_concurrent(study, fn, n_trials, concurrency, seed=seed)
     return min(values), time.perf_counter() - start
 
