@@ -20,7 +20,7 @@ from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.preflight import check_storage, check_tracking, writable_dir
 from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.worker import check_pool, open_stored, run_worker
+from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
 
 __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
 
@@ -108,11 +108,18 @@ class SweepRunner:
         self.timing = timing
 
     def run(self) -> SweepSummary:
-        submit_sweep(self.cfg, self.storage_url, self.tracking_uri, sweep_file=self.sweep_file)
+        # the first trials' processes start (an interpreter, torch) while the sweep is opened
+        launchers = Launchers(self.pool)
+        launchers.prestart(self.cfg)
+        try:
+            submit_sweep(self.cfg, self.storage_url, self.tracking_uri, sweep_file=self.sweep_file)
+        except BaseException:
+            launchers.close()
+            raise
         summaries, signalled = run_worker(
             self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.tracking_uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
-            prestart=self.cfg,
+            launchers=launchers,
         )  # fmt: skip
         if self.cfg.name in summaries:
             return summaries[self.cfg.name]

@@ -131,25 +131,49 @@ def warm_rank(socket_path: str) -> int:
 def preload(recorder: bool = True) -> None:
     """Import what a trial will need while this process has nothing else to do (a worker or
     rank waiting for its first task): the trial runtime (torch), and for the process that
-    records (rank 0) the recorder's storage, schedulers and MLflow client."""
+    records (rank 0) the recorder's storage and schedulers. Not MLflow: a trial's sink imports
+    it when it first ships, which a short trial never does (:mod:`.tracking.sink`)."""
     import hyperfleet.trials.runtime
 
     if recorder:
-        import mlflow.tracking  # noqa: F401
-
         import hyperfleet.platform.recorder  # noqa: F401
 
 
 STARTED = "started"  # an in-process worker took a trial (its start-up is behind it)
 
 
-def inprocess_worker(conn: Connection, parent: int) -> None:
+def _leave_fork_server() -> None:
+    """Close this worker's copy of the fork server's lifeline. multiprocessing hands every
+    child the write end of the pipe whose end tells the server that its client (the
+    controller) is gone; while any worker holds a copy the server outlives a killed
+    controller, and so would the workers, whose parent-death signal comes from the server's
+    end. (A private attribute of ``multiprocessing.forkserver``: if it ever moves, the test
+    of workers dying with a killed controller fails.)"""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
+def inprocess_worker(conn: Connection, controller: int, place: tuple[dict[str, str], str]) -> None:
     """An in-process trial worker: runs the ``(log path, spec path, tags)`` tasks it receives,
     one at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
-    (the trial it runs unwinds first) or its parent's death."""
+    (the trial it runs unwinds first) or the death of its parent (the fork server, which ends
+    with the controller). ``place``: the controller's environment and working directory."""
     die_with_parent()
-    if os.getppid() != parent:  # the controller died before the line above took effect
+    _leave_fork_server()
+    try:
+        os.kill(controller, 0)
+    except ProcessLookupError:  # the controller died before the line above took effect
         return
+    environ, cwd = place
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides what an interrupt stops
     from hyperfleet.trials.runtime import exit_on_sigterm
 

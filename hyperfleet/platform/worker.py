@@ -146,6 +146,13 @@ class Launchers:
             self._warm = WarmTorchrunLauncher(self.pool.threads_per_process())
         return cast(Launcher, self._warm)
 
+    def close(self) -> None:
+        """Stop every process started (when no controller took these launchers over)."""
+        for launcher in [*self._inprocess.values(), self._warm, self._torchrun]:
+            if launcher is not None:
+                launcher.close()
+        self._inprocess, self._warm, self._torchrun = {}, None, None
+
     def prestart(self, cfg: SweepConfig) -> None:
         """Start the processes the sweep's first trials will run in now, so their start-up
         (an interpreter, torch) overlaps opening the sweep."""
@@ -214,16 +221,14 @@ def run_worker(
     until: Until | None = None,
     timing: Timing | None = None,
     on_progress: Any = None,
-    prestart: SweepConfig | None = None,
+    launchers: Launchers | None = None,
 ) -> tuple[dict[str, SweepSummary], bool]:
     """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
-    sweeps closed meanwhile and whether a signal stopped it. ``prestart``: start the
-    processes of that sweep's first trials at once (``sweep run``)."""
+    sweeps closed meanwhile and whether a signal stopped it. ``launchers``: ones already
+    holding started processes (``sweep run`` starts its first trials' at once)."""
     import time
 
-    launchers = Launchers(pool)
-    if prestart is not None:
-        launchers.prestart(prestart)
+    launchers = launchers or Launchers(pool)
     registry = Storage(storage_url)  # creates the schema of a new database
     record = worker_record(pool, pool_name, address, sweeps, time.time())
     source = StoredSweeps(storage_url, sweeps, pool_name, pool.size, tracking_uri)

@@ -4,6 +4,8 @@ while the tracking server is unreachable, sent once when it is back; system metr
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +111,42 @@ def test_system_metrics_and_device_tags(
     )
     resumed.close()  # a resumed trial continues the steps of its system metrics
     assert len(set(steps_of(client, run_id, "system/cpu_utilization_percentage"))) == 2
+
+
+def test_host_metrics_have_mlflows_keys_and_a_short_trial_never_imports_mlflow(
+    tmp_path: Path,
+) -> None:
+    """The host's figures are read with psutil under the keys of MLflow's own collectors,
+    and a trial that ends before its sink's first shipment never imports MLflow (the
+    controller ships its spool): checked in a fresh interpreter, as a trial process is."""
+    from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
+    from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
+    from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
+
+    from hyperfleet.platform.tracking.system import HostMonitor
+
+    theirs: set[str] = set()
+    for monitor in (CPUMonitor(), DiskMonitor(), NetworkMonitor()):
+        monitor.collect_metrics()
+        theirs |= set(monitor.aggregate_metrics())
+    ours = HostMonitor()
+    ours.collect_metrics()
+    assert set(ours.aggregate_metrics()) == theirs
+
+    code = f"""
+import sys
+from hyperfleet.platform.tracking import MetricSink
+sink = MetricSink("sqlite:///{tmp_path / "none.db"}", "pending:1", "{tmp_path / "spool"}",
+                  system_metrics=True)
+sink.log_metrics(1, {{"loss": 1.0}})
+sink.close(ship=False)
+assert "mlflow" not in sys.modules, "a short trial imported MLflow"
+
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    spooled = (tmp_path / "spool" / "spool.jsonl").read_text()
+    assert "system/cpu_utilization_percentage" in spooled and '"loss"' in spooled
 
 
 def test_points_reach_a_server_through_its_rest_api(

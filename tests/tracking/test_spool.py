@@ -75,6 +75,33 @@ def test_a_rejected_call_is_skipped_not_retried_forever(tmp_path: Path) -> None:
     assert client.points == points(600, step0=600)
 
 
+def test_a_runs_end_rides_with_the_last_request_or_goes_alone(tmp_path: Path) -> None:
+    end = ([("final/loss", 0.5, 2000, 0)], {"hyperfleet.state": "COMPLETE"})
+    spool = Spool(tmp_path / "a")
+    spool.append(points(700))
+    spool.append(points(700, step0=700))
+    client = Recorder()
+    assert spool.ship(client, "r", last=end) == 1400  # the end's point is not a report
+    assert client.calls == 2, "the end went with the last 700 points, not in a third call"
+    assert client.points == points(1400) + end[0] and client.tags == end[1]
+
+    full = Spool(tmp_path / "b")  # the last request is full: the end goes after it
+    full.append(points(1000))
+    client = Recorder()
+    assert full.ship(client, "r", last=end) == 1000 and client.calls == 2
+    assert client.points == points(1000) + end[0]
+
+    client = Recorder()  # nothing left unsent: the end alone
+    assert full.ship(client, "r", last=end) == 0
+    assert client.calls == 1 and client.points == end[0]
+
+    rejected = Spool(tmp_path / "c")  # the lines are rejected: the end is sent on its own
+    rejected.append(points(10))
+    client = Recorder(fail={1: MlflowException.invalid_parameter_value("bad value")})
+    assert rejected.ship(client, "r", last=end) == 0
+    assert client.calls == 2 and client.points == end[0] and client.tags == end[1]
+
+
 def test_two_processes_shipping_one_spool_send_each_point_once(tmp_path: Path) -> None:
     writer = Spool(tmp_path)
     for i in range(20):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 
 from hyperfleet.platform.tracking.base import ChildRun
@@ -46,3 +48,36 @@ def test_a_trial_launches_with_a_placeholder_and_learns_its_run(tmp_path: Path) 
     assert tracker.close()
     ended = MlflowClient(tracking_uri=uri).get_run(real)
     assert ended.info.status == "FINISHED" and ended.data.metrics["final/loss"] == 0.5
+
+
+def test_the_best_so_far_curve_is_written_in_one_request_for_trials_ended_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """Trials that end while MLflow is busy add their points to one write, not one each; the
+    curve is the same (one point per completed trial, the best so far at each), and the
+    store is in WAL mode (one disk sync per commit)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "best-curve", tmp_path / "runs")
+    assert sqlite3.connect(tmp_path / "mlflow.db").execute("PRAGMA journal_mode").fetchone() == (
+        "wal",
+    )
+    config = {"name": "best-curve", "objective": {"metric": "loss", "mode": "min"}}
+    parent = tracker.start_parent("best-curve", None, config)
+    busy = threading.Event()
+    tracker.outbox.put("MLflow busy", lambda: busy.wait(10))
+    calls = []
+    log_batch = tracker.client.log_batch
+    tracker.client.log_batch = lambda *a, **k: calls.append(k) or log_batch(*a, **k)
+    for i, loss in enumerate([0.9, 0.7, 0.8, 0.4, 0.6]):
+        tracker.best.add({"loss": loss}, now=1000 + i)
+    busy.set()
+    assert tracker.wait()
+    assert len(calls) == 1 and len(calls[0]["metrics"]) == 5
+    tracker.best.add({"loss": 0.5}, now=2000)  # a later one: its own write, nothing twice
+    assert tracker.close()
+    history = MlflowClient(uri).get_metric_history(parent, "best/loss")
+    assert sorted((m.step, m.value) for m in history) == [
+        (1, 0.9), (2, 0.7), (3, 0.7), (4, 0.4), (5, 0.4), (6, 0.4)
+    ]  # fmt: skip

@@ -10,7 +10,16 @@ Each worker runs one trial at a time and is its trial's process, so the contract
 torchrun one: ``stop`` sends the worker SIGTERM (the trial unwinds, flushing its metrics, and
 the worker exits; a fresh one replaces it), ``kill`` sends SIGKILL. Workers ignore the
 terminal's SIGINT (the controller decides what an interrupt stops) and die with the
-controller (Linux's parent-death signal), so no worker outlives it.
+controller (Linux's parent-death signal, through the fork server that ends with it), so no
+worker outlives it.
+
+Workers come from multiprocessing's *fork server*, which imports the trial runtime (torch)
+and the recorder once: every worker, the first ones and each replacement, is a fork of it
+(milliseconds) rather than an interpreter importing torch again (seconds of CPU each, which
+the first trials of a sweep wait for). The server never runs a trial and starts no thread, so
+each fork starts clean; a worker takes the controller's environment and working directory as
+they are when it starts (a fork would otherwise have the server's). ``prestart`` starts them
+from a thread, so the controller goes on opening the sweep while the server imports.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -29,13 +39,16 @@ from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.trial_entry import STARTED, inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
 
-_SPAWN = mp.get_context("spawn")
+_FORKS = mp.get_context("forkserver")
+_FORKS.set_forkserver_preload(["hyperfleet.trials.runtime", "hyperfleet.platform.recorder"])
 
 
 class _Worker:
     def __init__(self) -> None:
-        self.conn, child = _SPAWN.Pipe()
-        self.proc = _SPAWN.Process(target=inprocess_worker, args=(child, os.getpid()), daemon=True)
+        self.conn, child = _FORKS.Pipe()
+        place = (dict(os.environ), os.getcwd())
+        args = (child, os.getpid(), place)
+        self.proc = _FORKS.Process(target=inprocess_worker, args=args, daemon=True)
         self.proc.start()
         child.close()
         self.busy = False
@@ -106,12 +119,30 @@ class InProcessLauncher:
     def __init__(self, workers: int, prestart: bool = False) -> None:
         self.max_workers = workers
         self._workers: list[_Worker] = []
+        self._starting: threading.Thread | None = None
         if prestart:
-            self._workers = [_Worker() for _ in range(workers)]
+            self._starting = threading.Thread(
+                target=self._start, args=(workers,), name="inprocess-prestart", daemon=True
+            )
+            self._starting.start()
+
+    def _start(self, n: int) -> None:
+        self._workers += [_Worker() for _ in range(n)]
+
+    def _started(self, timeout: float | None = None) -> bool:
+        """Whether the workers of ``prestart`` are started (waiting ``timeout`` for them)."""
+        if self._starting is not None:
+            self._starting.join(timeout)
+            if self._starting.is_alive():
+                return False
+            self._starting = None
+        return True
 
     def wait(self, timeout: float) -> None:
         """Return when a busy worker answers or ends, or after ``timeout`` seconds: the
         controller reaps a finished trial at once instead of at its next tick."""
+        if not self._started(timeout):
+            return
         busy = [w for w in self._workers if w.busy]
         if busy:
             ready = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
@@ -120,6 +151,7 @@ class InProcessLauncher:
             time.sleep(timeout)
 
     def _idle_worker(self) -> _Worker:
+        self._started()
         self._workers = [w for w in self._workers if w.alive()]
         for w in self._workers:
             if not w.busy:
@@ -141,6 +173,7 @@ class InProcessLauncher:
         return InProcessHandle(worker, spec.log_path, tags[LAUNCH_VAR])
 
     def close(self) -> None:
+        self._started()
         for w in self._workers:
             with contextlib.suppress(OSError, BrokenPipeError):
                 w.conn.send(None)

@@ -14,12 +14,13 @@ set on the runs that earn them, removed from runs that no longer do.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hyperfleet.platform.tracking.base import SweepView
-from hyperfleet.platform.tracking.client import log_batches
+from hyperfleet.platform.tracking.client import is_transient, log_batches
 from hyperfleet.platform.tracking.records import (
     BEST_TAG,
     NOTE_TAG,
@@ -138,3 +139,66 @@ def render_parent(tracker: SweepTracker, run_id: str, status: str, view: SweepVi
         log_batches(client, run_id, tags=tags, metrics=points)
     if run.info.status != status or run.info.end_time != end_ms:
         client.set_terminated(run_id, status, end_time=end_ms)
+
+
+class LiveBest:
+    """The sweep run's ``best/<metric>`` curve (one objective) extended as trials complete,
+    while the sweep runs. Points wait in a list and one outbox operation writes all those
+    that came meanwhile (one history read, one ``log_batch``), so trials that end faster than
+    MLflow takes single writes do not leave a queue of them behind."""
+
+    def __init__(self, tracker: SweepTracker) -> None:
+        self.tracker = tracker
+        self.last: tuple[int, float | None] = (0, None)  # completed trials, best so far
+        self._points: list[tuple[str, float, int, int]] = []
+        self._lock = threading.Lock()
+
+    def seed(self, run_id: str) -> None:
+        """Continue the curve where an earlier session left it."""
+        metrics = [m for m, _ in objectives(self.tracker.config)]
+        if len(metrics) != 1:
+            return
+        history = self.tracker.client.get_metric_history(run_id, f"best/{metrics[0]}")
+        if history:
+            last = max(history, key=lambda m: (m.step, m.timestamp))
+            self.last = (int(last.step), float(last.value))
+
+    def add(self, final: Mapping[str, float], now: int) -> None:
+        """A trial completed with ``final`` at ``now`` (ms): one more point, written soon."""
+        (metric, mode), *more = objectives(self.tracker.config)
+        if more or metric not in final or not self.tracker.live:
+            return
+        k, best = self.last
+        value = float(final[metric])
+        if best is None or (value > best if mode == "max" else value < best):
+            best = value
+        self.last = (k + 1, best)
+        with self._lock:
+            self._points.append((f"best/{metric}", best, now, k + 1))
+            first = len(self._points) == 1
+        if first:
+            self.tracker.outbox.put("the best value so far", self._write)
+
+    def _write(self) -> None:
+        """Every waiting point whose step the run does not have (safe to run again)."""
+        with self._lock:
+            points = list(self._points)
+        client, run_id = self.tracker.client, self.tracker.parent_id
+        from mlflow.entities import Metric
+
+        try:
+            new = _new_points(client, run_id, [Metric(*p) for p in points])
+            if new:
+                client.log_batch(run_id, metrics=new)
+        except Exception as exc:
+            if not is_transient(exc):  # rejected: the outbox drops it, so does this list
+                self._taken(len(points))
+            raise  # a transient failure: the outbox runs this again, with what came meanwhile
+        self._taken(len(points))
+
+    def _taken(self, n: int) -> None:
+        with self._lock:
+            del self._points[:n]
+            more = bool(self._points)
+        if more:  # came while this ran
+            self.tracker.outbox.put("the best value so far", self._write)

@@ -21,6 +21,7 @@ from hyperfleet.platform.tracking.records import (
     STATUS,
     tracked_state,
 )
+from hyperfleet.platform.tracking.spool import Spool
 
 EXPERIMENT_NOTE = (
     "Sweeps run by **hyperfleet**: one run per sweep (its search space, scheduler and best "
@@ -59,14 +60,17 @@ def end_trial_run(
     final: Mapping[str, float],
     error: str,
     now: int,
-    last_step: int,
     trial_dir: Path | None,
-) -> None:
-    """A trial run's end in hyperfleet ``state`` at ``now`` (ms): its state tag, error,
-    ``final/`` metrics, ``pruned_at_step``/``stopped_at_step`` (``last_step``), its files and
-    its status, each written only if the run does not show it yet."""
+    spool: Spool | None = None,
+) -> int:
+    """A trial run's end in hyperfleet ``state`` at ``now`` (ms): the trial's last reports
+    (what its ``spool`` still holds), its state tag, error, ``final/`` metrics,
+    ``pruned_at_step``/``stopped_at_step`` (the last report's step), its files and its
+    status, each written only if the run does not show it yet; the points shipped from the
+    spool."""
     from mlflow.entities import Metric
 
+    last_step = -1 if spool is None else spool.through("report")
     run = client.get_run(run_id)
     have = run.data.metrics
     tags = {STATE_TAG: tracked_state(state)}
@@ -83,9 +87,14 @@ def end_trial_run(
     if key is not None and last_step >= 0 and have.get(key) != float(last_step):
         metrics.append(Metric(key, float(last_step), now, last_step))
     status = STATUS.get(state, "FAILED")
-    if tags or metrics:
+    shipped = 0
+    if spool is not None:  # the reports first, the end with their last request
+        points = [(m.key, m.value, m.timestamp, m.step) for m in metrics]
+        shipped = spool.ship(client, run_id, last=(points, tags))
+    elif tags or metrics:
         log_batches(client, run_id, tags=tags, metrics=metrics)
     if trial_dir is not None and (tags or run.info.status != status):  # not if done before
         log_trial_files(client, run_id, trial_dir)
     if run.info.status != status:
         client.set_terminated(run_id, status, end_time=now)
+    return shipped

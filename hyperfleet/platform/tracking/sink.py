@@ -4,9 +4,11 @@
 ``(key, value, timestamp, step)`` to a list under a lock: no MLflow call, no file write, no
 MLflow import on the training thread, so a slow or absent tracking server never slows a step.
 
-A background thread (which also imports MLflow, overlapping the trial's start-up) wakes every
-``flush_every_s`` seconds and appends what was buffered to the trial's :class:`~.spool.Spool`
-(one file write); every ``ship_every_s`` seconds it ships everything unsent with
+A background thread wakes every ``flush_every_s`` seconds and appends what was buffered to the
+trial's :class:`~.spool.Spool` (one file write); every ``ship_every_s`` seconds (the first time
+``ship_every_s`` after the start: a trial shorter than that never imports MLflow, whose import
+costs a trial process about 1.5 s of CPU, and the controller ships its spool) it ships
+everything unsent with
 ``log_batch`` (:func:`~.client.log_points`), a few large calls rather than many small ones
 (each call costs an HTTP request or a database transaction of its own). While the server is
 unreachable the records stay in the spool and the thread retries with a growing pause (up to
@@ -69,13 +71,12 @@ class MetricSink:
         self._every = flush_every_s
         self._ship_every = max(ship_every_s, flush_every_s)
         self._max_backoff = max_backoff_s
-        self._next_ship = 0.0
+        self._next_ship = time.monotonic() + self._ship_every
         self._backoff = self._ship_every
         self._down_since: float | None = None
         self.sent = 0  # points this sink shipped (benchmarks, tests)
-        self.opened = threading.Event()  # MLflow imported (by this sink's thread)
         self.system = (
-            SystemSampler(self, first_step=self.spool.through("system") + 1, after=self.opened)
+            SystemSampler(self, first_step=self.spool.through("system") + 1)
             if system_metrics
             else None
         )
@@ -168,12 +169,6 @@ class MetricSink:
             self._backoff = min(self._backoff * 2, self._max_backoff)
 
     def _loop(self) -> None:
-        try:
-            self.client  # noqa: B018 - import MLflow and open the client off the training thread
-        except Exception:
-            logger.warning("cannot open the MLflow client yet", exc_info=True)
-        finally:
-            self.opened.set()  # one thread imports MLflow at a time: a concurrent import fails
         while not self._stop.wait(self._every):
             try:
                 self._tick()

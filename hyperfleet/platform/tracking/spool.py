@@ -213,22 +213,38 @@ class Spool:
         if group:
             yield group
 
-    def ship(self, client: Any, run_id: str) -> int:
+    def ship(
+        self, client: Any, run_id: str, last: tuple[list[Point], dict[str, str]] | None = None
+    ) -> int:
         """Send every unsent line to ``run_id`` in order; the number of points sent.
-        ``client``: one of :func:`~.client.open_client`'s (its ``log_points``).
+        ``client``: one of :func:`~.client.open_client`'s (its ``log_points``). ``last``:
+        points and tags to send after them, in the same request as the last lines when they
+        fit (a run's end: one MLflow write fewer per trial).
 
         Raises the first transient failure (what was sent before it stays sent); a request
         MLflow rejects as invalid is logged and skipped, so it cannot block the rest.
         """
+        extra_points, extra_tags = last or ([], {})
         sent = 0
         with self._lock:
             state = self._state()
-            for group in self._groups(self._lines(int(state["offset"]))):
+            groups = self._groups(self._lines(int(state["offset"])))
+            group = next(groups, None)
+            while group is not None:
+                following = next(groups, None)
                 metrics = [point for line in group for point in line.metrics]
                 tags = {k: v for line in group for k, v in line.tags.items()}
+                along = following is None and (
+                    len(metrics) + len(extra_points) <= _MAX_METRICS
+                    and len(tags) + len(extra_tags) <= _MAX_TAGS
+                )
                 try:
                     if metrics or tags:
-                        client.log_points(run_id, metrics, tags)
+                        if along:
+                            client.log_points(run_id, metrics + extra_points, tags | extra_tags)
+                            extra_points, extra_tags = [], {}
+                        else:
+                            client.log_points(run_id, metrics, tags)
                 except Exception as exc:
                     if is_transient(exc):
                         raise
@@ -242,7 +258,10 @@ class Spool:
                     sent += len(metrics)
                 state["offset"] = group[-1].end
                 self._save(state)
+                group = following
             self._compact(state)
+        if extra_points or extra_tags:  # nothing to send with, or rejected with the lines
+            client.log_points(run_id, extra_points, extra_tags)
         return sent
 
     def _compact(self, state: dict[str, Any]) -> None:

@@ -1,11 +1,16 @@
-"""System metrics of a trial: MLflow's collectors, logged through the trial's own sink.
+"""System metrics of a trial, logged through the trial's own sink.
 
 MLflow's system-metrics logging samples CPU utilisation, memory, disk and network with
 ``psutil`` and, through NVML (``nvidia-ml-py``), each GPU's utilisation, memory and power; the
-UI shows them on a run's *System metrics* tab (keys ``system/...``). hyperfleet uses MLflow's
-collectors but not its monitor thread, which writes to MLflow directly and gives up for good at
-the first failed call: here every sample goes into the trial's sink with its reports, so it is
-batched, spooled through an outage and sent once, like them.
+UI shows them on a run's *System metrics* tab (keys ``system/...``). hyperfleet does not use
+MLflow's monitor thread, which writes to MLflow directly and gives up for good at the first
+failed call: here every sample goes into the trial's sink with its reports, so it is batched,
+spooled through an outage and sent once, like them. The GPUs are read with MLflow's NVML
+collector. The host's figures are read with ``psutil`` here, under MLflow's own keys, in the
+same way as MLflow's CPU, disk and network collectors: those live in the ``mlflow`` package,
+whose import costs a trial process about 1.5 s of CPU (seconds of every short trial's life, on
+every start of a trial process) while a trial that lasts less than its sink's first shipment
+needs no MLflow at all (the controller ships its spool).
 
 One sample every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (MLflow's variable,
 default 10), at steps 0, 1, 2, ... that continue across a resumed trial, plus one when the
@@ -24,6 +29,8 @@ import socket
 import threading
 import time
 from typing import Any, Protocol
+
+from hyperfleet.platform.tracking.client import MLFLOW_IMPORT
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +64,58 @@ def visible_gpus() -> list[int] | None:
     return [int(p) for p in parts]
 
 
+class HostMonitor:
+    """CPU, memory, disk and network of the host, with the keys and the arithmetic of MLflow's
+    ``CPUMonitor``, ``DiskMonitor`` and ``NetworkMonitor`` (see the module docstring)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.psutil = psutil
+        psutil.cpu_percent()  # the first reading only starts the measurement
+        net = psutil.net_io_counters()
+        self._net0 = (net.bytes_recv / 1e6, net.bytes_sent / 1e6)
+        self.metrics: dict[str, list[float]] = {}
+        self.net: dict[str, float] = {}  # since this monitor started, as MLflow's
+
+    def collect_metrics(self) -> None:
+        ps = self.psutil
+        memory, disk, net = ps.virtual_memory(), ps.disk_usage(os.sep), ps.net_io_counters()
+        sample = {
+            "cpu_utilization_percentage": ps.cpu_percent(),
+            "system_memory_usage_megabytes": memory.used / 1e6,
+            "system_memory_usage_percentage": memory.used / memory.total * 100,
+            "disk_usage_percentage": disk.percent,
+            "disk_usage_megabytes": disk.used / 1e6,
+            "disk_available_megabytes": disk.free / 1e6,
+        }
+        for key, value in sample.items():
+            self.metrics.setdefault(key, []).append(value)
+        self.net = {
+            "network_receive_megabytes": net.bytes_recv / 1e6 - self._net0[0],
+            "network_transmit_megabytes": net.bytes_sent / 1e6 - self._net0[1],
+        }
+
+    def aggregate_metrics(self) -> dict[str, float]:
+        means = {k: round(sum(v) / len(v), 1) for k, v in self.metrics.items() if v}
+        return {**means, **self.net}
+
+    def clear_metrics(self) -> None:
+        self.metrics.clear()
+
+
 def _gpu_monitor(visible: list[int] | None) -> tuple[Any, list[str]]:
     """MLflow's NVML monitor over the visible GPUs, and their names; (None, []) without."""
     if visible == []:
         return None, []
     try:
         import pynvml
-        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+
+        pynvml.nvmlInit()  # raises without a driver: no GPU here, and no MLflow import
+        if pynvml.nvmlDeviceGetCount() == 0:
+            return None, []
+        with MLFLOW_IMPORT:
+            from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
 
         monitor = GPUMonitor()
     except Exception:
@@ -93,17 +145,8 @@ def device_tags(visible: list[int] | None, gpu_names: list[str]) -> dict[str, st
 class SystemSampler:
     """Samples system metrics into ``sink`` from its own thread (see the module docstring)."""
 
-    def __init__(
-        self,
-        sink: _Sink,
-        first_step: int = 0,
-        every_s: float | None = None,
-        after: threading.Event | None = None,
-    ) -> None:
-        """``after``: an event set once MLflow is imported (importing it from two threads at
-        once can fail with a partially initialised module)."""
+    def __init__(self, sink: _Sink, first_step: int = 0, every_s: float | None = None) -> None:
         self.sink = sink
-        self._after = after
         self.every_s = sampling_interval() if every_s is None else every_s
         self.step = self.first_step = first_step
         self.monitors: list[Any] = []
@@ -116,14 +159,7 @@ class SystemSampler:
 
     def _open(self) -> None:
         try:
-            from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
-            from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
-            from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
-
-            self.monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
-            import psutil
-
-            psutil.cpu_percent()  # the first reading only starts the measurement
+            self.monitors = [HostMonitor()]
         except Exception:
             logger.warning("no system metrics (install psutil)", exc_info=True)
         visible = visible_gpus()
@@ -151,8 +187,6 @@ class SystemSampler:
                 self.step += 1
 
     def _run(self) -> None:
-        if self._after is not None:
-            self._after.wait(timeout=120)
         try:
             self._open()
         finally:

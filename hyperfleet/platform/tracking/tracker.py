@@ -46,12 +46,13 @@ from hyperfleet.platform.tracking.client import (
     log_batches,
     open_client,
     unreachable,
+    use_wal,
 )
+from hyperfleet.platform.tracking.marks import LiveBest, render_parent
 from hyperfleet.platform.tracking.outbox import Outbox
 from hyperfleet.platform.tracking.records import (
     STATE_TAG,
     child_params,
-    objectives,
     parent_params,
     run_name,
 )
@@ -93,6 +94,7 @@ class SweepTracker:
         try:
             location = experiment_location(uri, self.workdir)
             self.experiment_id: str | None = ensure_experiment(self.client, experiment, location)
+            use_wal(uri)
         except ConfigError:
             raise
         except Exception as exc:
@@ -111,7 +113,7 @@ class SweepTracker:
         self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
         self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
         self._lock = threading.Lock()
-        self._best: tuple[int, float | None] = (0, None)  # completed trials, best so far
+        self.best = LiveBest(self)
 
     @property
     def active(self) -> bool:
@@ -124,7 +126,7 @@ class SweepTracker:
         self.sweep, self.config = sweep, config
         if run_id:
             self.parent_id = run_id
-            self._seed_best(run_id)
+            self.best.seed(run_id)
             return run_id
         try:
             run = self.client.create_run(
@@ -148,16 +150,6 @@ class SweepTracker:
             self.client.log_artifact(run_id, str(self.sweep_file), "sweep")
         log_json(self.client, run_id, config, "sweep/resolved.json")
 
-    def _seed_best(self, run_id: str) -> None:
-        """Continue the sweep run's best-so-far curve where an earlier session left it."""
-        metrics = [m for m, _ in objectives(self.config)]
-        if len(metrics) != 1:
-            return
-        history = self.client.get_metric_history(run_id, f"best/{metrics[0]}")
-        if history:
-            last = max(history, key=lambda m: (m.step, m.timestamp))
-            self._best = (int(last.step), float(last.value))
-
     def _activate_parent(self) -> None:
         """The first trial of a continued sweep that runs: its run is RUNNING again."""
         if self._parent_active:
@@ -170,27 +162,6 @@ class SweepTracker:
             self.client.set_tag(parent, STATE_TAG, "RUNNING")
 
         self.outbox.put("the sweep run resumes", resume)
-
-    def _live_best(self, final: Mapping[str, float], now: int) -> None:
-        """One more point of ``best/<metric>`` on the sweep's run (one objective)."""
-        (metric, mode), *more = objectives(self.config)
-        if more or metric not in final or not self.live:
-            return
-        k, best = self._best
-        value = float(final[metric])
-        if best is None or (value > best if mode == "max" else value < best):
-            best = value
-        self._best = (k + 1, best)
-        point = (f"best/{metric}", best, now, k + 1)
-
-        def log() -> None:  # once per step, even when written again after a lost answer
-            from mlflow.entities import Metric
-
-            have = self.client.get_metric_history(self.parent_id, point[0])
-            if all(m.step != point[3] for m in have):
-                self.client.log_batch(self.parent_id, metrics=[Metric(*point)])
-
-        self.outbox.put("the best value so far", log)
 
     # -- trial runs ----------------------------------------------------------------------------
 
@@ -331,7 +302,7 @@ class SweepTracker:
         now = _now_ms() if ended_at is None else int(ended_at * 1000)
         values = dict(final or {})
         if state == "COMPLETE":
-            self._live_best(values, now)
+            self.best.add(values, now)
         self.outbox.put(
             f"the end of trial {number}'s run ({state})",
             lambda: self._end(run_id, number, state, values, error, now),
@@ -349,11 +320,10 @@ class SweepTracker:
         run_id = self._resolve(run_id, number)
         number = self._numbers.get(run_id, number)
         spool = None if number is None else self.spool(number)
-        if spool is not None:
-            self.shipped += spool.ship(self.client, run_id)  # its last reports first
         directory = None if number is None else self.trial_dir(number)
-        step = -1 if spool is None else spool.through("report")
-        end_trial_run(self.client, run_id, state, final, error, now, step, directory)
+        self.shipped += end_trial_run(
+            self.client, run_id, state, final, error, now, directory, spool
+        )
 
     def ship(self, number: int, run_id: str | None) -> None:
         """Send trial ``number``'s spool now (``hyperfleet mlflow sync`` of a running trial)."""
@@ -375,7 +345,6 @@ class SweepTracker:
             return None
 
     def end_parent(self, run_id: str, status: str, view: SweepView) -> bool:
-        from hyperfleet.platform.tracking.marks import render_parent
         from hyperfleet.platform.tracking.model import export_best
 
         self.outbox.put("the sweep run's end", lambda: render_parent(self, run_id, status, view))
