@@ -2,7 +2,8 @@
 
 Each cell runs one scheduler on one known function (``testfunctions``) with the same trial
 budget, ``concurrency`` trials in flight, through ``testfunctions.run_concurrent``: the
-platform's ask/tell path on an in-memory Optuna study, the finishing order drawn from the seed.
+platform's ask/tell path on an in-memory Optuna study, the finishing order drawn from the seed,
+the sampler told the budget as a sweep's ``budget.trials`` tells it (``final_batch``).
 For every function × scheduler × concurrency it prints, over the seeds, the median and worst
 best value, the median simple regret (best - known minimum) and its ratio to the same
 scheduler's regret at concurrency 1, and random search's median best at the same budget. Then
@@ -60,7 +61,7 @@ def run_one(
     fn = FUNCTIONS[fn_name]
     cfg = parse_scheduler_config({**raw, "seed": seed})
     start = time.perf_counter()
-    study = optuna.create_study(sampler=build_sampler(cfg))
+    study = optuna.create_study(sampler=build_sampler(cfg, n_trials=n_trials))
     values = run_concurrent(study, fn, n_trials, concurrency, seed=seed)
     return min(values), time.perf_counter() - start
 

@@ -151,6 +151,9 @@ class GPConfig(_Frozen):
     """How trials in flight shape the next suggestion (single objective, unconstrained):
     ``kriging_believer`` conditions the GP on them with its own prediction as their value and
     maximises LogEI; ``qlogei`` is Optuna's batch acquisition over fantasies drawn at them."""
+    value_transform: Literal["yeo-johnson", "standardize"] = "yeo-johnson"
+    """As skopt's: the GP (single objective) is fitted to the values Yeo-Johnson transformed and
+    standardised, or only standardised (Optuna's; a long tail of bad values sets its scale)."""
 
 
 class NSGA2Config(_Frozen):

@@ -27,6 +27,18 @@ nothing else:
   the acquisition is flat and its gradient-based local search does not move from its start.
   ``pending="qlogei"`` keeps Optuna's batch acquisition.
 
+Two more changes apply at every concurrency, one at a time included:
+
+* ``value_transform="yeo-johnson"`` (the default): the GP of a single-objective study is fitted
+  to the values Yeo-Johnson transformed (``skopt_support.transformed``, the skopt sampler's
+  transform, which only ever compresses a long tail of bad values), handed to Optuna as
+  transformed copies of the finished trials. Optuna only standardises them, so a function
+  150 times higher at its edges than in its basin (the six-hump camel) sets the GP's scale,
+  the basin looks flat, and the search wanders to the edges; ``standardize`` keeps that.
+* With the sweep's trial budget (``n_trials``), the trials of its final batch
+  (``final_batch``: those whose results no later suggestion will see) maximise
+  ``mean + FINAL_KAPPA * std`` on the (believer-conditioned) model instead of LogEI.
+
 Multi-objective and constrained studies use Optuna's own acquisitions (qLogEHVI, qLogCEI,
 qLogCEHVI) with running trials; the start-up rule applies to them as well.
 
@@ -37,18 +49,23 @@ The override uses Optuna's internal GP modules (``optuna._gp``) and the sampler'
 
 from __future__ import annotations
 
+import copy as _copy
 from typing import Any
 
 import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.study import Study
+from optuna.study import Study, StudyDirection
 from optuna.study._constrained_optimization import _is_constrained_optimization
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperfleet.platform.schedulers.final_batch import in_final_batch
+from hyperfleet.platform.schedulers.skopt_support import finite, transformed
 from hyperfleet.platform.schedulers.startup import model_ready
 
+FINAL_KAPPA = 0.5  # the final batch's exploration weight (final_batch)
 PENDING = ("kriging_believer", "qlogei")
+TRANSFORMS = ("yeo-johnson", "standardize")
 
 
 class PendingAwareGPSampler(optuna.samplers.GPSampler):
@@ -58,27 +75,54 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
     """
 
     def __init__(
-        self, *, pending: str = "kriging_believer", n_startup_trials: int = 10, **kwargs: Any
+        self,
+        *,
+        pending: str = "kriging_believer",
+        n_startup_trials: int = 10,
+        n_trials: int | None = None,
+        final_kappa: float = FINAL_KAPPA,
+        value_transform: str = "yeo-johnson",
+        **kwargs: Any,
     ) -> None:
         if pending not in PENDING:
             raise ValueError(f"pending must be one of {', '.join(PENDING)}, got {pending!r}")
+        if value_transform not in TRANSFORMS:
+            raise ValueError(
+                f"value_transform must be one of {', '.join(TRANSFORMS)}, got {value_transform!r}"
+            )
         # Optuna's own start-up check (finished trials only) is off: sample_relative decides.
         super().__init__(n_startup_trials=0, **kwargs)
         self._pending = pending
         self._startup = n_startup_trials
+        self._n_trials = n_trials
+        self._final_kappa = final_kappa
+        self._final = False  # the trial being sampled is in the budget's final batch
+        self._transform = value_transform
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         if not search_space:
             return {}
-        states = (TrialState.COMPLETE, TrialState.RUNNING)
-        trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
+        trials = study._get_trials(deepcopy=False, use_cache=False)
         complete = sum(t.state == TrialState.COMPLETE for t in trials)
         running = sum(t.state == TrialState.RUNNING and t.number != trial.number for t in trials)
         if not model_ready(complete, running, self._startup):
             return {}
+        self._final = in_final_batch(self._n_trials, trials, trial.number)
         return super().sample_relative(study, trial, search_space)
+
+    def _sample_relative_impl(
+        self,
+        study: Study,
+        completed_trials: list[FrozenTrial],
+        running_trials: list[FrozenTrial],
+        search_space: dict[str, BaseDistribution],
+    ) -> dict[str, Any]:
+        # Optuna standardises the values it is given: give it them transformed.
+        if self._transform == "yeo-johnson" and len(study.directions) == 1 and completed_trials:
+            completed_trials = _transformed_trials(completed_trials, study.direction)
+        return super()._sample_relative_impl(study, completed_trials, running_trials, search_space)
 
     def _get_acqf_and_best_params(
         self,
@@ -89,9 +133,9 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
         normalized_params_of_running_trials: np.ndarray | None,
         standardized_score_vals: np.ndarray,
     ) -> tuple[Any, np.ndarray | None]:
+        running = normalized_params_of_running_trials
         if (
-            self._pending == "kriging_believer"
-            and normalized_params_of_running_trials is not None
+            (self._final or (self._pending == "kriging_believer" and running is not None))
             and standardized_score_vals.shape[-1] == 1
             and not _is_constrained_optimization(completed_trials)
         ):
@@ -100,7 +144,8 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
                 internal_search_space,
                 normalized_params,
                 standardized_score_vals[:, 0],
-                normalized_params_of_running_trials,
+                running,
+                final_kappa=self._final_kappa if self._final else None,
             )
         return super()._get_acqf_and_best_params(
             completed_trials,
@@ -112,14 +157,54 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
         )
 
 
+def _transformed_trials(trials: list[FrozenTrial], direction: StudyDirection) -> list[FrozenTrial]:
+    """Copies of ``trials`` with their values Yeo-Johnson transformed (order kept; the
+    transform is fitted to the values as losses, lower better, like the skopt sampler's)."""
+    sign = -1.0 if direction == StudyDirection.MAXIMIZE else 1.0
+    losses = finite(np.array([sign * float(t.values[0]) for t in trials]))
+    out = []
+    for t, z in zip(trials, transformed(losses, "yeo-johnson"), strict=True):
+        copy = _copy.copy(t)
+        copy.values = [sign * z]
+        out.append(copy)
+    return out
+
+
 def believer_acqf(
-    fitted: Any, space: Any, x: np.ndarray, y: np.ndarray, x_running: np.ndarray
+    fitted: Any,
+    space: Any,
+    x: np.ndarray,
+    y: np.ndarray,
+    x_running: np.ndarray | None,
+    final_kappa: float | None = None,
 ) -> tuple[Any, np.ndarray]:
     """LogEI on ``fitted`` (a GP fitted to ``x, y``, values maximised) conditioned on
     ``x_running`` with its own posterior mean there, kernel hyperparameters and noise kept, the
     believed values counting as observations for the value to improve on too; and the warm
-    start of the acquisition's local search (the best finished point)."""
-    from optuna._gp import acqf, gp
+    start of the acquisition's local search (the best finished point). With ``final_kappa``
+    (the budget's final batch, ``final_batch``): ``mean + final_kappa * std`` on that model
+    instead of LogEI."""
+    from optuna._gp import acqf
+
+    best = int(np.argmax(y))
+    if x_running is None:
+        model = fitted
+    else:
+        model, believed = _believer(fitted, x, y, x_running)
+    if final_kappa is not None:
+        ucb = acqf.UCB(gpr=model, search_space=space, beta=final_kappa**2)
+        return ucb, x[best, None]
+    assert x_running is not None
+    threshold = max(float(y[best]), float(believed.max()))
+    return acqf.LogEI(gpr=model, search_space=space, threshold=threshold), x[best, None]
+
+
+def _believer(
+    fitted: Any, x: np.ndarray, y: np.ndarray, x_running: np.ndarray
+) -> tuple[Any, np.ndarray]:
+    """``fitted`` conditioned on ``x_running`` with its own posterior mean there, and those
+    believed values."""
+    from optuna._gp import gp
 
     # Tensors made from the fitted model's own (torch is Optuna's import here, not ours).
     running = fitted._X_train.new_tensor(x_running)
@@ -133,6 +218,4 @@ def believer_acqf(
         noise_var=fitted.noise_var,
     )
     model._cache_matrix()
-    best = int(np.argmax(y))
-    threshold = max(float(y[best]), float(believed.max()))
-    return acqf.LogEI(gpr=model, search_space=space, threshold=threshold), x[best, None]
+    return model, believed

@@ -45,7 +45,12 @@ def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
 
 def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
     grid = space_mod.grid(cfg.space)
-    sampler = build_sampler(cfg.scheduler, grid=grid, n_objectives=len(cfg.all_objectives))
+    sampler = build_sampler(
+        cfg.scheduler,
+        grid=grid,
+        n_objectives=len(cfg.all_objectives),
+        n_trials=cfg.budget.trials,
+    )
     pruner = build_pruner(cfg.pruner)
     if create:
         return optuna.create_study(

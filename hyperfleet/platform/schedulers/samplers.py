@@ -65,12 +65,14 @@ def build_sampler(
     cfg: SchedulerConfig,
     grid: Mapping[str, Sequence[Any]] | None = None,
     n_objectives: int = 1,
+    n_trials: int | None = None,
 ) -> optuna.samplers.BaseSampler:
     """The Optuna sampler for ``cfg``.
 
     ``grid`` is the space's grid (needed by ``grid``); ``n_objectives`` the number of
-    objectives of the sweep. Raises ConfigError when the type can't handle several objectives
-    or a package it needs is missing.
+    objectives of the sweep; ``n_trials`` its trial budget, if it has one (``gp`` and
+    ``skopt`` exploit in the budget's final batch: ``final_batch``). Raises ConfigError when
+    the type can't handle several objectives or a package it needs is missing.
     """
     if n_objectives > 1 and cfg.type not in MULTI_OBJECTIVE_TYPES:
         allowed = ", ".join(sorted(MULTI_OBJECTIVE_TYPES))
@@ -81,12 +83,12 @@ def build_sampler(
     with warnings.catch_warnings():
         # Multivariate TPE and QMC are "experimental" in Optuna: a warning per build, not news.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = _make(cfg, grid)
+        sampler = _make(cfg, grid, n_trials)
     return sampler if cfg.seed is None else TrialSeededSampler(sampler, cfg.seed)
 
 
 def _make(
-    cfg: SchedulerConfig, grid: Mapping[str, Sequence[Any]] | None
+    cfg: SchedulerConfig, grid: Mapping[str, Sequence[Any]] | None, n_trials: int | None
 ) -> optuna.samplers.BaseSampler:
     if isinstance(cfg, TPEConfig):
         return optuna.samplers.TPESampler(
@@ -119,10 +121,12 @@ def _make(
     if isinstance(cfg, GPConfig):
         return PendingAwareGPSampler(
             pending=cfg.pending,
+            value_transform=cfg.value_transform,
             seed=cfg.seed,
             n_startup_trials=cfg.n_startup_trials,
             deterministic_objective=cfg.deterministic_objective,
             warn_independent_sampling=False,
+            n_trials=n_trials,
         )
     if isinstance(cfg, NSGA2Config):
         return optuna.samplers.NSGAIISampler(
@@ -148,6 +152,7 @@ def _make(
             kappa=cfg.kappa,
             value_transform=cfg.value_transform,
             seed=cfg.seed,
+            n_trials=n_trials,
         )
     raise AssertionError(f"unhandled scheduler config {cfg!r}")
 

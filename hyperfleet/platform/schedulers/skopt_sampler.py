@@ -23,7 +23,8 @@ How it maps onto Optuna:
   fitted to the values standardised and, by default, Yeo-Johnson transformed: objectives with
   a long tail of bad values (a loss that diverges, a function 150 times higher at the edges
   than in its basin) otherwise make a GP's fitted length scales collapse, after which the
-  acquisition sends trials to the domain's edges.
+  acquisition sends trials to the domain's edges. The transform's exponent is capped at 1, so
+  it never compresses a long tail of good values (Hartmann-6's), which the model must resolve.
 
 Trials in flight. Every RUNNING trial of the study, whichever worker claimed it, is a pending
 point, read fresh from storage at each suggestion: its parameters, or the whole suggestion,
@@ -42,6 +43,13 @@ suggestions next to the pending points, where the model now believes the best va
 numbers of the pending trials are stored on each suggested trial (user attr
 ``hyperfleet.pending_trials``). A trial still inside its own suggestion (the model's fit
 time) has no point yet and cannot be pending.
+
+The budget's final batch. Given the sweep's trial budget (``n_trials``), the trials whose
+results no later suggestion will see (``final_batch``: one at a time the last trial, with
+``c`` in flight the last ``c``) are suggested by the lower confidence bound with a small
+``kappa`` (``final_kappa``, 0.5) instead of ``acq_func``: they exploit the model, spread by
+the kriging believer's pending points. On the six-hump camel it took the median regret at 4
+in flight from 4.1 to 1.4 times that one at a time (bench_parallel_bo, 10 seeds).
 
 Cost: a GP fit is O(n^3) in observations. The seconds spent are stored on the trial (user attr
 ``hyperfleet.suggest_time_s``, with ``hyperfleet.sampler`` = ``skopt`` or ``tpe``). Once the
@@ -73,6 +81,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
+from hyperfleet.platform.schedulers.final_batch import in_final_batch
 from hyperfleet.platform.schedulers.skopt_support import (
     Codec,
     derive_seed,
@@ -116,6 +125,8 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         kappa: float = 1.96,
         value_transform: str = "yeo-johnson",
         seed: int | None = None,
+        n_trials: int | None = None,
+        final_kappa: float = 0.5,
     ) -> None:
         if liar not in LIARS:
             raise ValueError(f"liar must be one of {', '.join(LIARS)}, got {liar!r}")
@@ -132,6 +143,8 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self._kappa = kappa
         self._value_transform = value_transform
         self._seed = seed
+        self._n_trials = n_trials
+        self._final_kappa = final_kappa
         self._tpe = optuna.samplers.TPESampler(
             seed=seed, n_startup_trials=n_initial_points, constant_liar=True
         )
@@ -225,9 +238,11 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         rng = np.random.RandomState(
             None if self._seed is None else derive_seed(self._seed, trial.number, "skopt")
         )
-        acq_func = self._acq_func
+        acq_func, kappa = self._acq_func, self._kappa
         if acq_func == "gp_hedge":  # uniform with no past gains: see the module docstring
             acq_func = ("EI", "LCB", "PI")[rng.randint(3)]
+        if in_final_batch(self._n_trials, trials, trial.number):
+            acq_func, kappa = "LCB", self._final_kappa
         acq_optimizer = self._acq_optimizer
         if acq_optimizer == "auto":
             use_lbfgs = self._base_estimator == "GP" and not codec.has_categorical
@@ -243,7 +258,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
                 acq_func=acq_func,
                 acq_optimizer=acq_optimizer,
                 random_state=rng,
-                acq_func_kwargs={"xi": self._xi, "kappa": self._kappa},
+                acq_func_kwargs={"xi": self._xi, "kappa": kappa},
                 acq_optimizer_kwargs={
                     "n_points": self._n_candidates,
                     "n_restarts_optimizer": self._n_restarts,

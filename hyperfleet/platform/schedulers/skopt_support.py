@@ -147,14 +147,24 @@ def frozen_gp(template: Any, fitted: Any) -> Any:
 
 
 def transformed(ys: np.ndarray, transform: str) -> list[float]:
-    """``ys`` standardised, after a Yeo-Johnson power transform if ``transform`` says so."""
+    """``ys`` (losses, lower better) standardised, after a Yeo-Johnson power transform if
+    ``transform`` says so.
+
+    The transform is there for a long tail of *bad* values, which it compresses (its fitted
+    exponent is then below 1: concave). Where the long tail is of good values (Hartmann-6:
+    most values near 0, the few good ones down to -3.3) the fitted exponent is above 1 and
+    would compress the good values, the ones the model must tell apart: there the exponent is
+    capped at 1, which is no transform (plain standardisation).
+    """
     if float(ys.std()) == 0.0:
         return [0.0] * len(ys)
     zs = (ys - ys.mean()) / ys.std()
     if transform == "yeo-johnson":
         from sklearn.preprocessing import PowerTransformer
 
-        zs = PowerTransformer(method="yeo-johnson").fit_transform(zs.reshape(-1, 1))[:, 0]
+        power = PowerTransformer(method="yeo-johnson").fit(zs.reshape(-1, 1))
+        if float(power.lambdas_[0]) < 1.0:
+            zs = power.transform(zs.reshape(-1, 1))[:, 0]
     return [float(z) for z in zs]
 
 

@@ -31,8 +31,9 @@ def scheduler_config(raw: Mapping[str, Any]) -> Any:
 
 
 def direct_best_value(cfg: Any, fn: KnownFunction, n_trials: int, concurrency: int = 1) -> float:
-    """Minimise ``fn`` with the sampler of ``cfg``, ``concurrency`` trials in flight."""
-    study = optuna.create_study(sampler=build_sampler(cfg))
+    """Minimise ``fn`` with the sampler of ``cfg``, ``concurrency`` trials in flight, the
+    sampler told the budget as a sweep's is (``budget.trials``)."""
+    study = optuna.create_study(sampler=build_sampler(cfg, n_trials=n_trials))
     return min(run_concurrent(study, fn, n_trials, concurrency, seed=cfg.seed or 0))
 
 
