@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.conftest import Fleet
-from tests.fleet.test_workers import DIGITS, lose_a_worker
+from tests.fleet.test_workers import DIGITS, held, lose_a_worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -95,7 +95,7 @@ def test_a_worker_lost_on_another_host_costs_one_checkpoint(
         pg.create_database("fleet")
         fleet = Fleet(tmp_path, pg.url("fleet"))
         try:
-            fleet.submit(fleet.sweep(DIGITS))
+            fleet.submit(fleet.sweep(held(DIGITS, fleet)))
             a, b = (
                 fleet.start(name, *WORKER_ARGS, "--advertise-address", h.address,
                             host=h.prefix, storage_url=pg.url("fleet", host=h.gateway))

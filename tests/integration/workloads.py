@@ -67,6 +67,15 @@ def with_hold(ctx: Any) -> None:
     ctx.report = report_then_hold
 
 
+def held_digits(ctx: hyperfleet.TrialContext) -> None:
+    """The digits workload, holding as the ``hold_*`` params ask (a trial that is mid-run, at
+    a checkpoint, for as long as the test needs, however fast the machine trains)."""
+    from hyperfleet.trials.workloads.digits import main
+
+    with_hold(ctx)
+    main(ctx)
+
+
 def quadratic(ctx: hyperfleet.TrialContext) -> None:
     """Minimise (x - 0.3)^2 'over steps'; fails on purpose for trial 0 when asked to."""
     with_hold(ctx)
