@@ -4,7 +4,9 @@ locked", the pages show the sweep while it runs (and say they refresh), and then
 A real ``hyperfleet sweep run`` subprocess writes a report per step of each trial (platform
 tables, Optuna, MLflow) while the test runs the dashboard's pages against the same database
 file, one after the other, for as long as the sweep runs. The dashboard's reads are what
-AppTest runs: the same page code and queries a browser session runs.
+AppTest runs: the same page code and queries a browser session runs. The trials hold mid-run
+(``tests.integration.workloads``' hold params) until a page has shown one running: in-process
+trials of 20 steps can otherwise end before the first page is drawn.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import yaml
 from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
-from tests.dashboards.sweeps import WORKLOAD
 from tests.integration.cli import cli_env
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,13 @@ def _sweep_file(root: Path, mlflow_template: Path) -> Path:
         "scheduler": {"type": "tpe", "seed": 1, "n_startup_trials": 2},
         "budget": {"trials": TRIALS, "max_concurrent": 2},
         "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-        "trial": {"workload": WORKLOAD, "steps": 20, "eval_every": 1, "resources": {"devices": 0}},
+        "trial": {
+            "workload": "tests.dashboards.workloads:held_curve",
+            "steps": 20,
+            "eval_every": 1,
+            "resources": {"devices": 0},
+            "params": {"hold_file": str(root / "release"), "hold_at": 10},
+        },
         "storage": f"sqlite:///{root / 'hf.db'}",
         "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
         "workdir": str(root),
@@ -71,6 +78,7 @@ def test_dashboard_reading_a_writing_sqlite_sweep(
             if counts.get("RUNNING", "0") != "0":
                 seen_running = True
                 assert any("refreshes every" in c.value for c in at.caption)
+                (tmp_path / "release").touch()  # the trials held mid-run until now
             runs += 1
         out, err = sweep.communicate(timeout=60)
     finally:

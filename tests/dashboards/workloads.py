@@ -27,3 +27,11 @@ def curve(ctx: Any) -> None:
             loss = floor + 2.0 * math.exp(-step * lr * 20)
             metrics = {"loss": loss, "accuracy": 1.0 / (1.0 + loss), "cost": width / 64.0}
             ctx.report(step, metrics, checkpoint={"step": step})
+
+
+def held_curve(ctx: Any) -> None:
+    """:func:`curve`, holding as the ``hold_*`` params of ``tests.integration.workloads`` ask."""
+    from tests.integration.workloads import with_hold
+
+    with_hold(ctx)
+    curve(ctx)

@@ -157,10 +157,30 @@ EXPLOIT_LINE = re.compile(r"exploit: continues from trial (\d+) at step (\d+)")
 def toy_run(
     tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """examples/pbt_toy.yaml run once through ``sweep run``; shared by several tests."""
+    """examples/pbt_toy.yaml run once through ``sweep run``; shared by several tests. The
+    toy's steps cost nothing, so a member whose process starts a second late would find the
+    other finished: both hold at their first report until both are there (the population
+    starts together, as members of a real workload, whose steps take time, nearly do)."""
     directory = tmp_path_factory.mktemp("toy")
-    result = run_sweep(toy_sweep(directory, "pbt-toy", mlflow_template=mlflow_template))
-    yield directory, result
+    release = directory / "release"
+    hold = {"hold_file": str(release), "hold_at": 4}
+    changes = {"trial": {"workload": "tests.integration.workloads:held_pbt_toy", "params": hold}}
+    path = toy_sweep(directory, "pbt-toy", changes, mlflow_template=mlflow_template)
+    out, err = directory / "out.txt", directory / "err.txt"
+    with out.open("w") as o, err.open("w") as e:
+        proc = subprocess.Popen(sweep_cmd(path), cwd=directory, env=cli_env(), stdout=o, stderr=e,
+                                text=True)  # fmt: skip
+        try:
+            held = [held_marker(release, n) for n in (0, 1)]
+            wait_until(lambda: all(m.exists() for m in held), "both members held", proc,
+                       SWEEP_TIMEOUT_S)  # fmt: skip
+            release.touch()
+            proc.wait(timeout=SWEEP_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finished(proc, err.read_text())
+    yield directory, json.loads(out.read_text().strip().splitlines()[-1])
 
 
 def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> None:

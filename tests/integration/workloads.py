@@ -76,6 +76,14 @@ def held_digits(ctx: hyperfleet.TrialContext) -> None:
     main(ctx)
 
 
+def held_pbt_toy(ctx: hyperfleet.TrialContext) -> None:
+    """``examples/pbt_toy.py``, holding as the ``hold_*`` params ask."""
+    from examples.pbt_toy import main
+
+    with_hold(ctx)
+    main(ctx)
+
+
 def quadratic(ctx: hyperfleet.TrialContext) -> None:
     """Minimise (x - 0.3)^2 'over steps'; fails on purpose for trial 0 when asked to."""
     with_hold(ctx)
