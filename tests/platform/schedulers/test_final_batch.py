@@ -17,7 +17,7 @@ import pytest
 import skopt
 
 from hyperfleet.platform.schedulers.final_batch import in_final_batch
-from hyperfleet.platform.schedulers.gp_sampler import FINAL_KAPPA, PendingAwareGPSampler
+from hyperfleet.platform.schedulers.gp_sampler import FINAL_KAPPA
 from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.skopt_support import transformed
 from hyperfleet.platform.schedulers.testfunctions import BRANIN
@@ -67,20 +67,6 @@ def test_final_batch_is_the_trials_whose_results_no_later_suggestion_sees() -> N
     study.tell(others[0], state=optuna.trial.TrialState.FAIL)  # a failed trial used its slot
     trials = study.get_trials(deepcopy=False)
     assert not in_final_batch(9, trials, others[-1].number)  # one fewer in flight
-
-
-@pytest.fixture
-def gp_acqf(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The acquisition function each GP suggestion optimised, in order."""
-    seen: list[Any] = []
-    optimize = PendingAwareGPSampler._optimize_acqf
-
-    def spy(self: Any, acqf: Any, best_params: Any) -> Any:
-        seen.append(acqf)
-        return optimize(self, acqf, best_params)
-
-    monkeypatch.setattr(PendingAwareGPSampler, "_optimize_acqf", spy)
-    return seen
 
 
 def test_gp_final_batch_exploits_on_the_believer_model(gp_acqf: list[Any]) -> None:

@@ -22,7 +22,6 @@ import optuna
 import pytest
 import skopt
 
-from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.skopt_sampler import ATTR_PENDING, ATTR_SAMPLER
 from hyperfleet.platform.schedulers.testfunctions import BRANIN
@@ -243,20 +242,6 @@ def test_gp_takes_a_trial_claimed_by_another_process_as_pending(
     b = start(worker(GP, url))
     assert gp_running == [[number]]
     assert not close(x_a, [b.params[n] for n in NAMES])
-
-
-@pytest.fixture
-def gp_acqf(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The acquisition function each GP suggestion optimised, in order."""
-    seen: list[Any] = []
-    optimize = PendingAwareGPSampler._optimize_acqf
-
-    def spy(self: Any, acqf: Any, best_params: Any) -> Any:
-        seen.append(acqf)
-        return optimize(self, acqf, best_params)
-
-    monkeypatch.setattr(PendingAwareGPSampler, "_optimize_acqf", spy)
-    return seen
 
 
 def unit(x: list[float]) -> list[float]:
