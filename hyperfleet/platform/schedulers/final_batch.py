@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial, TrialState
 
+#: the final batch's exploration weight: ``mean - FINAL_KAPPA * std`` (minimisation), both samplers
+FINAL_KAPPA = 0.5
+
 # States of the trials that use a slot of the budget (the scheduler's own count, plus the
 # enqueued trials that will use one).
 _PLACED = (

@@ -59,11 +59,10 @@ from optuna.study import Study, StudyDirection
 from optuna.study._constrained_optimization import _is_constrained_optimization
 from optuna.trial import FrozenTrial, TrialState
 
-from hyperfleet.platform.schedulers.final_batch import in_final_batch
+from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.skopt_support import finite, transformed
 from hyperfleet.platform.schedulers.startup import model_ready
 
-FINAL_KAPPA = 0.5  # the final batch's exploration weight (final_batch)
 PENDING = ("kriging_believer", "qlogei")
 TRANSFORMS = ("yeo-johnson", "standardize")
 

@@ -81,7 +81,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
-from hyperfleet.platform.schedulers.final_batch import in_final_batch
+from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.skopt_support import (
     Codec,
     derive_seed,
@@ -126,7 +126,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         value_transform: str = "yeo-johnson",
         seed: int | None = None,
         n_trials: int | None = None,
-        final_kappa: float = 0.5,
+        final_kappa: float = FINAL_KAPPA,
     ) -> None:
         if liar not in LIARS:
             raise ValueError(f"liar must be one of {', '.join(LIARS)}, got {liar!r}")

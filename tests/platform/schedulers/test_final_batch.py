@@ -16,8 +16,7 @@ import optuna
 import pytest
 import skopt
 
-from hyperfleet.platform.schedulers.final_batch import in_final_batch
-from hyperfleet.platform.schedulers.gp_sampler import FINAL_KAPPA
+from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.samplers import build_sampler
 from hyperfleet.platform.schedulers.skopt_support import transformed
 from hyperfleet.platform.schedulers.testfunctions import BRANIN
