@@ -85,3 +85,53 @@ def test_the_best_so_far_curve_is_written_in_one_request_for_trials_ended_meanwh
     assert sorted((m.step, m.value) for m in history) == [
         (1, 0.9), (2, 0.7), (3, 0.7), (4, 0.4), (5, 0.4), (6, 0.4)
     ]  # fmt: skip
+
+
+def _member(parent: str, number: int, prior: str | None) -> ChildRun:
+    return ChildRun(sweep="pbt", parent_id=parent, number=number, params={"lr": 0.1},
+                    prior_run_id=prior, population=True)  # fmt: skip
+
+
+def test_a_pause_that_mlflow_had_no_time_to_see_costs_only_its_reports(tmp_path: Path) -> None:
+    """A PBT member paused and resumed while the outbox was busy: its run never shows the
+    pause (no SCHEDULED, no ``stopped_at_step``, no status writes), its reports arrive once;
+    a pause the outbox reached first is written as before (SCHEDULED, WAITING, then RUNNING)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "pbt", tmp_path / "runs")
+    config = {"name": "pbt", "objective": {"metric": "loss", "mode": "min"}}
+    parent = tracker.start_parent("pbt", None, config)
+    tracker.child(_member(parent, 0, None))
+    assert tracker.wait()
+    (_, run_id), *_ = tracker.take_created()
+    spool = Spool(tmp_path / "runs" / "pbt" / "trial-0000" / "mlflow")
+    status_writes = []
+    update_run = tracker.client.update_run
+    tracker.client.update_run = lambda *a, **k: status_writes.append(a) or update_run(*a, **k)
+
+    busy = threading.Event()
+    tracker.outbox.put("MLflow busy", lambda: busy.wait(10))
+    spool.append([("loss", 0.5, 1000, 5)])
+    tracker.end_child(run_id, "WAITING")
+    assert tracker.child(_member(parent, 0, run_id)) == run_id  # resumed before it was written
+    busy.set()
+    assert tracker.wait()
+    got = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert (got.info.status, got.data.tags["hyperfleet.state"]) == ("RUNNING", "RUNNING")
+    assert "stopped_at_step" not in got.data.metrics and status_writes == []
+    assert got.data.metrics["loss"] == 0.5 and spool.unsent_bytes() == 0
+
+    spool.append([("loss", 0.4, 2000, 10)])
+    tracker.end_child(run_id, "WAITING")
+    assert tracker.wait()  # the outbox reached this pause first: written as a pause
+    got = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert (got.info.status, got.data.tags["hyperfleet.state"]) == ("SCHEDULED", "WAITING")
+    assert got.data.metrics["stopped_at_step"] == 10
+    tracker.child(_member(parent, 0, run_id))
+    tracker.end_child(run_id, "COMPLETE", {"loss": 0.4})
+    assert tracker.close()
+    got = MlflowClient(tracking_uri=uri).get_run(run_id)
+    assert (got.info.status, got.data.tags["hyperfleet.state"]) == ("FINISHED", "COMPLETE")
+    history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(5, 0.5), (10, 0.4)]

@@ -28,10 +28,33 @@ from hyperfleet.platform.tracking.client import is_transient
 logger = logging.getLogger(__name__)
 
 
+class Ticket:
+    """A queued operation's claim check: :meth:`cancel` drops it if it has not begun."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "queued"
+
+    def _move(self, to: str) -> bool:
+        with self._lock:
+            if self._state == "queued":
+                self._state = to
+            return self._state == to
+
+    def begin(self) -> bool:
+        """The outbox takes it: False if it was cancelled first."""
+        return self._move("begun")
+
+    def cancel(self) -> bool:
+        """True if the operation will never run (it had not begun)."""
+        return self._move("cancelled")
+
+
 @dataclass
 class _Op:
     what: str
     fn: Callable[[], None]
+    ticket: Ticket
 
 
 class Outbox:
@@ -48,11 +71,13 @@ class Outbox:
         self._thread = threading.Thread(target=self._loop, name="mlflow-outbox", daemon=True)
         self._thread.start()
 
-    def put(self, what: str, fn: Callable[[], None]) -> None:
-        """Queue ``fn`` (``what`` names it in logs)."""
+    def put(self, what: str, fn: Callable[[], None]) -> Ticket:
+        """Queue ``fn`` (``what`` names it in logs); its ticket."""
+        op = _Op(what, fn, Ticket())
         with self._cond:
-            self._ops.append(_Op(what, fn))
+            self._ops.append(op)
             self._cond.notify_all()
+        return op.ticket
 
     @property
     def pending(self) -> int:
@@ -84,12 +109,16 @@ class Outbox:
 
     def _next(self) -> _Op | None:
         with self._cond:
-            while not self._ops and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return None
-            self._busy = True
-            return self._ops[0]
+            while True:
+                while not self._ops and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return None
+                if self._ops[0].ticket.begin():
+                    self._busy = True
+                    return self._ops[0]
+                self._ops.popleft()  # cancelled before its turn
+                self._cond.notify_all()
 
     def _done(self) -> None:
         with self._cond:

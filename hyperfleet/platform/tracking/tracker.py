@@ -50,7 +50,7 @@ from hyperfleet.platform.tracking.client import (
     use_wal,
 )
 from hyperfleet.platform.tracking.marks import LiveBest, render_parent
-from hyperfleet.platform.tracking.outbox import Outbox
+from hyperfleet.platform.tracking.outbox import Outbox, Ticket
 from hyperfleet.platform.tracking.records import (
     STATE_TAG,
     child_params,
@@ -113,6 +113,7 @@ class SweepTracker:
         self._real: dict[int, str] = {}  # trial number -> run id, for runs created late
         self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
         self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
+        self._waits: dict[int, Ticket] = {}  # trial number -> the write of its WAITING end
         self._lock = threading.Lock()
         self.best = LiveBest(self)
 
@@ -178,6 +179,10 @@ class SweepTracker:
         self._activate_parent()
         self._children[n] = run
         prior = run.prior_run_id
+        wait = self._waits.pop(n, None)
+        if wait is not None and wait.cancel():  # its pause never reached MLflow: the run is
+            self.ship(n, prior)  # RUNNING still, and needs only the reports (one write, not six)
+            return self._real.get(n, prior or f"{PENDING}{n}")
         if prior and not is_pending(prior):
             self._numbers[prior] = n
             self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(prior))
@@ -304,10 +309,12 @@ class SweepTracker:
         values = dict(final or {})
         if state == "COMPLETE":
             self.best.add(values, now)
-        self.outbox.put(
+        ticket = self.outbox.put(
             f"the end of trial {number}'s run ({state})",
             lambda: self._end(run_id, number, state, values, error, now),
         )
+        if state == "WAITING" and number is not None:
+            self._waits[number] = ticket  # cancelled if the trial resumes before it is written
 
     def _end(
         self,
