@@ -290,7 +290,7 @@ def sweep_replay(
         cfg = parse_sweep(row.config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
-        schedule = replay_schedule(SqlPopulationStore(st.engine, readonly=True), name, member)
+        schedule = replay_schedule(SqlPopulationStore(st.engine), name, member)
         if not schedule:
             raise ConfigError(f"--member: sweep {name!r} has no member {member}")
         return cfg, schedule

@@ -12,6 +12,7 @@ trial inside the controller (it imports no torch).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,19 @@ from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 
+_OPEN: dict[tuple[int, str, float], Storage] = {}
+
+
+def process_storage(url: str, retry_s: float) -> Storage:
+    """The storage of this process's trials: a warm rank or an in-process worker runs trial
+    after trial, and each reuses one engine, its connections and its compiled statements
+    (opening them again cost a PBT member ~20 ms a segment). Never closed by a trial; a
+    forked child opens its own."""
+    key = (os.getpid(), url, retry_s)
+    if key not in _OPEN:
+        _OPEN[key] = Storage(url, create=False, retry_s=retry_s)
+    return _OPEN[key]
+
 
 class RankZeroRecorder:
     """Records, logs and decides each report; skips steps reported before a resume."""
@@ -37,13 +51,19 @@ class RankZeroRecorder:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.sweep = spec.sweep
         self.number = spec.number
-        self.storage = Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
+        self.shared = clock is None  # a simulated trial's clock is its own
+        self.storage = (
+            process_storage(spec.storage, cfg.storage_retry)
+            if self.shared
+            else Storage(spec.storage, create=False, clock=clock, retry_s=cfg.storage_retry)
+        )
         self.scheduler = build_scheduler(cfg, self.storage)
         self.sink: MetricSink | None = None
         if spec.run_id and spec.tracking_uri:
             spool = Path(spec.trial_dir) / "mlflow"
             self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
         self.params: Mapping[str, Any] = spec.params
+        self._pinned: set[tuple[int, int]] | None = None  # as the last decision saw them
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
         # MLflow's record is monotonic: a step is logged only after the last one the trial's
@@ -83,23 +103,29 @@ class RankZeroRecorder:
             self._log(point.step, dict(record.metrics))
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+        self._pinned = None
         self._log(step, metrics)
         if step <= self.reported_through:
             return CONTINUE  # already recorded before the interruption
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
-        retrying(lambda: self.scheduler.report(self.number, step, metrics), retry_s)
-        return retrying(lambda: self.scheduler.decide(self.number, step), retry_s)
+        decide = self.scheduler.report_and_decide
+        decision, self._pinned = retrying(lambda: decide(self.number, step, metrics), retry_s)
+        return decision
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the
-        store cannot say (a transient database error): then the runtime prunes nothing."""
-        try:
-            pinned = self.scheduler.pinned_checkpoints()
-        except (SQLAlchemyError, StorageError) as exc:
-            logger.warning("could not read pinned checkpoints (%s); pruning none", exc)
-            return None
+        store cannot say (a transient database error): then the runtime prunes nothing. As
+        the last report's decision saw them, if it did (the runtime prunes right after it:
+        a checkpoint pinned since then can only be the newest, which is kept)."""
+        pinned, self._pinned = self._pinned, None
+        if pinned is None:
+            try:
+                pinned = self.scheduler.pinned_checkpoints()
+            except (SQLAlchemyError, StorageError) as exc:
+                logger.warning("could not read pinned checkpoints (%s); pruning none", exc)
+                return None
         return {s for t, s in pinned if t == self.number}
 
     def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
@@ -128,4 +154,5 @@ class RankZeroRecorder:
         if self.sink is not None:  # the controller ships the rest when it ends the run
             self.sink.close(ship=False)
         self.storage.upsert_trial(self.sweep, self.number, outcome=outcome)
-        self.storage.close()
+        if not self.shared:
+            self.storage.close()

@@ -132,8 +132,9 @@ class CheckpointManager:
     def path(self, step: int) -> Path:
         return self._primary.path(step)
 
-    def save(self, step: int, state: dict[str, Any]) -> Path:
-        """Write ``state`` as the checkpoint of ``step``; call on one rank only."""
+    def save(self, step: int, state: dict[str, Any], prune: bool = True) -> Path:
+        """Write ``state`` as the checkpoint of ``step``; call on one rank only. ``prune``:
+        then drop the oldest beyond ``keep`` (else the caller calls :meth:`prune` later)."""
         import torch
 
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -146,9 +147,24 @@ class CheckpointManager:
         digest = sha256_file(tmp)
         os.replace(tmp, path)
         atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
+        if self._replica:
+            try:
+                self._replica.copy_from(self._primary, step)
+            except OSError as exc:  # the trial goes on; the primary copy is intact
+                logger.warning("could not replicate checkpoint %s: %s", path, exc)
+                # an older copy of this step there (other weights) must not be restored
+                with contextlib.suppress(OSError):
+                    self._replica.remove([step])
+        if prune:
+            self.prune()
+        return path
+
+    def prune(self) -> None:
+        """Drop the checkpoints beyond the newest ``keep``, in both locations, but those the
+        ``protect`` callback names (asked at most once, and only if something would go)."""
         pinned: set[int] | None = None
 
-        def protected() -> set[int]:  # asked at most once per save, and only if needed
+        def protected() -> set[int]:
             nonlocal pinned
             if pinned is None:
                 got = self._protect() if self._protect is not None else ()
@@ -157,15 +173,8 @@ class CheckpointManager:
 
         self._primary.prune(self.keep, protected)
         if self._replica:
-            try:
-                self._replica.copy_from(self._primary, step)
+            with contextlib.suppress(OSError):
                 self._replica.prune(self.keep, protected)
-            except OSError as exc:  # the trial goes on; the primary copy is intact
-                logger.warning("could not replicate checkpoint %s: %s", path, exc)
-                # an older copy of this step there (other weights) must not be restored
-                with contextlib.suppress(OSError):
-                    self._replica.remove([step])
-        return path
 
     def discard_after(self, step: int) -> None:
         """Delete every checkpoint newer than ``step``, in both locations (weights the trial

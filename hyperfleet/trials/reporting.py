@@ -60,12 +60,18 @@ def record(
     reporter: Reporter | None,
 ) -> Decision:
     """Rank 0 alone: save ``checkpoint`` when ``due``, record the report, return the decision
-    (CONTINUE without a reporter)."""
-    if checkpoint is not None and due:
-        checkpoints.save(step, dict(checkpoint))
+    (CONTINUE without a reporter). Older checkpoints are pruned after the report: its
+    decision has seen which of them other trials will still load (a PBT donor's)."""
+    saved = checkpoint is not None and due
+    if saved:
+        checkpoints.save(step, dict(checkpoint or {}), prune=False)
     if reporter is None:
+        if saved:
+            checkpoints.prune()
         return CONTINUE
     decision = reporter(step, {k: float(v) for k, v in metrics.items()})
+    if saved:
+        checkpoints.prune()
     if not isinstance(decision, Decision):
         raise TypeError(
             f"the trial's reporter returned a {type(decision).__name__}; expected a "

@@ -99,6 +99,16 @@ class Scheduler(ABC):
     def decide(self, trial_number: int, step: int) -> Decision:
         """Whether the trial goes on after its report at ``step``."""
 
+    def report_and_decide(
+        self, trial_number: int, step: int, metrics: Mapping[str, float]
+    ) -> tuple[Decision, set[tuple[int, int]] | None]:
+        """``report`` then ``decide``: a trial's report as its recorder makes it (a scheduler
+        may do both in one transaction); safe to repeat, as both are. Also
+        :meth:`pinned_checkpoints` as that decision saw them, if the scheduler read them
+        anyway (None: ask)."""
+        self.report(trial_number, step, metrics)
+        return self.decide(trial_number, step), None
+
     @abstractmethod
     def on_trial_end(
         self,

@@ -14,8 +14,9 @@ exploits. A population larger than ``max_concurrent`` time-shares the devices: a
 pauses when a waiting member has trained fewer steps, and ``suggest`` resumes the least-trained
 (after any member whose processes were lost, which is resumed first).
 
-All state is in a :class:`~.population.PopulationStore`; the scheduler never touches processes
-or files. Trial numbers are member numbers (0 .. population-1).
+All state is in a :class:`~.population.PopulationStore` (``report`` and ``decide`` are each one
+transaction of it, or both one); the scheduler never touches processes or files. Trial
+numbers are member numbers (0 .. population-1).
 
 What the runtime and the sweep loop must do (the contract):
 
@@ -90,8 +91,6 @@ from hyperfleet.platform.schedulers.population_scheduler import PopulationSchedu
 logger = logging.getLogger(__name__)
 
 __all__ = ["PBTConfig", "PBTScheduler", "replay_schedule"]
-
-# --------------------------------------------------------------------------- the space
 
 
 class PBTScheduler(PopulationScheduler):
@@ -184,33 +183,34 @@ class PBTScheduler(PopulationScheduler):
         logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
         return Suggestion(number, dict(params))
 
-    # -- report --------------------------------------------------------------------------------
+    # -- report and decide (each in the caller's transaction) ---------------------------------
 
-    def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+    def _report(
+        self, txn: PopulationTxn, trial_number: int, step: int, metrics: Mapping[str, float]
+    ) -> None:
         score = metrics.get(self.metric)
         if score is None:
             logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
-        with self.store.transaction(self.sweep) as txn:
-            m = txn.members().get(trial_number)
-            if m is None:
-                logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
-                return
-            if step <= m.step or self._is_retry(m, step, score):
-                return
-            txn.put(
-                replace(
-                    m,
-                    step=step,
-                    score=m.score if score is None else float(score),
-                    check_score=m.check_score if m.reports else score,
-                    steps_trained=m.steps_trained + step - m.step,
-                    reports=m.reports + 1,
-                    failures=0,
-                    ckpt_member=m.number,
-                    ckpt_step=step,
-                    updated=now(),
-                )
+        m = txn.members().get(trial_number)
+        if m is None:
+            logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
+            return
+        if step <= m.step or self._is_retry(m, step, score):
+            return
+        txn.put(
+            replace(
+                m,
+                step=step,
+                score=m.score if score is None else float(score),
+                check_score=m.check_score if m.reports else score,
+                steps_trained=m.steps_trained + step - m.step,
+                reports=m.reports + 1,
+                failures=0,
+                ckpt_member=m.number,
+                ckpt_step=step,
+                updated=now(),
             )
+        )
 
     @staticmethod
     def _is_retry(m: Member, step: int, score: float | None) -> bool:
@@ -223,42 +223,39 @@ class PBTScheduler(PopulationScheduler):
             and d.get("score") == (None if score is None else float(score))
         )
 
-    # -- decide --------------------------------------------------------------------------------
-
-    def decide(self, trial_number: int, step: int) -> Decision:
-        with self.store.transaction(self.sweep) as txn:
-            members = txn.members()
-            m = members.get(trial_number)
-            if m is None:
-                return Decision.cont()
-            d = m.decision
-            if d is not None and d["step"] == step and d["reports"] == m.reports:
-                return Decision.from_wire(d)  # a retried decide: the same answer, nothing new
-            ready = (
-                m.state != MemberState.DONE
-                and step == m.step
-                and step < self.max_steps
-                and step >= self.config.burn_in
-                and step - m.last_check >= self.config.perturbation_interval
-            )
-            if not ready:
-                return Decision.cont()
-            score = m.score
-            m = self._checked(m, step)
-            members[m.number] = m
-            if self.config.synchronous:
-                decision = self._decide_sync(txn, members, m)
-            else:
-                decision = self._decide_async(txn, members, m)
-            m = members[m.number]
-            record = {
-                "step": step,
-                "reports": m.reports,
-                "score": score if score is None or math.isfinite(score) else None,
-                **decision.to_wire(),
-            }
-            txn.put(replace(m, decision=record, updated=now()))
-            return decision
+    def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision:
+        members = txn.members()
+        m = members.get(trial_number)
+        if m is None:
+            return Decision.cont()
+        d = m.decision
+        if d is not None and d["step"] == step and d["reports"] == m.reports:
+            return Decision.from_wire(d)  # a retried decide: the same answer, nothing new
+        ready = (
+            m.state != MemberState.DONE
+            and step == m.step
+            and step < self.max_steps
+            and step >= self.config.burn_in
+            and step - m.last_check >= self.config.perturbation_interval
+        )
+        if not ready:
+            return Decision.cont()
+        score = m.score
+        m = self._checked(m, step)
+        members[m.number] = m
+        if self.config.synchronous:
+            decision = self._decide_sync(txn, members, m)
+        else:
+            decision = self._decide_async(txn, members, m)
+        m = members[m.number]
+        record = {
+            "step": step,
+            "reports": m.reports,
+            "score": score if score is None or math.isfinite(score) else None,
+            **decision.to_wire(),
+        }
+        txn.put(replace(m, decision=record, updated=now()))
+        return decision
 
     def _checked(self, m: Member, step: int) -> Member:
         """``m`` after a ready check at ``step``: remember the interval's improvement (PB2)."""

@@ -202,16 +202,22 @@ class _SqlTxn(PopulationTxn):
         self._conn = conn
         self._sweep = sweep
         self._known: set[int] = set()
+        self._read: dict[int, Member] | None = None  # read once (the sweep is locked), kept
 
     def members(self) -> dict[int, Member]:
-        t = members_table
-        query = sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member).with_for_update()
-        rows = self._conn.execute(query).mappings().all()
-        found = {r["member"]: _member_from_row(r) for r in rows}
-        self._known |= set(found)
-        return found
+        if self._read is None:
+            t = members_table
+            query = (
+                sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member).with_for_update()
+            )
+            rows = self._conn.execute(query).mappings().all()
+            self._read = {r["member"]: _member_from_row(r) for r in rows}
+            self._known |= set(self._read)
+        return dict(self._read)
 
     def put(self, member: Member) -> None:
+        if self._read is not None:
+            self._read[member.number] = member
         t = members_table
         row = _member_to_row(self._sweep, member)
         if member.number not in self._known:
@@ -252,14 +258,12 @@ class SqlPopulationStore(PopulationStore):
     storage created.
     """
 
-    def __init__(self, engine: Engine, readonly: bool = False) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.readonly = readonly  # a reader (``sweep replay``): plain reads, no write lock
         self._known_sweeps: set[str] = set()
 
     def members(self, sweep: str) -> dict[int, Member]:
-        if not self.readonly:
-            return super().members(sweep)
+        """A plain read: every decision commits whole, so it sees a consistent population."""
         t = members_table
         query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)
         with self.engine.connect() as conn:

@@ -5,14 +5,17 @@ exploit/explore policy is the subclass's (:mod:`.pbt`, :mod:`.pb2`)."""
 from __future__ import annotations
 
 import logging
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from hyperfleet.platform.schedulers.base import Scheduler, TrialState
+from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialState
 from hyperfleet.platform.schedulers.pbt_config import _PopulationFields
 from hyperfleet.platform.schedulers.population import (
     Member,
     MemberState,
     PopulationStore,
+    PopulationTxn,
     now,
 )
 
@@ -27,6 +30,32 @@ class PopulationScheduler(Scheduler):
     sweep: str
     max_steps: int
     max_failures: int
+
+    # -- report and decide: each one transaction of the store, or both in one ------------------
+
+    @abstractmethod
+    def _report(
+        self, txn: PopulationTxn, trial_number: int, step: int, metrics: Mapping[str, float]
+    ) -> None: ...
+
+    @abstractmethod
+    def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision: ...
+
+    def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
+        with self.store.transaction(self.sweep) as txn:
+            self._report(txn, trial_number, step, metrics)
+
+    def decide(self, trial_number: int, step: int) -> Decision:
+        with self.store.transaction(self.sweep) as txn:
+            return self._decide(txn, trial_number, step)
+
+    def report_and_decide(
+        self, trial_number: int, step: int, metrics: Mapping[str, float]
+    ) -> tuple[Decision, set[tuple[int, int]] | None]:
+        with self.store.transaction(self.sweep) as txn:
+            self._report(txn, trial_number, step, metrics)
+            decision = self._decide(txn, trial_number, step)
+            return decision, _pinned(txn.members().values())
 
     # -- end -----------------------------------------------------------------------------------
 
@@ -100,8 +129,12 @@ class PopulationScheduler(Scheduler):
 
     def pinned_checkpoints(self) -> set[tuple[int, int]]:
         """``(member, step)`` checkpoints some member will still load: do not prune them."""
-        return {
-            (m.ckpt_member, m.ckpt_step)
-            for m in self.members().values()
-            if m.ckpt_member is not None and m.ckpt_step is not None and m.state != MemberState.DONE
-        }
+        return _pinned(self.members().values())
+
+
+def _pinned(members: Iterable[Member]) -> set[tuple[int, int]]:
+    return {
+        (m.ckpt_member, m.ckpt_step)
+        for m in members
+        if m.ckpt_member is not None and m.ckpt_step is not None and m.state != MemberState.DONE
+    }

@@ -285,9 +285,8 @@ class Storage(FleetStore):
     def pbt_members(self, sweep: str) -> list[dict[str, Any]]:
         """The ``hf_pbt_members`` rows of ``sweep`` as plain dicts, ordered by member.
 
-        A plain read for readers such as the dashboard: unlike the population store's
-        ``members`` (which takes the sweep's write lock to read consistently with a
-        decision), it works on a read-only storage and never waits for a running sweep.
+        A plain read for readers such as the dashboard (the rows as stored, where the
+        population store's ``members`` gives its typed members).
         """
         t = members_table
         query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)

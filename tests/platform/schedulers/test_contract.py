@@ -200,3 +200,28 @@ def test_a_rebuilt_scheduler_decides_the_same(built: Any) -> None:
     nxt = rebuilt.suggest()
     assert nxt is not None
     assert nxt.trial_number not in {s.trial_number for s in trials if s is not None}
+
+
+def test_report_and_decide_is_report_then_decide(built: Any, tmp_path: Any) -> None:
+    """The recorder's one call per report leaves the same state and decisions as ``report``
+    then ``decide`` on a twin scheduler, repeating it changes nothing, and the pinned
+    checkpoints it returns (if any) are those the store holds."""
+    cfg, storage, sched = built
+    twin_url = f"sqlite:///{tmp_path / 'twin.db'}"
+    twin_cfg = cfg.model_copy(update={"storage": twin_url})
+    twin_storage = Storage(twin_url)
+    twin_storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    twin = build_scheduler(twin_cfg, twin_storage, create=True)
+    pairs = [(sched.suggest(), twin.suggest()) for _ in range(2)]
+    for step in (2, 4, 6):
+        for s, t in pairs:
+            assert s is not None and t is not None and s.trial_number == t.trial_number
+            metrics = {"loss": loss(s.params, step)}
+            decision, pinned = sched.report_and_decide(s.trial_number, step, metrics)
+            twin.report(t.trial_number, step, metrics)
+            assert decision == twin.decide(t.trial_number, step)
+            after = snapshot(cfg, storage)
+            assert after == snapshot(twin_cfg, twin_storage)
+            assert pinned is None or pinned == sched.pinned_checkpoints()
+            assert sched.report_and_decide(s.trial_number, step, metrics) == (decision, pinned)
+            assert snapshot(cfg, storage) == after
