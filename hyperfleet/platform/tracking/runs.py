@@ -62,22 +62,28 @@ def end_trial_run(
     now: int,
     trial_dir: Path | None,
     spool: Spool | None = None,
+    fresh: bool = False,
 ) -> int:
     """A trial run's end in hyperfleet ``state`` at ``now`` (ms): the trial's last reports
     (what its ``spool`` still holds), its state tag, error, ``final/`` metrics,
     ``pruned_at_step``/``stopped_at_step`` (the last report's step), its files and its
     status, each written only if the run does not show it yet; the points shipped from the
-    spool."""
+    spool. ``fresh``: the caller created the run RUNNING and nothing has ended it since, so
+    what it holds of these is known without reading it."""
     from mlflow.entities import Metric
 
     last_step = -1 if spool is None else spool.through("report")
-    run = client.get_run(run_id)
-    have = run.data.metrics
+    if fresh:
+        have: Mapping[str, float] = {}
+        held_tags, held_status = {STATE_TAG: "RUNNING"}, "RUNNING"
+    else:
+        run = client.get_run(run_id)
+        have, held_tags, held_status = run.data.metrics, run.data.tags, run.info.status
     tags = {STATE_TAG: tracked_state(state)}
     if state == "FAIL" and error:
         tags["hyperfleet.error"] = error[-4000:]
         tags[NOTE_TAG] = failure_note(error, trial_dir)
-    tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
+    tags = {k: v for k, v in tags.items() if held_tags.get(k) != v}
     metrics = [
         Metric(f"final/{k}", float(v), now, 0)
         for k, v in final.items()
@@ -93,8 +99,8 @@ def end_trial_run(
         shipped = spool.ship(client, run_id, last=(points, tags))
     elif tags or metrics:
         log_batches(client, run_id, tags=tags, metrics=metrics)
-    if trial_dir is not None and (tags or run.info.status != status):  # not if done before
+    if trial_dir is not None and (tags or held_status != status):  # not if done before
         log_trial_files(client, run_id, trial_dir)
-    if run.info.status != status:
+    if held_status != status:
         client.set_terminated(run_id, status, end_time=now)
     return shipped

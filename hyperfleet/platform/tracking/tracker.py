@@ -46,6 +46,7 @@ from hyperfleet.platform.tracking.client import (
     is_transient,
     log_batches,
     open_client,
+    sync_at_checkpoints,
     unreachable,
     use_wal,
 )
@@ -91,6 +92,7 @@ class SweepTracker:
         self.sweep_file = None if sweep_file is None else Path(sweep_file)
         self.register_model = register_model
         self.wait_s = float(os.environ.get("HYPERFLEET_MLFLOW_WAIT_S", WAIT_S))
+        sync_at_checkpoints(uri)
         self.client = open_client(uri)
         try:
             location = experiment_location(uri, self.workdir)
@@ -114,6 +116,7 @@ class SweepTracker:
         self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
         self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
         self._waits: dict[int, Ticket] = {}  # trial number -> the write of its WAITING end
+        self._fresh: set[int] = set()  # runs this tracker created that nothing ended yet
         self._lock = threading.Lock()
         self.best = LiveBest(self)
 
@@ -201,6 +204,7 @@ class SweepTracker:
             if first[0] and n not in self._real:  # a retry may find a run whose answer was lost
                 first[0] = False
                 self._bind(n, self._create(run))
+                self._fresh.add(n)
             self._config_file(self._ensure(n), run)
 
         self.outbox.put(f"trial {n}'s run", create)
@@ -329,8 +333,11 @@ class SweepTracker:
         number = self._numbers.get(run_id, number)
         spool = None if number is None else self.spool(number)
         directory = None if number is None else self.trial_dir(number)
+        fresh = number is not None and number in self._fresh
+        if fresh:  # the first attempt only: a retry reads the run
+            self._fresh.discard(number)
         self.shipped += end_trial_run(
-            self.client, run_id, state, final, error, now, directory, spool
+            self.client, run_id, state, final, error, now, directory, spool, fresh
         )
 
     def ship(self, number: int, run_id: str | None) -> None:
