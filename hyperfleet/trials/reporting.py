@@ -62,15 +62,13 @@ def record(
     """Rank 0 alone: save ``checkpoint`` when ``due``, record the report, return the decision
     (CONTINUE without a reporter). Older checkpoints are pruned after the report: its
     decision has seen which of them other trials will still load (a PBT donor's)."""
-    saved = checkpoint is not None and due
-    if saved:
-        checkpoints.save(step, dict(checkpoint or {}), prune=False)
-    if reporter is None:
-        if saved:
-            checkpoints.prune()
-        return CONTINUE
-    decision = reporter(step, {k: float(v) for k, v in metrics.items()})
-    if saved:
+    state = dict(checkpoint) if checkpoint is not None and due else None
+    if state is not None:
+        checkpoints.save(step, state, prune=False)
+    decision = (
+        CONTINUE if reporter is None else reporter(step, {k: float(v) for k, v in metrics.items()})
+    )
+    if state is not None:
         checkpoints.prune()
     if not isinstance(decision, Decision):
         raise TypeError(
