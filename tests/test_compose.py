@@ -140,6 +140,7 @@ def test_services_healthchecks_and_volumes() -> None:
                for a in args)  # fmt: skip
     assert "--serve-artifacts" in args and "--artifacts-destination=/mlartifacts" in args
     assert "mlartifacts:/mlartifacts" in s["mlflow"]["volumes"]
+    assert s["mlflow"]["environment"]["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     # workers and the one-shot submit share one volume (trial dirs, checkpoints, caches)
     for name in ("worker", "submit"):
         assert "shared:/shared" in s[name]["volumes"] and s[name]["working_dir"] == "/shared"

@@ -56,7 +56,7 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         if ctx.invoked_subcommand is not None:
             return
         from hyperfleet.platform.tracking.client import is_server
-        from hyperfleet.platform.tracking.server import experiment_url, ui_command
+        from hyperfleet.platform.tracking.server import experiment_url, server_env, ui_command
 
         uri, workdir, experiment_id = guard(lambda: _stores(storage, sweep, tracking_uri))
         if is_server(uri):
@@ -64,7 +64,7 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
             return
         cmd = guard(lambda: ui_command(uri, workdir, host, port))
         err.print(f"MLflow UI: http://{host}:{port} (Ctrl-C stops it)", soft_wrap=True)
-        os.execvp(cmd[0], cmd)
+        os.execvpe(cmd[0], cmd, server_env())
 
     @app.command("sync")
     def sync(

@@ -40,6 +40,7 @@ from hyperfleet.platform.services import (
     stop,
     wait_for,
 )
+from hyperfleet.platform.tracking.server import mlflow_executable, server_env
 
 #: defaults away from the common ports (5432, 5000, 8501) so a stack coexists with them
 PORTS = {"postgres": 15432, "mlflow": 15000, "dashboard": 18501}
@@ -182,10 +183,9 @@ def _hyperfleet(*args: str) -> list[str]:
 
 
 def _mlflow_command(cfg: StackConfig, pg: LocalPostgres) -> list[str]:
-    mlflow = Path(sys.executable).parent / "mlflow"
     port = cfg.ports["mlflow"]
     cmd = [
-        str(mlflow) if mlflow.exists() else "mlflow", "server",
+        mlflow_executable(), "server",
         "--backend-store-uri", pg.url("mlflow", "127.0.0.1"),
         "--serve-artifacts", "--artifacts-destination", str(cfg.state_dir / "mlartifacts"),
         "--host", cfg.address, "--port", str(port), "--workers", "1",
@@ -229,7 +229,7 @@ def up(cfg: StackConfig) -> list[Service]:
     try:
         _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
-                       url=cfg.tracking_uri)  # fmt: skip
+                       env=server_env(), url=cfg.tracking_uri)  # fmt: skip
         # the dashboard starts beside MLflow; the workers once MLflow answers
         dash = spawn("dashboard", _dashboard_command(cfg), logs / "dashboard.log",
                      url=cfg.dashboard_url)  # fmt: skip

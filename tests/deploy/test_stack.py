@@ -20,7 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperfleet.platform.services import group_alive, http_ok, port_free, port_open, start_time
+from hyperfleet.platform.services import (
+    group_alive,
+    group_members,
+    http_ok,
+    port_free,
+    port_open,
+    start_time,
+)
 from hyperfleet.platform.storage import Storage
 from tests.conftest import _pg_bin, free_port
 from tests.integration.cli import cli, invoke, wait_until
@@ -153,6 +160,10 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
         "worker-2": "running", "dashboard": "running",
     }  # fmt: skip
     assert state["password"] not in status.stdout  # the storage URL is shown masked
+    mlflow_group = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    for pid in group_members(services["mlflow"]["pid"])]  # fmt: skip
+    assert mlflow_group, "MLflow's processes"
+    assert not [c for c in mlflow_group if "huey" in c or "job_runner" in c], mlflow_group
     for name, port in ports.items():  # served on the stack's address only (loopback here)
         assert listening(port) == {"127.0.0.1"}, (name, listening(port))
 

@@ -4,8 +4,8 @@
 --artifacts-destination ... --host 127.0.0.1 --port <free>`` as its own process group and waits
 for ``/health`` (bounded: ``STARTUP_S``); ``stop`` ends that group (the server's workers
 included) and ``start`` again serves the same store on the same port, as a restarted server
-does. Its database starts as a copy of the session's migrated template, so a start runs no
-migration.
+does. It runs without MLflow's job runners, as every server hyperfleet starts. Its database
+starts as a copy of the session's migrated template, so a start runs no migration.
 
 Fixtures: ``mlflow_server`` (one per test session, shared by tests that never stop it) and
 ``mlflow_server_factory`` (servers of one test, stopped at its end).
@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,13 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from hyperfleet.platform.tracking.server import mlflow_executable, server_env
+from tests.conftest import free_port
+
 STARTUP_S = 300.0  # a loaded 2-core machine has needed 110 s; an idle one needs ~10
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class MlflowServer:
@@ -61,9 +56,8 @@ class MlflowServer:
             return False
 
     def start(self) -> None:
-        mlflow = str(Path(sys.executable).parent / "mlflow")
         cmd = [
-            mlflow,
+            mlflow_executable(),
             "server",
             "--backend-store-uri",
             f"sqlite:///{self.db}",
@@ -79,7 +73,7 @@ class MlflowServer:
         ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=server_env()
             )
         deadline = time.monotonic() + STARTUP_S
         while not self.healthy():

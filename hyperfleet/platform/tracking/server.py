@@ -5,10 +5,16 @@ server needs nothing started: the UI is the server's address. A local store is s
 ``mlflow server`` with its artifacts folder beside it (``<store dir>/mlartifacts``, see
 :mod:`.client`) as the proxied artifact destination, on loopback unless ``--host`` says
 otherwise.
+
+Every ``mlflow server`` hyperfleet starts runs without MLflow's job runners (the huey consumers
+of its GenAI evaluation jobs, which sweeps never use): they are eight more processes that poll
+all the time, about a sixth of a core while the server is idle. Setting
+``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true`` in the environment brings them back.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +26,12 @@ def mlflow_executable() -> str:
     """The ``mlflow`` script beside this interpreter (or on PATH)."""
     path = Path(sys.executable).parent / "mlflow"
     return str(path) if path.exists() else "mlflow"
+
+
+def server_env() -> dict[str, str]:
+    """The environment of an ``mlflow server`` hyperfleet starts: this one, with MLflow's job
+    runners off unless ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` says otherwise."""
+    return {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
 
 
 def ui_command(tracking_uri: str, workdir: str | Path, host: str, port: int) -> list[str]:
