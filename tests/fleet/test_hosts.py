@@ -102,7 +102,7 @@ def test_a_worker_lost_on_another_host_costs_one_checkpoint(
                 for name, h in zip("ab", hosts, strict=True)
             )  # fmt: skip
 
-            def both_connect_from_their_own_hosts() -> None:
+            def both_connect_from_their_own_hosts() -> bool:
                 import sqlalchemy as sa
 
                 engine = sa.create_engine(pg.url("postgres"))
@@ -115,11 +115,16 @@ def test_a_worker_lost_on_another_host_costs_one_checkpoint(
                         clients = {r[0] for r in rows}
                 finally:
                     engine.dispose()
-                assert {h.address for h in hosts} <= clients, clients
-                workers = {w.pid: w for w in fleet.storage().workers()}
-                assert workers[a.proc.pid].address == hosts[0].address
-                assert workers[b.proc.pid].address == hosts[1].address
+                workers = {w.pid: w.address for w in fleet.storage().workers()}
+                return {h.address for h in hosts} <= clients and (
+                    workers.get(a.proc.pid),
+                    workers.get(b.proc.pid),
+                ) == (hosts[0].address, hosts[1].address)
 
-            lose_a_worker(fleet, a, b, meanwhile=both_connect_from_their_own_hosts)
+            def meanwhile() -> None:  # b may still be starting when a reaches step 20
+                fleet.wait(both_connect_from_their_own_hosts, 120, "both workers registered "
+                           "from their own hosts' addresses")  # fmt: skip
+
+            lose_a_worker(fleet, a, b, meanwhile=meanwhile)
         finally:
             fleet.stop_all()
