@@ -1,5 +1,6 @@
-# Two commands do all set-up: `make sweep` and `make test` (every test; what CI runs).
-# `make test-fast` leaves out the end-to-end runs marked slow, for a quick local check.
+# Two commands do all set-up: `make sweep` and `make test` (the suite, in parallel test processes;
+# CI runs it, then `make test-long`: the long search-quality runs, marked long).
+# `make test-fast` leaves out the end-to-end runs marked slow too, for a quick local check.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,8 +8,12 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
+# Test processes: one more than the cores (trials wait on sockets and files part of the time),
+# 3 to 8. Tests that share a costly fixture stay in one process (tests/conftest.py).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(3, min(8, len(os.sched_getaffinity(0)) + 1)))")
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: sweep test test-fast stack stack-down install lint typecheck bench bench-full bench-components clean
+.PHONY: sweep test test-long test-fast stack stack-down install lint typecheck bench bench-full bench-components clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,10 +37,13 @@ stack-down: install
 	$(VENV)/bin/hyperfleet stack down
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not long" $(PYTEST_ARGS)
+
+test-long: install
+	$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 test-fast: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not long" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check hyperfleet tests benchmarks examples

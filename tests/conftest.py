@@ -154,3 +154,32 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+# -- parallel runs (pytest-xdist) ------------------------------------------------------------
+
+
+def _worker_group(item: pytest.Item) -> str | None:
+    """The group whose tests share one worker: those that share a costly fixture.
+
+    Module-scoped fixtures (a trained model, a warm group, a browser) and the dashboard's
+    session of real sweeps are made once per worker that needs them; keeping their tests in
+    one worker makes them once, as a serial run does. The network-namespace test uses fixed
+    subnets, so two of it must not run at once.
+    """
+    if "filled" in item.fixturenames:
+        return "dashboard-sweeps"
+    if "hosts" in item.fixturenames:  # tests/fleet/test_hosts.py's network namespaces
+        return "network-namespaces"
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d and d[-1].scope == "module" for d in defs.values()):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
