@@ -1,5 +1,5 @@
 # Two commands do all set-up: `make sweep` and `make test` (the suite, in parallel test processes;
-# CI runs it, then `make test-long`: the long search-quality runs, marked long).
+# CI runs it, then `make test-long`: the runs marked long, search quality and the benchmarks).
 # `make test-fast` leaves out the end-to-end runs marked slow too, for a quick local check.
 PYTHON ?= python3
 VENV ?= .venv

@@ -1,6 +1,7 @@
 """The side-by-side benchmark suite runs: its smallest case of every benchmark (hyperfleet's
 contenders only; the peers' environments are the suite's own set-up) writes its figures.
-Not a timing assertion: that the suite cannot rot."""
+Not a timing assertion: that the suite cannot rot. Marked long (a minute and a half of CPU):
+``make test-long`` runs it, as CI does after ``make test``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.integration.cli import ROOT, cli_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_the_smallest_case_of_each_benchmark_writes_its_figures(tmp_path: Path) -> None:
