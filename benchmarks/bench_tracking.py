@@ -48,11 +48,12 @@ KEYS = [f"metric_{i:02d}" for i in range(20)]
 
 def start_server(root: Path) -> tuple[str, subprocess.Popen[bytes]]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.tracking.server import free_port
+    from hyperfleet.platform.tracking.server import mlflow_executable, server_env
+    from tests.conftest import free_port
 
     port = free_port()
     cmd = [
-        str(Path(sys.executable).parent / "mlflow"),
+        mlflow_executable(),
         "server",
         "--backend-store-uri",
         f"sqlite:///{root / 'mlflow.db'}",
@@ -66,7 +67,9 @@ def start_server(root: Path) -> tuple[str, subprocess.Popen[bytes]]:
         "--workers",
         "1",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env()
+    )
     uri = f"http://127.0.0.1:{port}"
     import urllib.request
 

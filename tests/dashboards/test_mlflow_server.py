@@ -4,13 +4,6 @@ real ``mlflow server`` on a copy of the TPE sweep's MLflow store."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,45 +13,23 @@ from streamlit.testing.v1 import AppTest
 from hyperfleet.platform.results import summarize
 from hyperfleet.platform.storage import Storage
 from tests.dashboards.sweeps import TPE, Filled
+from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
-START_TIMEOUT_S = 180
 
 
 @pytest.fixture
 def mlflow_server(filled: Filled, tmp_path: Path) -> Iterator[str]:
     """``mlflow server`` on a copy of the TPE sweep's store; yields its URL once it serves."""
-    store = tmp_path / "mlflow.db"
-    shutil.copy(filled.tracking[TPE].removeprefix("sqlite:///"), store)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mlflow = Path(sys.executable).parent / "mlflow"
-    proc = subprocess.Popen([str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{store}", "--workers", "1"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)  # fmt: skip
-    watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
-    watchdog.start()
-    seen = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        seen.append(line)
-        if f"running on http://127.0.0.1:{port}" in line:
-            break
-    watchdog.cancel()
-    assert proc.poll() is None, "".join(seen[-20:])
-    threading.Thread(target=lambda: [None for _ in proc.stdout or []], daemon=True).start()
+    server = MlflowServer(
+        tmp_path / "mlflow", Path(filled.tracking[TPE].removeprefix("sqlite:///"))
+    )
+    server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
-    finally:  # the server and its uvicorn worker and job runner, which it does not stop itself
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        yield server.uri
+    finally:
+        server.stop()
 
 
 def test_curves_and_links_from_an_mlflow_server(
