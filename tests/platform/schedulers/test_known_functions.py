@@ -2,7 +2,7 @@
 
 The samplers are built from config as a sweep builds them and driven directly through the
 platform's ask/tell path (``runner.direct_best_value``); one slow test runs a real sweep through
-the platform with two trials in flight. The Hartmann-6 medians over five seeds are marked long:
+the platform with two trials in flight. They are search-quality runs, marked long:
 ``make test-long`` runs them (CI does), ``make test`` does not. How the searchers compare with
 random search, over seeds and concurrency levels, is the benchmark's business:
 ``benchmarks/bench_parallel_bo.py``.
@@ -17,6 +17,8 @@ import pytest
 
 from hyperfleet.platform.schedulers.testfunctions import BRANIN, CAMEL6, HARTMANN6, KnownFunction
 from tests.platform.schedulers.runner import best_value, direct_best_value, scheduler_config
+
+pytestmark = pytest.mark.long
 
 SKOPT = {"type": "skopt"}
 GP = {"type": "gp"}
@@ -47,7 +49,6 @@ def test_camel6_with_four_trials_in_flight(
     assert run(raw, CAMEL6, n_trials, seed=0, c=4) <= target  # minimum -1.0316
 
 
-@pytest.mark.long  # 1-2 minutes of one core each: `make test-long`, which CI runs
 @pytest.mark.parametrize("raw", [SKOPT, GP], ids=["skopt", "gp"])
 def test_hartmann6_median_over_five_seeds(raw: dict[str, Any]) -> None:
     # Hartmann-6 has a second basin (about -3.20 at best) and flat regions where a seed can
