@@ -22,7 +22,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# pip leaves an editable install's own modules uncompiled; where PYTHONDONTWRITEBYTECODE is set,
+# every trial, worker and CLI process would compile them again. Only changed files recompile.
 install: $(VENV)/.installed
+	$(PY) -m compileall -q hyperfleet tests examples benchmarks
 
 sweep: install
 	$(VENV)/bin/hyperfleet sweep run $(SWEEP)
