@@ -86,7 +86,10 @@ def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
         if space is not None:
             data["space"] = space  # a given space replaces the base one
         data.setdefault("storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-        data.setdefault("tracking", {"uri": f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"})
+        # no model export (a torch process of seconds) unless a test asks for one
+        data.setdefault(
+            "tracking", {"uri": f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}", "log_model": False}
+        )
         data.setdefault("workdir", str(tmp_path / "runs"))
         path = tmp_path / filename
         path.write_text(yaml.safe_dump(data, sort_keys=False))

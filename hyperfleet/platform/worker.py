@@ -59,7 +59,7 @@ def open_stored(
     with file_lock_for(tracking_uri, "mlflow-create"):  # two new sweeps, one new store
         tracker = SweepTracker(
             tracking_uri, experiment, cfg.workdir, sweep_file=sweep_file,
-            register_model=cfg.tracking.register_model,
+            register_model=cfg.tracking.register_model, log_model=cfg.tracking.log_model,
         )  # fmt: skip
     return open_session(cfg, storage, tracker, tracking_uri)
 

@@ -54,7 +54,7 @@ def configs(root: Path) -> list[dict[str, Any]]:
             "space": space,
             "trial": _trial(),
             "storage": f"sqlite:///{root / 'hf.db'}",
-            "tracking": {"uri": f"sqlite:///{root / f'mlflow-{name}.db'}"},
+            "tracking": {"uri": f"sqlite:///{root / f'mlflow-{name}.db'}", "log_model": False},
             "workdir": str(root),
         }
         data.update(changes)

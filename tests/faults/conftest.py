@@ -39,7 +39,7 @@ def fault_sweep(root: Path, changes: dict[str, Any] | None = None) -> dict[str, 
             "resources": {"devices": 0},
         },
         "storage": f"sqlite:///{root / 'runs' / 'hf.db'}",
-        "tracking": {"uri": f"sqlite:///{root / 'runs' / 'mlflow.db'}"},
+        "tracking": {"uri": f"sqlite:///{root / 'runs' / 'mlflow.db'}", "log_model": False},
         "workdir": str(root / "runs"),
     }
     return deep_update(data, changes or {})

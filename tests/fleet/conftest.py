@@ -3,6 +3,7 @@ storage (and one MLflow store), each with devices of its own."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,7 +49,9 @@ class Fleet:
     def sweep(self, data: dict[str, Any], name: str = "sweep.yaml") -> Path:
         data = deep_update(data, {})
         data.setdefault("storage", self.storage_url)
-        data.setdefault("tracking", {"uri": f"sqlite:///{self.root / 'mlflow.db'}"})
+        data.setdefault(
+            "tracking", {"uri": f"sqlite:///{self.root / 'mlflow.db'}", "log_model": False}
+        )
         data.setdefault("workdir", str(self.root / "runs"))
         path = self.root / name
         path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -119,7 +122,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, postgres_url: str) -> Iterator[Fleet]:
+def fleet(tmp_path: Path, postgres_url: str, mlflow_template: Path) -> Iterator[Fleet]:
+    shutil.copy(mlflow_template, tmp_path / "mlflow.db")  # migrated once per session
     f = Fleet(tmp_path, postgres_url)
     try:
         yield f

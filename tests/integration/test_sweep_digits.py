@@ -57,6 +57,11 @@ def test_digits_ddp_sweep_completes_and_is_logged(
     assert len(parent) == 1 and parent[0].info.run_id == result["mlflow"]["parent_run_id"]
     assert parent[0].info.status == "FINISHED"
     assert len(children) == 4
+    # the best run is marked; with ``tracking.log_model: false`` (the tests' sweep file) no
+    # export process ran and no model was logged
+    best = [r for r in children if r.data.tags.get("hyperfleet.best") == "true"]
+    assert len(best) == 1 and "hyperfleet.model" not in best[0].data.tags
+    assert not list((tmp_path / "runs").rglob("export.log"))
     for child in children:
         assert child.info.status == "FINISHED"
         assert child.data.tags["hyperfleet.sweep"] == "digits-e2e"

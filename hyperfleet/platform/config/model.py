@@ -127,6 +127,11 @@ class TrackingConfig(_Frozen):
     register_model: str | None = Field(
         None, description="register the best trial's model under this name in MLflow"
     )
+    log_model: bool = Field(
+        True,
+        description="log the best trial's model to MLflow when the sweep ends (false: skip "
+        "the export process, e.g. for quick sweeps whose models nobody loads)",
+    )
 
 
 def _scheduler_union() -> Any:

@@ -6,9 +6,9 @@ workload's export hook (:mod:`hyperfleet.trials.export`), rebuilds the model fro
 last checkpoint, logs it with ``mlflow.pytorch.log_model`` (input example, signature) to the
 trial's run, registers it when ``tracking.register_model`` names a model, and tags the run
 ``hyperfleet.model`` with the model's URI. A run already tagged is not logged again, so closing
-a sweep twice logs one model. A model that cannot be logged (no hook, no checkpoint, an error)
-is a warning, never a failed sweep; the subprocess's output is kept in the trial's
-``export.log``.
+a sweep twice logs one model; ``tracking.log_model: false`` logs none. A model that cannot be
+logged (no hook, no checkpoint, an error) is a warning, never a failed sweep; the subprocess's
+output is kept in the trial's ``export.log``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def may_export(workload: str) -> bool:
 def export_best(tracker: SweepTracker, view: SweepView) -> None:
     """Log the best trial's model (see the module docstring); never raises."""
     tag, numbers = marked(view)
-    if tag != BEST_TAG or not numbers:
+    if tag != BEST_TAG or not numbers or not tracker.log_model:
         return
     number = numbers[0]
     stored = next((t.run_id for t in view.trials if t.number == number), None)

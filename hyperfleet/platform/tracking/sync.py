@@ -78,7 +78,8 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
         raise ConfigError(f"--sweep: no sweep named {name!r} in {storage.url}")
     config = dict(row.config)
     uri, experiment, workdir = stores_of(config, tracking_uri)
-    tracker = SweepTracker(uri, experiment, workdir, live=False)
+    log_model = bool((config.get("tracking") or {}).get("log_model", True))
+    tracker = SweepTracker(uri, experiment, workdir, log_model=log_model, live=False)
     tracker.sweep, tracker.config = name, config
     parent = row.mlflow_parent_run_id
     if parent is None:

@@ -82,6 +82,7 @@ class SweepTracker:
         *,
         sweep_file: str | Path | None = None,
         register_model: str | None = None,
+        log_model: bool = True,
         live: bool = True,
     ) -> None:
         """``live``: extend the sweep run's best-so-far curve as trials complete (off for
@@ -91,6 +92,7 @@ class SweepTracker:
         self.workdir = None if workdir is None else Path(workdir).resolve()
         self.sweep_file = None if sweep_file is None else Path(sweep_file)
         self.register_model = register_model
+        self.log_model = log_model
         self.wait_s = float(os.environ.get("HYPERFLEET_MLFLOW_WAIT_S", WAIT_S))
         sync_at_checkpoints(uri)
         self.client = open_client(uri)
