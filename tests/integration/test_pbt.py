@@ -269,11 +269,13 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path, mlflow_template: 
 
 def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_template: Path) -> None:
     victim = 1
-    release = tmp_path / "release"  # the victim holds after a report past step 40 until then
+    # every member holds after a report past step 40 until then: held alone, the other member
+    # could run to step 200 before the victim first reports, and the victim would exploit it
+    # there and end without ever reaching step 40 of its own
+    release = tmp_path / "release"
     path = toy_sweep(tmp_path, "killed", {
         "trial": {"workload": "tests.integration.test_pbt:held_toy",
-                  "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40,
-                             "hold_trial": victim}},
+                  "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40}},
     }, mlflow_template)  # fmt: skip
     proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
