@@ -54,7 +54,7 @@ class MetricSink:
         spool_dir: str | Path | None = None,
         flush_every_s: float = 2.0,
         ship_every_s: float = 6.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 10.0,  # as the controller's outbox: back within 10 s of MLflow
         tags: Mapping[str, str] | None = None,
         system_metrics: bool = False,
     ) -> None:
