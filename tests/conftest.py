@@ -11,6 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
+# Three test processes share two cores with the trial processes they start: torch's and
+# OpenBLAS's own thread pools in the test processes would only spin against them. Trial
+# processes get their threads from their lease (OMP_NUM_THREADS), as in a real sweep.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 BASE_SWEEP: dict[str, Any] = {
     "name": "t",
     "objective": {"metric": "val_accuracy", "mode": "max"},
