@@ -17,17 +17,14 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from hyperfleet.platform.launcher.torchrun import free_port
 from hyperfleet.platform.services import group_members
 from hyperfleet.platform.tracking.server import mlflow_executable, server_env
-from tests.conftest import free_port
 
 TICK = os.sysconf("SC_CLK_TCK")
 

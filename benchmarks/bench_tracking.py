@@ -47,9 +47,8 @@ KEYS = [f"metric_{i:02d}" for i in range(20)]
 
 
 def start_server(root: Path) -> tuple[str, subprocess.Popen[bytes]]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from hyperfleet.platform.launcher.torchrun import free_port
     from hyperfleet.platform.tracking.server import mlflow_executable, server_env
-    from tests.conftest import free_port
 
     port = free_port()
     cmd = [
