@@ -172,11 +172,14 @@ def _worker_group(item: pytest.Item) -> str | None:
 
     Module-scoped fixtures (a trained model, a warm group, a browser) and the dashboard's
     session of real sweeps are made once per worker that needs them; keeping their tests in
-    one worker makes them once, as a serial run does. The network-namespace test uses fixed
-    subnets, so two of it must not run at once.
+    one worker makes them once, as a serial run does; so does the session's MLflow server
+    (``tests.tracking.server``: two processes and ~7 s of CPU to start). The network-namespace
+    test uses fixed subnets, so two of it must not run at once.
     """
     if "filled" in item.fixturenames:
         return "dashboard-sweeps"
+    if "mlflow_server" in item.fixturenames:
+        return "mlflow-server"
     if "hosts" in item.fixturenames:  # tests/fleet/test_hosts.py's network namespaces
         return "network-namespaces"
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})

@@ -6,7 +6,9 @@ validates sweep files without torch, so it asks a short-lived interpreter (a few
 CPU: torch's import) once per device type and torch installation: the answer is kept in
 ``$HYPERFLEET_CACHE/probes`` (default ``~/.cache/hyperfleet``) under a key of the interpreter
 and torch's version and files, so a reinstalled or upgraded torch is asked again. Sweeps that
-don't ask for fp16 never pay for it.
+don't ask for fp16 never pay for it. (The kept answer is a fact about the machine, not about
+a sweep: it is the one file that validating a sweep may write, whether the sweep is valid or
+not.)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import deep_update
-from tests.integration.cli import cli, cli_env
+from tests.integration.cli import cli_env, invoke
 
 
 @dataclass
@@ -57,10 +57,10 @@ class Fleet:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
 
-    def submit(self, path: Path) -> subprocess.CompletedProcess[str]:
-        result = cli("sweep", "submit", str(path), timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        return result
+    def submit(self, path: Path) -> None:
+        """``hyperfleet sweep submit`` (in this process: it starts no process of its own)."""
+        result = invoke("sweep", "submit", str(path))
+        assert result.exit_code == 0, result.output[-3000:]
 
     def start(
         self, name: str, *args: str, host: Sequence[str] = (), storage_url: str | None = None

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import deep_update
 from tests.fleet.conftest import Fleet, Worker
-from tests.integration.cli import cli
+from tests.integration.cli import cli, invoke
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -44,8 +44,8 @@ def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet)
     assert sorted(Counter(x.trial for x in leases).values()) == [1] * 40, "claimed twice"
     assert all(x.ended_at is not None for x in leases), "a lease is still held"
     assert len({x.worker for x in leases}) > 1, "the work was shared"
-    status = cli("sweep", "list", "--storage", fleet.storage_url)
-    assert "done" in status.stdout
+    status = invoke("sweep", "list", "--storage", fleet.storage_url)
+    assert status.exit_code == 0 and "done" in status.stdout
 
 
 def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet: Fleet) -> None:

@@ -1,6 +1,8 @@
 """Interrupting ``sweep run`` (SIGINT or SIGTERM) stops every trial process, leaves no trial
 RUNNING, and the same command continues the sweep to its budget without redoing COMPLETE
-trials; the interrupted trial resumes from its checkpoint as the same trial and MLflow run."""
+trials; the interrupted trial resumes from its checkpoint as the same trial and MLflow run.
+Both signals leave the same stored state, which is all a continue reads: the continue runs
+once, after SIGINT."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,12 +45,22 @@ def trial_processes(under: Path) -> list[int]:
     return pids
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupt_and_continue(
-    sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Path
-) -> None:
+@dataclass
+class Stopped:
+    """A sweep stopped by a signal while trial 1 held at step 30."""
+
+    cmd: list[str]
+    storage: Storage
+    release: Path
+    mlflow_uri: str
+    first: Any  # trial 0 as Optuna recorded it (COMPLETE)
+    interrupted: Any  # trial 1's record after the stop
+
+
+def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Path) -> Stopped:
+    """Run the sweep, stop it with ``sig`` while trial 1 holds, and check what it left: no
+    trial process, no RUNNING trial, trial 0 COMPLETE and trial 1 WAITING at step 30."""
     import optuna
-    from mlflow.tracking import MlflowClient
 
     release = tmp_path / "release"  # trial 1 holds after its report at step 30 until this exists
     path = sweep_file(
@@ -101,11 +115,30 @@ def test_interrupt_and_continue(
     assert "RUNNING" not in states
     assert states == ["COMPLETE", "WAITING"]
     interrupted = storage.get_trial("interrupted", 1)
-    assert interrupted.state == "WAITING"
-    reported_before = interrupted.last_step
+    assert interrupted.state == "WAITING" and interrupted.last_step == 30
+    return Stopped(cmd, storage, release, mlflow_uri, first, interrupted)
 
-    release.touch()  # the continued trial must not hold again
-    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+def test_sigterm_stops_the_sweep_as_an_interrupt_does(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    """What a stop leaves in storage is all that the continue reads (shown after SIGINT)."""
+    interrupt(signal.SIGTERM, sweep_file, tmp_path)
+
+
+def test_sigint_stops_the_sweep_and_the_same_command_continues_it(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    stopped = interrupt(signal.SIGINT, sweep_file, tmp_path)
+    storage, first, interrupted = stopped.storage, stopped.first, stopped.interrupted
+
+    stopped.release.touch()  # the continued trial must not hold again
+    again = subprocess.run(
+        stopped.cmd, env=cli_env(), capture_output=True, text=True, timeout=600, check=False
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     study = optuna.load_study(study_name="interrupted", storage=storage.optuna)
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
@@ -115,9 +148,8 @@ def test_interrupt_and_continue(
     assert resumed.attempts == 2 and resumed.mlflow_run_id == interrupted.mlflow_run_id
     assert "resumes from its checkpoint" in Path(resumed.log_path).read_text()
 
-    client = MlflowClient(tracking_uri=mlflow_uri)
+    client = MlflowClient(tracking_uri=stopped.mlflow_uri)
     run = client.get_run(resumed.mlflow_run_id)
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(10, 201, 10)), "a step was lost or reported twice"
-    assert reported_before == 30

@@ -107,7 +107,8 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
             n_layers,
             backend,
             grad_accum=t.grad_accum,
-            fp16_check=fp16_problem,
+            # async-ps refuses fp16 whatever torch can do (below): torch is not asked
+            fp16_check=None if t.sync.mode == "async-ps" else fp16_problem,
         )
         + validate_comm(t.comm, t.parallel, backend)
     ]
