@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from hyperfleet import startup
 from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform import cli_fleet, cli_stack
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
@@ -363,7 +364,10 @@ def main() -> None:
     """The ``hyperfleet`` command. It ends without the interpreter's teardown (freeing every
     module's objects one by one: up to a second with MLflow, Optuna and SQLAlchemy loaded)
     once the command has returned: by then it has closed its storage, MLflow outbox and
-    trial processes, and its output is flushed here."""
+    trial processes, and its output is flushed here. The garbage collector is held off while
+    the command starts (:mod:`hyperfleet.startup`): a short command ends paused; a sweep or
+    worker resumes it once its controller has opened its sweeps."""
+    startup.pause()
     try:
         app()
         code = 0

@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from hyperfleet import startup
 from hyperfleet.platform.launcher.procs import running_here
 from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.spec.wire import TrialSpec
@@ -115,6 +116,7 @@ def warm_rank(socket_path: str) -> int:
     env = distributed.init()
     preload(recorder=env.is_main)
     baseline = Baseline.capture()
+    startup.resume()
     channel = RankChannel(socket_path, env.rank)
     try:
         while (task := channel.receive()) is not None:
@@ -182,6 +184,7 @@ def inprocess_worker(conn: Connection, controller: int, place: tuple[dict[str, s
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         os.environ.pop(var, None)
     preload()
+    startup.resume()  # the fork server imported with the collector off (launcher.gc_paused)
     while True:
         try:
             task = conn.recv()
@@ -202,6 +205,7 @@ def _fork_trial(task: dict[str, Any], channel: Any) -> int:
     if pid == 0:  # the child: its own seeds, then the trial; never returns
         code = 1
         try:
+            startup.resume()  # the server stays paused: it only forks
             die_with_parent()
             channel.close()  # the parent's end stays open in the parent
             from hyperfleet.trials.runtime import fresh_seeds
@@ -239,6 +243,7 @@ def fork_server(socket_path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    startup.pause()  # until the trial side is imported (resumed by each kind of process)
     args = sys.argv[1:] if argv is None else argv
     if args[0] == "--warm":
         return warm_rank(args[1])
@@ -247,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     announce_node()
+    preload(recorder=False)  # torch; rank 0's recorder (none for ``hyperfleet train``) comes later
+    startup.resume()
     record(run_spec_file)(Path(args[0]), install_signals=True)
     return 0
 

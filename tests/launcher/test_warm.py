@@ -90,7 +90,9 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict[str, float
     handles = {k: launcher.launch(s, Lease(tuple(Device("cpu", i) for i in cpus[k]), k))
                for k, s in specs.items()}  # fmt: skip
     assert all(finish(None, h) == 0 for h in handles.values())
-    return {k: metrics(s) for k, s in specs.items()}
+    cold = {k: metrics(s) for k, s in specs.items()}
+    assert all(m["gc_on"] == m["gc_frozen"] == 1.0 for m in cold.values()), cold
+    return cold
 
 
 def close_to(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -106,6 +108,7 @@ def test_back_to_back_trials_match_their_cold_twins(
     assert warm.started == 1, "the second trial did not run in the first one's group"
     got = [metrics(first), metrics(second)]
     assert [m["leaks"] for m in got] == [0.0, 0.0], "the second trial saw the first's state"
+    assert all(m["gc_on"] == m["gc_frozen"] == 1.0 for m in got), "the rank never resumed"
     assert close_to(got[0], twins[7]) and close_to(got[1], twins[8]), (got, twins)
 
 
@@ -136,6 +139,8 @@ def test_a_layout_change_or_reuse_false_gets_fresh_processes(
         fresh.append(metrics(s))
     assert warm.started == 2, "reuse: false ran in the warm group, or not in one fork server"
     assert [m["leaks"] for m in fresh] == [0.0, 0.0], "a forked trial saw the one before"
+    assert metrics(one)["gc_on"] == metrics(one)["gc_frozen"] == 1.0
+    assert all(m["gc_on"] == m["gc_frozen"] == 1.0 for m in fresh), "a forked child is paused"
     assert close_to(fresh[0], fresh[1])
     assert finish(warm, warm.launch(spec(tmp_path, 3, 2), lease(2))) == 0  # cpu:0 for 2 ranks
     assert warm.started == 3

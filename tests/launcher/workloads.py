@@ -1,8 +1,10 @@
-"""Workloads of the warm-group tests: they read the process state a trial may inherit from the
-trial before it, train a little with DDP, and then change that state on purpose."""
+"""Workloads of the launcher tests: they read the process state a trial may inherit from the
+trial before it (and how the process started), train a little with DDP, and then change that
+state on purpose."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 
@@ -32,7 +34,7 @@ def probe(ctx: hyperfleet.TrialContext) -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    metrics = {"loss": ctx.mean_over_data(loss.item()), "leaks": float(leaks)}
+    metrics = {"loss": ctx.mean_over_data(loss.item()), "leaks": float(leaks), **collector()}
     os.environ["HF_TEST_LEAK"] = "1"
     os.chdir("/")
     torch.set_grad_enabled(False)
@@ -42,3 +44,14 @@ def probe(ctx: hyperfleet.TrialContext) -> None:
     if ctx.params.get("fail"):
         raise RuntimeError("injected failure after leaving state behind")
     ctx.report(ctx.max_steps, metrics)
+
+
+def collector() -> dict[str, float]:
+    """Whether the garbage collector runs in this trial's process (``gc_on``), and whether the
+    process froze what its start-up made (``gc_frozen``: :mod:`hyperfleet.startup`)."""
+    return {"gc_on": float(gc.isenabled()), "gc_frozen": float(gc.get_freeze_count() > 0)}
+
+
+def started(ctx: hyperfleet.TrialContext) -> None:
+    """Only :func:`collector`'s report (a trial of the in-process pool)."""
+    ctx.report(ctx.max_steps, {"loss": 0.0, **collector()})

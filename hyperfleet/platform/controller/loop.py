@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from hyperfleet import startup
 from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
@@ -276,6 +277,7 @@ class Controller:
         self._rescan()
         self._register()
         self._recover()
+        startup.resume()  # the sweeps are open: MLflow, Optuna and the schedulers imported
         last_beat = last_scan = last_recovery = self._idle_since = self.clock.monotonic()
         while not self._stop.is_set():
             self._fence()

@@ -40,7 +40,10 @@ from hyperfleet.platform.trial_entry import STARTED, inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
 
 _FORKS = mp.get_context("forkserver")
-_FORKS.set_forkserver_preload(["hyperfleet.trials.runtime", "hyperfleet.platform.recorder"])
+_FORKS.set_forkserver_preload(
+    ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
+     "hyperfleet.platform.recorder"]
+)  # fmt: skip
 
 
 class _Worker:
