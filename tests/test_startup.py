@@ -111,3 +111,15 @@ def test_an_in_process_worker_runs_its_trial_with_the_collector_on(
     found = re.findall(r"^run complete at step \d+: (\{.*\})$", log, re.M)
     assert found, log[-3000:]
     assert json.loads(found[-1]) == {"loss": 0.0, "gc_on": 1.0, "gc_frozen": 1.0}
+
+
+def test_the_agent_is_torchruns_own_main_with_its_exit_codes() -> None:
+    """``trial_entry --agent`` runs ``torch.distributed.run``'s ``main``: arguments it refuses
+    exit 2 with its usage, as ``torchrun`` does (a failed rank's exit 1 is shown by the
+    integration tests of failing trials)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyperfleet.platform.trial_entry", "--agent", "--nnodes=two"],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "usage:" in proc.stderr and "--nnodes" in proc.stderr

@@ -1,5 +1,6 @@
 """Entry points of trial processes: the one place the control plane reaches the trial side.
 
+* ``... -m hyperfleet.platform.trial_entry --agent ARGS`` — torchrun's agent (:func:`agent`);
 * ``torchrun ... -m hyperfleet.platform.trial_entry SPEC`` — every rank of a torchrun trial;
 * ``... -m hyperfleet.platform.trial_entry --warm SOCKET`` — every rank of a warm group
   (:mod:`hyperfleet.platform.launcher.warm`): :func:`warm_rank` runs the trials the launcher
@@ -245,6 +246,8 @@ def fork_server(socket_path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     startup.pause()  # until the trial side is imported (resumed by each kind of process)
     args = sys.argv[1:] if argv is None else argv
+    if args[0] == "--agent":
+        return agent(args[1:])
     if args[0] == "--warm":
         return warm_rank(args[1])
     if args[0] == "--fork-server":
@@ -255,6 +258,27 @@ def main(argv: list[str] | None = None) -> int:
     preload(recorder=False)  # torch; rank 0's recorder (none for ``hyperfleet train``) comes later
     startup.resume()
     record(run_spec_file)(Path(args[0]), install_signals=True)
+    return 0
+
+
+def agent(argv: list[str]) -> int:
+    """torchrun's agent: ``torch.distributed.run``'s ``main`` on ``argv``, as ``python -m
+    torch.distributed.run ARGV`` runs it, started as hyperfleet's other processes start (the
+    collector held off while torch is imported) and ended without the interpreter's teardown
+    (~0.5 s of CPU with torch loaded: the agent's start and end cost 0.6x the CPU,
+    BENCHMARKS.md). Its exit code is torchrun's: 0; 1 with the traceback (a rank failed, or
+    the agent was stopped by a signal); 2 for arguments it refused."""
+    from torch.distributed.run import main as torchrun
+
+    startup.resume()
+    try:
+        torchrun(argv)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
+        traceback.print_exc()
+        return 1
     return 0
 
 

@@ -120,8 +120,8 @@ def worker_pids(under: Path, spec_path: str | None = None) -> dict[int, str]:
             continue
         if state == "Z" or "hyperfleet.platform.trial_entry" not in argv:
             continue
-        if "torch.distributed.run" in argv:
-            continue  # the agent
+        if "--agent" in argv:
+            continue  # torchrun's agent
         spec = argv[argv.index("hyperfleet.platform.trial_entry") + 1]
         if spec == "--warm":  # a warm group's rank: the trial whose log its stdout is now
             try:

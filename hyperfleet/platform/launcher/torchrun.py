@@ -1,9 +1,11 @@
 """Start a trial's processes with PyTorch's elastic launcher (``torch.distributed.run``).
 
-One launch is one trial: ``python -m torch.distributed.run`` (torchrun) on this host with
-``nproc_per_node`` = the lease's device count, a c10d rendezvous on a free loopback port of its
-own, and ``hyperfleet.platform.trial_entry`` as the script. The launcher's agent starts,
-monitors and tears down the workers; hyperfleet only owns the agent process:
+One launch is one trial: torchrun's agent (``torch.distributed.run``'s ``main``, started by
+``python -m hyperfleet.platform.trial_entry --agent ARGS``, which is ``python -m
+torch.distributed.run ARGS`` with hyperfleet's start-up: :func:`.trial_entry.agent`) on this
+host with ``nproc_per_node`` = the lease's device count, a c10d rendezvous on a free loopback
+port of its own, and ``hyperfleet.platform.trial_entry`` as the script. The launcher's agent
+starts, monitors and tears down the workers; hyperfleet only owns the agent process:
 
 * it runs in a new session (its own process group), so ``stop`` reaches the agent, which stops
   its workers; what is left after the grace period is killed, the workers included wherever
@@ -35,6 +37,7 @@ from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_laun
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
 
+ENTRY = "hyperfleet.platform.trial_entry"  # every trial process's module (agent and ranks)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -114,7 +117,8 @@ def torchrun_command(
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        ENTRY,
+        "--agent",  # torchrun itself: trial_entry.agent
         f"--nnodes={nodes}",
         f"--nproc-per-node={nproc}",
         "--rdzv-backend=c10d",
@@ -124,7 +128,7 @@ def torchrun_command(
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",
-        "hyperfleet.platform.trial_entry",
+        ENTRY,
         str(spec_path),
     ]
 

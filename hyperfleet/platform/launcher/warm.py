@@ -47,12 +47,15 @@ from hyperfleet.errors import LaunchError
 from hyperfleet.platform.launcher.base import read_tail
 from hyperfleet.platform.launcher.channel import GroupChannel
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_older_copies, kill_tagged
-from hyperfleet.platform.launcher.torchrun import die_with_parent, torchrun_command, trial_env
+from hyperfleet.platform.launcher.torchrun import (
+    ENTRY,
+    die_with_parent,
+    torchrun_command,
+    trial_env,
+)
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
-
-ENTRY = "hyperfleet.platform.trial_entry"
 
 
 @dataclass(frozen=True)
