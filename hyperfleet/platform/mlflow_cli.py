@@ -11,6 +11,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from hyperfleet import startup
+
 T = TypeVar("T")
 Guard = Callable[[Callable[[], Any]], Any]
 
@@ -82,6 +84,7 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         incomplete = False
         for name in names:
             result = guard(functools.partial(sync_sweep, st, name, tracking_uri))
+            startup.resume()  # started: MLflow imported (the rest may be a long run)
             incomplete |= not result.complete
             out.print(
                 f"{name}: {result.trials} trials, {result.points} spooled points sent, "
