@@ -367,8 +367,8 @@ def main() -> None:
     trial processes, and its output is flushed here. The garbage collector is held off while
     the command starts (:mod:`hyperfleet.startup`): a short command ends paused; a sweep or
     worker resumes it once its controller has opened its sweeps, ``mlflow sync`` once it
-    has synced its first sweep (the commands that wait on a process of their own, ``train``
-    and ``stack``, allocate nearly nothing meanwhile; ``dashboard`` becomes Streamlit)."""
+    has synced its first sweep (``train`` waits on torchrun, allocating nearly nothing
+    meanwhile; ``stack up`` returns once its services run; ``dashboard`` becomes Streamlit)."""
     startup.pause()
     try:
         app()
