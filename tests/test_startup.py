@@ -83,34 +83,46 @@ def test_the_controller_resumes_once_its_sweeps_are_open(tmp_path: Path) -> None
     assert gc.get_freeze_count() > 0
 
 
-def test_an_in_process_worker_runs_its_trial_with_the_collector_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+IN_PROCESS_TRIAL = """
+import json, re, sys
+from pathlib import Path
+from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.spec.wire import TrialSpec
+
+root = Path(sys.argv[1])
+trial = TrialConfig.model_validate({"workload": "tests.launcher.workloads:started",
+                                    "steps": 1, "resources": {"devices": 0}})
+spec = TrialSpec(sweep="gc", number=0, trial=trial, params={}, workdir=str(root),
+                 trial_dir=str(root / "trial-0000"))
+spec.write()
+launcher = InProcessLauncher(1)
+try:
+    handle = launcher.launch(spec)
+    while (code := handle.poll()) is None:
+        launcher.wait(1.0)
+finally:
+    launcher.close()
+log = spec.log_path.read_text()
+found = re.findall(r"^run complete at step \\d+: (\\{.*\\})$", log, re.M)
+assert code == 0 and found, log[-3000:]
+print(found[-1])
+"""
+
+
+def test_an_in_process_worker_runs_its_trial_with_the_collector_on(tmp_path: Path) -> None:
+    """In a fresh interpreter: the fork server that the in-process pool's workers come from is
+    one per process (multiprocessing's), and this test process may have started it already
+    with another preload list."""
     import json
-    import re
 
-    from hyperfleet.platform.launcher.inprocess import InProcessLauncher
-    from hyperfleet.spec.trial import TrialConfig
-    from hyperfleet.spec.wire import TrialSpec
-
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the worker imports tests.launcher.workloads
-    trial = TrialConfig.model_validate({"workload": "tests.launcher.workloads:started",
-                                        "steps": 1, "resources": {"devices": 0}})  # fmt: skip
-    spec = TrialSpec(sweep="gc", number=0, trial=trial, params={}, workdir=str(tmp_path),
-                     trial_dir=str(tmp_path / "trial-0000"))  # fmt: skip
-    spec.write()
-    launcher = InProcessLauncher(1)
-    try:
-        handle = launcher.launch(spec)
-        while (code := handle.poll()) is None:
-            launcher.wait(1.0)
-    finally:
-        launcher.close()
-    log = spec.log_path.read_text()
-    assert code == 0, log[-3000:]
-    found = re.findall(r"^run complete at step \d+: (\{.*\})$", log, re.M)
-    assert found, log[-3000:]
-    assert json.loads(found[-1]) == {"loss": 0.0, "gc_on": 1.0, "gc_frozen": 1.0}
+    proc = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS_TRIAL, str(tmp_path)],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"loss": 0.0, "gc_on": 1.0, "gc_frozen": 1.0}
 
 
 def test_the_agent_is_torchruns_own_main_with_its_exit_codes() -> None:

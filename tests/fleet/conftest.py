@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import deep_update
-from tests.integration.cli import cli_env, invoke
+from tests.integration.cli import STORE_POLL_S, cli_env, invoke
 
 
 @dataclass
@@ -98,7 +98,7 @@ class Fleet:
             if time.monotonic() > end:
                 logs = "\n".join(f"--- {w.name}\n{w.text()[-2000:]}" for w in self.workers)
                 raise AssertionError(f"timed out waiting for {what}\n{logs}")
-            time.sleep(0.2)
+            time.sleep(STORE_POLL_S)
 
     def finish(self, timeout: float = 600) -> None:
         """Every worker exits by itself (``--exit-when-idle``)."""

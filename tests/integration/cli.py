@@ -52,8 +52,10 @@ def wait_until(
     what: str,
     proc: subprocess.Popen[str] | None = None,
     timeout: float = 300.0,
+    every: float = 0.05,
 ) -> None:
-    """Poll the cheap condition ``cond`` until it holds (no fixed pause: a short interval).
+    """Poll the condition ``cond`` every ``every`` seconds until it holds: a short interval
+    for a cheap one (a file), a longer one for a query of a store (:data:`STORE_POLL_S`).
 
     AssertionError if ``proc`` (a ``sweep run`` in the background) exits first, or after
     ``timeout`` seconds; ``proc`` is killed then, and its stderr tail is in the message.
@@ -69,7 +71,12 @@ def wait_until(
                 tail = "\n" + (proc.communicate()[1] or "")[-3000:]
             why = f"the sweep exited ({proc.returncode})" if ended else f"{timeout:.0f}s passed"
             raise AssertionError(f"{why} before {what}{tail}")
-        time.sleep(0.05)
+        time.sleep(every)
+
+
+#: how often a test asks MLflow or the storage for what it waits on: each question costs the
+#: store (and the machine the sweep under test shares) more than a file's existence does
+STORE_POLL_S = 0.5
 
 
 def in_mlflow(

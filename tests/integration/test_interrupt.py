@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hyperfleet.platform.storage import Storage
-from tests.integration.cli import cli_env, in_mlflow, wait_until
+from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
 from tests.integration.workloads import held_marker
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Pa
     assert t is not None and t.state == "RUNNING" and t.last_step == 30
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     logged = in_mlflow(mlflow_uri, storage, "interrupted", 1, "loss", 30)
-    wait_until(logged, "trial 1's step 30 to reach MLflow", proc)
+    wait_until(logged, "trial 1's step 30 to reach MLflow", proc, every=STORE_POLL_S)
     first = optuna.load_study(study_name="interrupted", storage=storage.optuna).trials[0]
     assert first.state.name == "COMPLETE"
     proc.send_signal(sig)

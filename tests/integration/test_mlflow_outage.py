@@ -25,11 +25,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
+from tests.integration.cli import STORE_POLL_S, invoke
 from tests.tracking.readback import (
     SWEEP_TIMEOUT_S,
     assert_unique_steps,
     history,
-    hyperfleet,
     start_sweep,
     sweep_file,
     wait_for,
@@ -79,7 +79,8 @@ def test_a_tracking_server_outage_loses_nothing(
 
     # 1. two trials hold at step 5 with their points in MLflow; then MLflow goes away
     wait_for(lambda: held(0, 1), proc, "trials 0 and 1 to hold at step 5")
-    wait_for(lambda: logged_through(0) == logged_through(1) == 5, proc, "their points in MLflow")
+    wait_for(lambda: logged_through(0) == logged_through(1) == 5, proc, "their points in MLflow",
+             every=STORE_POLL_S)  # fmt: skip
     server.stop()
     stopped_at = time.monotonic()
 
@@ -107,7 +108,7 @@ def test_a_tracking_server_outage_loses_nothing(
         return ended and all(max((m.step for m in client.get_metric_history(r, "loss")),
                                  default=-1) == 5 for r in late)  # fmt: skip
 
-    wait_for(caught_up, proc, "MLflow to catch up after the outage")
+    wait_for(caught_up, proc, "MLflow to catch up after the outage", every=STORE_POLL_S)
 
     # 4. a second outage outlasts the sweep: it still ends well and names the way to sync
     server.stop()
@@ -118,8 +119,8 @@ def test_a_tracking_server_outage_loses_nothing(
     assert f"hyperfleet mlflow sync --storage {url}" in err
     assert '"state_counts": {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}' in out
     server.start()
-    sync = hyperfleet("mlflow", "sync", "--storage", url)
-    assert sync.returncode == 0, sync.stderr[-4000:]
+    sync = invoke("mlflow", "sync", "--storage", url)  # in this process: it starts none
+    assert sync.exit_code == 0, sync.output[-4000:]
 
     final = trials()
     assert {n: t.state for n, t in final.items()} == dict.fromkeys(range(4), "COMPLETE")

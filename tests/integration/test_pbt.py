@@ -35,7 +35,7 @@ from hyperfleet.platform.schedulers.population import (
 )
 from hyperfleet.platform.storage import Storage
 from tests.conftest import deep_update
-from tests.integration.cli import in_mlflow, wait_until
+from tests.integration.cli import STORE_POLL_S, in_mlflow, wait_until
 from tests.integration.workloads import held_marker, with_hold
 
 pytestmark = pytest.mark.slow
@@ -417,7 +417,9 @@ def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_temp
         held = held_marker(release, member)
         wait_until(held.exists, f"member {member} held after a report past step 40", proc)
         logged = in_mlflow(mlflow_uri, storage, "resumed", member, "Q", int(held.read_text()))
-        wait_until(logged, f"member {member}'s held report to reach MLflow", proc)
+        wait_until(
+            logged, f"member {member}'s held report to reach MLflow", proc, every=STORE_POLL_S
+        )
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 130, err[-3000:]

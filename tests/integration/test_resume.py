@@ -28,7 +28,7 @@ import pytest
 from hyperfleet.platform.paths import checkpoint_dir, replica_folder
 from hyperfleet.platform.storage import Storage
 from hyperfleet.trials.workloads.registry import BUILTIN
-from tests.integration.cli import cli_env, in_mlflow, wait_until
+from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
 from tests.integration.workloads import HOLD_PARAMS, held_marker, with_hold
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     assert held.read_text() == "25"
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     logged = in_mlflow(mlflow_uri, storage, "resume", 1, "loss", 25)
-    wait_until(logged, "trial 1's step 25 to reach MLflow", proc)
+    wait_until(logged, "trial 1's step 25 to reach MLflow", proc, every=STORE_POLL_S)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]

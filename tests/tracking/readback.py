@@ -74,8 +74,11 @@ def run_sweep(path: Path, **env: str) -> tuple[dict[str, Any], str]:
     return json.loads(out.strip().splitlines()[-1]), err
 
 
-def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -> None:
-    """Until ``cond()`` (polled); fails if the sweep ends first or ``SWEEP_TIMEOUT_S`` passes."""
+def wait_for(
+    cond: Callable[[], bool], proc: subprocess.Popen[str], what: str, every: float = 0.05
+) -> None:
+    """Until ``cond()`` (polled every ``every`` seconds: longer for a question to MLflow than
+    for a file); fails if the sweep ends first or ``SWEEP_TIMEOUT_S`` passes."""
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while not cond():
         if proc.poll() is not None:
@@ -86,7 +89,7 @@ def wait_for(cond: Callable[[], bool], proc: subprocess.Popen[str], what: str) -
         if time.monotonic() > deadline:
             proc.kill()
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)  # polling for a state the test waits on
+        time.sleep(every)  # polling for a state the test waits on
 
 
 def runs(client: MlflowClient, experiment_id: str) -> list[Run]:
