@@ -265,9 +265,9 @@ def agent(argv: list[str]) -> int:
     """torchrun's agent: ``torch.distributed.run``'s ``main`` on ``argv``, as ``python -m
     torch.distributed.run ARGV`` runs it, started as hyperfleet's other processes start (the
     collector held off while torch is imported) and ended without the interpreter's teardown
-    (~0.5 s of CPU with torch loaded: the agent's start and end cost about two thirds of
-    the CPU they did, BENCHMARKS.md). Its exit code is torchrun's: 0; 1 with the traceback (a rank failed, or
-    the agent was stopped by a signal); 2 for arguments it refused."""
+    (~0.5 s of CPU with torch loaded): its start and end cost about two thirds of the CPU
+    they did (BENCHMARKS.md). Its exit code is torchrun's: 0; 1 with the traceback (a rank
+    failed, or the agent was stopped by a signal); 2 for arguments it refused."""
     from torch.distributed.run import main as torchrun
 
     startup.resume()
