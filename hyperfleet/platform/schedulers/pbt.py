@@ -333,9 +333,7 @@ class PBTScheduler(PopulationScheduler):
         return m
 
     def _should_pause(self, members: Mapping[int, Member], m: Member) -> bool:
-        if not self._time_shared() or m.step >= self.max_steps:
-            # (a member that just copied a finished donor has nothing left to train: it ends
-            # now, in place; paused, it would end DONE with its trial never resumed)
+        if not self._time_shared():
             return False
         running = sum(x.state == MemberState.RUNNING for x in members.values())
         if running < (self.max_concurrent or 0):

@@ -25,11 +25,7 @@ from hyperfleet.platform.schedulers.pbt import (
     explore_params,
     replay_schedule,
 )
-from hyperfleet.platform.schedulers.population import (
-    Member,
-    MemberState,
-    MemoryPopulationStore,
-)
+from hyperfleet.platform.schedulers.population import MemberState, MemoryPopulationStore
 
 # --------------------------------------------------------------------------- the toy problem
 
@@ -276,35 +272,6 @@ def test_population_of_6_on_2_slots_finishes_every_member() -> None:
     assert backend.max_running == 2
     assert sum(d.kind == DecisionKind.PAUSE for _, _, d in backend.decisions) >= 4
     assert sched.budget_left() == 0
-
-
-def test_a_member_that_copies_a_finished_donor_ends_in_place_rather_than_pausing() -> None:
-    """Time-shared, with a member that trained less waiting: member 0 exploits member 1, which
-    has reached the last step. Paused, member 0 would be DONE at its trial's end without ever
-    being resumed (its trial left PAUSED in a finished sweep); it exploits in place instead,
-    ends with the donor's weights at the last step, and the waiting member still runs."""
-    store = MemoryPopulationStore()
-    sched = toy_scheduler(store, population=3, initial=(), max_steps=8)
-    sched.max_concurrent = 2
-    with store.transaction("toy") as txn:
-        for number, state, step, score, trained in (
-            (0, MemberState.RUNNING, 4, 0.1, 4),
-            (1, MemberState.RUNNING, 8, 1.0, 8),
-            (2, MemberState.PAUSED, 2, 0.5, 2),
-        ):
-            txn.put(Member(number, {"h0": 0.5, "h1": 0.5}, {"h0": 0.5, "h1": 0.5}, state=state,
-                           step=step, score=score, steps_trained=trained, reports=step,
-                           ckpt_member=number, ckpt_step=step))  # fmt: skip
-    d = sched.decide(0, 4)
-    assert d.kind == DecisionKind.EXPLOIT and (d.donor, d.donor_step) == (1, 8), d
-    assert sched.members()[0].state == MemberState.RUNNING
-    for number in (0, 1):  # both trials end COMPLETE at the last step
-        sched.on_trial_end(number, TrialState.COMPLETE)
-    assert [sched.members()[n].state for n in (0, 1)] == [MemberState.DONE] * 2
-    resumed = sched.suggest()
-    assert resumed is not None and resumed.trial_number == 2 and resumed.resume
-    sched.on_trial_end(2, TrialState.COMPLETE)
-    assert sched.finished()
 
 
 def test_paused_member_with_least_training_runs_next() -> None:
