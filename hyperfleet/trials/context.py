@@ -72,6 +72,7 @@ class TrialContext:
         checkpoint_every: int | None = None,
         reporter: Reporter | None = None,
         restore_step: int | None = None,
+        fresh: bool = False,
     ) -> None:
         if not isinstance(config, TrialConfig):
             raise TypeError(
@@ -90,6 +91,7 @@ class TrialContext:
         self.checkpoint_every = checkpoint_every
         self._reporter = reporter
         self._restore_step = restore_step
+        self._fresh = fresh
         self._par: Parallelism | None = None
         self.resumed_from: int | None = None
 
@@ -267,9 +269,12 @@ class TrialContext:
         """The checkpoint to continue from, or None on a fresh start.
 
         Normally this trial's latest intact checkpoint (the replica's when the primary copy is
-        gone or corrupt); when the runtime says otherwise (a PBT member whose latest weights
-        were given up for a donor's) the checkpoint of the step it names.
+        gone or corrupt); when the runtime says otherwise the checkpoint of the step it names
+        (the step rank 0 found when the trial started, the same on every rank; a PBT member's
+        donor's step after an exploit), or none (``fresh``: the trial starts at step 0).
         """
+        if self._fresh:
+            return None
         found = self.checkpoints.load_at(self._restore_step)
         if found is None:
             return None

@@ -174,7 +174,10 @@ class _Run:
         self.recorder = recorder
         protect = recorder.pinned_steps if recorder is not None else None
         self.own = checkpoints_of(spec, spec.number, protect)
-        self.restore: int | None = None  # a step of this trial's checkpoints (None: latest)
+        # The step of this trial's checkpoints every rank continues from (None: step 0). Rank 0
+        # names it, so that a rank that starts later never finds a checkpoint that this
+        # attempt's own ranks have written meanwhile.
+        self.restore: int | None = None
 
     def adopt(self, donor: int, step: int | None, params: Mapping[str, Any]) -> int:
         """Continue from ``donor``'s checkpoint at ``step``; rank 0's record follows."""
@@ -184,23 +187,31 @@ class _Run:
         self.restore = got
         return got
 
+    def agree_latest(self) -> int | None:
+        """Rank 0's newest intact checkpoint of this trial, the same on every rank."""
+        step = self.own.latest_step() if self.env.is_main else None
+        self.restore = distributed.broadcast_object(step, self.env)
+        return self.restore
+
     def start(self) -> None:
         point = self.spec.restore
         if point is None:
-            self._check_resumable()
-            return
-        self.restore = point.step
-        if point.trial != self.spec.number:
+            self._check_resumable(self.agree_latest())
+        elif point.trial != self.spec.number:
             # Resuming from a donor's weights (a PBT member after an exploit): copy them in
             # first, so that this trial's own latest checkpoint is what it trains from.
             got = self.adopt(point.trial, point.step, self.spec.params)
             if self.recorder is not None and got != point.step:
                 self.recorder.rewind(got, self.spec.params, point.trial)
+        elif point.step is None:
+            self.agree_latest()
+        else:
+            self.restore = point.step
 
-    def _check_resumable(self) -> None:
+    def _check_resumable(self, latest: int | None) -> None:
         """A trial that reported before (it is resumed, maybe on another host) but has no
         checkpoint readable here restarts from step 0, and its record says why."""
-        if not self.spec.reported_through or self.own.latest_step() is not None:
+        if not self.spec.reported_through or latest is not None:
             return
         message = (
             f"resumed on {socket.gethostname()} without a readable checkpoint (it had reported "
@@ -226,6 +237,7 @@ class _Run:
             checkpoint_every=trial.checkpoint.every,
             reporter=self.recorder,
             restore_step=self.restore,
+            fresh=self.restore is None,
         )
 
     def segment(self, fn: Callable[[TrialContext], Any], max_steps: int, params: Any) -> None:
@@ -364,7 +376,7 @@ def run_trial(
         fn = load_workload(spec.trial.workload)
         for max_steps, params in _segments(spec):
             run.segment(fn, max_steps, params)
-            run.restore = None  # a replay's next segment continues from this trial's latest
+            run.agree_latest()  # a replay's next segment continues from where this one ended
         outcome = "complete"
     except TrialPruned as exc:
         logger.info("trial %s pruned: %s", spec.number, exc)
