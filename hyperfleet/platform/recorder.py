@@ -110,8 +110,16 @@ class RankZeroRecorder:
         self.reported_through = step
         self.storage.record_report(self.sweep, self.number, step, metrics)
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
-        decide = self.scheduler.report_and_decide
-        decision, self._pinned = retrying(lambda: decide(self.number, step, metrics), retry_s)
+        tries = 0
+
+        def decide() -> tuple[Decision, set[tuple[int, int]] | None]:
+            nonlocal tries
+            tries += 1
+            return self.scheduler.report_and_decide(
+                self.number, step, metrics, first_try=tries == 1
+            )
+
+        decision, self._pinned = retrying(decide, retry_s)
         return decision
 
     def pinned_steps(self) -> set[int] | None:

@@ -100,10 +100,12 @@ class Scheduler(ABC):
         """Whether the trial goes on after its report at ``step``."""
 
     def report_and_decide(
-        self, trial_number: int, step: int, metrics: Mapping[str, float]
+        self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
     ) -> tuple[Decision, set[tuple[int, int]] | None]:
         """``report`` then ``decide``: a trial's report as its recorder makes it (a scheduler
-        may do both in one transaction); safe to repeat, as both are. Also
+        may do both in one transaction); safe to repeat, as both are. ``first_try``: the
+        caller knows this report was never sent before (not a retry after an error that may
+        have come after the commit), so it is never taken for a repeat. Also
         :meth:`pinned_checkpoints` as that decision saw them, if the scheduler read them
         anyway (None: ask)."""
         self.report(trial_number, step, metrics)

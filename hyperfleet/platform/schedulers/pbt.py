@@ -50,7 +50,10 @@ What the runtime and the sweep loop must do (the contract):
 "Ready" means ``step - last_check >= perturbation_interval`` at a report, so report cadences
 that do not divide the interval, and exploits from a donor at another step, work too. Reports
 and decisions are idempotent: a repeated ``report`` is ignored and a repeated ``decide`` at the
-same step returns the stored decision without writing a second lineage event.
+same step returns the stored decision without writing a second lineage event (a trial's recorder
+says which report is sent the first time: after an exploit from behind, the member's next report
+at the exploit's step is new, even with the same score). A member that has reported the last
+step has finished: it is neither ranked nor copied, as a DONE one.
 """
 
 from __future__ import annotations
@@ -186,7 +189,12 @@ class PBTScheduler(PopulationScheduler):
     # -- report and decide (each in the caller's transaction) ---------------------------------
 
     def _report(
-        self, txn: PopulationTxn, trial_number: int, step: int, metrics: Mapping[str, float]
+        self,
+        txn: PopulationTxn,
+        trial_number: int,
+        step: int,
+        metrics: Mapping[str, float],
+        first_try: bool = False,
     ) -> None:
         score = metrics.get(self.metric)
         if score is None:
@@ -195,7 +203,7 @@ class PBTScheduler(PopulationScheduler):
         if m is None:
             logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
             return
-        if step <= m.step or self._is_retry(m, step, score):
+        if step <= m.step or (not first_try and m.repeats(step, score)):
             return
         txn.put(
             replace(
@@ -210,17 +218,6 @@ class PBTScheduler(PopulationScheduler):
                 ckpt_step=step,
                 updated=now(),
             )
-        )
-
-    @staticmethod
-    def _is_retry(m: Member, step: int, score: float | None) -> bool:
-        """A report repeated after its decision rewound the member (an exploit from behind)."""
-        d = m.decision
-        return (
-            d is not None
-            and d["step"] == step
-            and d["reports"] == m.reports
-            and d.get("score") == (None if score is None else float(score))
         )
 
     def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision:
@@ -272,6 +269,7 @@ class PBTScheduler(PopulationScheduler):
             x
             for x in members.values()
             if x.state != MemberState.DONE
+            and x.step < self.max_steps  # one at the last step has finished, as a DONE one
             and x.score is not None
             and x.ckpt_member == x.number  # trained since its last exploit: its own checkpoint
         ]

@@ -72,6 +72,19 @@ class Member:
     history: list[list[Any]] = field(default_factory=list)  # PB2 data: [step, params, delta]
     updated: float = 0.0
 
+    def repeats(self, step: int, score: float | None) -> bool:
+        """Whether a report at ``step`` with ``score`` is the one the last decision answered,
+        repeated after that decision rewound the member (an exploit from behind): the same
+        step, report count and score. A deterministic workload's first report after the
+        exploit can match too: a caller that knows a report is new says so (``first_try``)."""
+        d = self.decision
+        return (
+            d is not None
+            and d["step"] == step
+            and d["reports"] == self.reports
+            and d.get("score") == (None if score is None else float(score))
+        )
+
 
 @dataclass(frozen=True)
 class LineageEvent:

@@ -35,7 +35,12 @@ class PopulationScheduler(Scheduler):
 
     @abstractmethod
     def _report(
-        self, txn: PopulationTxn, trial_number: int, step: int, metrics: Mapping[str, float]
+        self,
+        txn: PopulationTxn,
+        trial_number: int,
+        step: int,
+        metrics: Mapping[str, float],
+        first_try: bool = False,
     ) -> None: ...
 
     @abstractmethod
@@ -50,10 +55,10 @@ class PopulationScheduler(Scheduler):
             return self._decide(txn, trial_number, step)
 
     def report_and_decide(
-        self, trial_number: int, step: int, metrics: Mapping[str, float]
+        self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
     ) -> tuple[Decision, set[tuple[int, int]] | None]:
         with self.store.transaction(self.sweep) as txn:
-            self._report(txn, trial_number, step, metrics)
+            self._report(txn, trial_number, step, metrics, first_try)
             decision = self._decide(txn, trial_number, step)
             return decision, _pinned(txn.members().values())
 

@@ -25,7 +25,11 @@ from hyperfleet.platform.schedulers.pbt import (
     explore_params,
     replay_schedule,
 )
-from hyperfleet.platform.schedulers.population import MemberState, MemoryPopulationStore
+from hyperfleet.platform.schedulers.population import (
+    Member,
+    MemberState,
+    MemoryPopulationStore,
+)
 
 # --------------------------------------------------------------------------- the toy problem
 
@@ -272,6 +276,54 @@ def test_population_of_6_on_2_slots_finishes_every_member() -> None:
     assert backend.max_running == 2
     assert sum(d.kind == DecisionKind.PAUSE for _, _, d in backend.decisions) >= 4
     assert sched.budget_left() == 0
+
+
+def _put(store: MemoryPopulationStore, *rows: tuple[int, MemberState, int, float, int]) -> None:
+    """Members ``(number, state, step, score, steps trained)``, each on its own checkpoint."""
+    with store.transaction("toy") as txn:
+        for number, state, step, score, trained in rows:
+            txn.put(Member(number, {"h0": 0.5, "h1": 0.5}, {"h0": 0.5, "h1": 0.5}, state=state,
+                           step=step, score=score, steps_trained=trained, reports=step // 2,
+                           last_check=max(0, step // 4 - 1) * 4, ckpt_member=number,
+                           ckpt_step=step))  # fmt: skip
+
+
+def test_a_member_at_the_last_step_is_finished_neither_ranked_nor_copied() -> None:
+    """Member 1 has reported the last step; its trial has not ended yet. Copying it would
+    leave member 0 nothing to train (time-shared, paused at the last step: DONE at its
+    trial's end, its trial left PAUSED in a finished sweep). Member 0 copies member 2."""
+    store = MemoryPopulationStore()
+    sched = toy_scheduler(store, population=3, initial=(), max_steps=8)
+    sched.max_concurrent = 2
+    _put(store, (0, MemberState.RUNNING, 4, 0.1, 4), (1, MemberState.RUNNING, 8, 1.0, 8),
+         (2, MemberState.PAUSED, 2, 0.5, 2))  # fmt: skip
+    d = sched.decide(0, 4)
+    assert d.kind == DecisionKind.PAUSE and (d.donor, d.donor_step) == (2, 2), d
+    for number in (1, 0):
+        sched.on_trial_end(number, TrialState.COMPLETE)
+    states = {n: m.state for n, m in sched.members().items()}
+    assert states == {0: MemberState.PAUSED, 1: MemberState.DONE, 2: MemberState.PAUSED}
+    assert [sched.suggest().trial_number for _ in range(2)] == [2, 0]  # type: ignore[union-attr]
+
+
+def test_a_new_report_after_an_exploit_from_behind_is_never_taken_for_a_retry() -> None:
+    """Member 1 at step 20 copies member 0 at step 18 and trains to step 20 again. A
+    deterministic workload whose params come out unchanged reports the same score there as
+    before the exploit: the recorder's first try of that report is recorded, not taken for
+    the exploit's report repeated (the exploit would be replayed forever); a retry is."""
+    store = MemoryPopulationStore()
+    sched = toy_scheduler(store, max_steps=40)
+    _put(store, (0, MemberState.RUNNING, 18, 1.0, 18), (1, MemberState.RUNNING, 18, 0.2, 18))
+    report = {"Q": 0.1}
+    exploit, _ = sched.report_and_decide(1, 20, report, first_try=True)
+    assert exploit.kind == DecisionKind.EXPLOIT and (exploit.donor, exploit.donor_step) == (0, 18)
+    assert sched.report_and_decide(1, 20, report)[0] == exploit  # a retry: the same answer
+    assert sched.members()[1].step == 18
+    again, _ = sched.report_and_decide(1, 20, report, first_try=True)  # re-trained from 18
+    assert again.kind == DecisionKind.CONTINUE, again
+    m = sched.members()[1]
+    assert (m.step, m.ckpt_member, m.ckpt_step, m.steps_trained) == (20, 1, 20, 22)
+    assert _exploit_events(store) == [(1, 1)]
 
 
 def test_paused_member_with_least_training_runs_next() -> None:
