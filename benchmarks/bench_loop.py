@@ -25,8 +25,9 @@ from torch.nn import functional as F  # noqa: N812
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.models.gpt import GPT, GPTConfig
-from hyperfleet.trials.parallel import CommConfig, ParallelConfig, Parallelism
+from hyperfleet.trials.parallel import Parallelism
 
 CFG = GPTConfig(vocab_size=256, seq_len=64, n_layer=2, n_head=4, n_embd=128)
 CPU = torch.device("cpu")

@@ -24,7 +24,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hyperfleet.trials.parallel import CommConfig, MixedPrecision, ParallelConfig
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
+from hyperfleet.trials.parallel import MixedPrecision
 from hyperfleet.trials.parallel.mesh import Layout, build_groups
 from hyperfleet.trials.parallel.pipeline import PipelineRunner
 

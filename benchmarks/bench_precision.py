@@ -6,7 +6,8 @@ is one, else CPU. The precisions alternate over several rounds so machine load h
 medians of steps/s are printed with ``ratio = steps/s / fp32 steps/s`` and, on CUDA, the
 model-FLOPs utilisation. On CPUs without native fp16 arithmetic fp16 is emulated: this shows
 by how much, and why the README steers CPU users to bf16.
-Usage: ``python benchmarks/bench_precision.py [--quick]``.
+Usage: ``python benchmarks/bench_precision.py [--quick | --large]`` (``--large``: GPT-2 small's
+shape, 12 layers of width 768 over 1024 tokens, where a GPU's tensor cores have work to do).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import torch
 from torch.nn import functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.models.gpt import GPT, GPTConfig
-from hyperfleet.trials.parallel import CommConfig, ParallelConfig, Parallelism
+from hyperfleet.trials.parallel import Parallelism
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -66,10 +68,13 @@ def run(precision: str, cfg: GPTConfig, rows: int, steps: int, dev: torch.device
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small model, fewer rounds")
+    ap.add_argument("--large", action="store_true", help="GPT-2 small's shape (for a GPU)")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     shape, rows, steps, rounds = (128, 4, 4, 256), 16, 10, 5  # seq_len, layers, heads, width
-    if dev.type == "cuda":
+    if args.large:
+        shape, rows, steps, rounds = (1024, 12, 12, 768), 16, 20, 3
+    elif dev.type == "cuda":
         shape, rows, steps, rounds = (256, 8, 8, 512), 32, 30, 3
     elif args.quick:
         shape, rows, steps, rounds = (64, 2, 4, 128), 16, 8, 3
