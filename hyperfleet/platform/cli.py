@@ -113,8 +113,10 @@ def sweep_run(
     from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.pool import parse_devices
     from hyperfleet.platform.sweep import SweepRunner, default_urls
+    from hyperfleet.platform.tracking.client import check_env
 
     cfg = _guard(lambda: load_sweep(file))
+    _guard(check_env)
     if stop_at_timeout:
         budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
         cfg = cfg.model_copy(update={"budget": budget})

@@ -62,9 +62,11 @@ def worker(
     from hyperfleet.platform.controller import Timing, Until
     from hyperfleet.platform.pool import LocalPool
     from hyperfleet.platform.preflight import check_storage
+    from hyperfleet.platform.tracking.client import check_env
     from hyperfleet.platform.worker import run_worker
 
     def start() -> tuple[dict[str, SweepSummary], bool]:
+        check_env()
         check_storage(storage)
         local = LocalPool.from_spec(devices)
         beat, stale = _duration(heartbeat, "--heartbeat"), _duration(stale_after, "--stale-after")

@@ -59,7 +59,7 @@ def test_a_tracking_server_outage_loses_nothing(
         "budget": {"trials": 4, "max_concurrent": 2},
         "trial": {"steps": 10, "params": {"gates": str(gates), "hold_at": 5}},
     })  # fmt: skip
-    proc = start_sweep(path, HYPERFLEET_MLFLOW_WAIT_S="5")
+    proc = start_sweep(path, HYPERFLEET_MLFLOW_WAIT_S="5", HYPERFLEET_MLFLOW_RETRY_S="1")
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     client = MlflowClient(server.uri)
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hyperfleet.errors import HyperfleetError
+from hyperfleet.errors import ConfigError, HyperfleetError
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,40 @@ class TrackingUnavailableError(HyperfleetError):
 #: held while a thread imports MLflow: two threads importing it at once can meet a partially
 #: initialised module (a trial's sink and its system metrics each import it off the main thread)
 MLFLOW_IMPORT = threading.Lock()
+
+
+#: the longest wait between two tries while MLflow is unreachable (trial sinks and the
+#: controller's outbox): MLflow's writes resume within this long of its return
+RETRY_S = 10.0
+#: how long a sweep that ends during an outage waits for MLflow before it exits
+WAIT_S = 120.0
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment variable ``name`` (unset: ``default``)."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(
+            f"{name}: expected a number of seconds above 0, got {raw!r}; unset it for the "
+            f"default ({default:g})"
+        )
+    return value
+
+
+def retry_s() -> float:
+    """``HYPERFLEET_MLFLOW_RETRY_S``: the longest wait between tries during an outage."""
+    return env_seconds("HYPERFLEET_MLFLOW_RETRY_S", RETRY_S)
+
+
+def check_env() -> tuple[float, float]:
+    """``(HYPERFLEET_MLFLOW_WAIT_S, HYPERFLEET_MLFLOW_RETRY_S)``; ConfigError for a bad one."""
+    return env_seconds("HYPERFLEET_MLFLOW_WAIT_S", WAIT_S), retry_s()
 
 
 def is_server(uri: str) -> bool:

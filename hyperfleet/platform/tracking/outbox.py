@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hyperfleet.platform.tracking.client import is_transient
+from hyperfleet.platform.tracking.client import is_transient, retry_s
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ class _Op:
 class Outbox:
     """Ordered, retried MLflow operations on a background thread (see the module docstring)."""
 
-    def __init__(self, max_backoff_s: float = 10.0) -> None:
-        self.max_backoff_s = max_backoff_s
+    def __init__(self, max_backoff_s: float | None = None) -> None:
+        self.max_backoff_s = retry_s() if max_backoff_s is None else max_backoff_s
         self._ops: collections.deque[_Op] = collections.deque()
         self._cond = threading.Condition()
         self._busy = False

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hyperfleet.platform.tracking.client import is_transient, open_client
+from hyperfleet.platform.tracking.client import is_transient, open_client, retry_s
 from hyperfleet.platform.tracking.spool import PENDING, Point, Spool, is_pending
 from hyperfleet.platform.tracking.system import SystemSampler
 
@@ -54,7 +54,7 @@ class MetricSink:
         spool_dir: str | Path | None = None,
         flush_every_s: float = 2.0,
         ship_every_s: float = 6.0,
-        max_backoff_s: float = 10.0,  # as the controller's outbox: back within 10 s of MLflow
+        max_backoff_s: float | None = None,  # as the outbox's (client.retry_s: 10 s)
         tags: Mapping[str, str] | None = None,
         system_metrics: bool = False,
     ) -> None:
@@ -70,9 +70,9 @@ class MetricSink:
         self._stop = threading.Event()
         self._every = flush_every_s
         self._ship_every = max(ship_every_s, flush_every_s)
-        self._max_backoff = max_backoff_s
+        self._max_backoff = retry_s() if max_backoff_s is None else max_backoff_s
         self._next_ship = time.monotonic() + self._ship_every
-        self._backoff = self._ship_every
+        self._backoff = min(self._ship_every, self._max_backoff)  # the wait after a failure
         self._down_since: float | None = None
         self.sent = 0  # points this sink shipped (benchmarks, tests)
         self.system = (
@@ -162,7 +162,7 @@ class MetricSink:
         if now < self._next_ship:
             return
         if self._ship():
-            self._backoff = self._ship_every
+            self._backoff = min(self._ship_every, self._max_backoff)
             self._next_ship = now + self._ship_every
         else:
             self._next_ship = now + self._backoff

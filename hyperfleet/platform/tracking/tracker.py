@@ -30,7 +30,6 @@ decided in :mod:`.records`; this module decides *when* it is written:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.tracking.artifacts import log_json
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.client import (
+    check_env,
     checkpoint,
     experiment_location,
     is_transient,
@@ -63,8 +63,6 @@ from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.wire import trial_dir
 
 logger = logging.getLogger(__name__)
-
-WAIT_S = 120.0
 
 
 def _now_ms() -> int:
@@ -93,7 +91,7 @@ class SweepTracker:
         self.sweep_file = None if sweep_file is None else Path(sweep_file)
         self.register_model = register_model
         self.log_model = log_model
-        self.wait_s = float(os.environ.get("HYPERFLEET_MLFLOW_WAIT_S", WAIT_S))
+        self.wait_s, max_backoff_s = check_env()  # before anything is created
         sync_at_checkpoints(uri)
         self.client = open_client(uri)
         try:
@@ -106,7 +104,7 @@ class SweepTracker:
             if is_transient(exc):
                 raise unreachable(uri, exc) from None
             raise
-        self.outbox = Outbox()
+        self.outbox = Outbox(max_backoff_s)
         self.sweep = ""
         self.parent_id = ""
         self.config: Mapping[str, Any] = {}
