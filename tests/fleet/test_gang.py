@@ -47,7 +47,7 @@ def test_a_two_node_trial_trains_as_one_host_of_four_processes(fleet: Fleet) -> 
     )
     fleet.submit(fleet.sweep(LM, "two-nodes.yaml"))
     fleet.submit(fleet.sweep(one_host, "one-host.yaml"))
-    common = ("--advertise-address", "127.0.0.1", "--exit-when-idle", "15s")
+    common = ("--advertise-address", "127.0.0.1", "--exit-when-idle", "6s")
     a = fleet.start("a", "--devices", "cpu:2", "--sweep", "lm-2node", *common)
     b = fleet.start("b", "--devices", "cpu:2", "--sweep", "lm-2node", *common)
     fleet.finish(timeout=900)

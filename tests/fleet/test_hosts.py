@@ -19,7 +19,7 @@ from tests.fleet.test_workers import DIGITS, held, lose_a_worker
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 PASSWORD = "fleet-test"
-WORKER_ARGS = ("--devices", "cpu:2", "--exit-when-idle", "10s")
+WORKER_ARGS = ("--devices", "cpu:2", "--exit-when-idle", "6s")
 
 
 @dataclass(frozen=True)

@@ -162,8 +162,8 @@ def lose_a_worker(
 
 def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
     fleet.submit(fleet.sweep(held(DIGITS, fleet)))
-    a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "10s")
-    b = fleet.start("b", "--devices", "cpu:2", "--exit-when-idle", "10s")
+    a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "6s")
+    b = fleet.start("b", "--devices", "cpu:2", "--exit-when-idle", "6s")
     lose_a_worker(fleet, a, b)
 
 
@@ -175,7 +175,7 @@ def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet:
     a_id = a.id(fleet)
     fleet.wait(lambda: any((t.last_step or 0) >= 20 for t in fleet.trials("elastic").values()),
                600, "worker a's trial past step 20")  # fmt: skip
-    b = fleet.start("b", "--devices", "cpu:1", "--exit-when-idle", "10s")
+    b = fleet.start("b", "--devices", "cpu:1", "--exit-when-idle", "6s")
     b_id = b.id(fleet)
     st = fleet.storage()
     registered = next(w.started_at for w in st.workers() if w.id == b_id)
