@@ -29,8 +29,9 @@ def _member_recorder(tmp_path: Path, number: int) -> RankZeroRecorder:
     Storage(url).create_sweep(cfg.name, cfg.model_dump(mode="json"))
     spec = TrialSpec(
         sweep=cfg.name, number=number, trial=cfg.trial, params={"h0": 0.0, "h1": 1.0},
-        workdir=str(tmp_path / "runs"), trial_dir=str(trial_dir(tmp_path / "runs", cfg.name, 1)),
-        storage=url, sweep_config=cfg.model_dump(mode="json"),
+        workdir=str(tmp_path / "runs"),
+        trial_dir=str(trial_dir(tmp_path / "runs", cfg.name, number)), storage=url,
+        sweep_config=cfg.model_dump(mode="json"),
     )  # fmt: skip
     return RankZeroRecorder(spec)
 

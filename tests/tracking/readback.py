@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import deep_update
-from tests.integration.cli import ROOT, cli_env
+from tests.integration.cli import ROOT, cli_env, wait_until
 
 SWEEP_TIMEOUT_S = 600
 
@@ -77,19 +76,8 @@ def run_sweep(path: Path, **env: str) -> tuple[dict[str, Any], str]:
 def wait_for(
     cond: Callable[[], bool], proc: subprocess.Popen[str], what: str, every: float = 0.05
 ) -> None:
-    """Until ``cond()`` (polled every ``every`` seconds: longer for a question to MLflow than
-    for a file); fails if the sweep ends first or ``SWEEP_TIMEOUT_S`` passes."""
-    deadline = time.monotonic() + SWEEP_TIMEOUT_S
-    while not cond():
-        if proc.poll() is not None:
-            _out, err = proc.communicate()
-            raise AssertionError(
-                f"the sweep ended ({proc.returncode}) before {what}: {err[-4000:]}"
-            )
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)  # polling for a state the test waits on
+    """:func:`~tests.integration.cli.wait_until` with a sweep running and ``SWEEP_TIMEOUT_S``."""
+    wait_until(cond, what, proc, timeout=SWEEP_TIMEOUT_S, every=every)
 
 
 def runs(client: MlflowClient, experiment_id: str) -> list[Run]:
