@@ -134,6 +134,25 @@ def test_numpy_values_in_a_checkpoint_are_converted_and_the_resume_works(
     f.check_clean(budget=1)
 
 
+def test_a_failure_reason_holds_no_terminal_escape_codes(fault: FaultMaker) -> None:
+    f = values_fault(fault, "legacy", {
+        "budget": {"trials": 2, "max_concurrent": 2, "max_retries": 1},
+        "trial": {"steps": 3, "params": {"bad": [0]}},
+    })  # fmt: skip
+    result = f.run()
+    assert result.returncode == 0, result.stderr[-3000:]
+    t = f.trials()[0]
+    error = t.error or ""
+    assert t.state == "FAIL" and "UnpicklingError: Weights only load failed" in error, error
+    assert "do those steps only if you trust the source" in error  # the words torch made bold
+    assert "\x1b" not in error and "\x9b" not in error
+    client = MlflowClient(tracking_uri=str(f.data["tracking"]["uri"]))
+    assert client.get_run(t.mlflow_run_id).data.tags["hyperfleet.error"] == error[-4000:]
+    assert "\x1b" in Path(t.log_path).read_text(), "the log itself keeps what the trial wrote"
+    assert f.trials()[1].state == "COMPLETE"
+    f.check_clean(budget=2)
+
+
 def _sys_exit(fault: FaultMaker, devices: int) -> None:
     f = values_fault(fault, "exit", {
         "budget": {"trials": 2, "max_concurrent": 1, "max_retries": 0},

@@ -11,7 +11,11 @@ misbehaviour for the trials in ``params["bad"]`` (all when empty):
   returned (marked ``late``: the step and how that call ended);
 * ``numpy``: every checkpoint holds a ``numpy.float64`` and a NumPy array; the first attempt
   crashes after step 2, the retry resumes from there (marks ``resumed`` with their types);
-* ``exit``: ``sys.exit(0)`` right after the report of step 2.
+* ``exit``: ``sys.exit(0)`` right after the report of step 2;
+* ``legacy``: the first attempt leaves a checkpoint of step 1 as a version that did not convert
+  NumPy values wrote it (``torch.save`` of a ``numpy.float64``, with its checksum), then
+  crashes; the retry's ``load_checkpoint`` meets torch's ``UnpicklingError``, whose message
+  holds terminal escape codes.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
 import hyperfleet
+from hyperfleet.trials.files import sha256_file
 from tests.faults.workloads import _exclusive, mark
 
 BAD_VALUES: list[Any] = ["abc", None, 10**400]
@@ -48,6 +54,13 @@ def _late(ctx: hyperfleet.TrialContext, step: int) -> None:
     threading.Thread(target=report, daemon=True).start()
 
 
+def _legacy_checkpoint(ctx: hyperfleet.TrialContext, step: int) -> None:
+    path = ctx.checkpoints.path(step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"step": step, "lr": np.float64(0.1)}, path)
+    path.with_suffix(".sha256").write_text(sha256_file(path))
+
+
 def main(ctx: hyperfleet.TrialContext) -> None:
     p = ctx.params
     bad = not p.get("bad") or ctx.trial_number in p["bad"]
@@ -65,6 +78,9 @@ def main(ctx: hyperfleet.TrialContext) -> None:
         step += 1
         if mode == "numpy" and state is None and step == 3:
             raise RuntimeError("injected crash after a checkpoint with NumPy values")
+        if mode == "legacy" and step == 2:
+            _legacy_checkpoint(ctx, 1)
+            raise RuntimeError("injected crash after a legacy checkpoint")
         time.sleep(float(p.get("step_s", 0)))
         loss: Any = (x - 0.3) ** 2 + 1.0 / step
         if mode == "bad_value" and step == 2:
