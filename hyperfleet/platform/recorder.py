@@ -72,6 +72,7 @@ class RankZeroRecorder:
         prior = spec.reported_through
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1 if self.sink is None else self.sink.through
+        self.closed = False  # set by finish: later reports change nothing
         self._log_adopted(spec)
 
     def _hp_metrics(self) -> dict[str, float]:
@@ -103,6 +104,11 @@ class RankZeroRecorder:
             self._log(point.step, dict(record.metrics))
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
+        if self.closed:  # a thread the workload left behind: the trial's record is final
+            logger.warning(
+                "trial %s: a report of step %s after it ended is refused", self.number, step
+            )
+            return CONTINUE
         self._pinned = None
         self._log(step, metrics)
         if step <= self.reported_through:
@@ -159,6 +165,7 @@ class RankZeroRecorder:
         self.storage.upsert_trial(self.sweep, self.number, notes=message)
 
     def finish(self, outcome: str) -> None:
+        self.closed = True
         if self.sink is not None:  # the controller ships the rest when it ends the run
             self.sink.close(ship=False)
         self.storage.upsert_trial(self.sweep, self.number, outcome=outcome)

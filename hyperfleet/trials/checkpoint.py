@@ -1,7 +1,9 @@
 """Trial checkpoints: atomic, checksummed, replicated, the last ``keep`` retained.
 
 A checkpoint is a dict of tensors, numbers, strings, lists and dicts saved with ``torch.save``
-and read back with ``torch.load(weights_only=True)``, so loading never runs pickled code. It is
+and read back with ``torch.load(weights_only=True)``, so loading never runs pickled code; what
+it holds is checked before it is written (NumPy values converted, other objects that loading
+could not read refused with their key path: :mod:`hyperfleet.trials.values`). It is
 written under a temporary name, flushed, fsynced and renamed into place: a crash mid-write
 leaves the previous checkpoint intact. A SHA-256 of the file is stored beside it; a checkpoint
 whose checksum doesn't match is skipped with a warning and the previous one is used.
@@ -27,7 +29,7 @@ import os
 import random
 import re
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ import numpy as np
 
 from hyperfleet.spec.trial import CheckpointConfig, replica_path
 from hyperfleet.trials.files import atomic_write_bytes, sha256_file
+from hyperfleet.trials.values import loadable
 
 logger = logging.getLogger(__name__)
 
@@ -132,11 +135,16 @@ class CheckpointManager:
     def path(self, step: int) -> Path:
         return self._primary.path(step)
 
-    def save(self, step: int, state: dict[str, Any], prune: bool = True) -> Path:
+    def save(self, step: int, state: Mapping[str, Any], prune: bool = True) -> Path:
         """Write ``state`` as the checkpoint of ``step``; call on one rank only. ``prune``:
-        then drop the oldest beyond ``keep`` (else the caller calls :meth:`prune` later)."""
+        then drop the oldest beyond ``keep`` (else the caller calls :meth:`prune` later).
+
+        Its contents are checked first (:func:`hyperfleet.trials.values.loadable`): NumPy
+        values converted, anything ``torch.load(weights_only=True)`` cannot read refused with
+        ``CheckpointContentError`` naming its key path, before any file is written."""
         import torch
 
+        state = loadable(state)
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(step)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

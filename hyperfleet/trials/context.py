@@ -18,6 +18,12 @@ rooms, each in its own module:
   gets a :class:`~hyperfleet.spec.wire.Decision` from the runtime's reporter; the decision is
   broadcast so all ranks act on the same step, and a prune raises
   :class:`hyperfleet.TrialPruned` on every rank, an exploit or a pause ``Exploit``/``Pause``.
+  Values are checked before anything is kept: a metric that is not a real number, or a
+  checkpoint that could not be loaded back, fails the report on every rank before the
+  checkpoint is written (:mod:`hyperfleet.trials.values`).
+
+The runtime closes the context when the workload returns: a report after that (a thread the
+workload left behind) is refused with a warning and changes nothing of the finished trial.
 
 The context knows nothing of how it was scheduled: the runtime hands it a ``reporter`` (rank 0
 only) and catches the ``ScheduleChange`` exceptions.
@@ -93,7 +99,9 @@ class TrialContext:
         self._restore_step = restore_step
         self._fresh = fresh
         self._par: Parallelism | None = None
+        self._closed = False
         self.resumed_from: int | None = None
+        self.last_step: int | None = None  # the step of the last report, for error messages
 
     # -- distributed environment ----------------------------------------------------------
 
@@ -288,6 +296,19 @@ class TrialContext:
             return True
         return step % self.checkpoint_every == 0 or step == self.max_steps
 
+    def close(self) -> None:
+        """The workload returned (the runtime calls this): later reports are refused."""
+        self._closed = True
+
+    def _refused_after_close(self, step: object) -> bool:
+        if self._closed:
+            logger.warning(
+                "ctx.report(step %s) after the workload returned is refused: a finished trial "
+                "keeps what it reported while it ran",
+                step,
+            )
+        return self._closed
+
     def report(
         self,
         step: int,
@@ -296,19 +317,38 @@ class TrialContext:
     ) -> None:
         """Record ``metrics`` at ``step``; may raise ``TrialPruned`` (on every rank).
 
-        Collective. Only rank 0's ``checkpoint`` is used (others may pass None).
+        Collective. Only rank 0's ``checkpoint`` is used (others may pass None). A metric that
+        is not a real number (or a checkpoint that could not be loaded back) raises
+        ``ReportValueError`` (``CheckpointContentError``) on every rank; nothing is kept.
         """
-        decision = self.record(step, metrics, checkpoint) if self.is_main else CONTINUE
-        self.follow(broadcast_object(decision, self.env), step)
+        if self._refused_after_close(step):
+            return
+        self.last_step = step
+        decision: Decision | Exception = CONTINUE
+        if self.is_main:
+            try:
+                decision = self.record(step, metrics, checkpoint)
+            except Exception as exc:
+                if self.env.distributed:  # every rank fails at this step, none waits
+                    broadcast_object(reporting.shared_failure(exc, step), self.env)
+                raise
+        decided = broadcast_object(decision, self.env)
+        if isinstance(decided, Exception):
+            raise decided
+        self.follow(decided, step)
 
     def record(
         self, step: int, metrics: Mapping[str, float], checkpoint: Mapping[str, Any] | None = None
     ) -> Decision:
-        """Rank 0 alone: save the checkpoint (when due), record the report, return the decision.
+        """Rank 0 alone: check the values, save the checkpoint (when due), record the report,
+        return the decision.
 
         For loops where rank 0 reports by itself (a parameter server); hand the decision to
         :meth:`follow` on every rank when they next meet. ``report`` is both.
         """
+        if self._refused_after_close(step):
+            return CONTINUE
+        self.last_step = step
         return reporting.record(
             step,
             metrics,

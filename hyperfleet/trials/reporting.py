@@ -11,6 +11,12 @@ same processes or to end them.
 
 A loop where rank 0 reports by itself (a parameter server) calls :func:`record` on rank 0 and
 :func:`follow` on every rank when they next meet; ``report`` is both.
+
+Values before state: :func:`record` checks the metrics (real numbers, converted to floats:
+:mod:`hyperfleet.trials.values`) before it saves the checkpoint, and the checkpoint's contents
+before they are written. A refusal raises on rank 0; ``report`` then broadcasts
+:func:`shared_failure` instead of a decision, so every rank raises the same error at the same
+step and none is left waiting at the next collective.
 """
 
 from __future__ import annotations
@@ -20,11 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 from hyperfleet.errors import TrialPruned
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind
+from hyperfleet.trials.values import CheckpointContentError, ReportValueError, metric_values
 
 if TYPE_CHECKING:
     from hyperfleet.trials.checkpoint import CheckpointManager
 
-__all__ = ["CONTINUE", "Exploit", "Pause", "Reporter", "ScheduleChange", "follow", "record"]
+__all__ = [
+    "CONTINUE",
+    "Exploit",
+    "Pause",
+    "Reporter",
+    "ScheduleChange",
+    "follow",
+    "record",
+    "shared_failure",
+]
 
 Reporter = Callable[[int, Mapping[str, float]], Decision]
 """Rank 0's callback from the runtime: ``(step, metrics) -> Decision``."""
@@ -59,16 +75,16 @@ def record(
     due: bool,
     reporter: Reporter | None,
 ) -> Decision:
-    """Rank 0 alone: save ``checkpoint`` when ``due``, record the report, return the decision
-    (CONTINUE without a reporter). Older checkpoints are pruned after the report: its
-    decision has seen which of them other trials will still load (a PBT donor's)."""
-    state = dict(checkpoint) if checkpoint is not None and due else None
-    if state is not None:
-        checkpoints.save(step, state, prune=False)
-    decision = (
-        CONTINUE if reporter is None else reporter(step, {k: float(v) for k, v in metrics.items()})
-    )
-    if state is not None:
+    """Rank 0 alone: check the metrics, save ``checkpoint`` when ``due``, record the report,
+    return the decision (CONTINUE without a reporter). A metric that is not a real number
+    raises ``ReportValueError`` before anything is saved. Older checkpoints are pruned after
+    the report: its decision has seen which of them other trials will still load (a PBT
+    donor's)."""
+    step, values = metric_values(step, metrics)
+    if checkpoint is not None and due:
+        checkpoints.save(step, checkpoint, prune=False)  # checked there before it is written
+    decision = CONTINUE if reporter is None else reporter(step, values)
+    if checkpoint is not None and due:
         checkpoints.prune()
     if not isinstance(decision, Decision):
         raise TypeError(
@@ -86,3 +102,14 @@ def follow(decision: Decision, step: int | None = None) -> None:
         raise Exploit(decision)
     if decision.kind == DecisionKind.PAUSE:
         raise Pause(decision)
+
+
+def shared_failure(exc: Exception, step: object) -> Exception:
+    """What every other rank raises when rank 0's record of ``step`` failed with ``exc``: the
+    same refusal (so a trial's log ends with one reason whichever rank wrote last), or a
+    ``RuntimeError`` that names rank 0's error."""
+    if isinstance(exc, (ReportValueError, CheckpointContentError)):
+        return type(exc)(str(exc))
+    return RuntimeError(
+        f"rank 0 could not record the report of step {step}: {type(exc).__name__}: {exc}"
+    )

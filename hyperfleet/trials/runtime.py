@@ -110,12 +110,28 @@ def _setup_logging(rank: int) -> None:
     )
 
 
+class Stopped(SystemExit):
+    """SIGTERM: the launcher stops the trial (never mistaken for the workload's own exit)."""
+
+
+class WorkloadExitError(RuntimeError):
+    """The workload called ``sys.exit()``: the trial fails (a workload returns instead)."""
+
+
+def _exited(exc: SystemExit, step: int | None) -> WorkloadExitError:
+    arg = "" if exc.code is None else repr(exc.code)
+    where = "before its first report" if step is None else f"at step {step}"
+    return WorkloadExitError(
+        f"the workload called sys.exit({arg}) (SystemExit) {where}; a workload returns instead"
+    )
+
+
 def exit_on_sigterm() -> None:
     """SIGTERM (the launcher stopping the trial) unwinds the stack, so buffered metrics are
     flushed and the process group is torn down instead of dying mid-write."""
 
     def handler(signum: int, _frame: Any) -> None:
-        raise SystemExit(128 + signum)
+        raise Stopped(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -244,13 +260,20 @@ class _Run:
         """Run the workload to ``max_steps``, restarting it in place after each exploit.
 
         Defaults a custom workload declares (``main.hyperfleet_params``) fill in the params
-        the spec doesn't give."""
+        the spec doesn't give. A ``SystemExit`` the workload raises (``sys.exit(0)`` too)
+        fails the trial with ``WorkloadExitError`` naming it; the context is closed when the
+        workload ends, so a report from a thread it left behind is refused."""
         trial = self.spec.trial
         params = merged_params(trial.workload, {}, params, fn)
         while True:
+            ctx = self.context(max_steps, params)
             try:
-                fn(self.context(max_steps, params))
+                fn(ctx)
                 return
+            except Stopped:
+                raise
+            except SystemExit as exc:  # sys.exit() in the workload: a failure, never success
+                raise _exited(exc, ctx.last_step) from None
             except Exploit as change:
                 d = change.decision
                 assert d.donor is not None and d.params is not None
@@ -259,6 +282,8 @@ class _Run:
                 if self.recorder is not None:
                     self.recorder.rewind(step, params, d.donor)
                 logger.info("exploit: continues from trial %s at step %d", d.donor, step)
+            finally:
+                ctx.close()  # a report after the workload returned changes nothing
 
 
 def fresh_seeds() -> None:

@@ -29,7 +29,7 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import Clock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
-from hyperfleet.platform.controller.outcomes import finite, raised
+from hyperfleet.platform.controller.outcomes import finite, plain, raised
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_phantoms_locked
 from hyperfleet.platform.controller.session import SweepSession, close_session
@@ -250,6 +250,7 @@ class SweepDriver:
     def _failed(self, rec: object, code: int, tail: str) -> tuple[TrialState, None, str]:
         """A failed launch: retried (WAITING) while retries are left and its workload did not
         raise the same error as last time; else FAIL."""
+        tail = plain(tail)  # compared with the stored error, itself plain
         error = f"exit code {code}\n{tail}"
         this = raised(tail)
         before = raised(getattr(rec, "error", None) or "")
@@ -266,6 +267,7 @@ class SweepDriver:
         """Record how the trial's processes ended and give its devices back."""
         scheduler, storage = self.session.scheduler, self.session.storage
         number = r.number
+        error = plain(error)  # stored and shown: no terminal escape codes
         extra: dict[str, object] = {}
         if state is None:  # paused: the scheduler resumes it later
             self._db(lambda: scheduler.on_trial_end(number, TrialState.COMPLETE))
