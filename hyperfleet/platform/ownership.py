@@ -157,8 +157,14 @@ def claim(cfg: SweepConfig, created_at: float, storage_url: str) -> None:
 def _write_new(directory: Path, data: dict[str, Any]) -> dict[str, Any]:
     """Write the marker unless one exists (a hard link never replaces a file); the marker
     that is there afterwards."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".marker-", dir=directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".marker-", dir=directory)
+    except OSError as exc:  # e.g. a worker on a host without the submitter's path
+        raise ConfigError(
+            f"workdir: cannot create {directory} on this host ({exc.strerror}); give the "
+            f"sweep a workdir every worker can write (the same path on every host)"
+        ) from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1)
