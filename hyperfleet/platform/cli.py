@@ -150,30 +150,12 @@ def sweep_run(
         print(json.dumps(summary.to_json()), flush=True)
     if summary.interrupted:
         raise typer.Exit(130)
-    failed = _none_complete(summary)
-    if failed is not None:
+    from hyperfleet.platform.results import NO_COMPLETE_EXIT, none_complete
+
+    failed = none_complete(summary)
+    if failed is not None:  # ended, and no trial COMPLETE: how many failed, and the first why
         err.print(failed, markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(NO_COMPLETE_EXIT)
-
-
-NO_COMPLETE_EXIT = 4
-"""``sweep run``'s exit status when the sweep ended with no trial COMPLETE."""
-
-
-def _none_complete(summary: Any) -> str | None:
-    """One line when the sweep ended (nothing running) with no trial COMPLETE: how many
-    failed and the first failure's reason; None otherwise."""
-    states = [t.state for t in summary.trials]
-    if "COMPLETE" in states or "RUNNING" in states:
-        return None
-    failed = sorted((t for t in summary.trials if t.state == "FAIL"), key=lambda t: t.number)
-    counts = ", ".join(f"{v} {k}" for k, v in summary.state_counts.items() if v) or "no trials"
-    line = f"error: sweep {summary.sweep} ended with no trial COMPLETE ({counts})"
-    if failed:
-        reason = [x.strip() for x in (failed[0].error or "").splitlines() if x.strip()]
-        line += f"; the first, trial {failed[0].number}: "
-        line += reason[-1] if reason else "no reason recorded"
-    return line
 
 
 def _run_with_progress(runner: Any) -> Any:

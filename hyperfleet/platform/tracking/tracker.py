@@ -58,7 +58,7 @@ from hyperfleet.platform.tracking.records import (
     parent_params,
     run_name,
 )
-from hyperfleet.platform.tracking.runs import end_trial_run, ensure_experiment
+from hyperfleet.platform.tracking.runs import check_run, end_trial_run, ensure_experiment
 from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.wire import trial_dir
 
@@ -130,7 +130,7 @@ class SweepTracker:
     def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
         self.sweep, self.config = sweep, config
         if run_id:
-            self._check_parent(sweep, run_id)
+            check_run(self.client, self.uri, sweep, run_id)
             self.parent_id = run_id
             self.best.seed(run_id)
             return run_id
@@ -150,21 +150,6 @@ class SweepTracker:
         self._parent_active = True
         self.outbox.put("the sweep file", lambda: self._sweep_files(self.parent_id, config))
         return self.parent_id
-
-    def _check_parent(self, sweep: str, run_id: str) -> None:
-        """A continued sweep's run is in this store: else (another host's store, another
-        server) one line, before anything is written here."""
-        try:
-            self.client.get_run(run_id)
-        except Exception as exc:
-            if is_transient(exc):
-                raise unreachable(self.uri, exc) from None
-            if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
-                raise
-            raise ConfigError(
-                f"tracking.uri: {self.uri} does not hold sweep {sweep!r}'s MLflow run "
-                f"{run_id}; give the tracking store the sweep was submitted with"
-            ) from None
 
     def _sweep_files(self, run_id: str, config: Mapping[str, Any]) -> None:
         if self.sweep_file is not None and self.sweep_file.is_file():
