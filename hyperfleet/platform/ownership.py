@@ -148,7 +148,7 @@ def claim(cfg: SweepConfig, created_at: float, storage_url: str) -> None:
     marker = _read(directory)
     if marker is None:
         data = {"identity": mine, "sweep": cfg.name, "created_at": created_at,
-                "storage": masked(storage_url)}  # fmt: skip
+                "storage": masked(absolute_uri(storage_url))}  # fmt: skip
         marker = _write_new(directory, data)
     if marker.get("identity") != mine:
         raise _refusal(directory, cfg.name, marker)
