@@ -150,6 +150,12 @@ def sweep_run(
         print(json.dumps(summary.to_json()), flush=True)
     if summary.interrupted:
         raise typer.Exit(130)
+    from hyperfleet.platform.results import NO_COMPLETE_EXIT, none_complete
+
+    failed = none_complete(summary)
+    if failed is not None:  # ended, and no trial COMPLETE: how many failed, and the first why
+        err.print(failed, markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(NO_COMPLETE_EXIT)
 
 
 def _run_with_progress(runner: Any) -> Any:

@@ -85,10 +85,14 @@ def member_tags(
     return tags
 
 
-def _find_member_runs(client: Any, experiment_id: str, sweep: str) -> dict[int, str]:
-    """Member runs of ``sweep`` found by their tags (for members the caller did not name)."""
+def _find_member_runs(client: Any, experiment_id: str, sweep: str, parent: str) -> dict[int, str]:
+    """Member runs of ``sweep`` found by their tags (for members the caller did not name):
+    children of the sweep's own run ``parent`` only."""
     runs = client.search_runs(
-        [experiment_id], filter_string=f"tags.`hyperfleet.sweep` = '{sweep}'", max_results=10000
+        [experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent}' "
+        f"and tags.`hyperfleet.sweep` = '{sweep}'",
+        max_results=10000,
     )
     found: dict[int, str] = {}
     for run in runs:
@@ -143,7 +147,7 @@ def log_lineage(
     members = store.members(sweep)
     runs = dict(member_runs)
     if set(members) - set(runs):
-        runs = {**_find_member_runs(tracker_client, experiment_id, sweep), **runs}
+        runs = {**_find_member_runs(tracker_client, experiment_id, sweep, parent_run_id), **runs}
     return write_lineage(tracker_client, parent_run_id, sweep, members, store.lineage(sweep), runs)
 
 

@@ -137,3 +137,23 @@ def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSu
         parent_run_id=row.mlflow_parent_run_id,
         interrupted=interrupted,
     )
+
+
+NO_COMPLETE_EXIT = 4
+"""``sweep run``'s exit status when the sweep ended with no trial COMPLETE."""
+
+
+def none_complete(summary: SweepSummary) -> str | None:
+    """One line when the sweep ended (nothing running) with no trial COMPLETE: how many
+    failed and the first failure's reason; None otherwise."""
+    states = [t.state for t in summary.trials]
+    if "COMPLETE" in states or "RUNNING" in states:
+        return None
+    failed = sorted((t for t in summary.trials if t.state == "FAIL"), key=lambda t: t.number)
+    counts = ", ".join(f"{v} {k}" for k, v in summary.state_counts.items() if v) or "no trials"
+    line = f"error: sweep {summary.sweep} ended with no trial COMPLETE ({counts})"
+    if failed:
+        reason = [x.strip() for x in (failed[0].error or "").splitlines() if x.strip()]
+        line += f"; the first, trial {failed[0].number}: "
+        line += reason[-1] if reason else "no reason recorded"
+    return line

@@ -16,6 +16,7 @@ from pathlib import Path
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
+from hyperfleet.platform.ownership import check_owner, check_same_store, owned_config, stored_sweep
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.preflight import check_storage, check_tracking, writable_dir
 from hyperfleet.platform.results import SweepSummary, summarize
@@ -51,6 +52,21 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
     return pool
 
 
+def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepConfig:
+    """The checks made before anything is written: the working directory, the storage and
+    the tracking server can be used; the sweep's run directory is not another sweep's, and a
+    continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.ownership`). Returns
+    ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
+    writable_dir(cfg.workdir, "workdir")
+    check_storage(storage_url)
+    check_tracking(tracking_uri)
+    cfg = owned_config(cfg, tracking_uri)
+    row = stored_sweep(storage_url, cfg.name)
+    check_owner(cfg, row)
+    check_same_store(cfg, row)
+    return cfg
+
+
 def submit_sweep(
     cfg: SweepConfig,
     storage_url: str,
@@ -61,15 +77,20 @@ def submit_sweep(
     """Create the sweep (or update a stored one's budget) for workers to take; its summary.
     ``sweep_file`` goes onto a new sweep's MLflow run.
 
-    Checked first, before anything is written: the working directory, the storage and the
-    tracking server; and that some live worker could hold one node of its trials."""
-    writable_dir(cfg.workdir, "workdir")
-    check_storage(storage_url)
-    check_tracking(tracking_uri)
+    Checked first, before anything is written (:func:`preflight`); and that some live worker
+    could hold one node of its trials."""
+    cfg = preflight(cfg, storage_url, tracking_uri)
+    return _submit(cfg, storage_url, stale_after, sweep_file)
+
+
+def _submit(
+    cfg: SweepConfig, storage_url: str, stale_after: float, sweep_file: str | Path | None
+) -> SweepSummary:
+    assert cfg.tracking.uri is not None  # set by preflight
     registry = Storage(storage_url, retry_s=cfg.storage_retry)
     try:
         check_pool(cfg, registry, stale_after)
-        session = open_stored(cfg, storage_url, tracking_uri, sweep_file=sweep_file)
+        session = open_stored(cfg, storage_url, cfg.tracking.uri, sweep_file=sweep_file)
         session.storage.update_sweep(cfg.name, config=cfg.model_dump(mode="json"))
         summary = summarize(session.storage, cfg.name)
         if not summary.trials:
@@ -83,8 +104,8 @@ def submit_sweep(
 
 class SweepRunner:
     """One sweep on this host: submit it, then serve it with a local worker until it is done.
-    Constructing it checks the devices, the working directory, the storage and the tracking
-    URI, before anything is written."""
+    Constructing it checks the devices, the working directory, the storage, the tracking
+    URI and the run directory's owner, before anything is written."""
 
     def __init__(
         self,
@@ -101,9 +122,7 @@ class SweepRunner:
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
-        writable_dir(cfg.workdir, "workdir")
-        check_storage(storage_url)
-        check_tracking(tracking_uri)
+        self.cfg = preflight(cfg, storage_url, tracking_uri)
         self.on_progress = on_progress
         self.timing = timing
 
@@ -112,12 +131,12 @@ class SweepRunner:
         launchers = Launchers(self.pool)
         launchers.prestart(self.cfg)
         try:
-            submit_sweep(self.cfg, self.storage_url, self.tracking_uri, sweep_file=self.sweep_file)
+            _submit(self.cfg, self.storage_url, 30.0, self.sweep_file)
         except BaseException:
             launchers.close()
             raise
         summaries, signalled = run_worker(
-            self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.tracking_uri,
+            self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.cfg.tracking.uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
             launchers=launchers,
         )  # fmt: skip

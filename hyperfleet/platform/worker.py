@@ -31,11 +31,12 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
 from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.ownership import check_store
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
-from hyperfleet.platform.tracking import SweepTracker
+from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,12 @@ def open_stored(
     """Open (create or continue) ``cfg``'s sweep with its own storage connection and tracker
     (``sweep_file``: logged on the sweep's run when this creates it)."""
     storage = Storage(storage_url, retry_s=cfg.storage_retry)
+    row = storage.get_sweep(cfg.name)
+    try:  # a continued sweep whose local MLflow store this host does not see: not a new one
+        check_store(cfg.name, tracking_uri, row.mlflow_parent_run_id if row else None)
+    except ConfigError:
+        storage.close()
+        raise
     experiment = cfg.tracking.experiment or cfg.name
     with file_lock_for(tracking_uri, "mlflow-create"):  # two new sweeps, one new store
         tracker = SweepTracker(
@@ -83,6 +90,7 @@ class StoredSweeps:
         self.devices = devices
         self.tracking_uri = tracking_uri
         self._skipped: set[str] = set()
+        self._refused: dict[str, str] = {}  # sweep -> why it cannot be opened here
         self.catalog = Storage(storage_url, create=False)
 
     def _fits(self, cfg: SweepConfig) -> bool:
@@ -109,9 +117,25 @@ class StoredSweeps:
                 continue
             cfg = parse_sweep(row.config)
             if self._fits(cfg):
-                opened.append(open_stored(cfg, self.storage_url, self.tracking_uri or
-                                          default_tracking(cfg)))  # fmt: skip
+                session = self._open(cfg)
+                if session is not None:
+                    opened.append(session)
         return opened
+
+    def _open(self, cfg: SweepConfig) -> SweepSession | None:
+        """The sweep opened with its own tracking store (this worker's ``--tracking-uri``,
+        else the default, only for a sweep stored without one); None, said once in one line,
+        when it cannot be (its store or its run directory is not this host's to use)."""
+        uri = cfg.tracking.uri or self.tracking_uri or default_tracking(cfg)
+        try:
+            session = open_stored(cfg, self.storage_url, uri)
+        except (ConfigError, TrackingUnavailableError) as exc:
+            if self._refused.get(cfg.name) != str(exc):
+                logger.warning("not serving sweep %s: %s", cfg.name, exc)
+                self._refused[cfg.name] = str(exc)
+            return None
+        self._refused.pop(cfg.name, None)
+        return session
 
 
 class Launchers:

@@ -14,6 +14,7 @@ from pathlib import Path
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.lineage import log_sweep_lineage
+from hyperfleet.platform.ownership import claim
 from hyperfleet.platform.paths import replica_folder
 from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
@@ -71,6 +72,11 @@ def _open(
             f"space: differs from the stored sweep {name!r}; "
             f"a continued sweep keeps its space, so use a new name"
         )
+    # created_at as stored (not the in-memory value of a row just created): every reader, on
+    # any host, derives the same identity and replica folder from it
+    stored = storage.get_sweep(name)
+    assert stored is not None
+    claim(cfg, stored.created_at, storage.url)  # its run directory: before any MLflow write
     scheduler = build_scheduler(cfg, storage, create=True)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, config)
     storage.update_sweep(
@@ -79,10 +85,6 @@ def _open(
         mlflow_experiment_id=tracker.experiment_id,
         mlflow_parent_run_id=parent,
     )
-    # created_at as stored (not the in-memory value of a row just created): every reader, on
-    # any host, derives the same replica folder from it
-    stored = storage.get_sweep(name)
-    assert stored is not None
     return SweepSession(cfg, storage, scheduler, tracker, parent, stored.created_at, tracking_uri)
 
 

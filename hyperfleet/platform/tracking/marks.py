@@ -63,13 +63,15 @@ def marked(view: SweepView) -> tuple[str, list[int]]:
 
 
 def _mark_runs(tracker: SweepTracker, tag: str, want: set[str]) -> None:
-    """``tag = true`` on exactly the runs in ``want`` among the sweep's trial runs."""
+    """``tag = true`` on exactly the runs in ``want`` among the sweep's trial runs: the
+    children of its own run (another sweep of the same name may share the experiment)."""
     client = tracker.client
     have = {
         str(r.info.run_id)
         for r in client.search_runs(
             [tracker.experiment_id],
-            filter_string=f"tags.`hyperfleet.sweep` = '{tracker.sweep}' and tags.`{tag}` = 'true'",
+            filter_string=f"tags.`mlflow.parentRunId` = '{tracker.parent_id}' "
+            f"and tags.`hyperfleet.sweep` = '{tracker.sweep}' and tags.`{tag}` = 'true'",
             max_results=10000,
         )
     }

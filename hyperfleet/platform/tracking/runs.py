@@ -12,7 +12,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.tracking.artifacts import failure_note, log_trial_files
-from hyperfleet.platform.tracking.client import log_batches
+from hyperfleet.platform.tracking.client import is_transient, log_batches, unreachable
 from hyperfleet.platform.tracking.records import (
     KIND,
     KIND_TAG,
@@ -51,6 +51,22 @@ def ensure_experiment(client: Any, name: str, location: str | None) -> str:
     if KIND_TAG not in exp.tags:  # an experiment made before: open it as model training too
         client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
     return str(exp.experiment_id)
+
+
+def check_run(client: Any, uri: str, sweep: str, run_id: str) -> None:
+    """A continued sweep's run ``run_id`` is in the store at ``uri``: else (another host's
+    store, another server) one line, before anything is written there."""
+    try:
+        client.get_run(run_id)
+    except Exception as exc:
+        if is_transient(exc):
+            raise unreachable(uri, exc) from None
+        if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+            raise
+        raise ConfigError(
+            f"tracking.uri: {uri} does not hold sweep {sweep!r}'s MLflow run {run_id}; "
+            f"give the tracking store the sweep was submitted with"
+        ) from None
 
 
 def end_trial_run(

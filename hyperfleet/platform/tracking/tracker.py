@@ -58,7 +58,7 @@ from hyperfleet.platform.tracking.records import (
     parent_params,
     run_name,
 )
-from hyperfleet.platform.tracking.runs import end_trial_run, ensure_experiment
+from hyperfleet.platform.tracking.runs import check_run, end_trial_run, ensure_experiment
 from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.wire import trial_dir
 
@@ -130,6 +130,7 @@ class SweepTracker:
     def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
         self.sweep, self.config = sweep, config
         if run_id:
+            check_run(self.client, self.uri, sweep, run_id)
             self.parent_id = run_id
             self.best.seed(run_id)
             return run_id
@@ -237,7 +238,8 @@ class SweepTracker:
     def _find(self, number: int) -> Any:
         found = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`hyperfleet.sweep` = '{self.sweep}' "
+            filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}' "
+            f"and tags.`hyperfleet.sweep` = '{self.sweep}' "
             f"and tags.`hyperfleet.trial` = '{number}'",
             max_results=5,
         )
