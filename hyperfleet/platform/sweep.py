@@ -63,9 +63,9 @@ def submit_sweep(
 
     Checked first, before anything is written: the working directory, the storage and the
     tracking server; and that some live worker could hold one node of its trials."""
-    writable_dir(cfg.workdir, "workdir")
-    check_storage(storage_url)
+    check_storage(storage_url)  # first: a refused login or a dead server leaves no folder
     check_tracking(tracking_uri)
+    writable_dir(cfg.workdir, "workdir")
     registry = Storage(storage_url, retry_s=cfg.storage_retry)
     try:
         check_pool(cfg, registry, stale_after)
@@ -101,9 +101,9 @@ class SweepRunner:
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.pool = build_pool(cfg, devices)
-        writable_dir(cfg.workdir, "workdir")
-        check_storage(storage_url)
+        check_storage(storage_url)  # first: a refused login or a dead server leaves no folder
         check_tracking(tracking_uri)
+        writable_dir(cfg.workdir, "workdir")
         self.on_progress = on_progress
         self.timing = timing
 

@@ -41,7 +41,7 @@ def _database_problem(url: str) -> str | None:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        return f"{masked(url)!r} is not a database URL"
+        return f"not a database URL: {masked(url)!r}"
     backend, driver = parsed.get_backend_name(), parsed.drivername.partition("+")[2] or None
     if backend == "sqlite" and driver in (None, "pysqlite"):
         return None

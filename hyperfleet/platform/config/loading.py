@@ -32,6 +32,8 @@ class _UniqueKeyLoader(BoundedLoader):
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # ``<<: *base``: merged by construct_mapping, whose keys may be overridden
         key = loader.construct_object(key_node)
         if key in seen:
             line = key_node.start_mark.line + 1
