@@ -103,7 +103,7 @@ def test_5_yaml_bomb_is_refused_by_the_loader_in_milliseconds(tmp_path: Path) ->
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert info.value.problems == [
-        "trial.params.a5: expands to more than 100000 values through YAML aliases (*name); "
+        "trial.params.a4: expands to more than 10000 values through YAML aliases (*name); "
         "write the values out or repeat less"
     ]
     assert seconds < 1.0, seconds
@@ -114,9 +114,10 @@ def test_5_yaml_bomb_is_refused_by_validate_and_sweep_run_within_1s_and_200mb(
     tmp_path: Path,
 ) -> None:
     """Each command on the bomb against the same command on the same sweep without it: the
-    bomb may add less than 1 s to what starting the command costs, and the whole process stays
-    under 200 MB. The baseline of ``sweep run`` is the valid file refused just after it was
-    loaded (``--devices nonsense``): the same imports, the same load, no sweep."""
+    bomb may add less than 1 s to what starting the command costs (the faster of two runs of
+    each, so a busy machine's pauses don't count), and every whole process stays under 200 MB.
+    The baseline of ``sweep run`` is the valid file refused just after it was loaded
+    (``--devices nonsense``): the same imports, the same load, no sweep."""
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(bomb_text(tmp_path))
     plain = write_sweep(tmp_path, fault_sweep(tmp_path), "plain.yaml")
@@ -130,11 +131,14 @@ def test_5_yaml_bomb_is_refused_by_validate_and_sweep_run_within_1s_and_200mb(
     before = listing(tmp_path)
     for command, (bad, baseline) in runs.items():
         base_s = min(measured(tmp_path, *baseline)[1] for _ in range(2))
-        result, seconds, peak_mb = measured(tmp_path, *bad)
-        assert result.returncode == 2, result.stderr[-2000:]
-        one_line(result.stderr, "error: trial.params.a5: expands to more than 100000 values")
-        assert peak_mb < 200, (command, peak_mb)
-        assert seconds - base_s < 1.0, (command, seconds, base_s)
+        times = []
+        for _ in range(2):  # each run is checked; the faster one is timed (as the baseline)
+            result, seconds, peak_mb = measured(tmp_path, *bad)
+            assert result.returncode == 2, result.stderr[-2000:]
+            one_line(result.stderr, "error: trial.params.a4: expands to more than 10000 values")
+            assert peak_mb < 200, (command, peak_mb)
+            times.append(seconds)
+        assert min(times) - base_s < 1.0, (command, times, base_s)
     assert listing(tmp_path) == before
 
 

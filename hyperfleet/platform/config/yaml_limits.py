@@ -11,8 +11,11 @@ the number of values it has as a tree, each alias counted as a full copy of what
 every node's size computed once (memoised by node, so the walk costs the file's own size, not
 the expansion's) and capped just over the limit. A document over :data:`MAX_VALUES` values, or
 an alias that names a node containing itself (an infinite document), is refused with one line
-naming the field where it grows, before any object is built. The file itself is bounded
-(:data:`MAX_BYTES`) before PyYAML (pure Python, ~100 objects per value) sees it.
+naming the field where it grows, before any object is built. The text is bounded too: the file
+(:data:`MAX_BYTES`) before PyYAML sees it, and while it parses, the nodes composed
+(:data:`MAX_VALUES`; PyYAML, pure Python, takes about a millisecond per value) and the nesting
+depth (:data:`MAX_DEPTH`; PyYAML's scanner slows down with the square of the depth of ``[[[``
+and its composer recurses once per level).
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import yaml
 
 from hyperfleet.errors import ConfigError
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = 256 << 10
 """The largest sweep file read (a sweep file is a few kilobytes)."""
-MAX_VALUES = 100_000
-"""The most values (scalars, lists, mappings) a sweep file may hold once aliases are expanded."""
+MAX_VALUES = 10_000
+"""The most values (scalars, lists, mappings) a sweep file may hold, as written and once its
+aliases are expanded (a sweep file holds tens to hundreds)."""
+MAX_DEPTH = 100
+"""The deepest nesting of lists and mappings (a sweep file nests a few levels)."""
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -81,8 +87,6 @@ def _where(root: yaml.Node, sizes: dict[int, int], limit: int) -> str:
 def check_expansion(root: yaml.Node, limit: int = MAX_VALUES) -> None:
     """``ConfigError`` naming the field when the document expands past ``limit`` values."""
     sizes = expanded_sizes(root, limit)
-    if len(sizes) > limit:
-        raise ConfigError(f"(file): holds more than {limit} values; a sweep file needs far fewer")
     if sizes[id(root)] > limit:
         raise ConfigError(
             f"{_where(root, sizes, limit)}: expands to more than {limit} values through YAML "
@@ -91,7 +95,36 @@ def check_expansion(root: yaml.Node, limit: int = MAX_VALUES) -> None:
 
 
 class BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses a document expanding past :data:`MAX_VALUES`."""
+    """PyYAML's safe loader that refuses a document of more than :data:`MAX_VALUES` values,
+    as written or expanded."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.composed += 1  # aliases too: each is an event parsed
+        if self.composed > MAX_VALUES:
+            raise ConfigError(
+                f"(file): holds more than {MAX_VALUES} values; a sweep file needs far fewer"
+            )
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+    def _deeper(self, depth: int) -> None:
+        if depth >= MAX_DEPTH:
+            line = self.get_mark().line + 1
+            raise ConfigError(
+                f"(file): YAML nested more than {MAX_DEPTH} levels deep at line {line}; "
+                f"flatten the file"
+            )
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        self._deeper(self.flow_level)  # ``[`` or ``{``
+        super().fetch_flow_collection_start(token_class)
+
+    def add_indent(self, column: int) -> bool:
+        self._deeper(len(self.indents))  # a block list or mapping, one indentation deeper
+        return super().add_indent(column)  # type: ignore[no-any-return]
 
     def construct_document(self, node: yaml.Node) -> Any:
         check_expansion(node)
