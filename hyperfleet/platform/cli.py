@@ -112,9 +112,11 @@ def sweep_run(
     """Create the sweep (or continue it) and run it to its budget."""
     from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.pool import parse_devices
+    from hyperfleet.platform.preflight import check_urls
     from hyperfleet.platform.sweep import SweepRunner, default_urls
     from hyperfleet.platform.tracking.client import check_env
 
+    _guard(lambda: check_urls(storage, tracking_uri))
     cfg = _guard(lambda: load_sweep(file))
     _guard(check_env)
     if stop_at_timeout:
@@ -340,10 +342,10 @@ def dashboard(
     """Serve the Streamlit dashboard on a storage (read only: nothing is created or written)."""
     import importlib.util
 
+    from hyperfleet.platform.preflight import check_urls
     from hyperfleet.platform.storage import Storage
-    from hyperfleet.platform.storage.engine import parse_url
 
-    _guard(lambda: parse_url(storage))
+    _guard(lambda: check_urls(storage, tracking_uri))
     try:  # a storage that is not there yet is reported, and the page waits for it
         Storage.open_readonly(storage).close()
     except HyperfleetError as exc:

@@ -61,11 +61,12 @@ def worker(
     """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
     from hyperfleet.platform.controller import Timing, Until
     from hyperfleet.platform.pool import LocalPool
-    from hyperfleet.platform.preflight import check_storage
+    from hyperfleet.platform.preflight import check_storage, check_urls
     from hyperfleet.platform.tracking.client import check_env
     from hyperfleet.platform.worker import run_worker
 
     def start() -> tuple[dict[str, SweepSummary], bool]:
+        check_urls(storage, tracking_uri)
         check_env()
         check_storage(storage)
         local = LocalPool.from_spec(devices)
@@ -146,8 +147,10 @@ def sweep_submit(
 ) -> None:
     """Create the sweep (or update its budget) for workers to take; returns at once."""
     from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.preflight import check_urls
     from hyperfleet.platform.sweep import default_urls, submit_sweep
 
+    _guard(lambda: check_urls(storage, tracking_uri))
     cfg = _guard(lambda: load_sweep(file))
     default_storage, default_tracking = default_urls(cfg)
     url = storage or default_storage

@@ -17,6 +17,8 @@ import sqlalchemy as sa
 
 from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.storage.engine import parse_url, sqlite_path
+from hyperfleet.platform.storage.retry import login_refused, refused_message
+from hyperfleet.platform.urls import storage_problem, tracking_problem
 
 CONNECT_TIMEOUT_S = 5
 
@@ -33,6 +35,16 @@ def writable_dir(path: str | Path, field: str) -> Path:
     if not os.access(p, os.W_OK | os.X_OK):
         raise ConfigError(f"{field}: {p} is not writable; give a writable directory")
     return p
+
+
+def check_urls(storage: str | None = None, tracking: str | None = None) -> None:
+    """The storage URL and the tracking URI have schemes the platform runs on (no I/O: call it
+    before anything is written); ``ConfigError`` naming the option otherwise."""
+    problems = [storage_problem(storage) if storage is not None else None]
+    problems.append(tracking_problem(tracking) if tracking is not None else None)
+    found = [p for p in problems if p is not None]
+    if found:
+        raise ConfigError(found)
 
 
 def check_storage(url: str) -> None:
@@ -54,6 +66,9 @@ def check_storage(url: str) -> None:
         with engine.connect():
             pass
     except sa.exc.DBAPIError as exc:
+        reason = login_refused(exc)
+        if reason is not None:
+            raise StorageError(refused_message(reason, url)) from None
         first = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
         safe = parsed.render_as_string(hide_password=True)
         raise StorageError(
@@ -68,6 +83,7 @@ def check_storage(url: str) -> None:
 def check_tracking(uri: str) -> None:
     """An MLflow tracking URI that can be used: a server that answers ``/health`` within a
     few seconds, or a local store whose folder can be created."""
+    check_urls(tracking=uri)
     if uri.startswith(("http://", "https://")):
         health = uri.rstrip("/") + "/health"
         try:

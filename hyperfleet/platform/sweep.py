@@ -57,9 +57,9 @@ def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepCon
     the tracking server can be used; the sweep's run directory is not another sweep's, and a
     continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
-    writable_dir(cfg.workdir, "workdir")
-    check_storage(storage_url)
+    check_storage(storage_url)  # first: a refused login or a dead server leaves no folder
     check_tracking(tracking_uri)
+    writable_dir(cfg.workdir, "workdir")
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)
     check_owner(cfg, row)

@@ -81,7 +81,8 @@ def test_a_storage_that_is_not_a_url_is_one_line_and_exit_2(
     result = invoke("dashboard", "--storage", "hyperfleet-runs/hyperfleet.db")
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "error: storage: not a database URL: 'hyperfleet-runs/hyperfleet.db' (Could not parse "
-        "SQLAlchemy URL from given URL string)"
+        "error: storage: not a database URL: 'hyperfleet-runs/hyperfleet.db'; use "
+        "sqlite:///PATH, postgresql://USER@HOST/DB or postgresql+psycopg://… (--storage or the "
+        "sweep file's storage)"
     ]
     assert list(tmp_path.iterdir()) == []

@@ -10,12 +10,14 @@ by :func:`layout_problems` before its launch and recorded as a FAIL with the rea
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.pool import count_gpus
 from hyperfleet.platform.probe import fp16_problem
 from hyperfleet.platform.schedulers.mutation import _check_initial
@@ -31,6 +33,28 @@ from hyperfleet.trials.workloads.registry import (
 )
 
 
+def _entry_problem(fn: Any, workload: str) -> str | None:
+    """Why the imported ``fn`` can't be a workload: it must be a Python function (or an object
+    with a Python ``__call__``) that takes one argument, the trial context. A builtin such as
+    ``os:system`` or a class would otherwise run, or fail, with whatever it is handed."""
+    plain = inspect.isfunction(fn) or inspect.ismethod(fn)
+    if not plain and (isinstance(fn, type) or not inspect.isfunction(type(fn).__call__)):
+        kind = "a class" if isinstance(fn, type) else f"a {type(fn).__name__}"
+        kind = "a builtin" if inspect.isbuiltin(fn) else kind
+        return (
+            f"trial.workload: {workload!r} is {kind}, not a Python function; point it at "
+            f"def main(ctx) in your module"
+        )
+    try:
+        inspect.signature(fn).bind(None)
+    except (TypeError, ValueError):
+        return (
+            f"trial.workload: {workload!r} does not take one argument (the trial context); "
+            f"point it at def main(ctx) in your module"
+        )
+    return None
+
+
 def _workload_problems(cfg: SweepConfig) -> list[str]:
     trial = cfg.trial
     fn = None
@@ -40,6 +64,9 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
             fn = load_workload(trial.workload)
         except ConfigError as exc:
             return exc.problems
+        entry = _entry_problem(fn, trial.workload)
+        if entry is not None:
+            return [entry]
         try:
             capabilities(trial.workload, fn)
         except ConfigError as exc:
@@ -235,8 +262,20 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
     return problems
 
 
+def _name_problems(cfg: SweepConfig) -> list[str]:
+    """Fixed param names that MLflow can't key (``fixed.NAME``), a pool name with a control
+    character (:mod:`hyperfleet.platform.config.values`)."""
+    found = [(name, key_problem(name)) for name in cfg.trial.params]
+    problems = [f"trial.params: parameter name {p}" for _, p in found if p is not None]
+    pool = cfg.trial.resources.pool
+    problem = None if pool is None else control_problem(pool)
+    if problem is not None:
+        problems.append(f"trial.resources.pool: {problem}")
+    return problems
+
+
 def semantic_problems(cfg: SweepConfig) -> list[str]:
-    problems = _scheduler_problems(cfg) + knob_problems(cfg)
+    problems = _scheduler_problems(cfg) + knob_problems(cfg) + _name_problems(cfg)
     if not problems:
         problems = layout_problems(cfg)
     return problems + _workload_problems(cfg)

@@ -20,15 +20,20 @@ from pydantic import ValidationError
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.checks import semantic_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.values import finite_problems, shown
+from hyperfleet.platform.config.yaml_limits import MAX_BYTES, BoundedLoader
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that rejects a key given twice in one mapping."""
+class _UniqueKeyLoader(BoundedLoader):
+    """A YAML loader that rejects a key given twice in one mapping, and a document that
+    expands past its bounds (:mod:`~hyperfleet.platform.config.yaml_limits`)."""
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # ``<<: *base``: merged by construct_mapping, whose keys may be overridden
         key = loader.construct_object(key_node)
         if key in seen:
             line = key_node.start_mark.line + 1
@@ -43,13 +48,26 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
-        text = p.read_text()
+        with p.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot read the sweep file ({exc.strerror}); check the path"
         ) from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(
+            f"{path}: larger than {MAX_BYTES // 1024} KiB; a sweep file is a few KB, check the path"
+        )
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); give the sweep file (YAML)"
+        ) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply; flatten the file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -62,6 +80,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+_SECRET = ("storage", "tracking.uri")  # URLs that may hold a password: never echoed
+
+
 def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
     """Dotted field path of a pydantic error, without discriminated-union tags."""
     parts: list[str] = []
@@ -69,7 +90,7 @@ def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
     for item in loc:
         if isinstance(node, Mapping) and item not in node and node.get("type") == item:
             continue  # the union's tag, not a field
-        parts.append(str(item))
+        parts.append(shown(item))
         if isinstance(node, Mapping):
             node = node.get(item)
         elif isinstance(node, list) and isinstance(item, int) and item < len(node):
@@ -90,7 +111,8 @@ def _problem(err: Mapping[str, Any], data: Any) -> str:
     if kind == "missing":
         return f"{path}: required field is missing"
     value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    quiet = isinstance(value, (dict, list)) or value is None or repr(value) in msg
+    shown = "" if quiet or path in _SECRET else f" (got {value!r})"
     return f"{path}: {msg}{shown}"
 
 
@@ -100,7 +122,7 @@ def parse_sweep(data: Mapping[str, Any]) -> SweepConfig:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError([_problem(e, data) for e in exc.errors()]) from None
-    problems = semantic_problems(cfg)
+    problems = finite_problems(cfg.model_dump(mode="python")) or semantic_problems(cfg)
     if problems:
         raise ConfigError(problems)
     return cfg

@@ -10,11 +10,11 @@ the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.chec
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
 from hyperfleet.platform.schedulers.configs import (
     NoPrunerConfig,
     PrunerConfig,
@@ -23,9 +23,16 @@ from hyperfleet.platform.schedulers.configs import (
 )
 from hyperfleet.platform.schedulers.pb2 import PB2Config
 from hyperfleet.platform.schedulers.pbt_config import PBTConfig
+from hyperfleet.platform.urls import storage_problem, tracking_problem
 from hyperfleet.spec.trial import TrialConfig, parse_duration
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+def _free_name(value: str | None) -> str | None:
+    """A name that may hold anything but a control character."""
+    problem = None if value is None else control_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 class _Frozen(BaseModel):
@@ -97,6 +104,14 @@ class Objective(_Frozen):
     metric: str = Field(min_length=1)
     mode: Literal["min", "max"]
 
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        problem = key_problem(v)
+        if problem is not None:
+            raise ValueError(f"metric name {problem}")
+        return v
+
 
 class Budget(_Frozen):
     trials: int | None = Field(None, ge=1)
@@ -132,6 +147,19 @@ class TrackingConfig(_Frozen):
         description="log the best trial's model to MLflow when the sweep ends (false: skip "
         "the export process, e.g. for quick sweeps whose models nobody loads)",
     )
+
+    @field_validator("experiment", "register_model")
+    @classmethod
+    def _names(cls, v: str | None) -> str | None:
+        return _free_name(v)
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v: str | None) -> str | None:
+        problem = None if v is None else tracking_problem(v)
+        if problem is not None:
+            raise ValueError(problem.removeprefix("tracking.uri: "))
+        return v
 
 
 def _scheduler_union() -> Any:
@@ -175,7 +203,7 @@ class SweepConfig(_Frozen):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
+        if not SWEEP_NAME.fullmatch(v):
             raise ValueError(
                 f"expected letters, digits, '_', '.', '-' (1-100 chars, not starting with "
                 f"a symbol), got {v!r}"
@@ -187,6 +215,24 @@ class SweepConfig(_Frozen):
     def _space(cls, v: dict[str, Any]) -> dict[str, Any]:
         if not v:
             raise ValueError("the search space is empty; add at least one parameter")
+        for name in v:
+            problem = key_problem(name)
+            if problem is not None:
+                raise ValueError(f"parameter name {problem}")
+        return v
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, v: str | None) -> str | None:
+        problem = None if v is None else storage_problem(v)
+        if problem is not None:
+            raise ValueError(problem.removeprefix("storage: "))
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v: str) -> str:
+        _free_name(v)
         return v
 
     @model_validator(mode="after")

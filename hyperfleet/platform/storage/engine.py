@@ -21,15 +21,18 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.urls import storage_problem
 
 SQLITE_TIMEOUT_S = 60
 
 
 def parse_url(url: str) -> URL:
-    try:
-        return make_url(url)
-    except sa.exc.ArgumentError as exc:
-        raise StorageError(f"storage: not a database URL: {url!r} ({exc})") from None
+    """``url`` parsed; ``StorageError`` (one line, no password) unless the platform runs on it:
+    SQLite, or PostgreSQL through psycopg (:func:`hyperfleet.platform.urls.storage_problem`)."""
+    problem = storage_problem(url)
+    if problem is not None:
+        raise StorageError(problem)
+    return make_url(url)
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -8,6 +8,13 @@ busy — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 12
 file's ``storage_retry``), then raises :class:`StorageOutageError`. Operations retried this way are
 idempotent (upserts, ``tell`` of a finished trial, requeues), so a retry after a commit whose
 answer was lost changes nothing. Anything else (a constraint, a schema error) fails at once.
+
+A server that answers but refuses the login (a wrong password, a role or database that does not
+exist, no ``pg_hba.conf`` entry for this host) is not an outage: waiting can't fix it.
+:func:`login_refused` recognises it by the server's SQLSTATE (class 28, invalid authorization;
+3D000, no such database) or, for a refusal during the connection handshake (which libpq reports
+as text only), by PostgreSQL's own wording; it fails at once with one line
+(:func:`refused_message`) naming the server's reason and the fix.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
-from hyperfleet.errors import StorageOutageError
+from hyperfleet.errors import StorageError, StorageOutageError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,8 +36,56 @@ DEFAULT_RETRY_S = 120.0
 _TRANSIENT_SQLITE = ("locked", "busy", "disk i/o", "unable to open")
 
 
+_REFUSED_STATES = ("28", "3D000")  # invalid authorization; no such database
+_REFUSED_WORDS = (
+    "authentication failed",
+    "no password supplied",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "pg_hba.conf rejects",
+    "permission denied for database",
+)
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and all(exc is not e for e in seen):
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def login_refused(exc: BaseException) -> str | None:
+    """The server's reason when ``exc`` (or what it wraps) is a refused PostgreSQL login
+    (see the module docstring), else None."""
+    for e in _chain(exc):
+        if "psycopg" not in type(e).__module__:
+            continue
+        state = str(getattr(e, "sqlstate", None) or "")
+        text = " ".join(str(e).split())
+        if state.startswith(_REFUSED_STATES) or (
+            type(e).__name__ == "OperationalError"
+            and any(word in text.lower() for word in _REFUSED_WORDS)
+        ):
+            return text.rpartition("FATAL:")[2].strip() or text
+    return None
+
+
+def refused_message(reason: str, url: str | None = None) -> str:
+    """The one line for a refused login; ``url`` is shown without its password."""
+    from hyperfleet.platform.urls import masked
+
+    where = f"{masked(url)} " if url else "the database "
+    return (
+        f"storage: {where}refused the login ({reason}); fix the user, password or database "
+        f"name in --storage (or the sweep file's storage), or the server's pg_hba.conf"
+    )
+
+
 def transient(exc: BaseException) -> bool:
     """True when ``exc`` (or what it wraps) says the database was unreachable, not wrong."""
+    if login_refused(exc) is not None:
+        return False
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -56,8 +111,10 @@ def retrying(
     budget_s: float = DEFAULT_RETRY_S,
     what: str = "storage",
     sleep: Callable[[float], None] = time.sleep,
+    url: str | None = None,
 ) -> T:
-    """``fn()``, retried while it fails transiently, for up to ``budget_s`` seconds."""
+    """``fn()``, retried while it fails transiently, for up to ``budget_s`` seconds; a refused
+    login is a ``StorageError`` at once (``url``, if given, is named in it)."""
     start = time.monotonic()
     delay, warned = 0.5, -1.0
     while True:
@@ -65,6 +122,9 @@ def retrying(
             return fn()
         except Exception as exc:
             if not transient(exc):
+                reason = login_refused(exc)
+                if reason is not None:
+                    raise StorageError(refused_message(reason, url)) from exc
                 raise
             waited = time.monotonic() - start
             if waited >= budget_s:
@@ -88,6 +148,7 @@ def retried(method: F) -> F:
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return retrying(lambda: method(self, *args, **kwargs), self.retry_s)
+        url = getattr(self, "url", None)
+        return retrying(lambda: method(self, *args, **kwargs), self.retry_s, url=url)
 
     return cast(F, call)

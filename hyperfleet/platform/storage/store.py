@@ -35,7 +35,7 @@ from hyperfleet.platform.storage.engine import (
 )
 from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock
-from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import (
     SweepRow,
@@ -44,6 +44,7 @@ from hyperfleet.platform.storage.schema import (
     create_schema,
     members_table,
 )
+from hyperfleet.platform.urls import masked
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,10 @@ class Storage(FleetStore):
                 check_readable(self.engine)
         except sa.exc.OperationalError as exc:
             self.engine.dispose()
-            raise StorageError(f"storage: cannot open {url!r}: {exc.orig}") from None
+            reason = login_refused(exc)
+            if reason is not None:
+                raise StorageError(refused_message(reason, url)) from None
+            raise StorageError(f"storage: cannot open {masked(url)!r}: {exc.orig}") from None
         except StorageError:
             self.engine.dispose()
             raise
