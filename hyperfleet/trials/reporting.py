@@ -7,7 +7,9 @@ to the runtime's :data:`Reporter` and gets back a :class:`~hyperfleet.spec.wire.
 it at the same step: CONTINUE returns; PRUNE raises :class:`hyperfleet.TrialPruned`; EXPLOIT and
 PAUSE (population-based training) raise :class:`Exploit` and :class:`Pause`, which workloads let
 propagate and the runtime catches, to restart the workload from a donor's checkpoint in the
-same processes or to end them.
+same processes or to end them. When storage refuses the report (or the checkpoint's save: a
+newer attempt of the trial runs) rank 0 answers SUPERSEDED and every rank raises
+:class:`hyperfleet.errors.Superseded`: the copy stops with nothing more written.
 
 A loop where rank 0 reports by itself (a parameter server) calls :func:`record` on rank 0 and
 :func:`follow` on every rank when they next meet; ``report`` is both.
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from hyperfleet.errors import TrialPruned
+from hyperfleet.errors import Superseded, TrialPruned
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind
 
 if TYPE_CHECKING:
@@ -63,11 +65,16 @@ def record(
     (CONTINUE without a reporter). Older checkpoints are pruned after the report: its
     decision has seen which of them other trials will still load (a PBT donor's)."""
     state = dict(checkpoint) if checkpoint is not None and due else None
-    if state is not None:
-        checkpoints.save(step, state, prune=False)
-    decision = (
-        CONTINUE if reporter is None else reporter(step, {k: float(v) for k, v in metrics.items()})
-    )
+    try:
+        if state is not None:
+            checkpoints.save(step, state, prune=False)
+        decision = (
+            CONTINUE
+            if reporter is None
+            else reporter(step, {k: float(v) for k, v in metrics.items()})
+        )
+    except Superseded as exc:  # a newer attempt owns the trial: every rank stops, writing nothing
+        return Decision(DecisionKind.SUPERSEDED, reason=str(exc))
     if state is not None:
         checkpoints.prune()
     if not isinstance(decision, Decision):
@@ -86,3 +93,5 @@ def follow(decision: Decision, step: int | None = None) -> None:
         raise Exploit(decision)
     if decision.kind == DecisionKind.PAUSE:
         raise Pause(decision)
+    if decision.kind == DecisionKind.SUPERSEDED:
+        raise Superseded(decision.reason)
