@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -180,7 +180,7 @@ class SweepDriver:
         which fences off every earlier copy's writes."""
         host, pid = worker_identity()
         now = self.clock.time()
-        fields = dict(
+        fields: dict[str, Any] = dict(
             state="RUNNING", params=p.stored_params, host=host, pid=pid,
             worker=self.worker, heartbeat_at=now, ended_at=None,
             outcome=None, mlflow_run_id=p.spec.run_id,
@@ -276,7 +276,7 @@ class SweepDriver:
         """Record how the trial's processes ended and give its devices back."""
         scheduler, storage = self.session.scheduler, self.session.storage
         number = r.number
-        extra: dict[str, object] = {}
+        extra: dict[str, Any] = {}
         if state is None:  # paused: the scheduler resumes it later
             self._db(lambda: scheduler.on_trial_end(number, TrialState.COMPLETE))
             stored, tracked = "PAUSED", "WAITING"
