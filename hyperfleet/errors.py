@@ -42,6 +42,20 @@ class StorageOutageError(StorageError):
     exit_code = 3
 
 
+class Superseded(StorageError):  # noqa: N818 - a fact the trial learns, like TrialPruned
+    """A write of a trial's copy refused by storage: a newer attempt of the trial was launched
+    (or the trial was requeued) since this copy started.
+
+    Raised on the trial side (rank 0's recorder, a checkpoint save); every rank of that copy
+    stops without recording anything (:mod:`hyperfleet.trials.runtime`). ``attempt`` is the
+    trial's current attempt in storage.
+    """
+
+    def __init__(self, message: str, attempt: int | None = None) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
 class TrialPruned(Exception):  # noqa: N818 - the name users know from Optuna
     """Raised inside a trial by ``ctx.report`` when the scheduler stops the trial early.
 

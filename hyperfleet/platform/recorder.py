@@ -7,6 +7,11 @@ queues its metrics for MLflow (batched, off the training thread, spooled through
 decision, which the runtime broadcasts to every rank. It is built from the trial's spec alone,
 so it works the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated
 trial inside the controller (it imports no torch).
+
+Fencing: every write carries the launch's attempt (``spec.attempt``) and storage refuses it
+once a newer attempt exists or the trial was requeued (:class:`~hyperfleet.errors.Superseded`),
+before anything of the report reaches the scheduler or the MLflow sink: a superseded copy
+leaves no trace after its last accepted report.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from hyperfleet.errors import StorageError
+from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
@@ -51,6 +56,7 @@ class RankZeroRecorder:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.sweep = spec.sweep
         self.number = spec.number
+        self.attempt = spec.attempt  # None: an unfenced spec (written by an older controller)
         self.shared = clock is None  # a simulated trial's clock is its own
         self.storage = (
             process_storage(spec.storage, cfg.storage_retry)
@@ -101,7 +107,25 @@ class RankZeroRecorder:
             return
         record = self.storage.get_trial(self.sweep, self.number)
         if record is not None and record.last_step == point.step:
+            self.check()
             self._log(point.step, dict(record.metrics))
+
+    def check(self) -> None:
+        """Raise :class:`~hyperfleet.errors.Superseded` when a newer attempt of this trial
+        exists (or it was requeued): the runtime asks before each checkpoint save."""
+        if self.attempt is not None:
+            try:
+                self.storage.check_attempt(self.sweep, self.number, self.attempt)
+            except Superseded:
+                self._keep_points()
+                raise
+
+    def _keep_points(self) -> None:
+        """This copy is superseded and about to stop (its worker may kill it any moment): the
+        points of the reports storage accepted, still in memory, go to the spool now."""
+        if self.sink is not None:
+            self.sink.close(ship=False)
+            self.sink = None
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         if self.closed:  # a thread the workload left behind: the trial's record is final
@@ -110,17 +134,27 @@ class RankZeroRecorder:
             )
             return CONTINUE
         self._pinned = None
-        self._log(step, metrics)
-        if step <= self.reported_through:
-            return CONTINUE  # already recorded before the interruption
+        if step <= self.reported_through:  # already recorded before the interruption
+            if self.sink is not None and step > self.logged_through:
+                self.check()
+                self._log(step, metrics)
+            return CONTINUE
+        # fenced first: a superseded copy's report reaches neither MLflow nor the scheduler
+        try:
+            self.storage.record_report(self.sweep, self.number, step, metrics, self.attempt)
+        except Superseded:
+            self._keep_points()
+            raise
         self.reported_through = step
-        self.storage.record_report(self.sweep, self.number, step, metrics)
+        self._log(step, metrics)
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
         tries = 0
 
         def decide() -> tuple[Decision, set[tuple[int, int]] | None]:
             nonlocal tries
             tries += 1
+            if tries > 1:  # after an outage: still this trial's current attempt?
+                self.check()
             return self.scheduler.report_and_decide(
                 self.number, step, metrics, first_try=tries == 1
             )
@@ -155,19 +189,22 @@ class RankZeroRecorder:
         adopted: dict[str, float] = {}
         if theirs is not None and theirs.last_step == step:
             fields["metrics"] = adopted = dict(theirs.metrics)
-        self.storage.upsert_trial(self.sweep, self.number, **fields)
+        self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, **fields)
         self._log(step, adopted)
 
     def note(self, message: str) -> None:
         """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
         over, so its reports are recorded again from the first."""
         self.reported_through = -1
-        self.storage.upsert_trial(self.sweep, self.number, notes=message)
+        self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, notes=message)
 
     def finish(self, outcome: str) -> None:
+        """Record the outcome. ``superseded``: a newer attempt owns the trial; nothing is
+        recorded (the points of the reports storage accepted go to the spool)."""
         self.closed = True
         if self.sink is not None:  # the controller ships the rest when it ends the run
             self.sink.close(ship=False)
-        self.storage.upsert_trial(self.sweep, self.number, outcome=outcome)
+        if outcome != "superseded":
+            self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, outcome=outcome)
         if not self.shared:
             self.storage.close()

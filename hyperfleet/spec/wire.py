@@ -7,7 +7,9 @@
 * :class:`RestorePoint` — a checkpoint to resume from that is not the trial's own latest one
   (a PBT member continues from a donor's weights).
 * :class:`Decision` — what a running trial does after a report (continue, prune, exploit a
-  donor, pause); a scheduler returns it, rank 0 broadcasts it, every rank follows it.
+  donor, pause); a scheduler returns it, rank 0 broadcasts it, every rank follows it. Rank 0
+  answers SUPERSEDED itself when storage refused its report (a newer attempt of the trial
+  runs: ``TrialSpec.attempt`` is older than the trial's), so every rank of the copy stops.
 
 Both sides import this module; it imports neither of them, nor torch.
 """
@@ -31,6 +33,7 @@ class DecisionKind(str, enum.Enum):
     PRUNE = "prune"  # stop now, trial ends PRUNED
     EXPLOIT = "exploit"  # load the donor's checkpoint, continue with new params
     PAUSE = "pause"  # checkpoint and give the devices back; resumed later by suggest()
+    SUPERSEDED = "superseded"  # a newer attempt of the trial runs: stop, record nothing
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class TrialSpec(BaseModel):
     run_id: str | None = None
     sweep_config: dict[str, Any] | None = Field(
         None, description="the sweep file as validated: the platform's, opaque to the trial side"
+    )
+    attempt: int | None = Field(
+        None, ge=1, description="this launch's attempt: storage refuses writes of older ones"
     )
 
     @property

@@ -7,7 +7,9 @@ to the runtime's :data:`Reporter` and gets back a :class:`~hyperfleet.spec.wire.
 it at the same step: CONTINUE returns; PRUNE raises :class:`hyperfleet.TrialPruned`; EXPLOIT and
 PAUSE (population-based training) raise :class:`Exploit` and :class:`Pause`, which workloads let
 propagate and the runtime catches, to restart the workload from a donor's checkpoint in the
-same processes or to end them.
+same processes or to end them. When storage refuses the report (or the checkpoint's save: a
+newer attempt of the trial runs) rank 0 answers SUPERSEDED and every rank raises
+:class:`hyperfleet.errors.Superseded`: the copy stops with nothing more written.
 
 A loop where rank 0 reports by itself (a parameter server) calls :func:`record` on rank 0 and
 :func:`follow` on every rank when they next meet; ``report`` is both.
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from hyperfleet.errors import TrialPruned
+from hyperfleet.errors import Superseded, TrialPruned
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind
 from hyperfleet.trials.values import CheckpointContentError, ReportValueError, metric_values
 
@@ -77,14 +79,19 @@ def record(
 ) -> Decision:
     """Rank 0 alone: check the metrics, save ``checkpoint`` when ``due``, record the report,
     return the decision (CONTINUE without a reporter). A metric that is not a real number
-    raises ``ReportValueError`` before anything is saved. Older checkpoints are pruned after
-    the report: its decision has seen which of them other trials will still load (a PBT
-    donor's)."""
+    raises ``ReportValueError`` before anything is saved; a superseded copy (a newer attempt
+    owns the trial) gets SUPERSEDED, and every rank stops writing nothing. Older checkpoints
+    are pruned after the report: its decision has seen which of them other trials will still
+    load (a PBT donor's)."""
     step, values = metric_values(step, metrics)
-    if checkpoint is not None and due:
-        checkpoints.save(step, checkpoint, prune=False)  # checked there before it is written
-    decision = CONTINUE if reporter is None else reporter(step, values)
-    if checkpoint is not None and due:
+    save = checkpoint is not None and due
+    try:
+        if save:
+            checkpoints.save(step, checkpoint, prune=False)  # checked there before it is written
+        decision = CONTINUE if reporter is None else reporter(step, values)
+    except Superseded as exc:
+        return Decision(DecisionKind.SUPERSEDED, reason=str(exc))
+    if save:
         checkpoints.prune()
     if not isinstance(decision, Decision):
         raise TypeError(
@@ -102,6 +109,8 @@ def follow(decision: Decision, step: int | None = None) -> None:
         raise Exploit(decision)
     if decision.kind == DecisionKind.PAUSE:
         raise Pause(decision)
+    if decision.kind == DecisionKind.SUPERSEDED:
+        raise Superseded(decision.reason)
 
 
 def shared_failure(exc: Exception, step: object) -> Exception:

@@ -14,6 +14,10 @@ When the workload returns, rank 0's recorder is told the outcome (complete, prun
 fail); the controller turns it into the trial's final state. A workload that raises makes the
 process exit non-zero, its traceback in the trial's log.
 
+**Fencing.** A copy taken over by a newer attempt (its host paused past ``stale_after``) learns
+it at its next report (:mod:`hyperfleet.trials.fencing`): every rank stops at that step with
+nothing more recorded, logs ``superseded by attempt N; stopping`` and exits 0.
+
 **Reuse.** A warm process group (:mod:`hyperfleet.platform.launcher.warm`) runs trial after
 trial in the same processes, its process group kept (``keep_process_group``). Before each
 trial :class:`Baseline` puts back what a fresh process would have had, so a trial's metrics do
@@ -40,12 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from hyperfleet.errors import TrialPruned
+from hyperfleet.errors import Superseded, TrialPruned
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import Exploit, Pause, TrialContext
 from hyperfleet.trials.distributed import DistEnv
+from hyperfleet.trials.fencing import FencedCheckpoints
 from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
 logger = logging.getLogger("hyperfleet.trial")
@@ -60,7 +65,8 @@ class Recorder(Protocol):
         """After an exploit the trial continues from the donor's ``step`` with ``params``."""
 
     def finish(self, outcome: str) -> None:
-        """The workload ended: ``complete``, ``pruned``, ``paused`` or ``fail``."""
+        """The workload ended: ``complete``, ``pruned``, ``paused`` or ``fail``; or
+        ``superseded``: a newer attempt owns the trial, nothing is recorded."""
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoint steps another trial will still load (never pruned);
@@ -137,17 +143,24 @@ def exit_on_sigterm() -> None:
 
 
 def checkpoints_of(
-    spec: TrialSpec, number: int, protect: Callable[[], set[int] | None] | None = None
+    spec: TrialSpec,
+    number: int,
+    protect: Callable[[], set[int] | None] | None = None,
+    fence: Callable[[], None] | None = None,
 ) -> CheckpointManager:
     """The checkpoints of trial ``number`` of this sweep: in its trial directory and, with
     ``checkpoint.replica``, in its folder under the sweep's replica folder. A run without
-    stores (``hyperfleet train``, ``sweep replay``) writes no replica."""
+    stores (``hyperfleet train``, ``sweep replay``) writes no replica. ``fence``: asked
+    before each save (:mod:`~hyperfleet.trials.fencing`)."""
     own = spec.number == number
     directory = Path(spec.trial_dir) if own else trial_dir(spec.workdir, spec.sweep, number)
     replica = None if spec.replica is None else Path(spec.replica) / directory.name
-    return CheckpointManager(
-        directory / "checkpoints", keep=spec.trial.checkpoint.keep, replica=replica, protect=protect
-    )
+    keep = spec.trial.checkpoint.keep
+    if fence is not None:
+        return FencedCheckpoints(
+            directory / "checkpoints", keep=keep, replica=replica, protect=protect, fence=fence
+        )
+    return CheckpointManager(directory / "checkpoints", keep=keep, replica=replica, protect=protect)
 
 
 def _adopt_donor(
@@ -189,7 +202,8 @@ class _Run:
         self.env = env
         self.recorder = recorder
         protect = recorder.pinned_steps if recorder is not None else None
-        self.own = checkpoints_of(spec, spec.number, protect)
+        fence = getattr(recorder, "check", None)  # a platform recorder's attempt check
+        self.own = checkpoints_of(spec, spec.number, protect, fence)
         # The step of this trial's checkpoints every rank continues from (None: step 0). Rank 0
         # names it, so that a rank that starts later never finds a checkpoint that this
         # attempt's own ranks have written meanwhile.
@@ -409,9 +423,21 @@ def run_trial(
     except Pause:
         logger.info("trial %s paused; it resumes from its checkpoint", spec.number)
         outcome = "paused"
+    except Superseded as exc:  # a newer attempt runs the trial: record nothing, leave quietly
+        logger.warning("trial %s %s; stopping", spec.number, exc)
+        outcome = "superseded"
     finally:
         if not keep_process_group:
             distributed.teardown()
         if recorder is not None:
-            recorder.finish(outcome)  # a failed trial keeps the metrics it reported
+            _finish(recorder, spec, outcome)  # a failed trial keeps the metrics it reported
     return outcome
+
+
+def _finish(recorder: Recorder, spec: TrialSpec, outcome: str) -> None:
+    """Tell rank 0's recorder the outcome; refused when the trial was taken over meanwhile
+    (then this copy has nothing to say)."""
+    try:
+        recorder.finish(outcome)
+    except Superseded as exc:
+        logger.warning("trial %s %s; stopping", spec.number, exc)

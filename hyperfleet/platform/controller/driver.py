@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -55,6 +55,7 @@ class Running:
     started: float = 0.0  # clock.monotonic() at launch, for trial.timeout
     gang: int | None = None  # the hf_gangs row it leads (a trial that spans hosts)
     launched_at: float = 0.0  # clock.time() at launch (fencing compares heartbeats with it)
+    attempt: int = 0  # its attempt number (hf_trials.attempts when it was launched)
 
 
 @dataclass(frozen=True)
@@ -174,41 +175,50 @@ class SweepDriver:
         except Exception:
             logger.warning("could not requeue trial %d", number, exc_info=True)
 
-    def _record_start(self, p: PreparedTrial, attempts: int) -> None:
+    def _record_start(self, p: PreparedTrial, launch: bool = True) -> int:
+        """Record the trial RUNNING here; a launch takes its next attempt number (returned),
+        which fences off every earlier copy's writes."""
         host, pid = worker_identity()
         now = self.clock.time()
-        self.session.storage.upsert_trial(
-            self.name, p.number, state="RUNNING", params=p.stored_params, host=host, pid=pid,
+        fields: dict[str, Any] = dict(
+            state="RUNNING", params=p.stored_params, host=host, pid=pid,
             worker=self.worker, heartbeat_at=now, ended_at=None,
-            attempts=attempts, outcome=None, mlflow_run_id=p.spec.run_id,
+            outcome=None, mlflow_run_id=p.spec.run_id,
             log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
         )  # fmt: skip
+        if not launch:
+            self.session.storage.upsert_trial(self.name, p.number, attempts=0, **fields)
+            return 0
+        return self.session.storage.start_attempt(self.name, p.number, **fields)
 
     def _reject(self, p: PreparedTrial, lease: Lease, pool: LocalPool, error: str) -> None:
         logger.warning("trial %d rejected before launch: %s", p.number, error)
-        self._record_start(p, attempts=0)
+        self._record_start(p, launch=False)
         rejected = Running(p.number, NoProcess(), lease, pool, p.spec.run_id or "")
         self.running[p.number] = rejected
         self._end(rejected, TrialState.FAIL, None, error)
 
     def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
-        p.spec.write()
         adopt_donor_record(self.session, p.number, p.spec.restore)
-        attempts = (p.prior.attempts if p.prior else 0) + 1
-        self._record_start(p, attempts=attempts)
+        attempt = self._record_start(p)
+        spec = p.spec.model_copy(update={"attempt": attempt})
+        spec.write()
         devices = [str(d) for d in lease.devices]
         row = self.session.storage.open_lease(self.name, p.number, devices, self.worker)
         logger.info("trial %d starts on %s", p.number, ", ".join(devices))
         gang, rendezvous = None, None
         try:
             if self.cfg.trial.resources.nodes > 1:
-                gang, rendezvous = lead(self, p.spec, attempts)
-            handle = self.launcher.launch(p.spec, lease, rendezvous)
+                gang, rendezvous = lead(self, spec, attempt)
+            handle = self.launcher.launch(spec, lease, rendezvous)
         except BaseException:
             self.session.storage.close_lease(row, "FAIL")
             raise
         run_id = p.spec.run_id or ""
-        return Running(p.number, handle, lease, pool, run_id, row, self.clock.monotonic(), gang)
+        started = self.clock.monotonic()
+        return Running(
+            p.number, handle, lease, pool, run_id, row, started, gang, self.clock.time(), attempt
+        )
 
     # -- reaping ---------------------------------------------------------------------------
 
@@ -268,7 +278,7 @@ class SweepDriver:
         scheduler, storage = self.session.scheduler, self.session.storage
         number = r.number
         error = plain(error)  # stored and shown: no terminal escape codes
-        extra: dict[str, object] = {}
+        extra: dict[str, Any] = {}
         if state is None:  # paused: the scheduler resumes it later
             self._db(lambda: scheduler.on_trial_end(number, TrialState.COMPLETE))
             stored, tracked = "PAUSED", "WAITING"
@@ -307,11 +317,17 @@ class SweepDriver:
 
     def _superseded(self, r: Running) -> bool:
         """True (and its devices released) when another worker took the trial over: its
-        record is no longer RUNNING under this worker, so this copy records nothing."""
-        if self.worker is None:
+        record is no longer RUNNING under this worker at this copy's attempt, so this copy
+        records nothing (and counts no retry)."""
+        if self.worker is None and not r.attempt:
             return False
         rec = self.session.storage.get_trial(self.name, r.number)
-        if rec is not None and rec.state == "RUNNING" and rec.worker == self.worker:
+        if (
+            rec is not None
+            and rec.state == "RUNNING"
+            and rec.worker == self.worker
+            and (not r.attempt or rec.attempts == r.attempt)
+        ):
             return False
         logger.warning("trial %d was taken over by another worker; this copy stops", r.number)
         r.handle.kill()

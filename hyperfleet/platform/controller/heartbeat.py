@@ -35,13 +35,17 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.wait(self.every):
-            taken = time.time()
             try:
-                owned = self.storage.beat(self.worker)
+                self.beat_now()
             except Exception:
                 logger.warning("worker heartbeat failed", exc_info=True)
-                continue
-            with self._lock:
+
+    def beat_now(self) -> None:
+        """One heartbeat now (also from the controller's thread, before it judges others)."""
+        taken = time.time()
+        owned = self.storage.beat(self.worker)
+        with self._lock:
+            if taken >= self._taken_at:
                 self._owned, self._taken_at = owned, taken
 
     def owned(self) -> tuple[set[tuple[str, int]] | None, float]:

@@ -157,9 +157,20 @@ class Controller:
                 join_open(d, self.pool)
 
     def _recover(self) -> None:
-        """Requeue the trials of workers that went silent (every few heartbeats)."""
+        """Requeue the trials of workers that went silent (every few heartbeats). This worker
+        beats first, and stops its copies of trials another worker took over meanwhile (no
+        retry counted): one that was paused itself (SIGSTOP, a long stall) judges with a
+        fresh heartbeat of its own, and keeps its trials that are still its own."""
+        if self._beat is not None:
+            try:
+                self._beat.beat_now()
+            except Exception:  # unreachable storage: judge no one now
+                logger.warning("worker heartbeat failed; recovery waits", exc_info=True)
+                return
+            self._fence()
+        me = self.worker.id if self.worker else None
         for d in self._ordered():
-            if d._db(functools.partial(recover, d.session, self.timing.stale_after)):
+            if d._db(functools.partial(recover, d.session, self.timing.stale_after, me)):
                 d.ask_now()  # requeued trials wait: not "nothing to run" any more
 
     def _timed_out(self, d: SweepDriver) -> bool:

@@ -1,9 +1,10 @@
 """Recovery: trials whose processes are gone go back in the queue, with their records intact.
 
 A trial left RUNNING by a controller or worker that died (its pid is gone on this host, or its
-heartbeat is older than ``stale_after``) is requeued: the scheduler puts it back in its queue
-with its params, and the next launch resumes it from its latest checkpoint as the same trial
-and MLflow run.
+heartbeat, stamped by its worker and by its own reports, is older than ``stale_after``) is
+requeued (atomically: only if it has not beaten or reported since it was found stale): the
+scheduler puts it back in its queue with its params, and the next launch resumes it from its
+latest checkpoint as the same trial and MLflow run. A worker never judges its own trials.
 """
 
 from __future__ import annotations
@@ -17,22 +18,30 @@ from hyperfleet.spec.wire import RestorePoint
 logger = logging.getLogger(__name__)
 
 
-def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
-    """Requeue the sweep's stale RUNNING trials (their worker is gone); their numbers. A trial
-    that lost its worker more than ``budget.max_retries`` times is FAIL instead."""
+def requeue_stale(
+    session: SweepSession, stale_after: float, worker: str | None = None
+) -> list[int]:
+    """Requeue the sweep's stale RUNNING trials (their worker is gone and they are silent);
+    their numbers. A trial that lost its worker more than ``budget.max_retries`` times is FAIL
+    instead. ``worker``'s own trials are never judged: it watches over their processes
+    itself, and after a pause of its own its heartbeats are what is stale, not they."""
     requeued = []
     limit = session.cfg.budget.max_retries
     for t in session.storage.stale_running(session.name, stale_after):
-        session.storage.close_open_leases(session.name, t.number, "LOST")
+        if worker is not None and t.worker == worker:
+            continue
         if t.retries >= limit:
+            session.storage.close_open_leases(session.name, t.number, "LOST")
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
             session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
             session.storage.upsert_trial(session.name, t.number, state="FAIL", error=error)
             continue
+        if not session.storage.take_over(t):  # it beat or reported since it was read
+            continue
+        session.storage.close_open_leases(session.name, t.number, "LOST")
         logger.warning("trial %d was left RUNNING by a lost worker; requeued", t.number)
         session.scheduler.requeue(t.number)
-        session.storage.upsert_trial(session.name, t.number, state="WAITING", retries=t.retries + 1)
         requeued.append(t.number)
     return requeued
 
@@ -59,10 +68,11 @@ def requeue_phantoms_locked(session: SweepSession) -> list[int]:
         return requeue_phantoms(session)
 
 
-def recover(session: SweepSession, stale_after: float) -> int:
+def recover(session: SweepSession, stale_after: float, worker: str | None = None) -> int:
     """Requeue stale and phantom trials, under the sweep's claim lock; how many."""
     with session.storage.claim_lock(session.name):
-        return len(requeue_stale(session, stale_after)) + len(requeue_phantoms(session))
+        stale = requeue_stale(session, stale_after, worker)
+        return len(stale) + len(requeue_phantoms(session))
 
 
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:

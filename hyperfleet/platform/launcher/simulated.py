@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import VirtualClock
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
@@ -118,7 +119,10 @@ class SimulatedHandle:
         elapsed = self.launcher.clock.monotonic() - self.started - self.script.starting
         while self.pending and self.pending[0].at <= elapsed:
             r = self.pending.pop(0)
-            d: Decision = self.recorder(r.step, dict(r.metrics))
+            try:
+                d: Decision = self.recorder(r.step, dict(r.metrics))
+            except Superseded:  # a newer attempt runs: this copy stops, as the runtime's does
+                return self._end("superseded", 0)
             self.log.append(f"step {r.step}: {dict(r.metrics)} -> {d.kind.value}")
             if d.kind is DecisionKind.PRUNE:
                 return self._end("pruned", 0)

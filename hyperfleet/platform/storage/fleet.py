@@ -211,25 +211,41 @@ class FleetStore:
     # -- stale trials ---------------------------------------------------------------------
 
     def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
-        """RUNNING trials whose worker is gone: a dead pid on this host, a worker that stopped
-        heartbeating, or a trial heartbeat older than ``heartbeat_timeout_s``."""
+        """RUNNING trials that are gone: their controller's pid is dead on this host, or the
+        trial is silent, its heartbeat older than ``heartbeat_timeout_s``. The heartbeat is
+        stamped by its worker and by the trial's own reports, so a trial whose worker went
+        silent (paused, cut off) but which still reports is not taken over: a takeover waits
+        until the trial itself is silent too."""
         import socket
 
         host, now = socket.gethostname(), self.now()
-        workers = {w.id: w for w in self.workers()}
         stale = []
         for t in self.trials(sweep):
             if t.state != "RUNNING":
                 continue
-            w = workers.get(t.worker or "")
             dead = t.host == host and t.pid is not None and not pid_alive(t.pid)
             silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
-            lost = w is not None and (
-                w.state == "stopped" or now - w.heartbeat_at > heartbeat_timeout_s
-            )
-            if dead or silent or lost:
+            if dead or silent:
                 stale.append(t)
         return stale
+
+    @retried
+    def take_over(self, t: TrialRecord) -> bool:
+        """Requeue the stale trial ``t`` (WAITING, one more retry) if it is still as it was
+        read: RUNNING at the same attempt with the same heartbeat. False when it beat or
+        reported since (its worker or copy was only paused), or someone else took it."""
+        beat = TrialRow.heartbeat_at
+        query = (
+            sa.update(TrialRow)
+            .where(
+                TrialRow.sweep == t.sweep, TrialRow.number == t.number,
+                TrialRow.state == "RUNNING", TrialRow.attempts == t.attempts,
+                beat.is_(None) if t.heartbeat_at is None else beat == t.heartbeat_at,
+            )
+            .values(state="WAITING", retries=t.retries + 1)
+        )  # fmt: skip
+        with self.session() as s:
+            return bool(s.execute(query).rowcount)
 
     # -- gangs ----------------------------------------------------------------------------
 

@@ -9,6 +9,13 @@
   can be written.
 
 Every write is one transaction.
+
+**Fencing.** Every launch of a trial takes the next attempt number (:meth:`Storage.start_attempt`,
+``hf_trials.attempts``), which its spec carries. Writes made by the trial's copy pass it
+(``attempt=`` / ``fence=``): storage applies them only while the trial is RUNNING at that
+attempt, in the same statement or transaction, and raises :class:`~hyperfleet.errors.Superseded`
+otherwise, so a copy that was taken over (its worker or host paused, then continued) never
+changes the record of the copy that replaced it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from hyperfleet.errors import StorageError
+from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.storage.engine import (
     configure_sqlite,
     create_engine,
@@ -85,6 +92,19 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
+
+
+def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
+    """:class:`Superseded` unless ``row`` is RUNNING at ``attempt``."""
+    if row is not None and row.state == "RUNNING" and int(row.attempts or 0) == attempt:
+        return
+    current = None if row is None else int(row.attempts or 0)
+    if current is not None and current > attempt:
+        raise Superseded(f"superseded by attempt {current}", current)
+    state = "gone" if row is None else row.state
+    raise Superseded(
+        f"superseded: trial {number} is {state} (this copy is attempt {attempt})", current
+    )
 
 
 def _record(row: TrialRow) -> TrialRecord:
@@ -247,9 +267,15 @@ class Storage(FleetStore):
         return s.scalars(q).one_or_none()
 
     @_retried
-    def upsert_trial(self, sweep: str, number: int, **fields: Any) -> TrialRecord:
+    def upsert_trial(
+        self, sweep: str, number: int, fence: int | None = None, **fields: Any
+    ) -> TrialRecord:
+        """Set ``fields`` of the trial's row (created if missing). ``fence``: the writer's
+        attempt; refused (:class:`Superseded`) unless the trial is RUNNING at it."""
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
+            if fence is not None:
+                _check_fence(row, number, fence)
             if row is None:
                 row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
                 row.params, row.metrics = {}, {}
@@ -259,30 +285,63 @@ class Storage(FleetStore):
             s.flush()
             return _record(row)
 
+    @_retried
+    def start_attempt(self, sweep: str, number: int, **fields: Any) -> int:
+        """A launch of the trial: its next attempt number, taken under the row's lock with
+        ``fields`` (RUNNING, this worker, ...); writes of earlier attempts are refused from
+        now on."""
+        with self.session() as s:
+            row = self._trial_row(s, sweep, number, lock=True)
+            if row is None:
+                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
+                row.params, row.metrics = {}, {}
+                s.add(row)
+            for key, value in fields.items():
+                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
+            row.attempts = int(row.attempts or 0) + 1
+            s.flush()
+            return int(row.attempts)
+
+    @_retried
+    def check_attempt(self, sweep: str, number: int, attempt: int) -> None:
+        """Raise :class:`Superseded` unless the trial is RUNNING at ``attempt``: a copy asks
+        before it writes a file another copy may own (its checkpoint)."""
+        with self.session() as s:
+            _check_fence(self._trial_row(s, sweep, number), number, attempt)
+
     def now(self) -> float:
         return time.time() if self.clock is None else float(self.clock.time())
 
     @_retried
     def record_report(
-        self, sweep: str, number: int, step: int, metrics: Mapping[str, float]
+        self,
+        sweep: str,
+        number: int,
+        step: int,
+        metrics: Mapping[str, float],
+        attempt: int | None = None,
     ) -> None:
-        """One report of a running trial: its last step and metrics, and a heartbeat. On the
-        hot path of every ``ctx.report``, so one UPDATE statement in one transaction (no
-        read, no ORM); a trial without a row yet gets one through :meth:`upsert_trial`."""
+        """One report of a running trial: its last step and metrics, and a heartbeat (the
+        trial's own: it keeps the trial live while its worker is paused). On the hot path of
+        every ``ctx.report``, so one UPDATE statement in one transaction (no read, no ORM); a
+        trial without a row yet gets one through :meth:`upsert_trial`. ``attempt``: fenced
+        in the same statement (:class:`Superseded` when it matched no row)."""
         fields = {
             "last_step": step,
             "metrics": json_safe(dict(metrics)),
             "heartbeat_at": self.now(),
         }
-        query = (
-            sa.update(TrialRow)
-            .where(TrialRow.sweep == sweep, TrialRow.number == number)
-            .values(**fields)
-        )
+        where = [TrialRow.sweep == sweep, TrialRow.number == number]
+        if attempt is not None:
+            where += [TrialRow.attempts == attempt, TrialRow.state == "RUNNING"]
+        query = sa.update(TrialRow).where(*where).values(**fields)
         with self.engine.begin() as conn:
             updated = conn.execute(query).rowcount
-        if not updated:
-            self.upsert_trial(sweep, number, **fields)
+        if updated:
+            return
+        if attempt is not None:
+            self.check_attempt(sweep, number, attempt)  # raises: the UPDATE matched nothing
+        self.upsert_trial(sweep, number, fence=attempt, **fields)
 
     # -- readers -----------------------------------------------------------------------
 

@@ -1,0 +1,34 @@
+"""The fencing tests' workload: a step of ``params["sleep"]`` seconds, a checkpoint at every
+report, and a mark once storage has *accepted* each report (``trial pid step N HOST``, in the
+format of ``tests/faults/workloads.py``, the host telling apart pids of two pid namespaces), so
+a test can tell which process a trial's record holds each step from. ``params["hold"]``: the
+first copy of a trial waits at step 3 until that file exists (a test starts its other workers
+meanwhile)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import hyperfleet
+
+
+def mark(ctx: hyperfleet.TrialContext, event: str, value: object = "") -> None:
+    with open(ctx.params["marks"], "a") as f:
+        f.write(f"{ctx.trial_number} {os.getpid()} {event} {value}\n")
+
+
+def main(ctx: hyperfleet.TrialContext) -> None:
+    state = ctx.load_checkpoint()
+    step = state["step"] if state else 0
+    mark(ctx, "from", f"{step} {socket.gethostname()}")
+    x = float(ctx.params["x"])
+    while step < ctx.max_steps:
+        step += 1
+        time.sleep(float(ctx.params["sleep"]))
+        while step == 3 and ctx.params.get("hold") and not os.path.exists(ctx.params["hold"]):
+            time.sleep(0.05)
+        ctx.report(step, {"loss": (x - 0.3) ** 2 + 1.0 / step}, checkpoint={"step": step})
+        mark(ctx, "step", f"{step} {socket.gethostname()}")  # once the report was accepted
+    mark(ctx, "end")

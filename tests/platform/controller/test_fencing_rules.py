@@ -1,0 +1,65 @@
+"""Fencing rules of the controller, on simulated trials (a virtual clock, real storage): a
+controller that was paused itself judges with a fresh heartbeat and never takes its own trials
+for stale; one whose trial was taken over stops its copy without counting a retry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.storage import WorkerRecord
+from tests.platform.controller.harness import Sim
+
+
+def quadratic(params: Mapping[str, Any], step: int) -> float:
+    return (float(params["x"]) - 0.3) ** 2 + 1.0 / step
+
+
+TEN_STEPS = curve(quadratic, steps=10, every=1, seconds_per_step=1.0)
+
+
+def _worker(sim: Sim, name: str) -> WorkerRecord:
+    now = sim.clock.time()
+    return WorkerRecord(name, "vm", 1, "default", [], None, None, now, now, "active")
+
+
+def _started(sim: Sim, name: str) -> Any:
+    """A controller of worker ``name`` with both trials of the sweep running."""
+    c = sim.controller(stale_after=30)
+    c.worker = _worker(sim, name)
+    c._rescan()
+    while c.running < 2:
+        c._tick()
+        sim.clock.advance(0.5)
+    return c
+
+
+def test_a_paused_controller_keeps_its_own_trials(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 2, "max_concurrent": 2}})
+    c = _started(sim, "me")
+    sim.clock.advance(60)  # paused: no heartbeat, no report, for twice stale_after
+    c._recover()
+    assert [(t.state, t.retries) for t in sim.trials()] == [("RUNNING", 0), ("RUNNING", 0)]
+    sim.run(c)
+    assert [(t.state, t.attempts, t.retries) for t in sim.trials()] == [("COMPLETE", 1, 0)] * 2
+
+
+def test_a_copy_taken_over_meanwhile_is_stopped_without_a_retry(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 2, "max_concurrent": 2}})
+    c = _started(sim, "me")
+    sim.clock.advance(60)
+    # another worker found trial 0 silent, took it over and launched attempt 2
+    sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
+    assert sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
+    driver = c.drivers[sim.cfg.name]
+    copy = driver.running[0].handle
+    driver.reap()  # its copy of trial 0 reports, is refused and stops; trial 1 completes
+    assert copy.log[-1] == "ended superseded (0)" and not driver.running
+    t0, t1 = sim.trials()
+    assert (t0.state, t0.worker, t0.attempts, t0.retries, t0.outcome) == (
+        "RUNNING", "other", 2, 1, None,
+    ), "nothing recorded by the old copy, no retry counted"  # fmt: skip
+    assert (t1.state, t1.attempts, t1.retries) == ("COMPLETE", 1, 0)
+    assert (t0.last_step or 0) < 10, "its refused reports left no trace"
