@@ -89,7 +89,7 @@ def _redirected(
     log_path: str, spec_path: str, warm: Any = None, tags: dict[str, str] | None = None
 ) -> int:
     """One trial in this worker, its stdout and stderr in ``log_path``; its exit code.
-    ``warm``: a warm rank's :class:`~hyperfleet.trials.runtime.Baseline`, put back first;
+    ``warm``: a warm rank's :class:`~hyperfleet.trials.baseline.Baseline`, put back first;
     ``tags``: put in the environment of whatever the trial starts (:mod:`.launcher.procs`)."""
     os.environ.update(tags or {})
     with _output_to(log_path):
@@ -111,7 +111,8 @@ def warm_rank(socket_path: str) -> int:
     (its code: torchrun's agent then ends the other ranks), or on SIGTERM (the trial unwinds)."""
     from hyperfleet.platform.launcher.channel import RankChannel
     from hyperfleet.trials import distributed
-    from hyperfleet.trials.runtime import Baseline, exit_on_sigterm
+    from hyperfleet.trials.baseline import Baseline
+    from hyperfleet.trials.runtime import exit_on_sigterm
 
     exit_on_sigterm()
     env = distributed.init()
@@ -209,7 +210,7 @@ def _fork_trial(task: dict[str, Any], channel: Any) -> int:
             startup.resume()  # the server stays paused: it only forks
             die_with_parent()
             channel.close()  # the parent's end stays open in the parent
-            from hyperfleet.trials.runtime import fresh_seeds
+            from hyperfleet.trials.baseline import fresh_seeds
 
             fresh_seeds()
             code = _redirected(task["log"], task["spec"])

@@ -9,7 +9,7 @@ ranks (a single process without an agent when the trial has one device), started
 :mod:`~.channel` and then runs trial after trial, as the launcher hands them out:
 
 * a task names the trial's spec and log; every rank sends its output to that trial's log,
-  puts back the process state a trial may change (:class:`hyperfleet.trials.runtime.Baseline`)
+  puts back the process state a trial may change (:class:`hyperfleet.trials.baseline.Baseline`)
   and runs the trial runtime with the process group kept, then answers with its exit code;
 * each trial is still its own trial in storage, its own MLflow run and its own log;
 * the group is idle when every rank answered 0, and the next trial that needs the same layout
