@@ -6,6 +6,8 @@ pruner, the budget, the search space (``FloatParam``, ``IntParam``, ``Categorica
 trial processes), storage, tracking and the working directory. Unknown keys are rejected and
 every field names what it expects; what needs more than one field at a time (the workload knows
 the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.checks`'s.
+A password in ``storage`` or ``tracking.uri`` is kept in the process's environment and left
+out of the model (:mod:`hyperfleet.platform.credentials`): no dump of a config holds it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.schedulers.configs import (
     NoPrunerConfig,
     PrunerConfig,
@@ -133,6 +136,11 @@ class TrackingConfig(_Frozen):
         "the export process, e.g. for quick sweeps whose models nobody loads)",
     )
 
+    @field_validator("uri")
+    @classmethod
+    def _uri_password(cls, v: str | None) -> str | None:
+        return None if v is None else keep(v)  # kept for connections, off the stored config
+
 
 def _scheduler_union() -> Any:
     """Optuna-based scheduler configs plus the population-based ones, by ``type``."""
@@ -171,6 +179,11 @@ class SweepConfig(_Frozen):
     @classmethod
     def _retry_duration(cls, v: Any) -> Any:
         return parse_duration(v)
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_password(cls, v: str | None) -> str | None:
+        return None if v is None else keep(v)  # kept for connections, off the stored config
 
     @field_validator("name")
     @classmethod

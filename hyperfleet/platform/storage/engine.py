@@ -21,6 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.credentials import mask_text, masked
 
 SQLITE_TIMEOUT_S = 60
 
@@ -29,7 +30,9 @@ def parse_url(url: str) -> URL:
     try:
         return make_url(url)
     except sa.exc.ArgumentError as exc:
-        raise StorageError(f"storage: not a database URL: {url!r} ({exc})") from None
+        shown = masked(url)
+        why = mask_text(str(exc))
+        raise StorageError(f"storage: not a database URL: {shown!r} ({why})") from None
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -93,7 +96,8 @@ def create_engine(url: str, readonly: bool = False) -> Engine:
     try:
         engine = sa.create_engine(url, **engine_kwargs(url, readonly))
     except (sa.exc.ArgumentError, ImportError) as exc:
-        raise StorageError(f"storage: cannot use {url!r} ({exc})") from None
+        shown = masked(url)
+        raise StorageError(f"storage: cannot use {shown!r} ({mask_text(str(exc))})") from None
     configure_sqlite(engine, readonly)
     return engine
 

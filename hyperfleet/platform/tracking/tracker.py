@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.credentials import keep, mask_text
 from hyperfleet.platform.tracking.artifacts import log_json
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.client import (
@@ -85,6 +86,7 @@ class SweepTracker:
     ) -> None:
         """``live``: extend the sweep run's best-so-far curve as trials complete (off for
         ``hyperfleet mlflow sync``, which ends trials in storage's order, not as they came)."""
+        uri = keep(uri)  # its password stays in the environment (credentials)
         self.uri = uri
         self.live = live
         self.workdir = None if workdir is None else Path(workdir).resolve()
@@ -151,8 +153,9 @@ class SweepTracker:
         return self.parent_id
 
     def _sweep_files(self, run_id: str, config: Mapping[str, Any]) -> None:
-        if self.sweep_file is not None and self.sweep_file.is_file():
-            self.client.log_artifact(run_id, str(self.sweep_file), "sweep")
+        if self.sweep_file is not None and self.sweep_file.is_file():  # passwords masked
+            text = mask_text(self.sweep_file.read_text(errors="replace"))
+            self.client.log_text(run_id, text, f"sweep/{self.sweep_file.name}")
         log_json(self.client, run_id, config, "sweep/resolved.json")
 
     def _activate_parent(self) -> None:
