@@ -88,9 +88,10 @@ def keep(url: str) -> str:
     """Keep ``url``'s password for this process and every process it starts (their
     environment); ``url`` without it, as everything but a connection takes it."""
     found = _parts(url)
-    if found is None or found[2] is None:
+    secret = None if found is None else found[2]
+    if found is None or secret is None:
         return url
-    parts, user, secret, host = found
+    parts, user, _, host = found
     known = _known()
     if known.get(f"{user}@{host}") != secret:
         known[f"{user}@{host}"] = secret
