@@ -141,6 +141,77 @@ def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
         st.close()
 
 
+def test_8_a_tracking_password_reaches_the_trials_and_nothing_else(
+    fault: Callable[..., Fault], cluster: LocalPostgres, secret: str
+) -> None:
+    cluster.create_database("mlflow")
+    tracking = cluster.url("mlflow")  # MLflow's database store, by password
+    hold = f"{fault().root}/go"
+    f = fault({
+        "tracking": {"uri": tracking},
+        "budget": {"trials": 2, "max_concurrent": 2},
+        "trial": {"steps": 3, "params": {"hold": hold, "hold_step": 2}},
+    })  # fmt: skip
+    proc = f.start()
+    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=240, what="trials holding")
+    sample_ps(secret, expect=["sweep run", "forkserver"])
+    Path(hold).touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert f.states() == {0: "COMPLETE", 1: "COMPLETE"}
+    f.check_clean(budget=2)
+    assert secret not in out + err
+    assert holders(f.root, secret) == [f.file]
+    shown = f"postgresql://hf@127.0.0.1:{cluster.port}/mlflow"
+    for spec in (f.root / "runs").glob("faulty/trial-*/spec.json"):
+        assert json.loads(spec.read_text())["tracking_uri"] == shown
+    assert secret not in mlflow_records(tracking, "faulty")
+    # every point the trials' own processes logged is there: the password reached them
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking)
+    for t in f.trials().values():
+        history = client.get_metric_history(str(t.mlflow_run_id), "loss")
+        assert sorted(m.step for m in history) == [1, 2, 3], t.number
+
+
+def test_8_urls_are_shown_masked_and_handed_on_without_their_password() -> None:
+    """The one helper every command uses: a password is masked where a URL is shown, left
+    out where it is handed on, and put back from the environment only for a connection (a
+    child process inherits it)."""
+    import os
+    import sys
+
+    from hyperfleet.platform import credentials as c
+
+    url = "postgresql+psycopg://u:p%40ss@db1:5432,db2:5433/x?sslmode=require"
+    assert c.public(url) == "postgresql+psycopg://u@db1:5432,db2:5433/x?sslmode=require"
+    assert c.masked(url) == "postgresql+psycopg://u:***@db1:5432,db2:5433/x?sslmode=require"
+    assert c.password(url) == "p@ss"
+    text = f"error: {url} and 'https://me:tok3n@mlflow.example/#/x' at http://h:80/a@b"
+    assert c.mask_text(text) == (
+        f"error: {c.masked(url)} and 'https://me:***@mlflow.example/#/x' at http://h:80/a@b"
+    )
+    for plain in ("sqlite:///runs/hf.db", "http://h:5000", "postgresql://u@h/x"):
+        assert c.public(plain) == c.masked(plain) == c.reveal(plain) == plain
+    saved = os.environ.get(c.PASSWORDS_VAR)
+    try:
+        kept = c.keep(url)
+        assert kept == c.public(url) and c.reveal(kept) == url and c.masked(kept) == c.masked(url)
+        child = subprocess.run(
+            [sys.executable, "-c", "import sys; from hyperfleet.platform.credentials import "
+             "reveal; print(reveal(sys.argv[1]))", kept],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert child.stdout.strip() == url
+        assert c.libpq_env(kept) == {"PGPASSWORD": "p@ss"}
+    finally:
+        if saved is None:
+            os.environ.pop(c.PASSWORDS_VAR, None)
+        else:
+            os.environ[c.PASSWORDS_VAR] = saved
+
+
 # -- the native stack -------------------------------------------------------------------------
 
 
