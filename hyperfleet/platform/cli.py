@@ -357,7 +357,8 @@ def dashboard(
             "--", "--storage", storage]  # fmt: skip
     if tracking_uri:
         argv += ["--tracking-uri", tracking_uri]
-    err.print(f"dashboard: http://{host}:{port} (storage {storage})", markup=False, highlight=False)
+    shown = f"dashboard: http://{host}:{port} (storage {masked(storage)})"
+    err.print(shown, markup=False, highlight=False)
     sys.stderr.flush()
     os.execv(sys.executable, argv)
 
