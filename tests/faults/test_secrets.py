@@ -91,8 +91,17 @@ def mlflow_records(tracking: str, experiment: str) -> str:
     return json.dumps([[r.data.params, r.data.tags] for r in runs])
 
 
+@pytest.mark.parametrize(
+    ("devices", "launched_by"),
+    [(0, "forkserver"), (1, "--warm")],  # in-process trials; trial processes (warm groups)
+    ids=["in-process", "processes"],
+)
 def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
-    fault: Callable[..., Fault], cluster: LocalPostgres, secret: str
+    fault: Callable[..., Fault],
+    cluster: LocalPostgres,
+    secret: str,
+    devices: int,
+    launched_by: str,
 ) -> None:
     storage = cluster.url("sweeps")
     shown = f"postgresql://hf@127.0.0.1:{cluster.port}/sweeps"  # what may be written
@@ -101,12 +110,15 @@ def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
     f = fault({
         "storage": storage,  # in the sweep file: not on the command line
         "budget": {"trials": 2, "max_concurrent": 2},
-        "trial": {"steps": 3, "params": {"hold": hold, "hold_step": 2}},
+        "trial": {"steps": 3, "resources": {"devices": devices},
+                  "params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
     proc = f.start()
     # both trials have reported step 1 to storage (the password reached them) and wait
-    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=180, what="trials holding")
-    sample_ps(secret, expect=["sweep run", "forkserver"])
+    holding = lambda: len(f.marks.events("holds")) == 2  # noqa: E731
+    wait_until(lambda: holding() or proc.poll() is not None, timeout=240, what="trials holding")
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    sample_ps(secret, expect=["sweep run", launched_by])
     Path(hold).touch()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
@@ -153,7 +165,9 @@ def test_8_a_tracking_password_reaches_the_trials_and_nothing_else(
         "trial": {"steps": 3, "params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
     proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=240, what="trials holding")
+    holding = lambda: len(f.marks.events("holds")) == 2  # noqa: E731
+    wait_until(lambda: holding() or proc.poll() is not None, timeout=240, what="trials holding")
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
     sample_ps(secret, expect=["sweep run", "forkserver"])
     Path(hold).touch()
     out, err = proc.communicate(timeout=300)
