@@ -263,12 +263,10 @@ def sweep_enqueue(
             cfg = load_sweep(target)
             url = storage or default_urls(cfg)[0]
         else:
-            url = storage or DEFAULT_STORAGE
+            url = keep(storage or DEFAULT_STORAGE)  # shown without its password
             row = Storage.open_readonly(url).get_sweep(target)
             if row is None:
-                raise ConfigError(
-                    f"sweep: no sweep named {target!r} in {masked(url)}; give its file"
-                )
+                raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
             cfg = parse_sweep(row.config)
         return enqueue(cfg, url, point)
 
@@ -346,8 +344,8 @@ def dashboard(
         Storage.open_readonly(storage).close()
     except HyperfleetError as exc:
         err.print(f"warning: {exc}", markup=False, highlight=False, soft_wrap=True)
-    storage = keep(storage)  # its password goes to Streamlit in the environment only
-    tracking_uri = None if tracking_uri is None else keep(tracking_uri)
+    # Streamlit gets the URLs without their password; the password is in its environment
+    storage, tracking_uri = keep(storage), tracking_uri and keep(tracking_uri)
     spec = importlib.util.find_spec("hyperfleet.dashboards.app")  # its path, not imported
     assert spec is not None and spec.origin is not None
     argv = [sys.executable, "-m", "streamlit", "run", spec.origin,
@@ -357,8 +355,7 @@ def dashboard(
             "--", "--storage", storage]  # fmt: skip
     if tracking_uri:
         argv += ["--tracking-uri", tracking_uri]
-    shown = f"dashboard: http://{host}:{port} (storage {masked(storage)})"
-    err.print(shown, markup=False, highlight=False)
+    err.print(f"dashboard: http://{host}:{port} (storage {storage})", markup=False, highlight=False)
     sys.stderr.flush()
     os.execv(sys.executable, argv)
 
