@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 from urllib.parse import SplitResult, unquote, urlsplit
 
 PASSWORDS_VAR = "HYPERFLEET_PASSWORDS"
+_KEEPING = threading.Lock()
 MASK = "***"
 # scheme://user:password@ anywhere in a text (percent-encoded, as a URL holds it, a password
 # has no '/', '@', blank or quote)
@@ -92,10 +94,11 @@ def keep(url: str) -> str:
     if found is None or secret is None:
         return url
     parts, user, _, host = found
-    known = _known()
-    if known.get(f"{user}@{host}") != secret:
-        known[f"{user}@{host}"] = secret
-        os.environ[PASSWORDS_VAR] = json.dumps(known)
+    with _KEEPING:  # one read-modify-write of the variable at a time
+        known = _known()
+        if known.get(f"{user}@{host}") != secret:
+            known[f"{user}@{host}"] = secret
+            os.environ[PASSWORDS_VAR] = json.dumps(known)
     return _with(parts, user, host)
 
 
