@@ -21,6 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from hyperfleet.dashboards import state
+from hyperfleet.platform.credentials import masked
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
@@ -72,7 +73,7 @@ def main() -> None:
     st.set_page_config(page_title="hyperfleet", page_icon=":material/monitoring:", layout="wide")
     cfg = state.settings()
     nav = st.navigation(_pages())
-    st.sidebar.caption(f"storage: `{cfg.storage}`")
+    st.sidebar.caption(f"storage: `{masked(cfg.storage)}`")
     storage = state.storage(cfg.storage)
     if storage is None:
         _wait_for_storage(cfg.storage)

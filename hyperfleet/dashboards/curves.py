@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.credentials import keep, masked, reveal
 from hyperfleet.platform.storage.engine import create_engine, parse_url, sqlite_path
 
 MAX_POINTS = 400
@@ -87,8 +88,9 @@ class SqlCurves:
             raise StorageError(
                 f"tracking: no MLflow database at {path}; give --tracking-uri (nothing was created)"
             )
+        tracking_uri = keep(tracking_uri)  # without its password, but for the engine
         self.description = f"MLflow store {tracking_uri}"
-        self.engine = create_engine(tracking_uri, readonly=True)
+        self.engine = create_engine(reveal(tracking_uri), readonly=True)
         try:
             with self.engine.connect() as conn:
                 if not sa.inspect(conn).has_table("metrics"):
@@ -133,8 +135,8 @@ class RestCurves:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", REST_TIMEOUT_S)
         from mlflow.tracking import MlflowClient
 
-        self.description = f"MLflow server {tracking_uri}"
-        self.client: Any = MlflowClient(tracking_uri=tracking_uri)
+        self.description = f"MLflow server {masked(tracking_uri)}"
+        self.client: Any = MlflowClient(tracking_uri=reveal(tracking_uri))
 
     def histories(self, runs: Mapping[int, str], metric: str) -> dict[int, Curve]:
         from mlflow.exceptions import MlflowException

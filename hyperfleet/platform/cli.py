@@ -20,6 +20,7 @@ from hyperfleet import startup
 from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform import cli_fleet, cli_stack
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.mlflow_cli import build_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -144,8 +145,9 @@ def sweep_run(
     hint = ui_hint(
         _tool("hyperfleet"), storage_url, tracking, default_tracking, summary.experiment_id
     )
+    dash = f"{_tool('hyperfleet')} dashboard --storage {masked(storage_url)}"
     console.print("Open MLflow:    " + hint, soft_wrap=True, markup=False, highlight=False)
-    console.print("Open dashboard: " + f"{_tool('hyperfleet')} dashboard --storage {storage_url}")
+    console.print("Open dashboard: " + dash, soft_wrap=True, markup=False, highlight=False)
     if summary.interrupted:
         console.print("interrupted: run the same command again to continue the sweep")
     if as_json:
@@ -269,7 +271,7 @@ def sweep_enqueue(
             cfg = load_sweep(target)
             url = storage or default_urls(cfg)[0]
         else:
-            url = storage or DEFAULT_STORAGE
+            url = keep(storage or DEFAULT_STORAGE)  # shown without its password
             row = Storage.open_readonly(url).get_sweep(target)
             if row is None:
                 raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
@@ -297,7 +299,7 @@ def sweep_replay(
         st = Storage.open_readonly(storage)
         row = st.get_sweep(name)
         if row is None:
-            raise ConfigError(f"sweep: no sweep named {name!r} in {storage}")
+            raise ConfigError(f"sweep: no sweep named {name!r} in {masked(storage)}")
         cfg = parse_sweep(row.config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
@@ -350,6 +352,8 @@ def dashboard(
         Storage.open_readonly(storage).close()
     except HyperfleetError as exc:
         err.print(f"warning: {exc}", markup=False, highlight=False, soft_wrap=True)
+    # Streamlit gets the URLs without their password; the password is in its environment
+    storage, tracking_uri = keep(storage), tracking_uri and keep(tracking_uri)
     spec = importlib.util.find_spec("hyperfleet.dashboards.app")  # its path, not imported
     assert spec is not None and spec.origin is not None
     argv = [sys.executable, "-m", "streamlit", "run", spec.origin,

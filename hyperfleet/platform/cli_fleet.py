@@ -14,6 +14,7 @@ from rich.table import Table
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, err, out
+from hyperfleet.platform.credentials import masked
 
 if TYPE_CHECKING:
     from hyperfleet.platform.results import SweepSummary
@@ -159,13 +160,6 @@ def sweep_submit(
     )
     done = sum(summary.state_counts.values())
     when = dt.datetime.now().isoformat(timespec="seconds")
-    shown = _without_password(url)
+    shown = masked(url)
     out.print(f"submitted sweep {cfg.name!r} to {shown} at {when} ({done} trials so far); "
               f"run workers with: hyperfleet worker --storage {shown}")  # fmt: skip
-
-
-def _without_password(url: str) -> str:
-    """``url`` as it may be printed: a password in it shows as ``***``."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

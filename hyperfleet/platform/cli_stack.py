@@ -62,7 +62,7 @@ def stack_up(
         f"stack up ({cfg.state_dir}):",
         f"  MLflow:     {cfg.tracking_uri}",
         f"  dashboard:  {cfg.dashboard_url}",
-        f"  PostgreSQL: {pg} (storage URL with its password in {env_shown})",
+        f"  PostgreSQL: {pg} (storage URL and PGPASSWORD in {env_shown}, mode 0600)",
         f"  workers:    {cfg.workers} ({', '.join(cfg.devices) or '-'})",
         f"next: source {env_shown}",
         '      hyperfleet sweep submit FILE --storage "$HYPERFLEET_STORAGE" '

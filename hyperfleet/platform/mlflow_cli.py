@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from hyperfleet import startup
+from hyperfleet.platform.credentials import libpq_env, masked
 
 T = TypeVar("T")
 Guard = Callable[[Callable[[], Any]], Any]
@@ -35,9 +36,9 @@ def _stores(
     if sweep is not None:
         rows = [r for r in rows if r.name == sweep]
         if not rows:
-            raise ConfigError(f"--sweep: no sweep named {sweep!r} in {storage}")
+            raise ConfigError(f"--sweep: no sweep named {sweep!r} in {masked(storage)}")
     if not rows:
-        raise ConfigError(f"--storage: no sweeps in {storage}; run one or check the URL")
+        raise ConfigError(f"--storage: no sweeps in {masked(storage)}; run one or check the URL")
     row = max(rows, key=lambda r: r.created_at)
     uri, _experiment, workdir = stores_of(dict(row.config), tracking_uri)
     return uri, workdir, row.mlflow_experiment_id
@@ -64,11 +65,11 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
 
         uri, workdir, experiment_id = guard(lambda: _stores(storage, sweep, tracking_uri))
         if is_server(uri):
-            out.print(f"MLflow: {experiment_url(uri, experiment_id)}", soft_wrap=True)
+            out.print(f"MLflow: {masked(experiment_url(uri, experiment_id))}", soft_wrap=True)
             return
         cmd = guard(lambda: ui_command(uri, workdir, host, port))
         err.print(f"MLflow UI: http://{host}:{port} (Ctrl-C stops it)", soft_wrap=True)
-        os.execvpe(cmd[0], cmd, server_env())
+        os.execvpe(cmd[0], cmd, {**server_env(), **libpq_env(uri)})  # no password in cmd
 
     @app.command("sync")
     def sync(

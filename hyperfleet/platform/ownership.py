@@ -38,6 +38,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.paths import creation_stamp
 
 MARKER = ".hyperfleet-sweep.json"
@@ -57,16 +58,6 @@ __all__ = [
 def identity(name: str, created_at: float) -> str:
     """A sweep's identity: ``<name>@<creation time, UTC, ms>``."""
     return f"{name}@{creation_stamp(created_at)}"
-
-
-def masked(url: str) -> str:
-    """``url`` as it may be written or printed: a password in it shows as ``***``."""
-    import sqlalchemy as sa
-
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:  # not a database URL (a path): no password in it
-        return url
 
 
 def run_dir(cfg: SweepConfig) -> Path:
@@ -198,7 +189,8 @@ def absolute_uri(uri: str) -> str:
 
 def owned_config(cfg: SweepConfig, tracking_uri: str) -> SweepConfig:
     """``cfg`` as stored: its workdir absolute and its tracking URI the one given, absolute."""
-    tracking = cfg.tracking.model_copy(update={"uri": absolute_uri(tracking_uri)})
+    # the password stays in this process (credentials.keep), off the stored configuration
+    tracking = cfg.tracking.model_copy(update={"uri": absolute_uri(keep(tracking_uri))})
     workdir = str(Path(cfg.workdir).resolve())
     return cfg.model_copy(update={"tracking": tracking, "workdir": workdir})
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.credentials import write_private
 
 
 def pg_bindir() -> Path | None:
@@ -87,8 +88,7 @@ class LocalPostgres:
         if self.password is None:
             args += ["-A", "trust"]
         else:
-            pwfile.write_text(self.password + "\n")
-            pwfile.chmod(0o600)
+            write_private(pwfile, self.password + "\n")
             args += ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
         if self.as_user:
             for path in (self.root, *self.root.rglob("*")):

@@ -16,6 +16,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from hyperfleet.errors import ConfigError, StorageError
+from hyperfleet.platform.credentials import masked, reveal
 from hyperfleet.platform.storage.engine import parse_url, sqlite_path
 from hyperfleet.platform.storage.retry import login_refused, refused_message
 from hyperfleet.platform.urls import storage_problem, tracking_problem
@@ -61,7 +62,7 @@ def check_storage(url: str) -> None:
     args = (
         {"connect_timeout": CONNECT_TIMEOUT_S} if parsed.get_backend_name() == "postgresql" else {}
     )
-    engine = sa.create_engine(url, connect_args=args, pool_pre_ping=False)
+    engine = sa.create_engine(reveal(url), connect_args=args, pool_pre_ping=False)
     try:
         with engine.connect():
             pass
@@ -75,7 +76,7 @@ def check_storage(url: str) -> None:
             f"storage: cannot connect to {safe} ({first}); start the server or fix the URL"
         ) from None
     except ImportError as exc:
-        raise StorageError(f"storage: cannot use {url!r} ({exc})") from None
+        raise StorageError(f"storage: cannot use {masked(url)!r} ({exc})") from None
     finally:
         engine.dispose()
 
@@ -92,7 +93,7 @@ def check_tracking(uri: str) -> None:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ConfigError(
-                f"tracking.uri: no MLflow server answers at {uri} ({reason}); start it "
+                f"tracking.uri: no MLflow server answers at {masked(uri)} ({reason}); start it "
                 f"(mlflow server) or fix tracking.uri / --tracking-uri"
             ) from None
         return

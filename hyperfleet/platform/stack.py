@@ -12,8 +12,11 @@ stays in the state directory for the next ``up``.
 
 Credentials: ``POSTGRES_USER`` and ``POSTGRES_PASSWORD`` from the environment (the names the
 compose ``.env`` uses); without a password one is generated at the first ``up`` and kept in
-``stack.json`` (mode 0600). ``<state>/stack.env`` holds the storage and tracking URLs for
-``source``-ing before starting more workers elsewhere.
+``stack.json`` (mode 0600). ``<state>/stack.env`` (mode 0600) holds the storage URL (without
+the password), the tracking URI and ``PGPASSWORD`` for ``source``-ing before starting more
+workers or submitting sweeps. The password never appears on a command line or in a log: the
+services get the storage URL without it and ``PGPASSWORD`` (which libpq reads) in their
+environment.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.credentials import masked, public, write_private
 from hyperfleet.platform.postgres import LocalPostgres
 from hyperfleet.platform.services import (
     Service,
@@ -89,7 +94,13 @@ class StackConfig:
 
     @property
     def storage_url(self) -> str:
+        """With the password: for ``stack.json`` and this process's own connections."""
         return self.postgres().url("hyperfleet", self.public)
+
+    def child_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a service: ``base`` (default: this one) with ``PGPASSWORD``,
+        which libpq reads for a URL without a password (what its command line holds)."""
+        return {**(os.environ if base is None else base), "PGPASSWORD": self.password}
 
     @property
     def tracking_uri(self) -> str:
@@ -145,22 +156,19 @@ def load_state(state_dir: Path) -> dict[str, Any] | None:
 
 
 def _save(cfg: StackConfig, services: list[Service]) -> None:
+    """``stack.json`` and ``stack.env``, both mode 0600: they hold the password."""
     data = {
         "address": cfg.address, "ports": cfg.ports, "workers": cfg.workers,
         "devices": cfg.devices, "user": cfg.user, "password": cfg.password,
         "storage": cfg.storage_url, "tracking": cfg.tracking_uri,
         "dashboard": cfg.dashboard_url, "services": [s.to_json() for s in services],
     }  # fmt: skip
-    path = state_file(cfg.state_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.touch(mode=0o600)
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-    env = cfg.state_dir / "stack.env"
-    env.touch(mode=0o600)
-    env.write_text(
-        f"export HYPERFLEET_STORAGE='{cfg.storage_url}'\n"
-        f"export HYPERFLEET_TRACKING_URI='{cfg.tracking_uri}'\n"
+    write_private(state_file(cfg.state_dir), json.dumps(data, indent=1))
+    write_private(
+        cfg.state_dir / "stack.env",
+        f"export HYPERFLEET_STORAGE={shlex.quote(public(cfg.storage_url))}\n"
+        f"export HYPERFLEET_TRACKING_URI={shlex.quote(cfg.tracking_uri)}\n"
+        f"export PGPASSWORD={shlex.quote(cfg.password)}\n",
     )
 
 
@@ -186,7 +194,7 @@ def _mlflow_command(cfg: StackConfig, pg: LocalPostgres) -> list[str]:
     port = cfg.ports["mlflow"]
     cmd = [
         mlflow_executable(), "server",
-        "--backend-store-uri", pg.url("mlflow", "127.0.0.1"),
+        "--backend-store-uri", public(pg.url("mlflow", "127.0.0.1")),
         "--serve-artifacts", "--artifacts-destination", str(cfg.state_dir / "mlartifacts"),
         "--host", cfg.address, "--port", str(port), "--workers", "1",
     ]  # fmt: skip
@@ -198,7 +206,7 @@ def _mlflow_command(cfg: StackConfig, pg: LocalPostgres) -> list[str]:
 
 def _dashboard_command(cfg: StackConfig) -> list[str]:
     return _hyperfleet(
-        "dashboard", "--storage", cfg.storage_url, "--tracking-uri", cfg.tracking_uri,
+        "dashboard", "--storage", public(cfg.storage_url), "--tracking-uri", cfg.tracking_uri,
         "--host", cfg.address, "--port", str(cfg.ports["dashboard"]),
     )  # fmt: skip
 
@@ -229,17 +237,17 @@ def up(cfg: StackConfig) -> list[Service]:
     try:
         _start_postgres(pg)
         mlflow = spawn("mlflow", _mlflow_command(cfg, pg), logs / "mlflow.log",
-                       env=server_env(), url=cfg.tracking_uri)  # fmt: skip
+                       env=cfg.child_env(server_env()), url=cfg.tracking_uri)  # fmt: skip
         # the dashboard starts beside MLflow; the workers once MLflow answers
         dash = spawn("dashboard", _dashboard_command(cfg), logs / "dashboard.log",
-                     url=cfg.dashboard_url)  # fmt: skip
+                     env=cfg.child_env(), url=cfg.dashboard_url)  # fmt: skip
         services += [mlflow, dash]
         _save(cfg, services)
         _ready(http_ok, f"http://{host}:{cfg.ports['mlflow']}/health", mlflow)
         cfg.shared.mkdir(exist_ok=True)
-        env = {**os.environ, "HYPERFLEET_CACHE": str(cfg.shared / "cache")}
+        env = cfg.child_env({**os.environ, "HYPERFLEET_CACHE": str(cfg.shared / "cache")})
         for i, devices in enumerate(cfg.devices):
-            cmd = _hyperfleet("worker", "--storage", cfg.storage_url, "--tracking-uri",
+            cmd = _hyperfleet("worker", "--storage", public(cfg.storage_url), "--tracking-uri",
                               cfg.tracking_uri, "--devices", devices,
                               "--advertise-address", cfg.public)  # fmt: skip
             services.append(spawn(f"worker-{i + 1}", cmd, logs / f"worker-{i + 1}.log",
@@ -331,8 +339,8 @@ def status(state_dir: Path) -> list[dict[str, Any]]:
     pg = cfg.postgres()
     pid = pg.pid() if pg.running() else None
     up_pg = pid is not None and port_open(host, cfg.ports["postgres"])
-    masked = data["storage"].replace(f":{cfg.password}@", ":***@") if cfg.password else ""
-    rows = [{"service": "postgres", "pid": pid, "state": _state(pid, up_pg), "url": masked}]
+    rows = [{"service": "postgres", "pid": pid, "state": _state(pid, up_pg),
+             "url": masked(data["storage"])}]  # fmt: skip
     probes = {
         "mlflow": f"http://{host}:{cfg.ports['mlflow']}/health",
         "dashboard": f"http://{host}:{cfg.ports['dashboard']}/_stcore/health",

@@ -13,22 +13,15 @@ SQLAlchemy or MLflow after the working directory was made. Passwords are never e
 from __future__ import annotations
 
 import importlib.util
-import re
 from urllib.parse import urlsplit
+
+from hyperfleet.platform.credentials import masked
 
 STORAGE_SCHEMES = "sqlite:///PATH, postgresql://USER@HOST/DB or postgresql+psycopg://…"
 TRACKING_SCHEMES = (
     "http(s)://HOST:PORT (an MLflow server), sqlite:///PATH, postgresql://…, a folder or file:PATH"
 )
 _POSTGRES_DRIVERS = {None: "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2"}
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^/]*@")
-_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
-
-
-def masked(url: str) -> str:
-    """``url`` as it may be printed: a password in it (``user:PASSWORD@`` or ``?password=``)
-    shows as ``***``."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD.sub(r"\1***@", url))
 
 
 def _database_problem(url: str) -> str | None:

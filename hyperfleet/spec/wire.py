@@ -3,7 +3,9 @@
 * :class:`TrialSpec` — everything a launched trial needs, written as ``spec.json`` in the
   trial's directory by the controller and read by the trial entry point: which sweep and trial,
   the trial configuration (with sampled system knobs applied), the params, where its files
-  live, where to resume from, and where rank 0 records its reports.
+  live, where to resume from, and where rank 0 records its reports (storage and tracking URLs
+  without their passwords: those reach the trial's processes in their environment; the file
+  is its owner's only, mode 0600).
 * :class:`RestorePoint` — a checkpoint to resume from that is not the trial's own latest one
   (a PBT member continues from a donor's weights).
 * :class:`Decision` — what a running trial does after a report (continue, prune, exploit a
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +138,10 @@ class TrialSpec(BaseModel):
     def write(self, path: Path | None = None) -> Path:
         target = path or self.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(self.model_dump(mode="json"), indent=2))
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, 0o600)  # the owner's only, an older copy's mode notwithstanding
+            f.write(json.dumps(self.model_dump(mode="json"), indent=2))
         return target
 
     @classmethod

@@ -229,9 +229,10 @@ def test_bad_input_is_one_line_and_exit_2(state_dir: Path) -> None:
 def test_the_dashboard_serves_on_the_stacks_address(tmp_path: Path) -> None:
     from hyperfleet.platform.stack import StackConfig, _dashboard_command
 
-    cfg = StackConfig(tmp_path, address="192.0.2.7", password="x")
+    cfg = StackConfig(tmp_path, address="192.0.2.7", password="pw-x")
     cmd = _dashboard_command(cfg)
-    assert cmd[cmd.index("--storage") + 1] == cfg.storage_url
+    assert cmd[cmd.index("--storage") + 1] == cfg.storage_url.replace(":pw-x@", "@")
+    assert not [a for a in cmd if "pw-x" in a]  # the password: in the environment only
     assert cmd[cmd.index("--port") + 1] == str(cfg.ports["dashboard"])
     assert cmd[cmd.index("--host") + 1] == "192.0.2.7"
     assert cmd[cmd.index("--tracking-uri") + 1] == cfg.tracking_uri

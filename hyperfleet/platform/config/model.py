@@ -6,6 +6,8 @@ pruner, the budget, the search space (``FloatParam``, ``IntParam``, ``Categorica
 trial processes), storage, tracking and the working directory. Unknown keys are rejected and
 every field names what it expects; what needs more than one field at a time (the workload knows
 the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.checks`'s.
+A password in ``storage`` or ``tracking.uri`` is kept in the process's environment and left
+out of the model (:mod:`hyperfleet.platform.credentials`): no dump of a config holds it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
+from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.schedulers.configs import (
     NoPrunerConfig,
     PrunerConfig,
@@ -159,7 +162,7 @@ class TrackingConfig(_Frozen):
         problem = None if v is None else tracking_problem(v)
         if problem is not None:
             raise ValueError(problem.removeprefix("tracking.uri: "))
-        return v
+        return None if v is None else keep(v)  # kept for connections, off the stored config
 
 
 def _scheduler_union() -> Any:
@@ -199,6 +202,11 @@ class SweepConfig(_Frozen):
     @classmethod
     def _retry_duration(cls, v: Any) -> Any:
         return parse_duration(v)
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_password(cls, v: str | None) -> str | None:
+        return None if v is None else keep(v)  # kept for connections, off the stored config
 
     @field_validator("name")
     @classmethod

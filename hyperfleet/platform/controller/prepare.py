@@ -14,6 +14,7 @@ from typing import Any
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import apply_overrides, layout_problems, split_params
 from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.credentials import public
 from hyperfleet.platform.schedulers import Suggestion
 from hyperfleet.platform.storage import TrialRecord
 from hyperfleet.platform.tracking import ChildRun
@@ -90,8 +91,8 @@ def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
         replica=session.replica(),
         restore=s.restore,
         reported_through=through,
-        storage=session.storage.url,
-        tracking_uri=session.tracking_uri,
+        storage=session.storage.url,  # both without a password (see .credentials)
+        tracking_uri=None if session.tracking_uri is None else public(session.tracking_uri),
         run_id=run_id,
         sweep_config=session.cfg.model_dump(mode="json"),
     )

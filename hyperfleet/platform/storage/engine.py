@@ -21,6 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.credentials import mask_text, masked
 from hyperfleet.platform.urls import storage_problem
 
 SQLITE_TIMEOUT_S = 60
@@ -96,7 +97,8 @@ def create_engine(url: str, readonly: bool = False) -> Engine:
     try:
         engine = sa.create_engine(url, **engine_kwargs(url, readonly))
     except (sa.exc.ArgumentError, ImportError) as exc:
-        raise StorageError(f"storage: cannot use {url!r} ({exc})") from None
+        shown = masked(url)
+        raise StorageError(f"storage: cannot use {shown!r} ({mask_text(str(exc))})") from None
     configure_sqlite(engine, readonly)
     return engine
 

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
 from hyperfleet.errors import StorageError, Superseded
+from hyperfleet.platform.credentials import keep, reveal
 from hyperfleet.platform.storage.engine import (
     configure_sqlite,
     create_engine,
@@ -131,12 +132,12 @@ class Storage(FleetStore):
         ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
         stamps heartbeats and reports: a simulated sweep runs on a virtual clock. ``retry_s``:
         how long a data method rides out an outage (:mod:`.retry`)."""
-        self.url = url
+        self.url = keep(url)  # without its password: what is shown and handed on
         self.retry_s = retry_s
         self.clock = clock
         self.create = create and not readonly
         self.readonly = readonly
-        self.engine = create_engine(url, readonly=readonly)
+        self.engine = create_engine(reveal(self.url), readonly=readonly)
         try:
             if self.create:
                 create_schema(self.engine)
@@ -171,7 +172,7 @@ class Storage(FleetStore):
 
             url = readonly_url(self.url) if self.readonly else self.url
             self._optuna = optuna.storages.RDBStorage(
-                url,
+                reveal(url),
                 engine_kwargs=engine_kwargs(self.url, self.readonly),
                 skip_compatibility_check=not self.create,
                 skip_table_creation=not self.create,

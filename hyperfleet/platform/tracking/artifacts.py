@@ -16,12 +16,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperfleet.platform.credentials import mask_text
+
 LOG_LIMIT = 10 << 20
 NOTE_TAIL = 4000
 
 
 def log_json(client: Any, run_id: str, data: Mapping[str, Any], name: str) -> None:
     client.log_text(run_id, json.dumps(data, indent=2, default=str), name)
+
+
+def log_masked(client: Any, run_id: str, path: Path, folder: str) -> None:
+    """Upload the text file ``path`` into ``folder`` with every URL's password as ``***`` (a
+    sweep file may name its storage with one)."""
+    text = mask_text(path.read_text(errors="replace"))
+    client.log_text(run_id, text, f"{folder}/{path.name}")
 
 
 def _tail(path: Path, limit: int) -> bytes:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError, HyperfleetError
+from hyperfleet.platform.credentials import mask_text, masked, reveal
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,9 @@ def is_server(uri: str) -> bool:
 
 def open_client(uri: str) -> Any:
     """An ``MlflowClient`` on ``uri`` (see the module docstring for a server's retries), with
-    :func:`log_points` as a method."""
+    :func:`log_points` as a method. A password kept for ``uri`` is put back here, in memory
+    only (:mod:`hyperfleet.platform.credentials`)."""
+    uri = reveal(uri)
     if is_server(uri):
         for key, value in HTTP_DEFAULTS.items():
             os.environ.setdefault(key, value)
@@ -264,10 +267,10 @@ def unreachable(uri: str, exc: BaseException) -> TrackingUnavailableError:
         reason = "no answer in time"
     else:
         reason = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        reason = reason[:200] + ("..." if len(reason) > 200 else "")
+        reason = mask_text(reason[:200] + ("..." if len(reason) > 200 else ""))
     fix = "start the server" if is_server(uri) else "check the path"
     return TrackingUnavailableError(
-        f"tracking.uri: cannot open MLflow at {uri} ({reason}); {fix} or fix tracking.uri"
+        f"tracking.uri: cannot open MLflow at {masked(uri)} ({reason}); {fix} or fix tracking.uri"
     )
 
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hyperfleet.platform.credentials import reveal
 from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.marks import marked
 from hyperfleet.platform.tracking.records import BEST_TAG, MODEL_TAG
@@ -95,7 +96,7 @@ def export_best(tracker: SweepTracker, view: SweepView) -> None:
         cmd += ["--register", tracker.register_model]
     env = {
         **os.environ,
-        "MLFLOW_TRACKING_URI": tracker.uri,
+        "MLFLOW_TRACKING_URI": reveal(tracker.uri),  # the environment: no command line
         "MLFLOW_EXPERIMENT_ID": str(tracker.experiment_id),
         "CUDA_VISIBLE_DEVICES": "",  # the model is rebuilt on the CPU
     }

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.credentials import masked, public
 from hyperfleet.platform.tracking.client import artifact_root, is_server, sqlite_path
 
 
@@ -45,7 +46,7 @@ def ui_command(tracking_uri: str, workdir: str | Path, host: str, port: int) -> 
         mlflow_executable(),
         "server",
         "--backend-store-uri",
-        tracking_uri,
+        public(tracking_uri),  # its password: in the environment (credentials.libpq_env)
         "--host",
         host,
         "--port",
@@ -73,8 +74,8 @@ def ui_hint(
 ) -> str:
     """One line to open the sweep in MLflow: the server's page, or ``hyperfleet mlflow``."""
     if is_server(tracking_uri):
-        return experiment_url(tracking_uri, experiment_id)
-    hint = f"{hyperfleet} mlflow --storage {storage_url}"
+        return masked(experiment_url(tracking_uri, experiment_id))
+    hint = f"{hyperfleet} mlflow --storage {masked(storage_url)}"
     if tracking_uri != derived_uri:  # given on the command line: not in the stored sweep
-        hint += f" --tracking-uri {tracking_uri}"
+        hint += f" --tracking-uri {masked(tracking_uri)}"
     return hint

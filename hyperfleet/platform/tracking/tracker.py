@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.tracking.artifacts import log_json
+from hyperfleet.platform.credentials import keep
+from hyperfleet.platform.tracking.artifacts import log_json, log_masked
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.client import (
     check_env,
@@ -85,7 +86,7 @@ class SweepTracker:
     ) -> None:
         """``live``: extend the sweep run's best-so-far curve as trials complete (off for
         ``hyperfleet mlflow sync``, which ends trials in storage's order, not as they came)."""
-        self.uri = uri
+        self.uri = uri = keep(uri)  # its password stays in the environment (credentials)
         self.live = live
         self.workdir = None if workdir is None else Path(workdir).resolve()
         self.sweep_file = None if sweep_file is None else Path(sweep_file)
@@ -153,7 +154,7 @@ class SweepTracker:
 
     def _sweep_files(self, run_id: str, config: Mapping[str, Any]) -> None:
         if self.sweep_file is not None and self.sweep_file.is_file():
-            self.client.log_artifact(run_id, str(self.sweep_file), "sweep")
+            log_masked(self.client, run_id, self.sweep_file, "sweep")
         log_json(self.client, run_id, config, "sweep/resolved.json")
 
     def _activate_parent(self) -> None:
