@@ -10,7 +10,6 @@ outage: one line at once, exit 2, instead of two minutes of retries.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -66,23 +65,42 @@ def bomb_text(root: Path) -> str:
     return text.replace(marks, marks + "\n".join(lines) + "\n")
 
 
+# Runs the ``hyperfleet`` command in this interpreter and, as the command ends (``cli.main``
+# ends with ``os._exit``), writes the process's peak resident memory (VmHWM, kB) to a file.
+# VmHWM belongs to the memory of the program exec'd, unlike ``wait4``'s ru_maxrss, which keeps
+# the high-water mark of the forked copy of the (large) test process from before the exec.
+_PEAK_RSS = """
+import os, sys
+_real_exit = os._exit
+def _exit(code):
+    with open("/proc/self/status") as status:
+        peak = next(line for line in status if line.startswith("VmHWM:")).split()[1]
+    with open(os.environ["HF_TEST_PEAK_RSS"], "w") as out:
+        out.write(peak)
+    _real_exit(code)
+os._exit = _exit
+sys.argv = ["hyperfleet", *sys.argv[1:]]
+from hyperfleet.platform.cli import main
+main()
+"""
+
+
 def measured(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """``hyperfleet ARGS`` in ``root``: its result, wall seconds, and peak resident memory in
-    MB, read from the kernel's accounting of that one child (``wait4``)."""
-    out, err = root / "cmd.out", root / "cmd.err"
+    """``hyperfleet ARGS`` in ``root``: its result, wall seconds, and the process's peak
+    resident memory in MB (the kernel's VmHWM of that process, read as it ends)."""
+    out, err, peak = root / "cmd.out", root / "cmd.err", root / "cmd.peak"
     with out.open("w") as o, err.open("w") as e:
         start = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "hyperfleet.platform", *args],
-            stdout=o, stderr=e, cwd=root, env=cli_env(),
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK_RSS, *args],
+            stdout=o, stderr=e, cwd=root, env={**cli_env(), "HF_TEST_PEAK_RSS": str(peak)},
         )  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
-    out.unlink()
-    err.unlink()
-    return done, seconds, usage.ru_maxrss / 1024  # Linux reports kilobytes
+    peak_mb = int(peak.read_text()) / 1024
+    for path in (out, err, peak):
+        path.unlink()
+    return done, seconds, peak_mb
 
 
 def test_5_yaml_bomb_is_refused_by_the_loader_in_milliseconds(tmp_path: Path) -> None:

@@ -66,33 +66,35 @@ def main(ctx: hyperfleet.TrialContext) -> None:
     bad = not p.get("bad") or ctx.trial_number in p["bad"]
     mode = p.get("mode", "ok") if bad else "ok"
     lock = _exclusive(ctx) if ctx.is_main else None  # rank 0 reports; the others follow
-    mark(ctx, "start")
-    state = ctx.load_checkpoint()
-    step = state["step"] if state else 0
-    mark(ctx, "from", step)
-    if state is not None and mode == "numpy":
-        kinds = (type(state["opt"]["extra"][2]).__name__, type(state["arr"]).__name__)
-        mark(ctx, "resumed", ",".join(kinds))
-    x = float(p["x"])
-    while step < ctx.max_steps:
-        step += 1
-        if mode == "numpy" and state is None and step == 3:
-            raise RuntimeError("injected crash after a checkpoint with NumPy values")
-        if mode == "legacy" and step == 2:
-            _legacy_checkpoint(ctx, 1)
-            raise RuntimeError("injected crash after a legacy checkpoint")
-        time.sleep(float(p.get("step_s", 0)))
-        loss: Any = (x - 0.3) ** 2 + 1.0 / step
-        if mode == "bad_value" and step == 2:
-            loss = BAD_VALUES[ctx.trial_number % len(BAD_VALUES)]
-        if ctx.is_main:
-            mark(ctx, "step", step)
-        ctx.report(step, {"loss": loss}, checkpoint=_checkpoint(mode, step, float(step)))
-        if mode == "exit" and step == 2:
-            mark(ctx, "exits", step)
-            sys.exit(0)
-    if mode == "late":
-        _late(ctx, step)
-    mark(ctx, "end")
-    if lock is not None:
-        lock.unlink(missing_ok=True)
+    try:
+        mark(ctx, "start")
+        state = ctx.load_checkpoint()
+        step = state["step"] if state else 0
+        mark(ctx, "from", step)
+        if state is not None and mode == "numpy":
+            kinds = (type(state["opt"]["extra"][2]).__name__, type(state["arr"]).__name__)
+            mark(ctx, "resumed", ",".join(kinds))
+        x = float(p["x"])
+        while step < ctx.max_steps:
+            step += 1
+            if mode == "numpy" and state is None and step == 3:
+                raise RuntimeError("injected crash after a checkpoint with NumPy values")
+            if mode == "legacy" and step == 2:
+                _legacy_checkpoint(ctx, 1)
+                raise RuntimeError("injected crash after a legacy checkpoint")
+            time.sleep(float(p.get("step_s", 0)))
+            loss: Any = (x - 0.3) ** 2 + 1.0 / step
+            if mode == "bad_value" and step == 2:
+                loss = BAD_VALUES[ctx.trial_number % len(BAD_VALUES)]
+            if ctx.is_main:
+                mark(ctx, "step", step)
+            ctx.report(step, {"loss": loss}, checkpoint=_checkpoint(mode, step, float(step)))
+            if mode == "exit" and step == 2:
+                mark(ctx, "exits", step)
+                sys.exit(0)
+        if mode == "late":
+            _late(ctx, step)
+        mark(ctx, "end")
+    finally:  # a failed copy's pool worker lives on: the lock goes with the trial
+        if lock is not None:
+            lock.unlink(missing_ok=True)
