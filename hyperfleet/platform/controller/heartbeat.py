@@ -38,8 +38,8 @@ class Heartbeat(threading.Thread):
             taken = time.time()
             try:
                 owned = self.storage.beat(self.worker)
-            except Exception:
-                logger.warning("worker heartbeat failed", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
+                logger.warning("worker heartbeat failed: %s", str(exc).splitlines()[0][:300])
                 continue
             with self._lock:
                 self._owned, self._taken_at = owned, taken

@@ -8,7 +8,9 @@ and MLflow run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from pathlib import Path
 
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.schedulers import TrialState
@@ -24,6 +26,12 @@ def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
     limit = session.cfg.budget.max_retries
     for t in session.storage.stale_running(session.name, stale_after):
         session.storage.close_open_leases(session.name, t.number, "LOST")
+        if was_stopped(t.trial_dir):  # stopped by its controller, not lost: no retry counted
+            logger.warning("trial %d was stopped while storage was unwritable; requeued", t.number)
+            session.scheduler.requeue(t.number)
+            session.storage.upsert_trial(session.name, t.number, state="WAITING")
+            requeued.append(t.number)
+            continue
         if t.retries >= limit:
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
@@ -35,6 +43,30 @@ def requeue_stale(session: SweepSession, stale_after: float) -> list[int]:
         session.storage.upsert_trial(session.name, t.number, state="WAITING", retries=t.retries + 1)
         requeued.append(t.number)
     return requeued
+
+
+STOPPED = ".stopped"  # in a trial's folder: its controller stopped it but could not say so
+
+
+def mark_stopped(handle: object) -> None:
+    """Note in the trial's folder (beside its log) that its controller stopped it while its
+    record could not be written (a storage outage, a full disk): recovery requeues it then
+    without counting a retry (:func:`was_stopped`)."""
+    log_path = getattr(handle, "log_path", None)
+    if log_path is not None:
+        with contextlib.suppress(OSError):
+            (Path(log_path).parent / STOPPED).touch()
+
+
+def was_stopped(trial_dir: str | None) -> bool:
+    """Whether :func:`mark_stopped` noted this trial (the note is taken away)."""
+    if not trial_dir:
+        return False
+    try:
+        (Path(trial_dir) / STOPPED).unlink()
+    except OSError:
+        return False
+    return True
 
 
 def requeue_phantoms(session: SweepSession) -> list[int]:
