@@ -106,7 +106,8 @@ def _redirected(
         except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
             raise
         except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
-            traceback.print_exc()
+            with contextlib.suppress(OSError):  # a full disk takes no traceback either
+                traceback.print_exc()
             return 1
 
 
