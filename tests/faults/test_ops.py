@@ -268,6 +268,10 @@ def test_6_a_full_disk_stops_the_sweep_in_one_line_and_requeues(
     trials = f.trials()
     assert [t.state for t in trials.values()] == ["WAITING", "WAITING"], "requeued, not FAIL"
     assert [t.retries for t in trials.values()] == [0, 0], "no retry burnt by the full disk"
+    again = f.run()  # the disk still full: the same line, nothing burnt
+    assert again.returncode == 5, again.stderr[-3000:]
+    ends_in_one_line(again.stderr, "error: disk full: no space left on device at ")
+    assert [t.retries for t in f.trials().values()] == [0, 0]
     ballast.unlink()
     result = f.run()  # space freed: the same command finishes the budget
     assert result.returncode == 0, result.stderr[-3000:]
