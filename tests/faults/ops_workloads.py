@@ -4,7 +4,8 @@ own (``tests/faults/workloads.py``, whose marks, lock and hold they reuse).
 ``params["mode"]``:
 
 * ``spawn`` — before its first report the trial starts ``sleep 301`` and forks a child that
-  sleeps too; both pids are marked (``child``), then the trial goes on as usual;
+  sleeps too; both pids are marked (``child``), and every child of its process (``kin``: its
+  worker's guard too), then the trial goes on as usual;
 * ``report_then_sleep`` — after reporting ``params["marker_step"]`` the trial marks
   ``reported`` and sleeps (the test kills it there, then touches ``<marks>.killed-N``); the
   relaunch resumes after that step and runs through, so only the killed copy reported it.
@@ -17,6 +18,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+
+import psutil
 
 import hyperfleet
 from tests.faults import workloads
@@ -31,6 +34,8 @@ def _spawn(ctx: hyperfleet.TrialContext) -> None:
         time.sleep(301)
         os._exit(0)
     mark(ctx, "child", pid)
+    for kin in psutil.Process().children():  # and whatever else its process holds (a guard)
+        mark(ctx, "kin", kin.pid)
 
 
 def _report_then_sleep(ctx: hyperfleet.TrialContext) -> None:

@@ -76,7 +76,9 @@ def test_4_what_an_in_process_trial_starts_ends_with_it(fault: FaultMaker) -> No
     assert set(f.states().values()) == {"COMPLETE"}
     children = {int(v) for _, _, v in f.marks.events("child")}
     assert len(children) == 6  # a sleep and a fork per trial
-    wait_dead(children, timeout=5)
+    kin = {int(v) for _, _, v in f.marks.events("kin")}
+    assert kin > children  # the workers' guards too
+    wait_dead(kin, timeout=5)
     assert tagged_with_sweep(f) == []
     f.check_clean(budget=3)
 
