@@ -1,7 +1,8 @@
 """The platform's error hierarchy.
 
 Every error a user can cause is a :class:`HyperfleetError`; the CLI prints its message on one
-line and exits with status 2 (3 for :class:`StorageOutageError`, which no input can fix).
+line and exits with status 2 (3 for :class:`StorageOutageError`, which no input can fix; 5
+for :class:`DiskFullError`).
 ``assert`` is kept for internal invariants only.
 """
 
@@ -54,6 +55,17 @@ class Superseded(StorageError):  # noqa: N818 - a fact the trial learns, like Tr
     def __init__(self, message: str, attempt: int | None = None) -> None:
         super().__init__(message)
         self.attempt = attempt
+
+
+class DiskFullError(HyperfleetError):
+    """A disk the sweep writes to is full (:mod:`hyperfleet.platform.diskspace`); the CLI
+    exits 5. ``path``: where a write failed."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class TrialPruned(Exception):  # noqa: N818 - the name users know from Optuna

@@ -23,7 +23,7 @@ _state = {"debug": False}
 
 def _guard(fn: Callable[[], T]) -> T:
     try:
-        return fn()
+        return _disk_full_as_error(fn)
     except ConfigError as exc:
         for line in exc.problems:
             err.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
@@ -35,3 +35,20 @@ def _guard(fn: Callable[[], T]) -> T:
         if _state["debug"]:
             raise
         raise typer.Exit(getattr(exc, "exit_code", 2)) from None
+
+
+def _disk_full_as_error(fn: Callable[[], T]) -> T:
+    """``fn()``, with a full disk met anywhere (a write's ``ENOSPC``, SQLite's "database or
+    disk is full") raised as the one-line :class:`~hyperfleet.errors.DiskFullError` (see
+    :mod:`hyperfleet.platform.diskspace`)."""
+    try:
+        return fn()
+    except HyperfleetError:
+        raise
+    except Exception as exc:
+        from hyperfleet.platform.diskspace import disk_full_error, full_path
+
+        where = full_path(exc)
+        if where is None:
+            raise
+        raise disk_full_error(where) from exc

@@ -138,7 +138,7 @@ class SweepRunner:
         summaries, signalled = run_worker(
             self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.cfg.tracking.uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
-            launchers=launchers,
+            launchers=launchers, retry_s=self.cfg.storage_retry,
         )  # fmt: skip
         if self.cfg.name in summaries:
             return summaries[self.cfg.name]

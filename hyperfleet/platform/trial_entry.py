@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet import startup
-from hyperfleet.platform.launcher.procs import running_here
+from hyperfleet.platform.launcher.procs import (
+    end_descendants,
+    hold_descendants,
+    running_here,
+    start_guard,
+)
 from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.spec.wire import TrialSpec
 
@@ -101,7 +106,8 @@ def _redirected(
         except SystemExit:  # stopped (SIGTERM): the worker ends with the trial
             raise
         except BaseException:  # noqa: BLE001 - the trial failed; the worker lives on
-            traceback.print_exc()
+            with contextlib.suppress(OSError):  # a full disk takes no traceback either
+                traceback.print_exc()
             return 1
 
 
@@ -167,13 +173,27 @@ def inprocess_worker(conn: Connection, controller: int, place: tuple[dict[str, s
     """An in-process trial worker: runs the ``(log path, spec path, tags)`` tasks it receives,
     one at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
     (the trial it runs unwinds first) or the death of its parent (the fork server, which ends
-    with the controller). ``place``: the controller's environment and working directory."""
+    with the controller). ``place``: the controller's environment and working directory.
+    Every process a trial starts ends with the trial, and with the worker (its guard kills
+    the worker's group): see :mod:`.launcher.procs`."""
     die_with_parent()
     _leave_fork_server()
     try:
         os.kill(controller, 0)
     except ProcessLookupError:  # the controller died before the line above took effect
         return
+    hold_descendants()
+    guard = start_guard()
+    try:
+        _serve_trials(conn, place, guard)
+    finally:  # stopped: the trial unwound; what it started ends here, before the worker
+        end_descendants({guard})
+    _exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
+
+
+def _serve_trials(conn: Connection, place: tuple[dict[str, str], str], guard: int) -> None:
+    """The loop of :func:`inprocess_worker`, from setting up its process to its last task;
+    ``guard``: the pid of its group's guard, spared when a trial's processes end."""
     environ, cwd = place
     os.environ.clear()
     os.environ.update(environ)
@@ -196,8 +216,9 @@ def inprocess_worker(conn: Connection, controller: int, place: tuple[dict[str, s
             break
         log, spec, tags = task
         conn.send(STARTED)  # the trial's own time (trial.timeout) begins now
-        conn.send(_redirected(log, spec, tags=tags))
-    _exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
+        code = _redirected(log, spec, tags=tags)
+        end_descendants({guard})  # what the trial started ends with it
+        conn.send(code)
 
 
 def _fork_trial(task: dict[str, Any], channel: Any) -> int:

@@ -36,6 +36,7 @@ from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
 from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -246,16 +247,20 @@ def run_worker(
     timing: Timing | None = None,
     on_progress: Any = None,
     launchers: Launchers | None = None,
+    retry_s: float = DEFAULT_RETRY_S,
 ) -> tuple[dict[str, SweepSummary], bool]:
     """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
     sweeps closed meanwhile and whether a signal stopped it. ``launchers``: ones already
-    holding started processes (``sweep run`` starts its first trials' at once)."""
+    holding started processes (``sweep run`` starts its first trials' at once). ``retry_s``:
+    how long the worker's own storage waits out an outage until it serves a sweep (then the
+    sweeps' ``storage_retry``)."""
     import time
 
     launchers = launchers or Launchers(pool)
-    registry = Storage(storage_url)  # creates the schema of a new database
+    registry = Storage(storage_url, retry_s=retry_s)  # creates the schema of a new database
     record = worker_record(pool, pool_name, address, sweeps, time.time())
     source = StoredSweeps(storage_url, sweeps, pool_name, pool.size, tracking_uri)
+    source.catalog.retry_s = retry_s
     controller = Controller(
         pool, source, launchers, timing=timing, worker=record, registry=registry,
         until=until or Until(done=False), on_progress=on_progress,

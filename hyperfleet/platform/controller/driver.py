@@ -31,8 +31,13 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
 from hyperfleet.platform.controller.outcomes import finite, plain, raised
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
-from hyperfleet.platform.controller.recovery import adopt_donor_record, requeue_phantoms_locked
+from hyperfleet.platform.controller.recovery import (
+    adopt_donor_record,
+    mark_stopped,
+    requeue_phantoms_locked,
+)
 from hyperfleet.platform.controller.session import SweepSession, close_session
+from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
 from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.results import SweepSummary
@@ -93,6 +98,7 @@ class SweepDriver:
         self.finished = 0
         self.launched = 0
         self._next_ask = 0.0  # the scheduler had nothing: ask again then, or when a trial ends
+        self.disk_full: str | None = None  # where a trial found the disk full (diskspace)
 
     @property
     def cfg(self) -> SweepConfig:
@@ -261,6 +267,10 @@ class SweepDriver:
         """A failed launch: retried (WAITING) while retries are left and its workload did not
         raise the same error as last time; else FAIL."""
         tail = plain(tail)  # compared with the stored error, itself plain
+        full = trial_disk_full(tail, getattr(rec, "trial_dir", None))
+        if full is not None:  # requeued, no retry counted; the controller stops (reap)
+            self.disk_full = self.disk_full or full
+            return TrialState.WAITING, None, ""
         error = f"exit code {code}\n{tail}"
         this = raised(tail)
         before = raised(getattr(rec, "error", None) or "")
@@ -356,6 +366,8 @@ class SweepDriver:
                 r.handle.stop(self.timing.stop_grace)
                 self._end(r, TrialState.WAITING, None, "")
         reap_members(self)
+        if self.disk_full is not None:
+            raise disk_full_error(self.disk_full)
 
     def enforce_trial_timeout(self) -> None:
         """A launch running longer than ``trial.timeout`` is stopped and FAIL."""
@@ -387,8 +399,9 @@ class SweepDriver:
                     self._end(r, TrialState.WAITING, None, "")
                 else:
                     self._end(r, *self._outcome(r, code))
-            except (StorageError, SQLAlchemyError):
+            except (StorageError, SQLAlchemyError, OSError):  # an outage, a full disk
                 logger.warning("trial %d stopped; its record could not be written", r.number)
+                mark_stopped(r.handle)  # its requeue on recovery counts no retry
                 self._release(r)
 
     def heartbeat(self) -> None:

@@ -37,8 +37,8 @@ class Heartbeat(threading.Thread):
         while not self._stop_event.wait(self.every):
             try:
                 self.beat_now()
-            except Exception:
-                logger.warning("worker heartbeat failed", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
+                logger.warning("worker heartbeat failed: %s", (str(exc).splitlines() or [repr(exc)])[0][:300])
 
     def beat_now(self) -> None:
         """One heartbeat now (also from the controller's thread, before it judges others)."""

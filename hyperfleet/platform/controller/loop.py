@@ -38,6 +38,7 @@ from hyperfleet.platform.controller.gangs import join_open
 from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.diskspace import disk_full_error, full_path
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.results import SweepSummary
@@ -141,6 +142,15 @@ class Controller:
         )
         self._started[session.name] = self.clock.monotonic()
         logger.info("serving sweep %s", session.name)
+        self._follow_storage_retry()
+
+    def _follow_storage_retry(self) -> None:
+        """The worker's own storage (registry, catalog) waits out an outage as long as the
+        sweeps it serves do (their ``storage_retry``; the longest of them), not longer."""
+        retry = max(d.session.storage.retry_s for d in self.drivers.values())
+        for storage in (self.registry, getattr(self.sweeps, "catalog", None)):
+            if storage is not None:
+                storage.retry_s = retry
 
     def _ordered(self) -> list[SweepDriver]:
         return sorted(
@@ -311,13 +321,21 @@ class Controller:
     def run(self) -> dict[str, SweepSummary]:
         """Serve sweeps until told to end (see the module docstring); the summaries of the
         sweeps closed meanwhile. A storage outage longer than the retry period stops every
-        trial and raises ``StorageOutageError``."""
+        trial and raises ``StorageOutageError``; a full disk requeues them and raises
+        ``DiskFullError`` (:mod:`hyperfleet.platform.diskspace`)."""
         try:
             self._loop()
         except StorageOutageError:
             for d in self.drivers.values():  # the outage lasted: clean up without waiting
                 d.session.storage.retry_s = 0.0
             raise
+        except Exception as exc:
+            full = full_path(exc)
+            if full is None:
+                raise
+            for d in self.drivers.values():  # requeue what runs; write nothing more
+                d.session.storage.retry_s = 0.0
+            raise disk_full_error(full) from exc
         finally:
             self._shutdown()
         return self.summaries

@@ -9,7 +9,9 @@ latest checkpoint as the same trial and MLflow run. A worker never judges its ow
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from pathlib import Path
 
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.schedulers import TrialState
@@ -30,20 +32,48 @@ def requeue_stale(
     for t in session.storage.stale_running(session.name, stale_after):
         if worker is not None and t.worker == worker:
             continue
-        if t.retries >= limit:
+        stopped = was_stopped(t.trial_dir)  # stopped by its controller, not lost: no retry
+        if t.retries >= limit and not stopped:
             session.storage.close_open_leases(session.name, t.number, "LOST")
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
             session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
             session.storage.upsert_trial(session.name, t.number, state="FAIL", error=error)
             continue
-        if not session.storage.take_over(t):  # it beat or reported since it was read
+        if not session.storage.take_over(t, retry=not stopped):  # it beat or reported since
             continue
         session.storage.close_open_leases(session.name, t.number, "LOST")
-        logger.warning("trial %d was left RUNNING by a lost worker; requeued", t.number)
+        if stopped:
+            logger.warning("trial %d was stopped while storage was unwritable; requeued", t.number)
+        else:
+            logger.warning("trial %d was left RUNNING by a lost worker; requeued", t.number)
         session.scheduler.requeue(t.number)
         requeued.append(t.number)
     return requeued
+
+
+STOPPED = ".stopped"  # in a trial's folder: its controller stopped it but could not say so
+
+
+def mark_stopped(handle: object) -> None:
+    """Note in the trial's folder (beside its log) that its controller stopped it while its
+    record could not be written (a storage outage, a full disk): recovery requeues it then
+    without counting a retry (:func:`was_stopped`)."""
+    log_path = getattr(handle, "log_path", None)
+    if log_path is not None:
+        with contextlib.suppress(OSError):
+            (Path(log_path).parent / STOPPED).touch()
+
+
+def was_stopped(trial_dir: str | None) -> bool:
+    """Whether :func:`mark_stopped` noted this trial (the note is taken away)."""
+    if not trial_dir:
+        return False
+    try:
+        (Path(trial_dir) / STOPPED).unlink()
+    except OSError:
+        return False
+    return True
 
 
 def requeue_phantoms(session: SweepSession) -> list[int]:

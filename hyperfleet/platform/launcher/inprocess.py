@@ -11,7 +11,9 @@ torchrun one: ``stop`` sends the worker SIGTERM (the trial unwinds, flushing its
 the worker exits; a fresh one replaces it), ``kill`` sends SIGKILL. Workers ignore the
 terminal's SIGINT (the controller decides what an interrupt stops) and die with the
 controller (Linux's parent-death signal, through the fork server that ends with it), so no
-worker outlives it.
+worker outlives it. Nor does anything a trial starts: each worker reaps its trial's
+descendants and leads a process group that a guard kills when the worker dies
+(:mod:`.procs`), and ``kill`` kills that group and the launch's tagged processes too.
 
 Workers come from multiprocessing's *fork server*, which imports the trial runtime (torch)
 and the recorder once: every worker, the first ones and each replacement, is a fork of it
@@ -104,6 +106,10 @@ class InProcessHandle:
     def kill(self) -> int:
         if self.poll() is None:
             self._signal(signal.SIGKILL)
+            pid = self.worker.proc.pid
+            with contextlib.suppress(OSError):  # its group (see .procs): unreaped, pid still its
+                if pid is not None:
+                    os.killpg(pid, signal.SIGKILL)
             self.worker.proc.join()
         kill_tagged(LAUNCH_VAR, self.launch)  # processes the trial started, if any
         return int(self.poll() or 0)

@@ -149,3 +149,103 @@ def tag_launch(spec: TrialSpec, rdzv_id: str | None = None) -> dict[str, str]:
     if rdzv_id:
         tags[RDZV_VAR] = rdzv_id
     return {**tags, LAUNCH_VAR: uuid.uuid4().hex}
+
+
+# A process that runs trials one after another (an in-process worker) ----------------------
+#
+# Tags find what a trial exec'd, but not what it forked (a fork keeps its parent's original
+# environment block, which /proc shows), and a worker outlives its trials. So such a worker
+# holds its trials' processes three ways: it is a *child subreaper* (Linux's
+# PR_SET_CHILD_SUBREAPER), so whatever its trial starts stays in its process tree even when
+# the intermediate parent dies (a double fork, a daemon); at each trial's end it kills that
+# whole tree (:func:`end_descendants`); and it leads a process group of its own, with a
+# *guard* in it (:func:`start_guard`) that kills the group when the worker dies (SIGKILL
+# included), the only moment the worker can't clean up itself.
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def hold_descendants() -> None:
+    """Make this process its descendants' reaper and the leader of a process group of its
+    own: what it starts can't leave its tree, and its group is one ``killpg`` away."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    with contextlib.suppress(OSError):  # already a group or session leader
+        os.setpgid(0, 0)
+
+
+def start_guard() -> int:
+    """Fork the guard of this process's group: it waits for this process to die (a
+    parent-death signal), then kills the group, itself last. Call it with no thread running
+    and after :func:`hold_descendants`; returns the guard's pid."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    try:  # the guard: holds no file of its parent (a pipe end would keep its reader waiting)
+        for fd in [int(fd) for fd in os.listdir("/proc/self/fd")]:
+            if fd > 2:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == parent:  # otherwise it died before the line above
+            signal.sigwait({signal.SIGTERM})
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(0)
+
+
+def _direct_children() -> set[int]:
+    """This process's children, from each of its threads' ``/proc/.../children`` (every
+    descendant of a subreaper with none of them is gone); psutil's scan of every process
+    where the kernel lacks that file."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        import psutil
+
+        return {p.pid for p in psutil.Process().children()}
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found.update(
+                int(pid) for pid in Path(f"/proc/self/task/{task}/children").read_text().split()
+            )
+    return found
+
+
+def end_descendants(spare: set[int], timeout: float = 5.0) -> list[int]:
+    """Kill every descendant of this process but those in ``spare`` (a guard), and reap the
+    ones that were re-parented to it; their pids."""
+    if not _direct_children() - spare:  # the common case, at a fraction of a millisecond
+        return []
+    import psutil
+
+    me = psutil.Process()
+    try:
+        procs = [p for p in me.children(recursive=True) if p.pid not in spare]
+    except psutil.Error:
+        return []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    left = {p.pid for p in procs}
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        left = {pid for pid in left if _started_at(pid) is not None}  # gone or a zombie
+        if left:
+            time.sleep(0.005)
+    if procs:
+        logger.info("ended %d process(es) the trial left running", len(procs))
+    return sorted(p.pid for p in procs)

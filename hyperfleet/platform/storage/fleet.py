@@ -230,8 +230,9 @@ class FleetStore:
         return stale
 
     @retried
-    def take_over(self, t: TrialRecord) -> bool:
-        """Requeue the stale trial ``t`` (WAITING, one more retry) if it is still as it was
+    def take_over(self, t: TrialRecord, retry: bool = True) -> bool:
+        """Requeue the stale trial ``t`` (WAITING, one more retry unless ``retry`` is false: its
+        controller stopped it and could not say so) if it is still as it was
         read: RUNNING at the same attempt with the same heartbeat. False when it beat or
         reported since (its worker or copy was only paused), or someone else took it."""
         beat = TrialRow.heartbeat_at
@@ -242,7 +243,7 @@ class FleetStore:
                 TrialRow.state == "RUNNING", TrialRow.attempts == t.attempts,
                 beat.is_(None) if t.heartbeat_at is None else beat == t.heartbeat_at,
             )
-            .values(state="WAITING", retries=t.retries + 1)
+            .values(state="WAITING", retries=t.retries + int(retry))
         )  # fmt: skip
         with self.session() as s:
             return bool(s.execute(query).rowcount)

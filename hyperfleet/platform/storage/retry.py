@@ -134,7 +134,10 @@ def retrying(
                     f"running trials go back in the queue when the sweep runs again"
                 ) from exc
             if warned < 0 or waited - warned >= 10:
-                logger.warning("%s unreachable (%s); retrying for up to %g s", what, exc, budget_s)
+                first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+                logger.warning(
+                    "%s unreachable (%s); retrying for up to %g s", what, first, budget_s
+                )
                 warned = waited
             sleep(min(delay, max(0.0, budget_s - waited)))
             delay = min(delay * 2, 5.0)

@@ -1,11 +1,14 @@
 """Trial side: one run's metrics and tags, batched off the training thread, spooled, shipped.
 
-``ctx.report`` reaches :meth:`MetricSink.log_metrics` on rank 0, which only appends
-``(key, value, timestamp, step)`` to a list under a lock: no MLflow call, no file write, no
-MLflow import on the training thread, so a slow or absent tracking server never slows a step.
+``ctx.report`` reaches :meth:`MetricSink.log_metrics` on rank 0, which appends the report's
+``(key, value, timestamp, step)`` points to the trial's :class:`~.spool.Spool` before it
+returns (one small write to the page cache, no fsync: tens of microseconds): a copy of the
+trial killed right after a report has its points on disk, where the next copy, the controller
+or ``hyperfleet mlflow sync`` ships them. No MLflow call and no MLflow import on the training
+thread, so a slow or absent tracking server never slows a step.
 
-A background thread wakes every ``flush_every_s`` seconds and appends what was buffered to the
-trial's :class:`~.spool.Spool` (one file write); every ``ship_every_s`` seconds (the first time
+A background thread wakes every ``flush_every_s`` seconds and appends what is buffered (tags,
+points whose write failed) to the spool; every ``ship_every_s`` seconds (the first time
 ``ship_every_s`` after the start: a trial shorter than that never imports MLflow, whose import
 costs a trial process about 1.5 s of CPU, and the controller ships its spool) it ships
 everything unsent with
@@ -67,6 +70,8 @@ class MetricSink:
         self._buf: list[Point] = []
         self._tags: dict[str, str] = dict(tags or {})
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # one appender at a time (the order of the points)
+        self._unwritable = False  # the last append failed (warned once)
         self._stop = threading.Event()
         self._every = flush_every_s
         self._ship_every = max(ship_every_s, flush_every_s)
@@ -86,11 +91,13 @@ class MetricSink:
     # -- the training thread's side ----------------------------------------------------------
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Queue ``metrics`` at ``step`` (non-finite values are dropped)."""
+        """Append ``metrics`` at ``step`` to the spool (non-finite values are dropped); if
+        the file can't be written, they wait in memory for the next flush."""
         now = int(time.time() * 1000)
         items = [(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))]
         with self._lock:
             self._buf.extend(items)
+        self._spool_buffered(tags=False)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         with self._lock:
@@ -104,17 +111,27 @@ class MetricSink:
             self._client = open_client(self.uri)
         return self._client
 
-    def _spool_buffered(self) -> None:
-        with self._lock:
-            points, self._buf = self._buf, []
-            tags, self._tags = self._tags, {}
+    def _spool_buffered(self, tags: bool = True) -> None:
+        """Append the buffered points (and tags) to the spool, in order: one writer at a time,
+        so points reach the file in the order they were logged."""
+        with self._writing:
+            with self._lock:
+                points, self._buf = self._buf, []
+                tags_now, self._tags = (self._tags, {}) if tags else ({}, self._tags)
+            self._append(points, tags_now)
+
+    def _append(self, points: list[Point], tags: dict[str, str]) -> None:
         try:
             self.spool.append(points, tags)
-        except OSError:
-            logger.warning("cannot write the MLflow spool %s", self.spool.path, exc_info=True)
+        except OSError as exc:
+            if not self._unwritable:  # once per streak of failures, not once per report
+                logger.warning("cannot write the MLflow spool %s: %s", self.spool.path, exc)
+            self._unwritable = True
             with self._lock:  # keep them in memory; the next flush tries again
                 self._buf[:0] = points
                 self._tags = {**tags, **self._tags}
+        else:
+            self._unwritable = False
 
     def _resolved(self) -> str | None:
         if is_pending(self.run_id):
