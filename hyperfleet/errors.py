@@ -9,6 +9,16 @@ for :class:`DiskFullError`).
 from __future__ import annotations
 
 
+def first_line(what: object, limit: int = 300) -> str:
+    """The first non-blank line of ``what`` (an exception or a text), at most ``limit``
+    characters: how a warning that is one line names an error (an exception whose text is
+    empty is named by its type)."""
+    text = str(what).strip()
+    if not text and isinstance(what, BaseException):
+        text = type(what).__name__
+    return (text.splitlines() or [""])[0][:limit]
+
+
 class HyperfleetError(Exception):
     """Base class of every error hyperfleet raises on purpose."""
 

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 
+from hyperfleet.errors import first_line
 from hyperfleet.platform.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class Heartbeat(threading.Thread):
             try:
                 self.beat_now()
             except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
-                logger.warning("worker heartbeat failed: %s", (str(exc).splitlines() or [repr(exc)])[0][:300])
+                logger.warning("worker heartbeat failed: %s", first_line(exc))
 
     def beat_now(self) -> None:
         """One heartbeat now (also from the controller's thread, before it judges others)."""

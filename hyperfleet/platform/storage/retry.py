@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
-from hyperfleet.errors import StorageError, StorageOutageError
+from hyperfleet.errors import StorageError, StorageOutageError, first_line
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,13 +128,13 @@ def retrying(
                 raise
             waited = time.monotonic() - start
             if waited >= budget_s:
-                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+                reason = first_line(getattr(exc, "orig", None) or exc, 200)
                 raise StorageOutageError(
                     f"{what}: unreachable for {waited:.0f} s ({reason}); stopped cleanly: "
                     f"running trials go back in the queue when the sweep runs again"
                 ) from exc
             if warned < 0 or waited - warned >= 10:
-                first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+                first = first_line(getattr(exc, "orig", None) or exc, 200)
                 logger.warning(
                     "%s unreachable (%s); retrying for up to %g s", what, first, budget_s
                 )

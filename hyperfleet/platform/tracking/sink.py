@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperfleet.errors import first_line
 from hyperfleet.platform.tracking.client import is_transient, open_client, retry_s
 from hyperfleet.platform.tracking.spool import PENDING, Point, Spool, is_pending
 from hyperfleet.platform.tracking.system import SystemSampler
@@ -156,7 +157,7 @@ class MetricSink:
                 self._down_since = time.monotonic()
                 logger.warning(
                     "MLflow unreachable (%s); reports are kept in %s and sent when it is back",
-                    str(exc).splitlines()[0][:200],
+                    first_line(exc, 200),
                     self.spool.path,
                 )
             return False
