@@ -15,7 +15,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from hyperfleet.errors import ConfigError, StorageError
+from hyperfleet.errors import ConfigError, StorageError, first_line
 from hyperfleet.platform.credentials import masked, reveal
 from hyperfleet.platform.storage.engine import parse_url, sqlite_path
 from hyperfleet.platform.storage.retry import login_refused, refused_message
@@ -59,31 +59,58 @@ def check_storage(url: str) -> None:
         return
     if parsed.get_backend_name() == "sqlite":
         return  # in memory
+    _check_server(url, parsed, "storage")
+
+
+def _check_server(url: str, parsed: sa.engine.URL, field: str) -> None:
+    """The database server at ``url`` answers and takes the login: else one line naming
+    ``field`` (``StorageError`` for the storage, ``ConfigError`` for ``tracking.uri``: MLflow
+    itself would retry a refused login for minutes)."""
+    error = StorageError if field == "storage" else ConfigError
     args = (
         {"connect_timeout": CONNECT_TIMEOUT_S} if parsed.get_backend_name() == "postgresql" else {}
     )
     engine = sa.create_engine(reveal(url), connect_args=args, pool_pre_ping=False)
+    safe = parsed.render_as_string(hide_password=True)
     try:
         with engine.connect():
             pass
     except sa.exc.DBAPIError as exc:
         reason = login_refused(exc)
-        if reason is not None:
+        if reason is not None and field == "storage":
             raise StorageError(refused_message(reason, url)) from None
-        first = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-        safe = parsed.render_as_string(hide_password=True)
-        raise StorageError(
-            f"storage: cannot connect to {safe} ({first}); start the server or fix the URL"
+        if reason is not None:
+            raise error(
+                f"{field}: {safe} refused the login ({reason}); fix the user, password or "
+                f"database name in --tracking-uri (or the sweep file's {field})"
+            ) from None
+        first = first_line(exc.orig or exc)
+        raise error(
+            f"{field}: cannot connect to {safe} ({first}); start the server or fix the URL"
         ) from None
     except ImportError as exc:
-        raise StorageError(f"storage: cannot use {masked(url)!r} ({exc})") from None
+        raise error(f"{field}: cannot use {masked(url)!r} ({exc})") from None
     finally:
         engine.dispose()
 
 
+def check_destinations(storage_url: str, tracking_uri: str) -> None:
+    """:func:`check_storage` and :func:`check_tracking` in the order that writes nothing before
+    a refusal: servers first (a refused login or a dead server leaves no folder behind), then
+    the local stores, whose folders are created."""
+
+    def remote(url: str) -> bool:
+        return "://" in url and not url.startswith(("sqlite:", "file:"))
+
+    checks = [(check_storage, storage_url), (check_tracking, tracking_uri)]
+    for check, url in sorted(checks, key=lambda c: not remote(c[1])):
+        check(url)
+
+
 def check_tracking(uri: str) -> None:
     """An MLflow tracking URI that can be used: a server that answers ``/health`` within a
-    few seconds, or a local store whose folder can be created."""
+    few seconds, a database server that takes the login, or a local store whose folder can be
+    created."""
     check_urls(tracking=uri)
     if uri.startswith(("http://", "https://")):
         health = uri.rstrip("/") + "/health"
@@ -102,3 +129,5 @@ def check_tracking(uri: str) -> None:
         writable_dir(path.parent, "tracking.uri")
     elif uri.startswith("file:") or "://" not in uri:
         writable_dir(uri.removeprefix("file://").removeprefix("file:"), "tracking.uri")
+    else:  # a database (tracking_problem allowed it)
+        _check_server(uri, sa.engine.make_url(uri), "tracking.uri")

@@ -18,7 +18,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
 from hyperfleet.platform.ownership import check_owner, check_same_store, owned_config, stored_sweep
 from hyperfleet.platform.pool import LocalPool
-from hyperfleet.platform.preflight import check_storage, check_tracking, writable_dir
+from hyperfleet.platform.preflight import check_destinations, writable_dir
 from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
@@ -57,8 +57,7 @@ def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepCon
     the tracking server can be used; the sweep's run directory is not another sweep's, and a
     continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
-    check_storage(storage_url)  # first: a refused login or a dead server leaves no folder
-    check_tracking(tracking_uri)
+    check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)

@@ -432,3 +432,29 @@ def _restore_password(pg: Any) -> None:
         pass  # never changed
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_6_a_tracking_store_that_refuses_the_login_is_not_an_outage(
+    locked_pg: Any, tmp_path: Path
+) -> None:
+    """MLflow on a PostgreSQL that refuses the login: a sweep is refused in one line before it
+    starts (MLflow itself retries creating its engine for minutes), and a call failing so is
+    not retried by the platform as an outage would be."""
+    import sqlalchemy as sa
+
+    from hyperfleet.platform.tracking.client import is_transient
+
+    locked_pg.create_database("mlf")
+    wrong = locked_pg.url("mlf").replace("right-horse", "wrong-horse")
+    engine = sa.create_engine(wrong)
+    with pytest.raises(sa.exc.OperationalError) as info:  # what MLflow's store raises at last
+        engine.connect()
+    engine.dispose()
+    assert not is_transient(info.value), repr(info.value)
+    sweep = str(write_sweep(tmp_path, fault_sweep(tmp_path)))
+    start = time.monotonic()
+    line = refused(tmp_path, "sweep", "run", sweep, "--tracking-uri", wrong, start="error: ")
+    assert time.monotonic() - start < 60  # not MLflow's retries
+    assert line.startswith("error: tracking.uri: postgresql://hf:***@"), line
+    assert "password authentication failed" in line and "wrong-horse" not in line, line

@@ -162,9 +162,15 @@ def log_points(
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed MLflow call may succeed later (an outage, a locked database)."""
+    """Whether a failed MLflow call may succeed later (an outage, a locked database). A
+    PostgreSQL backend that refuses the login (a wrong password, an unknown role) will refuse
+    it again: not an outage."""
     from mlflow.exceptions import MlflowException
 
+    from hyperfleet.platform.storage.retry import login_refused
+
+    if login_refused(exc) is not None:
+        return False
     if isinstance(exc, MlflowException):
         return exc.error_code not in PERMANENT_CODES
     if isinstance(exc, (LookupError, TypeError, AttributeError, AssertionError, NameError)):
