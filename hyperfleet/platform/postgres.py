@@ -108,10 +108,43 @@ class LocalPostgres:
                 hba.write("host all all 0.0.0.0/0 scram-sha-256\nhost all all ::/0 scram-sha-256\n")
 
     def start(self) -> None:
+        """Start the server; ``ConfigError`` with the server log's last lines if it does not
+        come up (the log is where PostgreSQL says why: a port taken, a bad setting)."""
         opts = f"-p {self.port} -k {self.root} -c listen_addresses='{self.listen}'"
         if not self.durable:
             opts += " -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.log), "-w", "start")
+        args = ("-D", str(self.data), "-o", opts, "-l", str(self.log), "-w", "start")
+        if self._run("pg_ctl", *args, check=False).returncode != 0:
+            raise ConfigError(
+                f"postgres: the server did not start on port {self.port}: {self.log_tail()}"
+            )
+
+    def start_on_free_port(self, tries: int = 5) -> None:
+        """Start the server on a free port of the system's choosing. Another process may take
+        the port between its choice and the server's bind: then another port, ``tries`` times
+        in all."""
+        for attempt in range(tries):
+            self.port = free_port()
+            try:
+                self.start()
+                return
+            except ConfigError:
+                if attempt == tries - 1 or not self.port_taken():
+                    raise
+
+    def port_taken(self) -> bool:
+        """Whether the last start failed because its port was in use."""
+        tail = self.log_tail(lines=20)
+        return "Address already in use" in tail or "could not bind" in tail
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The server log's last ``lines`` non-blank lines, joined by `` | ``."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return f"no server log at {self.log}"
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return " | ".join(tail) or f"{self.log} is empty"
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: sessions are ended, data flushed); no-op when stopped."""
@@ -154,6 +187,13 @@ class LocalPostgres:
             engine.dispose()
 
 
+def free_port() -> int:
+    """A TCP port on loopback that is free now (another process may take it before use)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def throwaway(
     prefix: str = "hyperfleet-pg-", *, listen: str = "127.0.0.1", password: str | None = None
@@ -163,13 +203,10 @@ def throwaway(
     removed on exit. For tests and benchmarks. ``listen`` and ``password``: as
     :class:`LocalPostgres` takes them (other hosts log in by password)."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    pg = LocalPostgres(root, port, password=password, listen=listen, durable=False)
+    pg = LocalPostgres(root, 0, password=password, listen=listen, durable=False)  # port: at start
     try:
         pg.init()
-        pg.start()
+        pg.start_on_free_port()
         yield pg
     finally:
         pg.stop("immediate")

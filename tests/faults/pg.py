@@ -9,16 +9,15 @@ from pathlib import Path
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.postgres import LocalPostgres
-from tests.conftest import free_port
 
 
 class PgCluster:
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="hyperfleet-pg-outage-"))
-        self.pg = LocalPostgres(self.root, free_port(), durable=False)
-        self.port = self.pg.port
+        self.pg = LocalPostgres(self.root, 0, durable=False)  # its port: at the first start
         self.pg.init()
-        self.start()
+        self.pg.start_on_free_port()  # later starts (after an outage) keep this port
+        self.port = self.pg.port
 
     @property
     def url(self) -> str:
