@@ -3,7 +3,10 @@ report, and a mark once storage has *accepted* each report (``trial pid step N H
 format of ``tests/faults/workloads.py``, the host telling apart pids of two pid namespaces), so
 a test can tell which process a trial's record holds each step from. ``params["hold"]``: the
 first copy of a trial waits at step 3 until that file exists (a test starts its other workers
-meanwhile)."""
+meanwhile); ``params["hold_resumed"]``: a copy that resumed from a checkpoint waits 3 steps
+after it until that file exists (a test lets the superseded copy stop meanwhile);
+``params["hold_first"]``: a copy that started afresh waits at step 8 until that file exists (a
+test pauses it there, mid-trial, however slowly it polls)."""
 
 from __future__ import annotations
 
@@ -19,15 +22,24 @@ def mark(ctx: hyperfleet.TrialContext, event: str, value: object = "") -> None:
         f.write(f"{ctx.trial_number} {os.getpid()} {event} {value}\n")
 
 
+def _held(path: str | None) -> bool:
+    return bool(path) and not os.path.exists(str(path))
+
+
 def main(ctx: hyperfleet.TrialContext) -> None:
     state = ctx.load_checkpoint()
     step = state["step"] if state else 0
     mark(ctx, "from", f"{step} {socket.gethostname()}")
     x = float(ctx.params["x"])
+    start = step
     while step < ctx.max_steps:
         step += 1
         time.sleep(float(ctx.params["sleep"]))
-        while step == 3 and ctx.params.get("hold") and not os.path.exists(ctx.params["hold"]):
+        while step == 3 and _held(ctx.params.get("hold")):
+            time.sleep(0.05)
+        while state is not None and step == start + 3 and _held(ctx.params.get("hold_resumed")):
+            time.sleep(0.05)
+        while state is None and step == 8 and _held(ctx.params.get("hold_first")):
             time.sleep(0.05)
         ctx.report(step, {"loss": (x - 0.3) ** 2 + 1.0 / step}, checkpoint={"step": step})
         mark(ctx, "step", f"{step} {socket.gethostname()}")  # once the report was accepted

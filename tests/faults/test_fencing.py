@@ -1,7 +1,7 @@
 """Fencing (issue 26, finding 1): one live copy of a trial at a time, with real ``hyperfleet
 worker`` processes on a real PostgreSQL.
 
-A worker and its trial processes paused (``kill -STOP`` of its process group, as a host
+A worker and its trial processes paused (``kill -STOP`` of its whole process tree, as a host
 frozen) longer than ``--stale-after`` are taken over by another worker on another "host" (its
 own pid and UTS namespaces: it cannot see, so cannot end, the old copy's processes; the trial
 directories are shared, as on a shared file system); continued, the old copy finds at its next
@@ -13,6 +13,7 @@ retry, no relaunch. Every check reads what the processes themselves wrote: the m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -58,6 +59,8 @@ class Fenced:
                     "marks": str(root / "marks.txt"),
                     "sleep": 0.1,
                     "hold": str(root / "go"),
+                    "hold_resumed": str(root / "go-resumed"),
+                    "hold_first": str(root / "go-first"),
                 },
                 "steps": STEPS,
                 "eval_every": 1,
@@ -67,6 +70,8 @@ class Fenced:
             "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}", "log_model": False},
             "workdir": str(root / "runs"),
         }
+        (root / "go-resumed").touch()  # resumed copies go on, unless a test holds them
+        (root / "go-first").touch()
         path = root / "sweep.yaml"
         path.write_text(yaml.safe_dump(self.data, sort_keys=False))
         result = invoke("sweep", "submit", str(path))
@@ -143,11 +148,25 @@ class Fenced:
             assert proc.returncode == 0, text[-3000:]
             assert "Traceback" not in text and " ERROR" not in text, text[-3000:]
 
+    def signal_host(self, name: str, sig: int) -> None:
+        """``sig`` to worker ``name`` and every process under it (its in-process trials lead
+        process groups of their own), as a host frozen or thawed as a whole."""
+        import psutil
+
+        try:
+            root = psutil.Process(self.workers[name].pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for p in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)
+
     def kill_all(self) -> None:
-        for proc in self.workers.values():
+        for name, proc in self.workers.items():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGCONT)
-                os.killpg(proc.pid, signal.SIGKILL)
+                self.signal_host(name, signal.SIGCONT)
+                self.signal_host(name, signal.SIGKILL)
                 proc.wait()
 
     def check(self, trials: int) -> dict[int, dict[int, set[str]]]:
@@ -198,6 +217,7 @@ def _copies(f: Fenced, number: int) -> set[str]:
 
 def test_a_paused_host_is_taken_over_and_its_copy_stops_itself(fenced: Any) -> None:
     f = fenced(2)
+    (f.root / "go-first").unlink()  # a's trial waits at step 8 until it is paused
     f.start("a", 1)
     f.wait(lambda: f.reported(0, 2) or f.reported(1, 2), 120, "worker a's trial at step 2")
     (mine,) = [n for n, t in f.trials().items() if t.state == "RUNNING"]
@@ -205,16 +225,18 @@ def test_a_paused_host_is_taken_over_and_its_copy_stops_itself(fenced: Any) -> N
     b_id = f.worker_id("b", host="hostb")
     f.wait(lambda: len(f.trials()) == 2, 120, "worker b to take the other trial")
     f.release()
-    f.wait(lambda: f.reported(mine, 6), 60, "worker a's trial at step 6")
+    f.wait(lambda: f.reported(mine, 7), 60, "worker a's trial at step 7, waiting at 8")
     (old,) = _copies(f, mine)
     old_pid = int(old.split(":")[1])
-    os.killpg(f.workers["a"].pid, signal.SIGSTOP)  # a's host freezes: worker and trial
+    (f.root / "go-resumed").unlink()  # the new copy waits 3 steps in, while the old one stops
+    f.signal_host("a", signal.SIGSTOP)  # a's host freezes: worker and trial
+    (f.root / "go-first").touch()  # continued, the old copy reports step 8 at once
     paused_at = f.trials()[mine].last_step or 0
     log = f.root / "runs" / "fenced" / f"trial-{mine:04d}" / "log.txt"
     try:
         f.wait(
             lambda: (t := f.trials()[mine]).attempts == 2 and t.worker == b_id
-            and (t.last_step or 0) >= paused_at + 3,
+            and (t.last_step or 0) >= paused_at + 2,
             60, f"worker b ({b_id}) to take the silent trial over and resume it",
         )  # fmt: skip
         assert not f.reported(mine, STEPS), "the takeover has steps left to overlap with"
@@ -222,7 +244,8 @@ def test_a_paused_host_is_taken_over_and_its_copy_stops_itself(fenced: Any) -> N
         f.wait(lambda: "superseded by attempt 2; stopping" in log.read_text(), 30,
                "the old copy to stop itself")  # fmt: skip
     finally:
-        os.killpg(f.workers["a"].pid, signal.SIGCONT)
+        f.signal_host("a", signal.SIGCONT)
+        (f.root / "go-resumed").touch()
     f.finish()
     by_step = f.check(2)
     t = f.trials()[mine]
@@ -237,9 +260,9 @@ def test_a_paused_worker_keeps_its_own_trials(fenced: Any) -> None:
     f.release()
     f.start("a", 2)
     f.wait(lambda: f.reported(0, 3) and f.reported(1, 3), 120, "both trials at step 3")
-    os.killpg(f.workers["a"].pid, signal.SIGSTOP)  # the worker and its trials, all silent
+    f.signal_host("a", signal.SIGSTOP)  # the worker and its trials, all silent
     time.sleep(STALE_S + 3)
-    os.killpg(f.workers["a"].pid, signal.SIGCONT)
+    f.signal_host("a", signal.SIGCONT)
     f.finish()
     f.check(2)
     for n, t in f.trials().items():
