@@ -169,7 +169,7 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
 
     # a sweep submitted to the stack runs on both of its workers
     sweep = state_dir.parent / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump(SWEEP))
+    sweep.write_text(yaml.safe_dump({**SWEEP, "workdir": str(state_dir.parent / "runs")}))
     sub = invoke("sweep", "submit", str(sweep), "--storage", storage, "--tracking-uri", tracking)
     assert sub.exit_code == 0, sub.output
     assert state["password"] not in sub.stdout and "***" in sub.stdout, "the password is masked"

@@ -281,6 +281,7 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
             "params": {"marks": str(root / "marks.txt"), "hold": str(hold), "hold_step": 2},
         },
         "tracking": {"log_model": False},
+        "workdir": str(root / "runs"),  # stored absolute: the stack's workers write there
     }  # fmt: skip
     (root / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     sub = cli("sweep", "submit", str(root / "sweep.yaml"),
