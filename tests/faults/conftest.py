@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,3 +187,15 @@ def fault(tmp_path: Path, mlflow_template: Path) -> Callable[..., Fault]:
         return Fault(tmp_path, fault_sweep(tmp_path, changes))
 
     return make
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """A PostgreSQL cluster of the test's own, which it may stop and start (an outage)."""
+    from tests.faults.pg import PgCluster
+
+    pg = PgCluster()
+    try:
+        yield pg
+    finally:
+        pg.destroy()

@@ -113,15 +113,6 @@ pytestmark = [pytest.mark.slow]
 # 6 -- storage_retry governs every component ------------------------------------------------
 
 
-@pytest.fixture
-def cluster() -> Iterator[PgCluster]:
-    pg = PgCluster()
-    try:
-        yield pg
-    finally:
-        pg.destroy()
-
-
 @pytest.mark.postgres
 def test_6_storage_retry_governs_the_controller_and_the_trials(
     fault: FaultMaker, cluster: PgCluster

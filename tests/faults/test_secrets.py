@@ -91,6 +91,22 @@ def mlflow_records(tracking: str, experiment: str) -> str:
     return json.dumps([[r.data.params, r.data.tags] for r in runs])
 
 
+def run_holding(f: Fault, hold: str | Path, secret: str, expect: list[str]) -> tuple[str, str]:
+    """``sweep run`` of ``f``'s two trials: while both wait at their hold, ``ps`` shows no
+    ``secret`` (and shows ``expect``); released, both COMPLETE. Its output."""
+    proc = f.start()
+    holding = lambda: len(f.marks.events("holds")) == 2  # noqa: E731
+    wait_until(lambda: holding() or proc.poll() is not None, timeout=240, what="trials holding")
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    sample_ps(secret, expect=expect)
+    Path(hold).touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert f.states() == {0: "COMPLETE", 1: "COMPLETE"}
+    f.check_clean(budget=2)
+    return out, err
+
+
 @pytest.mark.parametrize(
     ("devices", "launched_by"),
     [(0, "forkserver"), (1, "--warm")],  # in-process trials; trial processes (warm groups)
@@ -113,17 +129,8 @@ def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
         "trial": {"steps": 3, "resources": {"devices": devices},
                   "params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
     # both trials have reported step 1 to storage (the password reached them) and wait
-    holding = lambda: len(f.marks.events("holds")) == 2  # noqa: E731
-    wait_until(lambda: holding() or proc.poll() is not None, timeout=240, what="trials holding")
-    assert proc.poll() is None, proc.communicate()[1][-3000:]
-    sample_ps(secret, expect=["sweep run", launched_by])
-    Path(hold).touch()
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
-    assert f.states() == {0: "COMPLETE", 1: "COMPLETE"}
-    f.check_clean(budget=2)
+    out, err = run_holding(f, hold, secret, expect=["sweep run", launched_by])
 
     # printed: the hints show the URL with its password masked
     assert secret not in out + err
@@ -164,16 +171,7 @@ def test_8_a_tracking_password_reaches_the_trials_and_nothing_else(
         "budget": {"trials": 2, "max_concurrent": 2},
         "trial": {"steps": 3, "params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    holding = lambda: len(f.marks.events("holds")) == 2  # noqa: E731
-    wait_until(lambda: holding() or proc.poll() is not None, timeout=240, what="trials holding")
-    assert proc.poll() is None, proc.communicate()[1][-3000:]
-    sample_ps(secret, expect=["sweep run", "forkserver"])
-    Path(hold).touch()
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
-    assert f.states() == {0: "COMPLETE", 1: "COMPLETE"}
-    f.check_clean(budget=2)
+    out, err = run_holding(f, hold, secret, expect=["sweep run", "forkserver"])
     assert secret not in out + err
     assert holders(f.root, secret) == [f.file]
     shown = f"postgresql://hf@127.0.0.1:{cluster.port}/mlflow"

@@ -6,7 +6,7 @@ meet a dead server; 30 s later it comes back and the sweep completes without a F
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +15,6 @@ from tests.faults.conftest import Fault, wait_until
 from tests.faults.pg import PgCluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-def cluster() -> Iterator[PgCluster]:
-    pg = PgCluster()
-    try:
-        yield pg
-    finally:
-        pg.destroy()
 
 
 def test_6_thirty_seconds_without_postgres_lose_nothing(

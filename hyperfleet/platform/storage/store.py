@@ -267,6 +267,19 @@ class Storage(FleetStore):
             q = q.with_for_update()
         return s.scalars(q).one_or_none()
 
+    @staticmethod
+    def _set_fields(
+        s: Session, row: TrialRow | None, sweep: str, number: int, fields: Mapping[str, Any]
+    ) -> TrialRow:
+        """``fields`` set on the trial's ``row``, made (WAITING) if there is none."""
+        if row is None:
+            row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
+            row.params, row.metrics = {}, {}
+            s.add(row)
+        for key, value in fields.items():
+            setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
+        return row
+
     @_retried
     def upsert_trial(
         self, sweep: str, number: int, fence: int | None = None, **fields: Any
@@ -277,12 +290,7 @@ class Storage(FleetStore):
             row = self._trial_row(s, sweep, number, lock=True)
             if fence is not None:
                 _check_fence(row, number, fence)
-            if row is None:
-                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
-                row.params, row.metrics = {}, {}
-                s.add(row)
-            for key, value in fields.items():
-                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
+            row = self._set_fields(s, row, sweep, number, fields)
             s.flush()
             return _record(row)
 
@@ -293,12 +301,7 @@ class Storage(FleetStore):
         now on."""
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
-            if row is None:
-                row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
-                row.params, row.metrics = {}, {}
-                s.add(row)
-            for key, value in fields.items():
-                setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
+            row = self._set_fields(s, row, sweep, number, fields)
             row.attempts = int(row.attempts or 0) + 1
             s.flush()
             return int(row.attempts)
