@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from hyperfleet.platform.postgres import LocalPostgres, throwaway
+from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

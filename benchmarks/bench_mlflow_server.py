@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from hyperfleet.platform.launcher.torchrun import free_port
-from hyperfleet.platform.services import group_members
+from hyperfleet.platform.services.processes import group_members
 from hyperfleet.platform.tracking.server import mlflow_executable, server_env
 
 TICK = os.sysconf("SC_CLK_TCK")

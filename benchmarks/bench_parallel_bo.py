@@ -32,8 +32,8 @@ from typing import Any
 import optuna
 
 from hyperfleet.platform.schedulers.configs import parse_scheduler_config
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.testfunctions import FUNCTIONS, run_concurrent
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.testing.functions import FUNCTIONS, run_concurrent
 
 SCHEDULERS: dict[str, dict[str, Any]] = {
     "skopt": {"type": "skopt"},

@@ -78,7 +78,7 @@ def costs(directory: Path, sweep: str) -> tuple[list[float], list[float]]:
     """(decision -> next report) per exploit, (launch -> first report) per member, seconds."""
     from mlflow.tracking import MlflowClient
 
-    from hyperfleet.platform.schedulers.population import SqlPopulationStore
+    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
     from hyperfleet.platform.storage import Storage
 
     storage = Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")

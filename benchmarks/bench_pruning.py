@@ -20,7 +20,7 @@ from typing import Any
 
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweep import SweepRunner
+from hyperfleet.platform.sweeps.run import SweepRunner
 
 
 def sweep(root: Path, name: str, pruner: dict[str, Any], trials: int, steps: int) -> Any:

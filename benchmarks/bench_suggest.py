@@ -20,8 +20,8 @@ import numpy as np
 import optuna
 
 from hyperfleet.platform.schedulers.configs import parse_scheduler_config
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.testfunctions import HARTMANN6
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.testing.functions import HARTMANN6
 
 SAMPLERS: dict[str, dict[str, Any]] = {
     "tpe": {"type": "tpe"},

@@ -107,7 +107,7 @@ def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
 
 
 def _pg_bin() -> Path | None:
-    from hyperfleet.platform.postgres import pg_bindir
+    from hyperfleet.platform.services.postgres import pg_bindir
 
     return pg_bindir()
 
@@ -127,7 +127,7 @@ def postgres_server() -> Iterator[str]:
     Uses ``HYPERFLEET_TEST_POSTGRES_URL`` when set; otherwise starts a throwaway cluster with
     the local ``initdb``/``pg_ctl`` (Debian's ``postgresql`` package, installed by .ci/run).
     """
-    from hyperfleet.platform.postgres import throwaway
+    from hyperfleet.platform.services.postgres import throwaway
 
     url = os.environ.get("HYPERFLEET_TEST_POSTGRES_URL")
     if url:

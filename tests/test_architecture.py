@@ -185,12 +185,12 @@ def test_importing_every_platform_module_imports_no_torch() -> None:
 WRITE_PATHS = (
     "hyperfleet.platform.controller",
     "hyperfleet.platform.launcher",
-    "hyperfleet.platform.sweep",
+    "hyperfleet.platform.sweeps.run",
     "hyperfleet.platform.recorder",
     "hyperfleet.platform.tracking",
-    "hyperfleet.platform.lineage",
-    "hyperfleet.platform.enqueue",
-    "hyperfleet.platform.single",
+    "hyperfleet.platform.tracking.lineage",
+    "hyperfleet.platform.sweeps.enqueue",
+    "hyperfleet.platform.sweeps.train",
     "hyperfleet.platform.trial_entry",
     "hyperfleet.trials",
 )

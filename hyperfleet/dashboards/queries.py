@@ -9,7 +9,7 @@ any number of open browser tabs costs the database one read per snapshot per int
 The population's members are read with :meth:`Storage.pbt_members` rather than the
 population store's ``members``, which takes the sweep's write lock; the members
 and the lineage are read once into a :class:`PopulationSnapshot`, on which
-:func:`~hyperfleet.platform.schedulers.population.replay_schedule` (a member's full schedule)
+:func:`~hyperfleet.platform.schedulers.pbt.population.replay_schedule` (a member's full schedule)
 runs without touching the database again.
 """
 
@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.results import SweepSummary, TrialSummary, summarize
-from hyperfleet.platform.schedulers.population import (
+from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     Member,
     MemberState,
@@ -34,6 +33,7 @@ from hyperfleet.platform.schedulers.population import (
     replay_schedule,
 )
 from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
+from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
 
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 ACTIVE = ("RUNNING",)

@@ -37,7 +37,7 @@ from optuna.distributions import (
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hyperfleet.dashboards.queries import SweepData
-from hyperfleet.platform.results import TrialSummary
+from hyperfleet.platform.sweeps.results import TrialSummary
 
 _STATES = {
     "COMPLETE": TrialState.COMPLETE,

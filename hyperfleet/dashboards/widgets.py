@@ -15,7 +15,7 @@ from hyperfleet.dashboards import charts
 from hyperfleet.dashboards.format import duration, mlflow_ui, number, params_text, run_link
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import STATE_ORDER, number_format
-from hyperfleet.platform.results import TrialSummary
+from hyperfleet.platform.sweeps.results import TrialSummary
 
 LOG_LINES = 40
 

@@ -31,12 +31,12 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
 from hyperfleet.platform.launcher.base import Launcher
-from hyperfleet.platform.ownership import check_store
 from hyperfleet.platform.pool import Lease, LocalPool
-from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+from hyperfleet.platform.sweeps.ownership import check_store
+from hyperfleet.platform.sweeps.results import SweepSummary
 from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
 
 logger = logging.getLogger(__name__)

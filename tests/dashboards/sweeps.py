@@ -84,7 +84,7 @@ def configs(root: Path) -> list[dict[str, Any]]:
 def run(root: Path, mlflow_template: Path) -> Filled:
     """Run the four sweeps, one after the other, into ``root``."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.sweep import SweepRunner
+    from hyperfleet.platform.sweeps.run import SweepRunner
 
     root.mkdir(parents=True, exist_ok=True)
     cfgs = [parse_sweep(c) for c in configs(root)]

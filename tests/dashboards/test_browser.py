@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from hyperfleet.platform.results import summarize
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.results import summarize
 from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
 from tests.integration.cli import cli_env
 

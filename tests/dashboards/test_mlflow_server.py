@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from hyperfleet.platform.results import summarize
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.results import summarize
 from tests.dashboards.sweeps import TPE, Filled
 from tests.tracking.server import MlflowServer
 

@@ -14,7 +14,7 @@ from hyperfleet.dashboards.format import error_summary, number, run_link
 from hyperfleet.dashboards.queries import PopulationData, PopulationSnapshot
 from hyperfleet.dashboards.study import distribution
 from hyperfleet.dashboards.tables import number_format, param_diff
-from hyperfleet.platform.schedulers.population import (
+from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     Member,
     MemberState,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperfleet.platform.services import (
+from hyperfleet.platform.services.processes import (
     group_alive,
     group_members,
     http_ok,
@@ -227,7 +227,7 @@ def test_bad_input_is_one_line_and_exit_2(state_dir: Path) -> None:
 
 
 def test_the_dashboard_serves_on_the_stacks_address(tmp_path: Path) -> None:
-    from hyperfleet.platform.stack import StackConfig, _dashboard_command
+    from hyperfleet.platform.services.stack import StackConfig, _dashboard_command
 
     cfg = StackConfig(tmp_path, address="192.0.2.7", password="pw-x")
     cmd = _dashboard_command(cfg)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.postgres import LocalPostgres
+from hyperfleet.platform.services.postgres import LocalPostgres
 
 
 class PgCluster:

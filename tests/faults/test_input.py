@@ -332,7 +332,7 @@ def test_5_unknown_url_schemes_and_drivers_are_one_line_on_every_command(
 @pytest.fixture(scope="module")
 def locked_pg() -> Iterator[Any]:
     """A cluster of this module's own whose logins need a password (scram-sha-256)."""
-    from hyperfleet.platform.postgres import pg_bindir, throwaway
+    from hyperfleet.platform.services.postgres import pg_bindir, throwaway
 
     if pg_bindir() is None:
         pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperfleet.platform.postgres import LocalPostgres, throwaway
+from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
 from tests.conftest import _pg_bin, free_port
 from tests.faults.conftest import WORKLOAD, Fault, wait_dead, wait_until
 from tests.integration.cli import cli

@@ -88,7 +88,7 @@ def hosts() -> Iterator[list[Host]]:
 def test_a_worker_lost_on_another_host_costs_one_checkpoint(
     tmp_path: Path, hosts: list[Host]
 ) -> None:
-    from hyperfleet.platform.postgres import throwaway
+    from hyperfleet.platform.services.postgres import throwaway
 
     listen = ",".join(["127.0.0.1", *(h.gateway for h in hosts)])
     with throwaway("hf-hosts-pg-", listen=listen, password=PASSWORD) as pg:

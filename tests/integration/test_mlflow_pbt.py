@@ -20,7 +20,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from hyperfleet.platform.schedulers.population import SqlPopulationStore
+from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
 from hyperfleet.platform.storage import Storage
 from tests.conftest import deep_update
 from tests.tracking.readback import (

@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.config import load_sweep
-from hyperfleet.platform.enqueue import enqueue
+from hyperfleet.platform.sweeps.enqueue import enqueue
 from tests.tracking.readback import (
     SWEEP_TIMEOUT_S,
     assert_unique_steps,

@@ -7,7 +7,7 @@
 * A member's worker killed with SIGKILL mid-run resumes from its checkpoint; the lineage holds
   each exploit/explore exactly once.
 * ``sweep replay --member BEST`` re-runs the best member's schedule and reproduces its Q.
-* The lineage and the hp/* step metrics end up in MLflow (``hyperfleet.platform.lineage``).
+* The lineage and the hp/* step metrics end up in MLflow (``hyperfleet.platform.tracking.lineage``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperfleet.platform.schedulers.population import (
+from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     MemberState,
     SqlPopulationStore,
@@ -360,7 +360,7 @@ def test_lineage_and_hp_metrics_in_mlflow(
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    from hyperfleet.platform.lineage import ARTIFACT, log_lineage
+    from hyperfleet.platform.tracking.lineage import ARTIFACT, log_lineage
 
     directory, result = toy_run
     client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'runs' / 'mlflow.db'}")

@@ -14,11 +14,11 @@ import yaml
 from sqlalchemy.exc import OperationalError
 
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.paths import checkpoint_dir, trial_dir
 from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.schedulers.base import DecisionKind, RestorePoint, TrialState
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.paths import checkpoint_dir, trial_dir
 from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.trials.checkpoint import CheckpointManager
 from tests.integration.test_pbt import cli_env, toy_sweep

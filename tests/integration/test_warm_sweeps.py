@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperfleet.platform.schedulers.population import SqlPopulationStore
+from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
 from hyperfleet.platform.storage import Storage
 from tests.integration.cli import ROOT, cli
 

@@ -10,7 +10,7 @@ MODULES = [
     "hyperfleet.platform",
     "hyperfleet.platform.cli",
     "hyperfleet.platform.config",
-    "hyperfleet.platform.sweep",
+    "hyperfleet.platform.sweeps.run",
     "hyperfleet.platform.storage",
     "hyperfleet.platform.pool",
     "hyperfleet.platform.launcher.torchrun",
@@ -19,7 +19,7 @@ MODULES = [
     "hyperfleet.platform.controller",
     "hyperfleet.platform.recorder",
     "hyperfleet.platform.tracking",
-    "hyperfleet.platform.results",
+    "hyperfleet.platform.sweeps.results",
     "hyperfleet.platform.schedulers",
 ]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform import postgres
-from hyperfleet.platform.postgres import LocalPostgres, pg_bindir
+from hyperfleet.platform.services import postgres
+from hyperfleet.platform.services.postgres import LocalPostgres, pg_bindir
 
 pytestmark = [
     pytest.mark.postgres,

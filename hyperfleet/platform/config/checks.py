@@ -19,8 +19,8 @@ from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.pool import count_gpus
-from hyperfleet.platform.probe import fp16_problem
-from hyperfleet.platform.schedulers.mutation import _check_initial
+from hyperfleet.platform.schedulers.pbt.mutation import _check_initial
+from hyperfleet.platform.sweeps.probe import fp16_problem
 from hyperfleet.spec.layout import validate_comm, validate_layout
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.trials.workloads.registry import (

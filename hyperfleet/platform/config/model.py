@@ -24,8 +24,8 @@ from hyperfleet.platform.schedulers.configs import (
     SchedulerConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.pb2 import PB2Config
-from hyperfleet.platform.schedulers.pbt_config import PBTConfig
+from hyperfleet.platform.schedulers.pbt.config import PBTConfig
+from hyperfleet.platform.schedulers.pbt.pb2 import PB2Config
 from hyperfleet.platform.urls import storage_problem, tracking_problem
 from hyperfleet.spec.trial import TrialConfig, parse_duration
 

@@ -40,10 +40,10 @@ from hyperfleet.platform.controller.session import SweepSession, close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
 from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
-from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import worker_identity
 from hyperfleet.platform.storage.retry import retrying
+from hyperfleet.platform.sweeps.results import SweepSummary
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

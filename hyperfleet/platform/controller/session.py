@@ -13,13 +13,13 @@ from pathlib import Path
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.lineage import log_sweep_lineage
-from hyperfleet.platform.ownership import claim
-from hyperfleet.platform.paths import replica_folder
-from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.ownership import claim
+from hyperfleet.platform.sweeps.paths import replica_folder
+from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.tracking import SweepView, Tracker
+from hyperfleet.platform.tracking.lineage import log_sweep_lineage
 from hyperfleet.platform.tracking.spool import is_pending
 
 logger = logging.getLogger(__name__)

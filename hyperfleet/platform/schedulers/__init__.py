@@ -32,9 +32,9 @@ __all__ = [
 def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) -> Scheduler:
     """The sweep's scheduler, its state in ``storage`` (``create``: make the study if new)."""
     if cfg.scheduler.type in ("pbt", "pb2"):
-        from hyperfleet.platform.schedulers.pb2 import PB2Scheduler
-        from hyperfleet.platform.schedulers.pbt import PBTScheduler
-        from hyperfleet.platform.schedulers.population import SqlPopulationStore
+        from hyperfleet.platform.schedulers.pbt.pb2 import PB2Scheduler
+        from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
+        from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
 
         cls = PB2Scheduler if cfg.scheduler.type == "pb2" else PBTScheduler
         return cls(
@@ -47,6 +47,6 @@ def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) ->
             max_steps=cfg.trial.steps,
             max_concurrent=cfg.budget.max_concurrent,
         )
-    from hyperfleet.platform.schedulers.optuna_scheduler import OptunaScheduler, open_study
+    from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler, open_study
 
     return OptunaScheduler(cfg, open_study(cfg, storage.optuna, create=create))

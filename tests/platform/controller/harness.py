@@ -21,8 +21,8 @@ from hyperfleet.platform.controller import (
 )
 from hyperfleet.platform.launcher.simulated import Script, SimulatedLauncher
 from hyperfleet.platform.pool import Device, LocalPool
-from hyperfleet.platform.results import SweepSummary
 from hyperfleet.platform.storage import Storage, TrialRecord
+from hyperfleet.platform.sweeps.results import SweepSummary
 from tests.conftest import deep_update
 
 BASE: dict[str, Any] = {

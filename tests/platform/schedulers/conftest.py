@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,8 +19,8 @@ import optuna
 from pydantic import TypeAdapter
 
 from hyperfleet.platform.schedulers.configs import SchedulerConfig
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.testfunctions import KnownFunction, run_concurrent
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.testing.functions import KnownFunction, run_concurrent
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(SchedulerConfig)
 
@@ -53,7 +53,7 @@ def sweep_config(
                 for i, (lo, hi) in enumerate(fn.bounds)
             },
             "trial": {
-                "workload": "hyperfleet.platform.schedulers.testfunctions:workload",
+                "workload": "hyperfleet.testing.functions:workload",
                 "params": {"function": fn.name},
                 "steps": 1,
                 "eval_every": 1,
@@ -68,7 +68,7 @@ def sweep_config(
 
 def best_value(cfg: Any, fn: KnownFunction, n_trials: int, concurrency: int = 1) -> float:
     """Minimise ``fn`` over its box with the scheduler ``cfg`` for ``n_trials`` trials."""
-    from hyperfleet.platform.sweep import SweepRunner
+    from hyperfleet.platform.sweeps.run import SweepRunner
 
     with tempfile.TemporaryDirectory(prefix="hf-known-") as tmp:
         sweep = sweep_config(cfg, fn, n_trials, Path(tmp), concurrency)

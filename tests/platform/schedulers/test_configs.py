@@ -13,13 +13,13 @@ from hyperfleet.platform.schedulers.configs import (
     parse_pruner_config,
     parse_scheduler_config,
 )
-from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
-from hyperfleet.platform.schedulers.samplers import (
+from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.samplers import (
     AskTellGridSampler,
     build_pruner,
     build_sampler,
 )
-from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
+from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -15,8 +15,8 @@ from typing import Any
 import optuna
 import pytest
 
-from hyperfleet.platform.schedulers.samplers import TrialSeededSampler, build_sampler
-from hyperfleet.platform.schedulers.skopt_sampler import ATTR_SAMPLER
+from hyperfleet.platform.schedulers.optuna.samplers import TrialSeededSampler, build_sampler
+from hyperfleet.platform.schedulers.optuna.skopt_sampler import ATTR_SAMPLER
 from tests.platform.schedulers.runner import scheduler_config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -16,10 +16,10 @@ import optuna
 import pytest
 import skopt
 
-from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.skopt_support import transformed
-from hyperfleet.platform.schedulers.testfunctions import BRANIN
+from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.platform.schedulers.optuna.skopt_support import transformed
+from hyperfleet.testing.functions import BRANIN
 from tests.platform.schedulers.runner import scheduler_config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

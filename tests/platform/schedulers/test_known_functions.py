@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hyperfleet.platform.schedulers.testfunctions import BRANIN, CAMEL6, HARTMANN6, KnownFunction
+from hyperfleet.testing.functions import BRANIN, CAMEL6, HARTMANN6, KnownFunction
 from tests.platform.schedulers.runner import best_value, direct_best_value, scheduler_config
 
 pytestmark = pytest.mark.long

@@ -22,9 +22,9 @@ import optuna
 import pytest
 import skopt
 
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.skopt_sampler import ATTR_PENDING, ATTR_SAMPLER
-from hyperfleet.platform.schedulers.testfunctions import BRANIN
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.platform.schedulers.optuna.skopt_sampler import ATTR_PENDING, ATTR_SAMPLER
+from hyperfleet.testing.functions import BRANIN
 from tests.platform.schedulers.runner import scheduler_config
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -188,9 +188,9 @@ CLAIM = """
 import json, sys
 import optuna
 from hyperfleet.platform.schedulers.configs import parse_scheduler_config
-from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.testfunctions import BRANIN
+from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.testing.functions import BRANIN
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 raw, url = json.loads(sys.argv[1]), sys.argv[2]
 sampler = build_sampler(parse_scheduler_config({**raw, "seed": 0}))

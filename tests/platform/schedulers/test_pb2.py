@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from hyperfleet.platform.schedulers.base import DecisionKind
-from hyperfleet.platform.schedulers.pb2 import PB2Config, PB2Scheduler
-from hyperfleet.platform.schedulers.population import Member, MemoryPopulationStore
+from hyperfleet.platform.schedulers.pbt.pb2 import PB2Config, PB2Scheduler
+from hyperfleet.platform.schedulers.pbt.population import Member, MemoryPopulationStore
 from tests.platform.schedulers.test_pbt import TOY_INITIAL, TOY_SPACE, best_q, run_toy
 
 

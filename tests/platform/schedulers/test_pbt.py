@@ -19,16 +19,16 @@ import pytest
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.base import DecisionKind, TrialState
-from hyperfleet.platform.schedulers.pbt import (
+from hyperfleet.platform.schedulers.pbt.population import (
+    Member,
+    MemberState,
+    MemoryPopulationStore,
+)
+from hyperfleet.platform.schedulers.pbt.scheduler import (
     PBTConfig,
     PBTScheduler,
     explore_params,
     replay_schedule,
-)
-from hyperfleet.platform.schedulers.population import (
-    Member,
-    MemberState,
-    MemoryPopulationStore,
 )
 
 # --------------------------------------------------------------------------- the toy problem

@@ -1,9 +1,9 @@
 """examples/pbt_toy.py and .yaml against the public workload contract, on one time-shared slot.
 
 ``ToyRuntime`` plays the trial runtime the way the PBT contract asks (see
-``hyperfleet.platform.schedulers.pbt``): checkpoint, then report, then decide; on EXPLOIT the
-workload function restarts in the same "process" with the donor's checkpoint and the explored
-params; on PAUSE it returns and the member is resumed later from its checkpoint pointer.
+``hyperfleet.platform.schedulers.pbt.scheduler``): checkpoint, then report, then decide; on
+EXPLOIT the workload function restarts in the same "process" with the donor's checkpoint and
+the explored params; on PAUSE it returns and the member is resumed later from its checkpoint pointer.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from hyperfleet.platform.schedulers.base import Decision, DecisionKind, Suggestion, TrialState
-from hyperfleet.platform.schedulers.pbt import PBTConfig, PBTScheduler
-from hyperfleet.platform.schedulers.population import MemoryPopulationStore
+from hyperfleet.platform.schedulers.pbt.population import MemoryPopulationStore
+from hyperfleet.platform.schedulers.pbt.scheduler import PBTConfig, PBTScheduler
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -10,8 +10,8 @@ from typing import Any
 import optuna
 import pytest
 
-from hyperfleet.platform.schedulers.samplers import build_sampler
-from hyperfleet.platform.schedulers.skopt_sampler import (
+from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
+from hyperfleet.platform.schedulers.optuna.skopt_sampler import (
     ATTR_FALLBACK,
     ATTR_SAMPLER,
     ATTR_TIME,
@@ -77,7 +77,9 @@ def test_maximize_direction_is_respected() -> None:
 
 
 def test_time_budget_falls_back_to_tpe(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="hyperfleet.platform.schedulers.skopt_sampler"):
+    with caplog.at_level(
+        logging.WARNING, logger="hyperfleet.platform.schedulers.optuna.skopt_sampler"
+    ):
         study = skopt_study(7, time_budget_s=1e-6)
     trials = study.get_trials()
     # Trial 4 is the first skopt suggestion; it overran the budget, so 5 and 6 used TPE.

@@ -59,9 +59,9 @@ from optuna.study import Study, StudyDirection
 from optuna.study._constrained_optimization import _is_constrained_optimization
 from optuna.trial import FrozenTrial, TrialState
 
-from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
-from hyperfleet.platform.schedulers.skopt_support import finite, transformed
-from hyperfleet.platform.schedulers.startup import model_ready
+from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
+from hyperfleet.platform.schedulers.optuna.skopt_support import finite, transformed
+from hyperfleet.platform.schedulers.optuna.startup import model_ready
 
 PENDING = ("kriging_believer", "qlogei")
 TRANSFORMS = ("yeo-johnson", "standardize")

@@ -27,8 +27,8 @@ def _stores(
 ) -> tuple[str, str, str | None]:
     """``(tracking URI, workdir, experiment id)`` of the sweep named, or the latest one."""
     from hyperfleet.errors import ConfigError
-    from hyperfleet.platform.preflight import check_urls
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.tracking.sync import stores_of
 
     check_urls(storage, tracking_uri)
@@ -79,8 +79,8 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
     ) -> None:
         """Send MLflow what it missed (an outage, a controller that died): spooled reports,
         runs created late, run ends, marks, the best model. Safe to run again."""
-        from hyperfleet.platform.preflight import check_urls
         from hyperfleet.platform.storage import Storage
+        from hyperfleet.platform.sweeps.preflight import check_urls
         from hyperfleet.platform.tracking.sync import sync_sweep
 
         guard(lambda: check_urls(storage, tracking_uri))

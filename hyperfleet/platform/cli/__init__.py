@@ -18,10 +18,11 @@ from rich.table import Table
 
 from hyperfleet import startup
 from hyperfleet.errors import ConfigError, HyperfleetError
-from hyperfleet.platform import cli_fleet, cli_stack
-from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.cli import fleet as cli_fleet
+from hyperfleet.platform.cli import stack as cli_stack
+from hyperfleet.platform.cli.common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.credentials import keep, masked
-from hyperfleet.platform.mlflow_cli import build_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
@@ -113,8 +114,8 @@ def sweep_run(
     """Create the sweep (or continue it) and run it to its budget."""
     from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.pool import parse_devices
-    from hyperfleet.platform.preflight import check_urls
-    from hyperfleet.platform.sweep import SweepRunner, default_urls
+    from hyperfleet.platform.sweeps.preflight import check_urls
+    from hyperfleet.platform.sweeps.run import SweepRunner, default_urls
     from hyperfleet.platform.tracking.client import check_env
 
     _guard(lambda: check_urls(storage, tracking_uri))
@@ -154,7 +155,7 @@ def sweep_run(
         print(json.dumps(summary.to_json()), flush=True)
     if summary.interrupted:
         raise typer.Exit(130)
-    from hyperfleet.platform.results import NO_COMPLETE_EXIT, none_complete
+    from hyperfleet.platform.sweeps.results import NO_COMPLETE_EXIT, none_complete
 
     failed = none_complete(summary)
     if failed is not None:  # ended, and no trial COMPLETE: how many failed, and the first why
@@ -191,8 +192,8 @@ def sweep_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Trials of a sweep, their states and values, the best one and the errors of failures."""
-    from hyperfleet.platform.results import summarize
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweeps.results import summarize
 
     def read() -> tuple[Any, str | None]:
         from hyperfleet.platform.config import parse_sweep
@@ -256,9 +257,9 @@ def sweep_enqueue(
 ) -> None:
     """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
     from hyperfleet.platform.config import load_sweep, parse_sweep
-    from hyperfleet.platform.enqueue import enqueue
     from hyperfleet.platform.storage import Storage
-    from hyperfleet.platform.sweep import default_urls
+    from hyperfleet.platform.sweeps.enqueue import enqueue
+    from hyperfleet.platform.sweeps.run import default_urls
 
     def run() -> int:
         try:
@@ -291,9 +292,9 @@ def sweep_replay(
 ) -> None:
     """Re-run a PBT member's hyperparameter schedule as one plain training run."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.schedulers.population import SqlPopulationStore, replay_schedule
-    from hyperfleet.platform.single import run_single
+    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore, replay_schedule
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweeps.train import run_single
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
         st = Storage.open_readonly(storage)
@@ -322,7 +323,7 @@ def train(
 ) -> None:
     """One training run of the file's trial configuration, without search or tracking."""
     from hyperfleet.platform.config import load_sweep
-    from hyperfleet.platform.single import run_single
+    from hyperfleet.platform.sweeps.train import run_single
 
     cfg = _guard(lambda: load_sweep(file))
     code = _guard(lambda: run_single(cfg, devices, param or []))
@@ -344,8 +345,8 @@ def dashboard(
     """Serve the Streamlit dashboard on a storage (read only: nothing is created or written)."""
     import importlib.util
 
-    from hyperfleet.platform.preflight import check_urls
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweeps.preflight import check_urls
 
     _guard(lambda: check_urls(storage, tracking_uri))
     try:  # a storage that is not there yet is reported, and the page waits for it

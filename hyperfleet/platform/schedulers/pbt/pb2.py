@@ -19,7 +19,7 @@ random but asks a Gaussian-process bandit where the score improves fastest *now*
 
 Float and int parameters are explored by the bandit; categorical ones by PBT's perturbation.
 With fewer than ``min_observations`` points the explore is PBT's. The runtime contract is
-PBT's (see :mod:`hyperfleet.platform.schedulers.pbt`).
+PBT's (see :mod:`hyperfleet.platform.schedulers.pbt.scheduler`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from hyperfleet.platform.schedulers.mutation import explore_params
-from hyperfleet.platform.schedulers.pbt import PBTScheduler
-from hyperfleet.platform.schedulers.pbt_config import _PopulationFields
-from hyperfleet.platform.schedulers.population import Member, MemberState
+from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
+from hyperfleet.platform.schedulers.pbt.mutation import explore_params
+from hyperfleet.platform.schedulers.pbt.population import Member, MemberState
+from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ import typer
 from rich.table import Table
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.cli_common import DEFAULT_STORAGE, _guard, err, out
+from hyperfleet.platform.cli.common import DEFAULT_STORAGE, _guard, err, out
 from hyperfleet.platform.credentials import masked
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.results import SweepSummary
+    from hyperfleet.platform.sweeps.results import SweepSummary
 
 STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
 
@@ -62,7 +62,7 @@ def worker(
     """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
     from hyperfleet.platform.controller import Timing, Until
     from hyperfleet.platform.pool import LocalPool
-    from hyperfleet.platform.preflight import check_storage, check_urls
+    from hyperfleet.platform.sweeps.preflight import check_storage, check_urls
     from hyperfleet.platform.tracking.client import check_env
     from hyperfleet.platform.worker import run_worker
 
@@ -148,8 +148,8 @@ def sweep_submit(
 ) -> None:
     """Create the sweep (or update its budget) for workers to take; returns at once."""
     from hyperfleet.platform.config import load_sweep
-    from hyperfleet.platform.preflight import check_urls
-    from hyperfleet.platform.sweep import default_urls, submit_sweep
+    from hyperfleet.platform.sweeps.preflight import check_urls
+    from hyperfleet.platform.sweeps.run import default_urls, submit_sweep
 
     _guard(lambda: check_urls(storage, tracking_uri))
     cfg = _guard(lambda: load_sweep(file))

@@ -19,7 +19,6 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform import space as space_mod
 from hyperfleet.platform.schedulers.base import (
     Capabilities,
     Decision,
@@ -28,7 +27,8 @@ from hyperfleet.platform.schedulers.base import (
     Suggestion,
     TrialState,
 )
-from hyperfleet.platform.schedulers.samplers import build_pruner, build_sampler
+from hyperfleet.platform.schedulers.optuna import space as space_mod
+from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, build_sampler
 
 if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig

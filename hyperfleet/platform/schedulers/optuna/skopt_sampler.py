@@ -81,8 +81,8 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
-from hyperfleet.platform.schedulers.final_batch import FINAL_KAPPA, in_final_batch
-from hyperfleet.platform.schedulers.skopt_support import (
+from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
+from hyperfleet.platform.schedulers.optuna.skopt_support import (
     Codec,
     derive_seed,
     finite,

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialState
-from hyperfleet.platform.schedulers.pbt_config import _PopulationFields
-from hyperfleet.platform.schedulers.population import (
+from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
+from hyperfleet.platform.schedulers.pbt.population import (
     Member,
     MemberState,
     PopulationStore,

@@ -1,5 +1,6 @@
-"""``hyperfleet stack up|down|status``: the native stack (:mod:`hyperfleet.platform.stack`),
-registered on the app by :mod:`hyperfleet.platform.cli`."""
+"""``hyperfleet stack up|down|status``: the native stack
+(:mod:`hyperfleet.platform.services.stack`), registered on the app by
+:mod:`hyperfleet.platform.cli`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from hyperfleet.platform.cli_common import _guard, err, out
+from hyperfleet.platform.cli.common import _guard, err, out
 
 stack_app = typer.Typer(
     no_args_is_help=True,
@@ -38,7 +39,7 @@ def stack_up(
     ] = None,
 ) -> None:
     """Start the stack; print its URLs. Stop it with `hyperfleet stack down`."""
-    from hyperfleet.platform.stack import StackConfig, up, worker_devices
+    from hyperfleet.platform.services.stack import StackConfig, up, worker_devices
 
     def start() -> StackConfig:
         user = os.environ.get("POSTGRES_USER") or "hyperfleet"
@@ -76,7 +77,7 @@ def stack_up(
 @stack_app.command("down")
 def stack_down(state_dir: StateDir = DEFAULT) -> None:
     """Stop every process of the stack (workers drain first); its data stays."""
-    from hyperfleet.platform.stack import down
+    from hyperfleet.platform.services.stack import down
 
     stopped = _guard(lambda: down(state_dir.resolve()))
     err.print(f"stopped: {', '.join(stopped) or 'nothing was running'}",
@@ -89,7 +90,7 @@ def stack_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Each service of the stack: pid, state, URL. Exit 1 when one is not running."""
-    from hyperfleet.platform.stack import status
+    from hyperfleet.platform.services.stack import status
 
     rows = _guard(lambda: status(state_dir.resolve()))
     if as_json:

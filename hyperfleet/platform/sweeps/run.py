@@ -16,11 +16,16 @@ from pathlib import Path
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
-from hyperfleet.platform.ownership import check_owner, check_same_store, owned_config, stored_sweep
 from hyperfleet.platform.pool import LocalPool
-from hyperfleet.platform.preflight import check_destinations, writable_dir
-from hyperfleet.platform.results import SweepSummary, summarize
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.ownership import (
+    check_owner,
+    check_same_store,
+    owned_config,
+    stored_sweep,
+)
+from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
+from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
 
 __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
@@ -55,7 +60,7 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
 def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepConfig:
     """The checks made before anything is written: the working directory, the storage and
     the tracking server can be used; the sweep's run directory is not another sweep's, and a
-    continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.ownership`). Returns
+    continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.sweeps.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")

@@ -35,8 +35,8 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import masked, public, write_private
-from hyperfleet.platform.postgres import LocalPostgres
-from hyperfleet.platform.services import (
+from hyperfleet.platform.services.postgres import LocalPostgres
+from hyperfleet.platform.services.processes import (
     Service,
     http_ok,
     port_free,

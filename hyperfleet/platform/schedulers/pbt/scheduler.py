@@ -73,14 +73,14 @@ from hyperfleet.platform.schedulers.base import (
     RestorePoint,
     Suggestion,
 )
-from hyperfleet.platform.schedulers.mutation import (
+from hyperfleet.platform.schedulers.pbt.config import PBTConfig, _PopulationFields
+from hyperfleet.platform.schedulers.pbt.mutation import (
     Space,
     _check_initial,
     explore_params,
     sample_params,
 )
-from hyperfleet.platform.schedulers.pbt_config import PBTConfig, _PopulationFields
-from hyperfleet.platform.schedulers.population import (
+from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     Member,
     MemberState,
@@ -89,7 +89,7 @@ from hyperfleet.platform.schedulers.population import (
     now,
     replay_schedule,
 )
-from hyperfleet.platform.schedulers.population_scheduler import PopulationScheduler
+from hyperfleet.platform.schedulers.pbt.population_scheduler import PopulationScheduler
 
 logger = logging.getLogger(__name__)
 

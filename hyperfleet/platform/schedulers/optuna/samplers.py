@@ -1,8 +1,8 @@
 """Build Optuna samplers and pruners from their typed configuration.
 
 ``build_sampler`` maps each ``scheduler.type`` onto its Optuna sampler (``skopt`` onto
-:class:`~hyperfleet.platform.schedulers.skopt_sampler.SkoptSampler`), checks that the type can
-handle the number of objectives, and, when a seed is given, wraps the sampler in
+:class:`~hyperfleet.platform.schedulers.optuna.skopt_sampler.SkoptSampler`), checks that the
+type can handle the number of objectives, and, when a seed is given, wraps the sampler in
 :class:`TrialSeededSampler`.
 
 Why the wrapper: an Optuna sampler draws from one random stream seeded once at construction.
@@ -46,9 +46,9 @@ from hyperfleet.platform.schedulers.configs import (
     SkoptConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.gp_sampler import PendingAwareGPSampler
-from hyperfleet.platform.schedulers.skopt_sampler import SkoptSampler
-from hyperfleet.platform.schedulers.skopt_support import derive_seed
+from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
+from hyperfleet.platform.schedulers.optuna.skopt_support import derive_seed
 
 logger = logging.getLogger(__name__)
 
