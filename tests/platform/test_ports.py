@@ -102,3 +102,17 @@ def test_listened_by_names_the_holder_of_the_listening_socket(listening: int) ->
     assert listened_by(listening, [os.getpid()])
     assert not listened_by(listening, [os.getppid()])
     assert not listened_by(ports.free_port(), [os.getpid()])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ERROR:    [Errno 98] error while attempting to bind on address: address already in use",
+        "WARNING:  could not create listen socket | FATAL:  could not create any TCP/IP sockets",
+        "Port 8501 is not available",
+        "--mlflow-port: 127.0.0.1:15000 is in use; choose another port",
+    ],
+)
+def test_says_taken_reads_each_servers_words(text: str) -> None:
+    assert ports.says_taken(text)
+    assert not ports.says_taken("FATAL:  invalid value for parameter")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.services import postgres
+from hyperfleet.platform.services import ports, postgres
 from hyperfleet.platform.services.postgres import LocalPostgres, pg_bindir
 
 pytestmark = [
@@ -54,7 +54,7 @@ def test_a_server_that_does_not_start_names_the_reason_from_its_log(
         message = str(info.value)
         assert message.startswith(f"postgres: the server did not start on port {taken}: ")
         assert "Address already in use" in message or "could not" in message, message
-        assert "\n" not in message and pg.port_taken()
+        assert "\n" not in message and pg.port_taken() and ports.says_taken(message)
     finally:
         pg.stop("immediate")
         postgres.shutil.rmtree(root, ignore_errors=True)

@@ -20,9 +20,17 @@ from typing import TypeVar
 T = TypeVar("T")
 
 TRIES = 5
-#: how servers log a port that is taken: the OS's words (PostgreSQL, uvicorn, gunicorn),
-#: PostgreSQL's own and Streamlit's
-TAKEN = ("address already in use", "could not bind", "is not available", "connection in use")
+#: how servers say a port is taken: the OS's words (PostgreSQL, uvicorn, gunicorn),
+#: PostgreSQL's own (its last line of a failed bind: what a three-line tail holds), Streamlit's
+#: and ``hyperfleet stack up``'s check of its ports
+TAKEN = (
+    "address already in use",
+    "could not bind",
+    "could not create any tcp/ip sockets",
+    "is not available",
+    "connection in use",
+    "is in use",
+)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -60,10 +68,15 @@ def log_tail(log: Path, lines: int = 3, since: int = 0) -> str:
     return " | ".join(tail) or f"{log} is empty"
 
 
+def says_taken(text: str) -> bool:
+    """Whether ``text`` (a server's log, a command's error) says a port was in use."""
+    lower = text.lower()
+    return any(words in lower for words in TAKEN)
+
+
 def port_taken(log: Path, since: int = 0) -> bool:
     """Whether ``log`` (from byte ``since``) says the server's port was in use."""
-    text = log_text(log, since).lower()
-    return any(words in text for words in TAKEN)
+    return says_taken(log_text(log, since))
 
 
 def listened_by(port: int, pids: list[int]) -> bool:
