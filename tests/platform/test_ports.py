@@ -6,8 +6,7 @@ PostgreSQL's in ``tests/platform/test_postgres.py``."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -88,19 +87,11 @@ def test_log_tail_is_one_line_of_the_last_lines(tmp_path: Path) -> None:
     assert log_tail(log, lines=1, since=len("one\n\ntwo\n  three  \n")) == "four"
 
 
-@pytest.fixture
-def listening() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
-
-
-def test_listened_by_names_the_holder_of_the_listening_socket(listening: int) -> None:
+def test_listened_by_names_the_holder_of_the_listening_socket(held_port: int) -> None:
     import os
 
-    assert listened_by(listening, [os.getpid()])
-    assert not listened_by(listening, [os.getppid()])
+    assert listened_by(held_port, [os.getpid()])
+    assert not listened_by(held_port, [os.getppid()])
     assert not listened_by(ports.free_port(), [os.getpid()])
 
 
