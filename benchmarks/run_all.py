@@ -9,8 +9,8 @@ Runs the benchmarks of :mod:`benchmarks.suite` and :mod:`benchmarks.suite_pbt` (
 the peers' virtual environments on first use), prints each table as it is done, and writes
 
 * ``benchmarks/results/side_by_side-<mode>.json``: every raw figure, the machine and versions;
-* the generated section of ``BENCHMARKS.md`` (between its ``side-by-side`` markers): the
-  tables, the machine and the command that reproduces them.
+* for the full sizes, the generated section of ``BENCHMARKS.md`` (between its ``side-by-side
+  full`` markers): the tables, the machine and the command that reproduces them.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def markdown(results: dict[str, dict], facts: dict, command: str, seconds: float
 
 
 def write_section(section: str, mode: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace the generated section of ``mode`` (quick and full each keep their own)."""
+    """Replace the generated section of ``mode`` in BENCHMARKS.md (added at its end if absent)."""
     text = path.read_text()
     begin, end = BEGIN.format(mode=mode), END.format(mode=mode)
     if begin in text and end in text:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     raw = {"mode": mode, "command": command, "seconds": seconds, "machine": facts,
            "results": figures}  # fmt: skip
     (args.out / f"side_by_side-{mode}.json").write_text(json.dumps(raw, indent=2) + "\n")
-    if not args.no_markdown:
+    if mode == "full" and not args.no_markdown:  # a quick run is a smoke run: JSON only
         write_section(markdown(results, facts, command, seconds, mode), mode)
     print(f"\nside-by-side suite: {seconds:.0f} s", flush=True)
     failed = components(["--quick"] if args.quick else []) if args.components else []

@@ -120,6 +120,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port this test holds (listening, never answering), as a process that took
+    a server's port between its choice and the server's bind would."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """A real PostgreSQL server on loopback for this test session; yields its base URL.

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +20,10 @@ import pytest
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.results import summarize
+from tests.dashboards.server import start as start_dashboard
 from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
-from tests.integration.cli import cli_env
 
 pytestmark = pytest.mark.slow
-START_TIMEOUT_S = 120
 RENDER_TIMEOUT_S = 90
 SVG = ".js-plotly-plot .main-svg"
 
@@ -42,38 +37,15 @@ def _browser_binaries() -> tuple[str, str]:
     pytest.skip("Chromium not installed (apt-get install chromium chromium-driver)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(filled: Filled, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``hyperfleet dashboard --storage …`` on a free port; yields its URL once it serves."""
-    port = _free_port()
     cwd = tmp_path_factory.mktemp("dashboard-cwd")
-    cmd = [sys.executable, "-m", "hyperfleet.platform", "dashboard", "--storage",
-           filled.storage, "--port", str(port)]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
-    watchdog.start()
-    seen = []
-    assert proc.stdout is not None
-    for line in proc.stdout:  # Streamlit prints its URL once it accepts connections
-        seen.append(line)
-        if f"URL: http://127.0.0.1:{port}" in line:
-            break
-    watchdog.cancel()
-    assert proc.poll() is None, "".join(seen)
-    drain = threading.Thread(target=lambda: [None for _ in proc.stdout or []], daemon=True)
-    drain.start()
+    dashboard = start_dashboard(["--storage", filled.storage], cwd, cwd.parent / "dashboard.log")
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield dashboard.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        dashboard.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,22 +5,12 @@ that is not a URL is refused before Streamlit starts, so that check runs in-proc
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.integration.cli import cli_env, invoke
-
-START_TIMEOUT_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.dashboards.server import start as start_dashboard
+from tests.integration.cli import invoke
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -34,43 +24,25 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-def _start(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], list[str]]:
-    """The command, run until Streamlit prints its URL; its output lines so far."""
-    proc = subprocess.Popen([sys.executable, "-m", "hyperfleet.platform", *args], cwd=cwd,
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
-    watchdog = threading.Timer(START_TIMEOUT_S, proc.kill)
-    watchdog.start()
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line.rstrip("\n"))
-        if "URL: http://" in line:
-            break
-    watchdog.cancel()
-    return proc, lines
-
-
 @pytest.mark.slow  # a real Streamlit server
 def test_mistyped_storage_creates_nothing_and_is_one_warning(tmp_path: Path) -> None:
-    port = _free_port()
     typo = tmp_path / "hyperfleet-rnus" / "hyperfleet.db"
-    proc, lines = _start(["dashboard", "--storage", f"sqlite:///{typo}", "--port", str(port)],
-                         tmp_path)  # fmt: skip
+    log = tmp_path.parent / f"{tmp_path.name}-dashboard.log"  # the folder must stay empty
+    dashboard = start_dashboard(["--storage", f"sqlite:///{typo}"], tmp_path, log)
     try:
-        assert proc.poll() is None, "\n".join(lines)
-        assert _listening_addresses(port) == {"127.0.0.1"}
-        output = "\n".join(lines)
+        output = dashboard.output()
+        lines = output.splitlines()
+        assert dashboard.proc.poll() is None, output
+        assert _listening_addresses(dashboard.port) == {"127.0.0.1"}
         assert lines[0] == (
             f"warning: storage: no database at {typo}; check --storage (nothing was created)"
         )
-        assert f"URL: http://127.0.0.1:{port}" in output
+        assert f"URL: http://127.0.0.1:{dashboard.port}" in output
         assert "Traceback" not in output and "ScriptRunContext" not in output, output
         assert "streamlit run" not in output, output
         assert list(tmp_path.iterdir()) == []
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        dashboard.stop()
     assert list(tmp_path.iterdir()) == []
 
 

@@ -30,6 +30,7 @@ from hyperfleet.platform.services.processes import (
 )
 from hyperfleet.platform.storage import Storage
 from tests.conftest import _pg_bin, free_port
+from tests.deploy.stack import stack_up
 from tests.integration.cli import cli, invoke, wait_until
 
 pytestmark = pytest.mark.slow
@@ -137,11 +138,8 @@ def page_text(storage: str) -> str:
 
 
 def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir: Path) -> None:
-    ports = {name: free_port() for name in ("postgres", "mlflow", "dashboard")}
     t0 = time.monotonic()
-    up = cli("stack", "up", "--state-dir", str(state_dir), "--devices", "cpu:1",
-             *(a for name, p in ports.items() for a in (f"--{name}-port", str(p))),
-             timeout=400)  # fmt: skip
+    up, ports = stack_up(state_dir, "--devices", "cpu:1")
     assert up.returncode == 0, up.stderr[-3000:]
     mark = lambda what: print(f"{what}: {time.monotonic() - t0:.1f}s", flush=True)  # noqa: E731
     mark("stack up")

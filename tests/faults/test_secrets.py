@@ -26,7 +26,8 @@ import pytest
 import yaml
 
 from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
-from tests.conftest import _pg_bin, free_port
+from tests.conftest import _pg_bin
+from tests.deploy.stack import stack_up
 from tests.faults.conftest import WORKLOAD, Fault, wait_dead, wait_until
 from tests.integration.cli import cli
 
@@ -255,10 +256,7 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
     state_dir: Path, secret: str
 ) -> None:
     root = state_dir.parent
-    ports = {name: free_port() for name in ("postgres", "mlflow", "dashboard")}
-    up = cli("stack", "up", "--state-dir", str(state_dir), "--workers", "1", "--devices", "cpu:2",
-             *(a for name, p in ports.items() for a in (f"--{name}-port", str(p))),
-             timeout=400, POSTGRES_PASSWORD=secret)  # fmt: skip
+    up, _ = stack_up(state_dir, "--workers", "1", "--devices", "cpu:2", POSTGRES_PASSWORD=secret)
     assert up.returncode == 0, up.stderr[-3000:]
     assert secret not in up.stdout + up.stderr
     env = sourced(state_dir / "stack.env")

@@ -4,14 +4,12 @@ in the server log's own words."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.services import postgres
+from hyperfleet.platform.services import ports, postgres
 from hyperfleet.platform.services.postgres import LocalPostgres, pg_bindir
 
 pytestmark = [
@@ -20,41 +18,32 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def taken() -> Iterator[int]:
-    """A loopback port another process holds, as a racing test process would."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
-
-
 def test_a_port_taken_before_the_bind_costs_one_more_try(
-    taken: int, monkeypatch: pytest.MonkeyPatch
+    held_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first port handed out is the taken one (the race, made certain): the cluster starts
     on the next, and the failed try was the port, as the server's log said."""
-    ports = iter([taken])
+    handed = iter([held_port])
     real = postgres.free_port
-    monkeypatch.setattr(postgres, "free_port", lambda: next(ports, None) or real())
+    monkeypatch.setattr(postgres, "free_port", lambda: next(handed, None) or real())
     with postgres.throwaway("hyperfleet-pg-race-") as pg:
-        assert pg.port != taken and pg.running()
+        assert pg.port != held_port and pg.running()
         assert "could not bind" in pg.log.read_text() or "in use" in pg.log.read_text()
 
 
 def test_a_server_that_does_not_start_names_the_reason_from_its_log(
-    taken: int, tmp_path: Path
+    held_port: int, tmp_path: Path
 ) -> None:
     root = Path(postgres.tempfile.mkdtemp(prefix="hyperfleet-pg-fail-"))
-    pg = LocalPostgres(root, taken, durable=False)
+    pg = LocalPostgres(root, held_port, durable=False)
     try:
         pg.init()
         with pytest.raises(ConfigError) as info:
             pg.start()
         message = str(info.value)
-        assert message.startswith(f"postgres: the server did not start on port {taken}: ")
+        assert message.startswith(f"postgres: the server did not start on port {held_port}: ")
         assert "Address already in use" in message or "could not" in message, message
-        assert "\n" not in message and pg.port_taken()
+        assert "\n" not in message and pg.port_taken() and ports.says_taken(message)
     finally:
         pg.stop("immediate")
         postgres.shutil.rmtree(root, ignore_errors=True)

@@ -2,7 +2,10 @@
 
 :class:`MlflowServer` starts ``mlflow server --backend-store-uri sqlite:///... --serve-artifacts
 --artifacts-destination ... --host 127.0.0.1 --port <free>`` as its own process group and waits
-for ``/health`` (bounded: ``STARTUP_S``); ``stop`` ends that group (the server's workers
+(bounded: ``STARTUP_S``) until ``/health`` answers from a socket of that group (not from another
+server that took the port). A port another process took before the server bound it costs
+another try (:func:`hyperfleet.platform.services.ports.start_on_free_port`); a server that does
+not start raises with its log's last lines. ``stop`` ends that group (the server's workers
 included) and ``start`` again serves the same store on the same port, as a restarted server
 does. It runs without MLflow's job runners, as every server hyperfleet starts. Its database
 starts as a copy of the session's migrated template, so a start runs no migration.
@@ -25,8 +28,15 @@ from pathlib import Path
 
 import pytest
 
+from hyperfleet.platform.services.ports import free_port as free_port  # for the tracking tests
+from hyperfleet.platform.services.ports import (
+    listened_by,
+    log_size,
+    log_tail,
+    start_on_free_port,
+)
+from hyperfleet.platform.services.processes import group_members
 from hyperfleet.platform.tracking.server import mlflow_executable, server_env
-from tests.conftest import free_port
 
 STARTUP_S = 300.0  # a loaded 2-core machine has needed 110 s; an idle one needs ~10
 
@@ -40,7 +50,7 @@ class MlflowServer:
         self.db = root / "mlflow.db"
         shutil.copy(template, self.db)
         self.artifacts = root / "artifacts"
-        self.port = free_port()
+        self.port = 0  # chosen at the first start
         self.log = root / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -56,6 +66,14 @@ class MlflowServer:
             return False
 
     def start(self) -> None:
+        """Serve; the first start chooses the port, a restart keeps it."""
+        if self.port:
+            self._start_at(self.port)
+        else:
+            start_on_free_port(self._start_at, self.log)
+
+    def _start_at(self, port: int) -> None:
+        self.port = port
         cmd = [
             mlflow_executable(),
             "server",
@@ -71,17 +89,24 @@ class MlflowServer:
             "--workers",
             "1",
         ]
+        since = log_size(self.log)
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=server_env()
             )
         deadline = time.monotonic() + STARTUP_S
-        while not self.healthy():
+        while not (self.healthy() and listened_by(port, group_members(self.proc.pid))):
             if self.proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {self.log.read_text()[-3000:]}")
+                self.proc = None
+                raise RuntimeError(
+                    f"mlflow server exited on port {port}: {log_tail(self.log, since=since)}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"mlflow server not healthy after {STARTUP_S:.0f} s")
+                raise RuntimeError(
+                    f"mlflow server not healthy after {STARTUP_S:.0f} s: "
+                    f"{log_tail(self.log, since=since)}"
+                )
             time.sleep(0.2)  # polling readiness, bounded by the deadline
 
     def stop(self) -> None:

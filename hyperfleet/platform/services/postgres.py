@@ -12,7 +12,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import write_private
+from hyperfleet.platform.services import ports
+from hyperfleet.platform.services.ports import free_port
 
 
 def pg_bindir() -> Path | None:
@@ -119,32 +120,24 @@ class LocalPostgres:
                 f"postgres: the server did not start on port {self.port}: {self.log_tail()}"
             )
 
-    def start_on_free_port(self, tries: int = 5) -> None:
+    def start_on_free_port(self, tries: int = ports.TRIES) -> None:
         """Start the server on a free port of the system's choosing. Another process may take
         the port between its choice and the server's bind: then another port, ``tries`` times
-        in all."""
-        for attempt in range(tries):
-            self.port = free_port()
-            try:
-                self.start()
-                return
-            except ConfigError:
-                if attempt == tries - 1 or not self.port_taken():
-                    raise
+        in all (:func:`.ports.start_on_free_port`)."""
+
+        def start_at(port: int) -> None:
+            self.port = port
+            self.start()
+
+        ports.start_on_free_port(start_at, self.log, tries=tries, choose=free_port)
 
     def port_taken(self) -> bool:
-        """Whether the last start failed because its port was in use."""
-        tail = self.log_tail(lines=20)
-        return "Address already in use" in tail or "could not bind" in tail
+        """Whether the server's log says a start failed because its port was in use."""
+        return ports.port_taken(self.log)
 
     def log_tail(self, lines: int = 3) -> str:
         """The server log's last ``lines`` non-blank lines, joined by `` | ``."""
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return f"no server log at {self.log}"
-        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-        return " | ".join(tail) or f"{self.log} is empty"
+        return ports.log_tail(self.log, lines)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``fast``: sessions are ended, data flushed); no-op when stopped."""
@@ -185,13 +178,6 @@ class LocalPostgres:
                     conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
         finally:
             engine.dispose()
-
-
-def free_port() -> int:
-    """A TCP port on loopback that is free now (another process may take it before use)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

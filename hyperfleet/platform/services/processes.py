@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperfleet.platform.services.ports import log_tail
+
 
 @dataclass
 class Service:
@@ -161,12 +163,17 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
 def wait_for(
     cond: Callable[[], bool], service: Service | None, timeout: float, what: str
 ) -> str | None:
-    """Poll ``cond`` until it holds; the reason it did not (``service`` died, or timed out)."""
+    """Poll ``cond`` until it holds; the reason it did not (``service`` died, or timed out),
+    with the last lines of ``service``'s log, where it says why in its own words."""
     deadline = time.monotonic() + timeout
     while not cond():
         if service is not None and not service.alive():
-            return f"{what}: the process exited; see {service.log}"
+            return f"{what}: the process exited{_said(service)}"
         if time.monotonic() > deadline:
-            return f"{what}: not ready after {timeout:.0f}s; see its log"
+            return f"{what}: not ready after {timeout:.0f}s{_said(service)}"
         time.sleep(0.2)
     return None
+
+
+def _said(service: Service | None) -> str:
+    return f": {log_tail(Path(service.log))}" if service is not None else ""

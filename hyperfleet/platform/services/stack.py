@@ -277,7 +277,9 @@ def _start_postgres(pg: LocalPostgres) -> None:
         Storage(pg.url("hyperfleet")).close()
     except sa.exc.OperationalError as exc:
         why = str(exc.orig or exc).strip().splitlines()[0]
-        raise ConfigError(f"stack: PostgreSQL does not answer ({why}); see {pg.log}") from None
+        raise ConfigError(
+            f"stack: PostgreSQL does not answer ({why}): {pg.log_tail()} ({pg.log})"
+        ) from None
 
 
 def _ready(probe: Any, url: str, service: Service) -> None:

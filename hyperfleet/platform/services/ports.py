@@ -1,0 +1,122 @@
+"""Servers started on a port of the system's choosing, and what their logs say when they fail.
+
+A free port is found by binding port 0 and closing the socket; the server binds it a moment
+later, and another process may take it in between. :func:`start_on_free_port` makes that race
+cost another try, not a failure: a start that fails and whose log (only what that try wrote)
+says the address was in use gets a new port. Any other failure is raised as it came, and a
+server's error names the reason in its log's own last lines (:func:`log_tail`). PostgreSQL,
+the MLflow tracking server and Streamlit each log a taken port in their words (:data:`TAKEN`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+TRIES = 5
+#: how servers say a port is taken: the OS's words (PostgreSQL, uvicorn, gunicorn),
+#: PostgreSQL's own (its last line of a failed bind: what a three-line tail holds), Streamlit's
+#: and ``hyperfleet stack up``'s check of its ports
+TAKEN = (
+    "address already in use",
+    "could not bind",
+    "could not create any tcp/ip sockets",
+    "is not available",
+    "connection in use",
+    "is in use",
+)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free now (another process may take it before use)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def log_size(log: Path) -> int:
+    """How many bytes ``log`` holds now (0 if it does not exist): where a new try's lines start."""
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def log_text(log: Path, since: int = 0) -> str:
+    """What ``log`` holds from byte ``since`` on ("" if it cannot be read)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(since)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def log_tail(log: Path, lines: int = 3, since: int = 0) -> str:
+    """The last ``lines`` non-blank lines of ``log`` (from byte ``since``), joined by `` | ``:
+    one line that says why a server did not start, in its own words."""
+    if not log.exists():
+        return f"no server log at {log}"
+    text = log_text(log, since)
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail) or f"{log} is empty"
+
+
+def says_taken(text: str) -> bool:
+    """Whether ``text`` (a server's log, a command's error) says a port was in use."""
+    lower = text.lower()
+    return any(words in lower for words in TAKEN)
+
+
+def port_taken(log: Path, since: int = 0) -> bool:
+    """Whether ``log`` (from byte ``since``) says the server's port was in use."""
+    return says_taken(log_text(log, since))
+
+
+def listened_by(port: int, pids: list[int]) -> bool:
+    """Whether one of ``pids`` holds the socket listening on TCP ``port`` (from ``/proc``): the
+    server that answers there is the one started, not another that took its port first."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return True
+    return False
+
+
+def start_on_free_port(
+    start: Callable[[int], T],
+    log: Path,
+    *,
+    tries: int = TRIES,
+    choose: Callable[[], int] | None = None,
+) -> T:
+    """``start(port)`` on a port from ``choose`` until a server comes up; what it returned.
+
+    ``start`` raises when its server does not come up. A failed try whose lines in ``log`` say
+    the port was taken (another process bound it first) costs another port, ``tries`` in all;
+    any other failure, and the last one, is raised as ``start`` raised it. ``choose``: default
+    :func:`free_port` (looked up at the call, so a test may hand out a port it holds)."""
+    for attempt in range(tries):
+        port = choose() if choose is not None else free_port()
+        since = log_size(log)
+        try:
+            return start(port)
+        except Exception:
+            if attempt == tries - 1 or not port_taken(log, since):
+                raise
+    raise ValueError(f"tries: {tries}; use 1 or more")
