@@ -3,7 +3,8 @@
 ``ToyRuntime`` plays the trial runtime the way the PBT contract asks (see
 ``hyperfleet.platform.schedulers.pbt.scheduler``): checkpoint, then report, then decide; on
 EXPLOIT the workload function restarts in the same "process" with the donor's checkpoint and
-the explored params; on PAUSE it returns and the member is resumed later from its checkpoint pointer.
+the explored params; on PAUSE it returns and the member is resumed later from its checkpoint
+pointer.
 """
 
 from __future__ import annotations
