@@ -13,6 +13,8 @@ import re
 from typing import Any
 from urllib.parse import quote
 
+from hyperfleet.platform.urls import MLFLOW_UI_PORT
+
 SIGNIFICANT = 3
 """Significant digits of every number the dashboard prints."""
 
@@ -90,7 +92,7 @@ def mlflow_ui(tracking_uri: str | None) -> str | None:
         return None
     if tracking_uri.startswith(("http://", "https://")):
         return tracking_uri.rstrip("/")
-    return "http://127.0.0.1:5000"
+    return f"http://127.0.0.1:{MLFLOW_UI_PORT}"
 
 
 def known_run(run_id: str | None) -> str | None:

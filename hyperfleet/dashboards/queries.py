@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.schedulers.configs import POPULATION_TYPES
 from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     Member,
@@ -33,7 +34,12 @@ from hyperfleet.platform.schedulers.pbt.population import (
     replay_schedule,
 )
 from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
-from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.platform.sweeps.results import (
+    SweepSummary,
+    TrialSummary,
+    stored_objectives,
+    summarize,
+)
 
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 ACTIVE = ("RUNNING",)
@@ -91,7 +97,7 @@ class SweepData:
 
     @property
     def is_population(self) -> bool:
-        return self.scheduler in ("pbt", "pb2")
+        return self.scheduler in POPULATION_TYPES
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
@@ -136,13 +142,13 @@ class PopulationData:
 
 
 def _objective_label(config: dict[str, Any]) -> str:
-    objectives = config.get("objectives") or [config.get("objective") or {}]
+    objectives = stored_objectives(config)
     return ", ".join(f"{o.get('metric', '?')} ({o.get('mode', '?')})" for o in objectives)
 
 
 def _budget(config: dict[str, Any]) -> int | None:
     scheduler = config.get("scheduler", {})
-    if scheduler.get("type") in ("pbt", "pb2"):
+    if scheduler.get("type") in POPULATION_TYPES:
         return scheduler.get("population")
     trials = config.get("budget", {}).get("trials")
     return None if trials is None else int(trials)

@@ -22,7 +22,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -34,8 +33,8 @@ from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.urls import DEFAULT_STORAGE, DEFAULT_WORKDIR, local_tracking
 
-DEFAULT_STORAGE = "sqlite:///hyperfleet-runs/hyperfleet.db"
 TTL_S = 2.0
 REFRESH_CHOICES = (2, 5, 10, 30)
 START_HINT = "hyperfleet sweep run examples/quickstart.yaml"
@@ -122,7 +121,7 @@ def tracking_uri(cfg: Settings, data: queries.SweepData) -> str:
     uri = (data.config.get("tracking") or {}).get("uri")
     if uri:
         return str(uri)
-    return f"sqlite:///{Path(data.config.get('workdir') or 'hyperfleet-runs') / 'mlflow.db'}"
+    return local_tracking(data.config.get("workdir") or DEFAULT_WORKDIR)
 
 
 @st.cache_resource(show_spinner=False)

@@ -3,6 +3,10 @@
 The controller reads the time and waits only through a :class:`Clock`, so a sweep of
 simulated trials (:mod:`hyperfleet.platform.launcher.simulated`) runs hours of virtual time
 in milliseconds: each wait advances the virtual clock instead of sleeping.
+
+The liveness defaults live here too (``controller.Timing``, ``hyperfleet worker``, submitting a
+sweep): a worker heartbeats every ``HEARTBEAT_EVERY_S``; one silent for ``STALE_AFTER_S`` is
+taken for lost and its RUNNING trials are requeued.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from typing import Protocol
+
+HEARTBEAT_EVERY_S = 3.0  # the worker's and its RUNNING trials' heartbeat in storage
+STALE_AFTER_S = 30.0  # a worker or RUNNING trial silent this long is gone
 
 
 class Clock(Protocol):

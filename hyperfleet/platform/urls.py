@@ -8,11 +8,18 @@ installed) for storage; MLflow servers (``http(s)://``), SQLite files, PostgreSQ
 folders (a path or ``file:``) for tracking. Anything else (``foo://``, async drivers, ``gopher://``)
 is one line naming the option and the schemes accepted, instead of a traceback from deep inside
 SQLAlchemy or MLflow after the working directory was made. Passwords are never echoed.
+
+The defaults live here too: a sweep's files go under ``DEFAULT_WORKDIR`` unless its
+``workdir`` says otherwise, its storage is ``<workdir>/hyperfleet.db`` (``local_storage``) and
+its MLflow store ``<workdir>/mlflow.db`` (``local_tracking``) unless the sweep file or the
+command line names others; ``DEFAULT_STORAGE`` is the storage commands read without a
+``--storage``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from hyperfleet.platform.credentials import masked
@@ -22,6 +29,24 @@ TRACKING_SCHEMES = (
     "http(s)://HOST:PORT (an MLflow server), sqlite:///PATH, postgresql://…, a folder or file:PATH"
 )
 _POSTGRES_DRIVERS = {None: "psycopg", "psycopg": "psycopg", "psycopg2": "psycopg2"}
+
+DEFAULT_WORKDIR = "hyperfleet-runs"  # a sweep's ``workdir`` when its file names none
+STORAGE_FILE = "hyperfleet.db"  # the default storage, a SQLite file in the workdir
+TRACKING_FILE = "mlflow.db"  # the default MLflow store, a SQLite file in the workdir
+MLFLOW_UI_PORT = 5000  # where ``mlflow ui`` (and ``hyperfleet mlflow ui``) serve by default
+
+
+def local_storage(workdir: str | Path = DEFAULT_WORKDIR) -> str:
+    """The storage URL of a sweep whose file names no ``storage``: SQLite in its workdir."""
+    return f"sqlite:///{Path(workdir) / STORAGE_FILE}"
+
+
+def local_tracking(workdir: str | Path = DEFAULT_WORKDIR) -> str:
+    """The MLflow tracking URI of a sweep whose file names no ``tracking.uri``."""
+    return f"sqlite:///{Path(workdir) / TRACKING_FILE}"
+
+
+DEFAULT_STORAGE = local_storage()  # what commands read without --storage
 
 
 def _database_problem(url: str) -> str | None:

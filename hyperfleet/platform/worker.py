@@ -45,7 +45,7 @@ ACTIVE = ("submitted", "running")
 
 
 def default_tracking(cfg: SweepConfig) -> str:
-    return cfg.tracking.uri or f"sqlite:///{Path(cfg.workdir) / 'mlflow.db'}"
+    return cfg.tracking_uri
 
 
 def open_stored(

@@ -30,6 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hyperfleet.spec.trial import TrialConfig
 
+SPEC_FILE = "spec.json"  # a trial's spec in its trial directory (``TrialSpec.path``)
+LOG_FILE = "log.txt"  # a trial's output in its trial directory (``TrialSpec.log_path``)
+
 
 class DecisionKind(str, enum.Enum):
     CONTINUE = "continue"
@@ -129,11 +132,11 @@ class TrialSpec(BaseModel):
     @property
     def path(self) -> Path:
         """Where the controller writes this spec: ``<trial_dir>/spec.json``."""
-        return Path(self.trial_dir) / "spec.json"
+        return Path(self.trial_dir) / SPEC_FILE
 
     @property
     def log_path(self) -> Path:
-        return Path(self.trial_dir) / "log.txt"
+        return Path(self.trial_dir) / LOG_FILE
 
     def write(self, path: Path | None = None) -> Path:
         target = path or self.path

@@ -37,7 +37,7 @@ def test_stale_running_finds_dead_worker(db_url: str) -> None:
     st.upsert_trial("s", 0, state="RUNNING", host=host, pid=proc.pid, heartbeat_at=1e18)
     st.upsert_trial("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
     st.upsert_trial("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
-    assert sorted(t.number for t in st.stale_running("s")) == [0, 2]
+    assert sorted(t.number for t in st.stale_running("s", 120.0)) == [0, 2]
     st.close()
 
 

@@ -20,9 +20,11 @@ from hyperfleet import startup
 from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform.cli import fleet as cli_fleet
 from hyperfleet.platform.cli import stack as cli_stack
-from hyperfleet.platform.cli.common import DEFAULT_STORAGE, _guard, _state, err, out
+from hyperfleet.platform.cli.common import _guard, _state, err, out
 from hyperfleet.platform.cli.mlflow_ui import build_app
+from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.credentials import keep, masked
+from hyperfleet.platform.urls import DEFAULT_STORAGE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
@@ -203,7 +205,9 @@ def sweep_status(
         summary = summarize(st, name)
         row = st.get_sweep(name)
         waiting = row is not None and row.status in ("submitted", "running")
-        reason = unschedulable(parse_sweep(row.config), st, 30.0) if waiting and row else None
+        reason = (
+            unschedulable(parse_sweep(row.config), st, STALE_AFTER_S) if waiting and row else None
+        )
         st.close()
         return summary, reason
 

@@ -16,7 +16,6 @@ from hyperfleet.errors import ConfigError, HyperfleetError
 
 out = Console()
 err = Console(stderr=True)
-DEFAULT_STORAGE = "sqlite:///hyperfleet-runs/hyperfleet.db"
 T = TypeVar("T")
 _state = {"debug": False}
 

@@ -13,8 +13,10 @@ import typer
 from rich.table import Table
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.cli.common import DEFAULT_STORAGE, _guard, err, out
+from hyperfleet.platform.cli.common import _guard, err, out
+from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.credentials import masked
+from hyperfleet.platform.urls import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
     from hyperfleet.platform.sweeps.results import SweepSummary
@@ -54,10 +56,10 @@ def worker(
             "(e.g. 5m)."
         ),
     ] = None,
-    heartbeat: Annotated[str, typer.Option(help="Heartbeat interval.")] = "3s",
+    heartbeat: Annotated[str, typer.Option(help="Heartbeat interval.")] = f"{HEARTBEAT_EVERY_S:g}s",
     stale_after: Annotated[
         str, typer.Option(help="A worker silent this long is gone; its trials are requeued.")
-    ] = "30s",
+    ] = f"{STALE_AFTER_S:g}s",
 ) -> None:
     """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
     from hyperfleet.platform.controller import Timing, Until
@@ -96,7 +98,7 @@ def workers(
     storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
     stale_after: Annotated[
         str, typer.Option(help="Heartbeat age after which one is gone.")
-    ] = "30s",
+    ] = f"{STALE_AFTER_S:g}s",
     show_all: Annotated[bool, typer.Option("--all", help="Stopped and lost workers too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -105,7 +107,7 @@ def workers(
 
     def rows() -> list[list[str]]:
         st = Storage.open_readonly(storage)
-        limit = _duration(stale_after, "--stale-after") or 30.0
+        limit = _duration(stale_after, "--stale-after") or STALE_AFTER_S
         now = time.time()
         running: dict[str, list[str]] = {}
         busy: dict[str, int] = {}

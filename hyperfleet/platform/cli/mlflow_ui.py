@@ -13,6 +13,7 @@ import typer
 
 from hyperfleet import startup
 from hyperfleet.platform.credentials import libpq_env, masked
+from hyperfleet.platform.urls import MLFLOW_UI_PORT
 
 T = TypeVar("T")
 Guard = Callable[[Callable[[], Any]], Any]
@@ -55,7 +56,7 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         sweep: Annotated[str | None, typer.Option(help=SWEEP_HELP)] = None,
         tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_HELP)] = None,
         host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port to serve on.")] = 5000,
+        port: Annotated[int, typer.Option(help="Port to serve on.")] = MLFLOW_UI_PORT,
     ) -> None:
         """Open the MLflow UI on the stores a sweep used (Ctrl-C stops it)."""
         if ctx.invoked_subcommand is not None:

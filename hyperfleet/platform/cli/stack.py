@@ -13,13 +13,14 @@ import typer
 from rich.table import Table
 
 from hyperfleet.platform.cli.common import _guard, err, out
+from hyperfleet.platform.services import DEFAULT_STATE, PORTS
 
 stack_app = typer.Typer(
     no_args_is_help=True,
     help="The shared stack as local processes: PostgreSQL, MLflow server, workers, dashboard.",
 )
 
-DEFAULT = Path("hyperfleet-stack")
+DEFAULT = Path(DEFAULT_STATE)
 StateDir = Annotated[Path, typer.Option(help="Where the stack keeps its data, logs and pids.")]
 
 
@@ -29,9 +30,9 @@ def stack_up(
     address: Annotated[
         str, typer.Option(help="Address to serve on; 0.0.0.0 lets other hosts' workers in.")
     ] = "127.0.0.1",
-    postgres_port: Annotated[int, typer.Option(help="PostgreSQL port.")] = 15432,
-    mlflow_port: Annotated[int, typer.Option(help="MLflow server port.")] = 15000,
-    dashboard_port: Annotated[int, typer.Option(help="Dashboard port.")] = 18501,
+    postgres_port: Annotated[int, typer.Option(help="PostgreSQL port.")] = PORTS["postgres"],
+    mlflow_port: Annotated[int, typer.Option(help="MLflow server port.")] = PORTS["mlflow"],
+    dashboard_port: Annotated[int, typer.Option(help="Dashboard port.")] = PORTS["dashboard"],
     workers: Annotated[int, typer.Option(help="Workers to start on this host.")] = 2,
     devices: Annotated[
         str | None,

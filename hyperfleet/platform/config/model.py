@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.schedulers.configs import (
+    POPULATION_TYPES,
     NoPrunerConfig,
     PrunerConfig,
     SchedulerConfig,
@@ -26,7 +27,13 @@ from hyperfleet.platform.schedulers.configs import (
 )
 from hyperfleet.platform.schedulers.pbt.config import PBTConfig
 from hyperfleet.platform.schedulers.pbt.pb2 import PB2Config
-from hyperfleet.platform.urls import storage_problem, tracking_problem
+from hyperfleet.platform.urls import (
+    DEFAULT_WORKDIR,
+    local_storage,
+    local_tracking,
+    storage_problem,
+    tracking_problem,
+)
 from hyperfleet.spec.trial import TrialConfig, parse_duration
 
 
@@ -196,7 +203,7 @@ class SweepConfig(_Frozen):
         description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
     )
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
-    workdir: str = Field("hyperfleet-runs", description="logs, checkpoints, default stores")
+    workdir: str = Field(DEFAULT_WORKDIR, description="logs, checkpoints, default stores")
 
     @field_validator("storage_retry", mode="before")
     @classmethod
@@ -260,4 +267,15 @@ class SweepConfig(_Frozen):
 
     @property
     def is_population(self) -> bool:
-        return self.scheduler.type in ("pbt", "pb2")
+        """A population-based scheduler (``POPULATION_TYPES``: its trials are PBT members)."""
+        return self.scheduler.type in POPULATION_TYPES
+
+    @property
+    def storage_url(self) -> str:
+        """``storage``, else the default store in ``workdir`` (``urls.local_storage``)."""
+        return self.storage or local_storage(self.workdir)
+
+    @property
+    def tracking_uri(self) -> str:
+        """``tracking.uri``, else the default MLflow store in ``workdir``."""
+        return self.tracking.uri or local_tracking(self.workdir)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.clock import Clock
+from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S, Clock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
 from hyperfleet.platform.controller.outcomes import finite, plain, raised
@@ -38,7 +38,7 @@ from hyperfleet.platform.controller.recovery import (
 )
 from hyperfleet.platform.controller.session import SweepSession, close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
-from hyperfleet.platform.launcher.base import Launcher, NoProcess, TrialHandle
+from hyperfleet.platform.launcher.base import STOP_GRACE_S, Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import worker_identity
@@ -69,9 +69,9 @@ class Timing:
 
     poll_every: float = 0.1  # between loop iterations
     ask_every: float = 2.0  # after the scheduler had nothing, ask again after this (or an end)
-    heartbeat_every: float = 3.0  # the worker's and its RUNNING trials' heartbeat in storage
-    stale_after: float = 30.0  # a worker or RUNNING trial silent this long is gone
-    stop_grace: float = 10.0  # SIGTERM to SIGKILL when stopping trials
+    heartbeat_every: float = HEARTBEAT_EVERY_S  # the worker's and its trials' heartbeat
+    stale_after: float = STALE_AFTER_S  # a worker or RUNNING trial silent this long is gone
+    stop_grace: float = STOP_GRACE_S  # SIGTERM to SIGKILL when stopping trials
     rescan_every: float = 2.0  # a worker looks for new sweeps, stale trials, open gangs
 
 

@@ -24,19 +24,22 @@ from typing import Protocol
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
 
+STOP_GRACE_S = 10.0  # SIGTERM to SIGKILL when a trial is stopped (``TrialHandle.stop``)
+LOG_TAIL_LINES = 30  # the lines of a trial's log an error message quotes
+
 
 class TrialHandle(Protocol):
     def poll(self) -> int | None:
         """The exit code once every process of the trial has ended, else None."""
 
-    def stop(self, grace: float = 10.0) -> int:
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
         """Ask the trial to stop (it checkpoints what it can), kill what is left after
         ``grace`` seconds; returns the exit code."""
 
     def kill(self) -> int:
         """End every process of the trial now; returns the exit code."""
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the trial's log (for an error message)."""
 
 
@@ -78,11 +81,11 @@ class NoProcess:
     def kill(self) -> int:
         return 1
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return ""
 
 
-def read_tail(path: Path, lines: int = 30) -> str:
+def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of a log file ("" if it can't be read)."""
     try:
         text = path.read_text(errors="replace")

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, read_tail
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.trial_entry import STARTED, inprocess_worker
@@ -95,7 +95,7 @@ class InProcessHandle:
             if self.worker.proc.pid is not None:
                 os.kill(self.worker.proc.pid, sig)
 
-    def stop(self, grace: float = 10.0) -> int:
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
         if self.poll() is None:
             self._signal(signal.SIGTERM)
             deadline = time.monotonic() + grace
@@ -114,7 +114,7 @@ class InProcessHandle:
         kill_tagged(LAUNCH_VAR, self.launch)  # processes the trial started, if any
         return int(self.poll() or 0)
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return read_tail(self.log_path, lines)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import VirtualClock
+from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
 
@@ -143,7 +144,7 @@ class SimulatedHandle:
         code = self.script.exit_code
         return self._end("complete" if code == 0 else "fail", code)
 
-    def stop(self, grace: float = 10.0) -> int:
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
         if self.poll() is None:
             return self._end("fail", 143)  # SIGTERM: the runtime unwinds, outcome fail
         return int(self.code or 0)
@@ -154,7 +155,7 @@ class SimulatedHandle:
             self.log.append("killed")
         return int(self.code or 0)
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(self.log[-lines:])
 
 

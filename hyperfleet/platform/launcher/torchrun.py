@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from hyperfleet.errors import LaunchError
-from hyperfleet.platform.launcher.base import Rendezvous, read_tail
+from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Rendezvous, read_tail
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
@@ -81,7 +81,7 @@ class TorchrunHandle:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
 
-    def stop(self, grace: float = 10.0) -> int:
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
         """SIGTERM the whole trial, SIGKILL what is left after ``grace`` seconds."""
         if self.poll() is None:
             self._signal_group(signal.SIGTERM)
@@ -97,7 +97,7 @@ class TorchrunHandle:
         self.poll()
         return code
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return read_tail(self.log_path, lines)
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO
 
 from hyperfleet.errors import LaunchError
-from hyperfleet.platform.launcher.base import read_tail
+from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, read_tail
 from hyperfleet.platform.launcher.channel import GroupChannel
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_older_copies, kill_tagged
 from hyperfleet.platform.launcher.torchrun import (
@@ -246,7 +246,7 @@ class WarmHandle:
     def poll(self) -> int | None:
         return self.group.poll_task(self.task, self.fail_grace)
 
-    def stop(self, grace: float = 10.0) -> int:
+    def stop(self, grace: float = STOP_GRACE_S) -> int:
         code = self.poll()
         if code is not None:
             return code
@@ -260,7 +260,7 @@ class WarmHandle:
         self.task.code = self.group.kill()
         return self.task.code
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The trial's log; when its group ended with it, the group's log too (the agent says
         which rank died of what)."""
         own = read_tail(self.log_path, lines)

@@ -31,7 +31,7 @@ __all__ = [
 
 def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) -> Scheduler:
     """The sweep's scheduler, its state in ``storage`` (``create``: make the study if new)."""
-    if cfg.scheduler.type in ("pbt", "pb2"):
+    if cfg.is_population:
         from hyperfleet.platform.schedulers.pbt.pb2 import PB2Scheduler
         from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
         from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler

@@ -240,6 +240,8 @@ SchedulerConfig = Annotated[
 
 #: Scheduler types whose sampler handles several objectives (others raise ConfigError).
 MULTI_OBJECTIVE_TYPES = frozenset({"tpe", "random", "grid", "qmc", "gp", "nsga2"})
+#: Population-based scheduler types (``schedulers/pbt``): their trials are PBT members.
+POPULATION_TYPES = frozenset({"pbt", "pb2"})
 
 
 # --------------------------------------------------------------------------- pruners

@@ -35,6 +35,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import masked, public, write_private
+from hyperfleet.platform.services import PORTS
 from hyperfleet.platform.services.postgres import LocalPostgres
 from hyperfleet.platform.services.processes import (
     Service,
@@ -47,9 +48,6 @@ from hyperfleet.platform.services.processes import (
 )
 from hyperfleet.platform.tracking.server import mlflow_executable, server_env
 
-#: defaults away from the common ports (5432, 5000, 8501) so a stack coexists with them
-PORTS = {"postgres": 15432, "mlflow": 15000, "dashboard": 18501}
-DEFAULT_STATE = "hyperfleet-stack"
 WORKER_GRACE_S = 60.0  # a drain checkpoints running trials first
 START_TIMEOUT_S = 180.0
 

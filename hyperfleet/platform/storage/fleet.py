@@ -210,7 +210,7 @@ class FleetStore:
 
     # -- stale trials ---------------------------------------------------------------------
 
-    def stale_running(self, sweep: str, heartbeat_timeout_s: float = 120.0) -> list[TrialRecord]:
+    def stale_running(self, sweep: str, heartbeat_timeout_s: float) -> list[TrialRecord]:
         """RUNNING trials that are gone: their controller's pid is dead on this host, or the
         trial is silent, its heartbeat older than ``heartbeat_timeout_s``. The heartbeat is
         stamped by its worker and by the trial's own reports, so a trial whose worker went

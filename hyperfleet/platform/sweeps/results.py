@@ -7,6 +7,7 @@ samplers and PBT alike): state, params, the last report's metrics, timings and e
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,8 +93,14 @@ class SweepSummary:
         return data
 
 
+def stored_objectives(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A stored sweep config's objectives: ``objectives``, else its one ``objective`` (what
+    ``SweepConfig.all_objectives`` is for a parsed config)."""
+    return list(config.get("objectives") or [config.get("objective") or {}])
+
+
 def _objectives(config: dict[str, Any]) -> tuple[list[str], list[str]]:
-    objectives = config.get("objectives") or [config["objective"]]
+    objectives = stored_objectives(config)
     metrics = [o["metric"] for o in objectives]
     directions = ["maximize" if o["mode"] == "max" else "minimize" for o in objectives]
     return metrics, directions

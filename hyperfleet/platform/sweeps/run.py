@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
 from hyperfleet.platform.pool import LocalPool
@@ -32,10 +33,8 @@ __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_swee
 
 
 def default_urls(cfg: SweepConfig) -> tuple[str, str]:
-    work = Path(cfg.workdir)
-    storage = cfg.storage or f"sqlite:///{work / 'hyperfleet.db'}"
-    tracking = cfg.tracking.uri or f"sqlite:///{work / 'mlflow.db'}"
-    return storage, tracking
+    """The sweep's storage URL and tracking URI, the defaults in its workdir if it names none."""
+    return cfg.storage_url, cfg.tracking_uri
 
 
 def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
@@ -75,7 +74,7 @@ def submit_sweep(
     cfg: SweepConfig,
     storage_url: str,
     tracking_uri: str,
-    stale_after: float = 30.0,
+    stale_after: float = STALE_AFTER_S,
     sweep_file: str | Path | None = None,
 ) -> SweepSummary:
     """Create the sweep (or update a stored one's budget) for workers to take; its summary.
@@ -135,7 +134,7 @@ class SweepRunner:
         launchers = Launchers(self.pool)
         launchers.prestart(self.cfg)
         try:
-            _submit(self.cfg, self.storage_url, 30.0, self.sweep_file)
+            _submit(self.cfg, self.storage_url, STALE_AFTER_S, self.sweep_file)
         except BaseException:
             launchers.close()
             raise

@@ -25,7 +25,7 @@ from hyperfleet.platform.config import (
 )
 from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
-from hyperfleet.spec.wire import TrialSpec
+from hyperfleet.spec.wire import SPEC_FILE, TrialSpec
 from hyperfleet.trials.workloads.registry import declared_params, merged_params
 
 
@@ -89,7 +89,7 @@ def run_single(
             trial_dir=str(Path(tmp) / "trial"),
             schedule=[(int(step), dict(p)) for step, p in schedule] if schedule else None,
         )
-        spec_path = spec.write(Path(tmp) / "spec.json")
+        spec_path = spec.write(Path(tmp) / SPEC_FILE)
         cmd = torchrun_command(spec_path, k, f"train-{cfg.name}")
         env = trial_env(lease, pool.threads_per_process())
         return subprocess.run(cmd, env=env, check=False).returncode

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.platform.credentials import mask_text
+from hyperfleet.spec.wire import LOG_FILE, SPEC_FILE
 
 LOG_LIMIT = 10 << 20
 NOTE_TAIL = 4000
@@ -43,17 +44,17 @@ def _tail(path: Path, limit: int) -> bytes:
 
 def log_trial_files(client: Any, run_id: str, trial_dir: Path) -> None:
     """Upload the trial's ``spec.json`` and ``log.txt`` (those that exist)."""
-    spec = trial_dir / "spec.json"
+    spec = trial_dir / SPEC_FILE
     if spec.is_file():
         client.log_artifact(run_id, str(spec))
-    log = trial_dir / "log.txt"
+    log = trial_dir / LOG_FILE
     if not log.is_file():
         return
     if log.stat().st_size <= LOG_LIMIT:
         client.log_artifact(run_id, str(log))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        cut = Path(tmp) / "log.txt"
+        cut = Path(tmp) / LOG_FILE
         cut.write_bytes(
             b"(earlier output cut; the last %d bytes follow)\n" % LOG_LIMIT + _tail(log, LOG_LIMIT)
         )
@@ -64,8 +65,8 @@ def failure_note(error: str, trial_dir: Path | None) -> str:
     """The description of a failed trial's run: its error, then the end of its log."""
     text = error.strip()[-NOTE_TAIL:] or "no error message"
     note = f"**Failed.**\n\n```\n{text}\n```"
-    log = None if trial_dir is None else trial_dir / "log.txt"
-    if log is not None and log.is_file() and "log.txt" not in text:
+    log = None if trial_dir is None else trial_dir / LOG_FILE
+    if log is not None and log.is_file() and LOG_FILE not in text:
         tail = _tail(log, NOTE_TAIL).decode(errors="replace").strip()
         if tail and tail not in text:
             note += f"\n\nEnd of `log.txt`:\n\n```\n{tail}\n```"

@@ -25,6 +25,7 @@ from hyperfleet.platform.credentials import reveal
 from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.marks import marked
 from hyperfleet.platform.tracking.records import BEST_TAG, MODEL_TAG
+from hyperfleet.spec.wire import SPEC_FILE
 from hyperfleet.trials.workloads.registry import BUILTIN
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def export_best(tracker: SweepTracker, view: SweepView) -> None:
         logger.info("workload %s has no export hook: no model logged", workload)
         return
     directory = tracker.trial_dir(number)
-    if directory is None or not (directory / "spec.json").is_file():
+    if directory is None or not (directory / SPEC_FILE).is_file():
         logger.warning("trial %d has no spec.json; its model is not logged", number)
         return
     params = next((dict(t.params) for t in view.trials if t.number == number), {})
@@ -86,7 +87,7 @@ def export_best(tracker: SweepTracker, view: SweepView) -> None:
         sys.executable,
         "-m",
         "hyperfleet.trials.export",
-        str(directory / "spec.json"),
+        str(directory / SPEC_FILE),
         "--run-id",
         run_id,
         "--params",

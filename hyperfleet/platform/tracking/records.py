@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hyperfleet.platform.sweeps.results import stored_objectives
+
 STATUS = {
     "COMPLETE": "FINISHED",
     "PRUNED": "FINISHED",
@@ -125,8 +127,7 @@ def _section(name: str, data: Mapping[str, Any] | None, out: dict[str, str]) -> 
 
 def objectives(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(metric, mode)`` of each objective of a sweep config."""
-    found = config.get("objectives") or [config["objective"]]
-    return [(str(o["metric"]), str(o["mode"])) for o in found]
+    return [(str(o["metric"]), str(o["mode"])) for o in stored_objectives(config)]
 
 
 def parent_params(config: Mapping[str, Any]) -> dict[str, str]:

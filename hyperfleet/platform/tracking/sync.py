@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.schedulers.configs import POPULATION_TYPES
 from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.records import objectives
 from hyperfleet.platform.tracking.spool import is_pending
 from hyperfleet.platform.tracking.tracker import SweepTracker
+from hyperfleet.platform.urls import DEFAULT_WORKDIR, local_tracking
+from hyperfleet.spec.wire import SPEC_FILE
 
 ENDED = ("COMPLETE", "PRUNED", "FAIL", "WAITING", "PAUSED")
 
@@ -43,21 +46,22 @@ class SyncResult:
 
 def stores_of(config: dict[str, Any], tracking_uri: str | None = None) -> tuple[str, str, str]:
     """``(tracking URI, experiment, workdir)`` a stored sweep used (``tracking_uri`` wins)."""
-    workdir = str(config.get("workdir") or "hyperfleet-runs")
+    workdir = str(config.get("workdir") or DEFAULT_WORKDIR)
     tracking = config.get("tracking") or {}
-    uri = tracking_uri or tracking.get("uri") or f"sqlite:///{Path(workdir) / 'mlflow.db'}"
+    uri = tracking_uri or tracking.get("uri") or local_tracking(workdir)
     return uri, str(tracking.get("experiment") or config["name"]), workdir
 
 
 def _child(record: TrialRecord, config: dict[str, Any], parent: str) -> ChildRun:
     """A trial's run as the controller would have described it, from storage and spec.json."""
     spec: dict[str, Any] = {}
-    if record.trial_dir and (Path(record.trial_dir) / "spec.json").is_file():
-        spec = json.loads((Path(record.trial_dir) / "spec.json").read_text())
+    spec_file = Path(record.trial_dir) / SPEC_FILE if record.trial_dir else None
+    if spec_file is not None and spec_file.is_file():
+        spec = json.loads(spec_file.read_text())
     space = set(config.get("space") or {})
     sampled = {k: v for k, v in record.params.items() if k in space}
     knobs = {k: v for k, v in sampled.items() if k.startswith("trial.")}
-    population = (config.get("scheduler") or {}).get("type") in ("pbt", "pb2")
+    population = (config.get("scheduler") or {}).get("type") in POPULATION_TYPES
     return ChildRun(
         sweep=str(config["name"]),
         parent_id=parent,

@@ -42,9 +42,9 @@ Two more changes apply at every concurrency, one at a time included:
 Multi-objective and constrained studies use Optuna's own acquisitions (qLogEHVI, qLogCEI,
 qLogCEHVI) with running trials; the start-up rule applies to them as well.
 
-The override uses Optuna's internal GP modules (``optuna._gp``) and the sampler's
-``_get_acqf_and_best_params``; a change there shows as a failure of
-``tests/platform/schedulers/test_parallel_bo.py``.
+The override uses Optuna's internal GP modules (``optuna._gp``) and the sampler's private
+hooks, through ``internals`` (``GPSamplerHooks``, ``believer_gp``, ``log_ei``, ``ucb``); a
+change there shows as a failure of ``tests/platform/schedulers/test_parallel_bo.py``.
 """
 
 from __future__ import annotations
@@ -53,12 +53,11 @@ import copy as _copy
 from typing import Any
 
 import numpy as np
-import optuna
 from optuna.distributions import BaseDistribution
 from optuna.study import Study, StudyDirection
-from optuna.study._constrained_optimization import _is_constrained_optimization
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.optuna.skopt_support import finite, transformed
 from hyperfleet.platform.schedulers.optuna.startup import model_ready
@@ -67,7 +66,7 @@ PENDING = ("kriging_believer", "qlogei")
 TRANSFORMS = ("yeo-johnson", "standardize")
 
 
-class PendingAwareGPSampler(optuna.samplers.GPSampler):
+class PendingAwareGPSampler(internals.GPSamplerHooks):
     """``optuna.samplers.GPSampler`` with the start-up and pending handling described above.
 
     ``pending``: ``kriging_believer`` or ``qlogei``; the other arguments are GPSampler's.
@@ -103,7 +102,7 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
     ) -> dict[str, Any]:
         if not search_space:
             return {}
-        trials = study._get_trials(deepcopy=False, use_cache=False)
+        trials = internals.fresh_trials(study)
         complete = sum(t.state == TrialState.COMPLETE for t in trials)
         running = sum(t.state == TrialState.RUNNING and t.number != trial.number for t in trials)
         if not model_ready(complete, running, self._startup):
@@ -111,49 +110,21 @@ class PendingAwareGPSampler(optuna.samplers.GPSampler):
         self._final = in_final_batch(self._n_trials, trials, trial.number)
         return super().sample_relative(study, trial, search_space)
 
-    def _sample_relative_impl(
-        self,
-        study: Study,
-        completed_trials: list[FrozenTrial],
-        running_trials: list[FrozenTrial],
-        search_space: dict[str, BaseDistribution],
-    ) -> dict[str, Any]:
+    def fit_trials(self, study: Study, completed: list[FrozenTrial]) -> list[FrozenTrial]:
         # Optuna standardises the values it is given: give it them transformed.
-        if self._transform == "yeo-johnson" and len(study.directions) == 1 and completed_trials:
-            completed_trials = _transformed_trials(completed_trials, study.direction)
-        return super()._sample_relative_impl(study, completed_trials, running_trials, search_space)
+        if self._transform == "yeo-johnson" and len(study.directions) == 1 and completed:
+            return _transformed_trials(completed, study.direction)
+        return completed
 
-    def _get_acqf_and_best_params(
-        self,
-        completed_trials: list[FrozenTrial],
-        gprs_list: list[Any],
-        internal_search_space: Any,
-        normalized_params: np.ndarray,
-        normalized_params_of_running_trials: np.ndarray | None,
-        standardized_score_vals: np.ndarray,
-    ) -> tuple[Any, np.ndarray | None]:
-        running = normalized_params_of_running_trials
+    def acquisition(self, fit: internals.GPFit) -> tuple[Any, np.ndarray | None] | None:
         if (
-            (self._final or (self._pending == "kriging_believer" and running is not None))
-            and standardized_score_vals.shape[-1] == 1
-            and not _is_constrained_optimization(completed_trials)
+            (self._final or (self._pending == "kriging_believer" and fit.x_running is not None))
+            and fit.y.shape[-1] == 1
+            and not internals.is_constrained(fit.completed)
         ):
-            return believer_acqf(
-                gprs_list[0],
-                internal_search_space,
-                normalized_params,
-                standardized_score_vals[:, 0],
-                running,
-                final_kappa=self._final_kappa if self._final else None,
-            )
-        return super()._get_acqf_and_best_params(
-            completed_trials,
-            gprs_list,
-            internal_search_space,
-            normalized_params,
-            normalized_params_of_running_trials,
-            standardized_score_vals,
-        )
+            kappa = self._final_kappa if self._final else None
+            return believer_acqf(fit.gprs[0], fit.space, fit.x, fit.y[:, 0], fit.x_running, kappa)
+        return None  # Optuna's own acquisition
 
 
 def _transformed_trials(trials: list[FrozenTrial], direction: StudyDirection) -> list[FrozenTrial]:
@@ -183,38 +154,13 @@ def believer_acqf(
     start of the acquisition's local search (the best finished point). With ``final_kappa``
     (the budget's final batch, ``final_batch``): ``mean + final_kappa * std`` on that model
     instead of LogEI."""
-    from optuna._gp import acqf
-
     best = int(np.argmax(y))
     if x_running is None:
         model = fitted
     else:
-        model, believed = _believer(fitted, x, y, x_running)
+        model, believed = internals.believer_gp(fitted, x, y, x_running)
     if final_kappa is not None:
-        ucb = acqf.UCB(gpr=model, search_space=space, beta=final_kappa**2)
-        return ucb, x[best, None]
+        return internals.ucb(model, space, final_kappa**2), x[best, None]
     assert x_running is not None
     threshold = max(float(y[best]), float(believed.max()))
-    return acqf.LogEI(gpr=model, search_space=space, threshold=threshold), x[best, None]
-
-
-def _believer(
-    fitted: Any, x: np.ndarray, y: np.ndarray, x_running: np.ndarray
-) -> tuple[Any, np.ndarray]:
-    """``fitted`` conditioned on ``x_running`` with its own posterior mean there, and those
-    believed values."""
-    from optuna._gp import gp
-
-    # Tensors made from the fitted model's own (torch is Optuna's import here, not ours).
-    running = fitted._X_train.new_tensor(x_running)
-    believed = fitted.posterior(running)[0].numpy()  # no gradient: the kernel is detached
-    model = gp.GPRegressor(
-        is_categorical=fitted._is_categorical,
-        X_train=fitted._X_train.new_tensor(np.vstack([x, x_running])),
-        y_train=fitted._X_train.new_tensor(np.concatenate([y, believed])),
-        inverse_squared_lengthscales=fitted.inverse_squared_lengthscales,
-        kernel_scale=fitted.kernel_scale,
-        noise_var=fitted.noise_var,
-    )
-    model._cache_matrix()
-    return model, believed
+    return internals.log_ei(model, space, threshold), x[best, None]

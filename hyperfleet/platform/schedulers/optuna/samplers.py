@@ -23,22 +23,17 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution
-from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+from pydantic import BaseModel
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.configs import (
     MULTI_OBJECTIVE_TYPES,
-    ASHAConfig,
     CmaEsConfig,
     GPConfig,
     GridConfig,
-    HyperbandConfig,
-    MedianPrunerConfig,
-    NoPrunerConfig,
     NSGA2Config,
-    PercentilePrunerConfig,
     PrunerConfig,
     QMCConfig,
     RandomConfig,
@@ -47,6 +42,7 @@ from hyperfleet.platform.schedulers.configs import (
     TPEConfig,
 )
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.internals import LazyRandomState, random_states
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
 from hyperfleet.platform.schedulers.optuna.skopt_support import derive_seed
 
@@ -90,91 +86,45 @@ def build_sampler(
 def _make(
     cfg: SchedulerConfig, grid: Mapping[str, Sequence[Any]] | None, n_trials: int | None
 ) -> optuna.samplers.BaseSampler:
+    quiet = {"warn_independent_sampling": False}
     if isinstance(cfg, TPEConfig):
-        return optuna.samplers.TPESampler(
-            seed=cfg.seed,
-            n_startup_trials=cfg.n_startup_trials,
-            n_ei_candidates=cfg.n_ei_candidates,
-            multivariate=cfg.multivariate,
-            group=cfg.group,
-            constant_liar=cfg.constant_liar,
-        )
+        return optuna.samplers.TPESampler(**_options(cfg))
     if isinstance(cfg, RandomConfig):
-        return optuna.samplers.RandomSampler(seed=cfg.seed)
+        return optuna.samplers.RandomSampler(**_options(cfg))
     if isinstance(cfg, GridConfig):
         if grid is None:
             raise ConfigError(
                 "scheduler.type: 'grid' needs every space dimension to be categorical or to "
                 "give a step"
             )
-        return AskTellGridSampler(dict(grid), seed=cfg.seed)
+        return AskTellGridSampler(dict(grid), **_options(cfg))
     if isinstance(cfg, CmaEsConfig):
-        return _cmaes(cfg)
+        _need_cmaes()
+        return optuna.samplers.CmaEsSampler(**_options(cfg, **quiet))
     if isinstance(cfg, QMCConfig):
-        return optuna.samplers.QMCSampler(
-            qmc_type=cfg.qmc_type,
-            scramble=cfg.scramble,
-            seed=cfg.seed,
-            warn_independent_sampling=False,
-            warn_asynchronous_seeding=False,
-        )
+        return optuna.samplers.QMCSampler(**_options(cfg, **quiet, warn_asynchronous_seeding=False))
     if isinstance(cfg, GPConfig):
-        return PendingAwareGPSampler(
-            pending=cfg.pending,
-            value_transform=cfg.value_transform,
-            seed=cfg.seed,
-            n_startup_trials=cfg.n_startup_trials,
-            deterministic_objective=cfg.deterministic_objective,
-            warn_independent_sampling=False,
-            n_trials=n_trials,
-        )
+        return PendingAwareGPSampler(**_options(cfg, **quiet, n_trials=n_trials))
     if isinstance(cfg, NSGA2Config):
-        return optuna.samplers.NSGAIISampler(
-            population_size=cfg.population_size,
-            crossover=_crossover(cfg),
-            crossover_prob=cfg.crossover_prob,
-            mutation_prob=cfg.mutation_prob,
-            swapping_prob=cfg.swapping_prob,
-            seed=cfg.seed,
-        )
+        return optuna.samplers.NSGAIISampler(**_options(cfg, crossover=_crossover(cfg)))
     if isinstance(cfg, SkoptConfig):
-        return SkoptSampler(
-            base_estimator=cfg.base_estimator,
-            acq_func=cfg.acq_func,
-            n_initial_points=cfg.n_initial_points,
-            liar=cfg.liar,
-            max_history=cfg.max_history,
-            time_budget_s=cfg.time_budget_s,
-            n_candidates=cfg.n_candidates,
-            acq_optimizer=cfg.acq_optimizer,
-            n_restarts_optimizer=cfg.n_restarts_optimizer,
-            xi=cfg.xi,
-            kappa=cfg.kappa,
-            value_transform=cfg.value_transform,
-            seed=cfg.seed,
-            n_trials=n_trials,
-        )
+        return SkoptSampler(**_options(cfg, n_trials=n_trials))
     raise AssertionError(f"unhandled scheduler config {cfg!r}")
 
 
-def _cmaes(cfg: CmaEsConfig) -> optuna.samplers.BaseSampler:
+def _options(cfg: BaseModel, **extra: Any) -> dict[str, Any]:
+    """``cfg``'s fields but ``type`` — named after the constructor arguments they configure
+    (``configs``' module docstring) — as keyword arguments, with ``extra``."""
+    return {**cfg.model_dump(exclude={"type"}), **extra}
+
+
+def _need_cmaes() -> None:
     try:
         import cmaes  # noqa: F401
     except ImportError:
         raise ConfigError(
             "scheduler.type: 'cmaes' needs the 'cmaes' package (pip install cmaes)"
         ) from None
-    return optuna.samplers.CmaEsSampler(
-        sigma0=cfg.sigma0,
-        n_startup_trials=cfg.n_startup_trials,
-        popsize=cfg.popsize,
-        use_separable_cma=cfg.use_separable_cma,
-        with_margin=cfg.with_margin,
-        lr_adapt=cfg.lr_adapt,
-        consider_pruned_trials=cfg.consider_pruned_trials,
-        seed=cfg.seed,
-        warn_independent_sampling=False,
-    )
 
 
 def _crossover(cfg: NSGA2Config) -> Any:
@@ -193,38 +143,16 @@ def _crossover(cfg: NSGA2Config) -> Any:
 
 def build_pruner(cfg: PrunerConfig) -> optuna.pruners.BasePruner:
     """The Optuna pruner for ``cfg``."""
-    if isinstance(cfg, NoPrunerConfig):
-        return optuna.pruners.NopPruner()
-    if isinstance(cfg, MedianPrunerConfig):
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=cfg.n_startup_trials,
-            n_warmup_steps=cfg.n_warmup_steps,
-            interval_steps=cfg.interval_steps,
-            n_min_trials=cfg.n_min_trials,
-        )
-    if isinstance(cfg, PercentilePrunerConfig):
-        return optuna.pruners.PercentilePruner(
-            cfg.percentile,
-            n_startup_trials=cfg.n_startup_trials,
-            n_warmup_steps=cfg.n_warmup_steps,
-            interval_steps=cfg.interval_steps,
-            n_min_trials=cfg.n_min_trials,
-        )
-    if isinstance(cfg, ASHAConfig):
-        return optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=cfg.min_resource,
-            reduction_factor=cfg.reduction_factor,
-            min_early_stopping_rate=cfg.min_early_stopping_rate,
-            bootstrap_count=cfg.bootstrap_count,
-        )
-    if isinstance(cfg, HyperbandConfig):
-        return optuna.pruners.HyperbandPruner(
-            min_resource=cfg.min_resource,
-            max_resource=cfg.max_resource,
-            reduction_factor=cfg.reduction_factor,
-            bootstrap_count=cfg.bootstrap_count,
-        )
-    raise AssertionError(f"unhandled pruner config {cfg!r}")
+    return _PRUNERS[cfg.type](**_options(cfg))
+
+
+_PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
+    "none": optuna.pruners.NopPruner,
+    "median": optuna.pruners.MedianPruner,
+    "percentile": optuna.pruners.PercentilePruner,
+    "asha": optuna.pruners.SuccessiveHalvingPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+}
 
 
 class TrialSeededSampler(optuna.samplers.BaseSampler):
@@ -238,7 +166,7 @@ class TrialSeededSampler(optuna.samplers.BaseSampler):
     def __init__(self, sampler: optuna.samplers.BaseSampler, seed: int) -> None:
         self.sampler = sampler
         self._seed = seed
-        self._states = _random_states(sampler)
+        self._states = random_states(sampler)
 
     def random_states(self) -> list[LazyRandomState]:
         return list(self._states)
@@ -284,28 +212,3 @@ class TrialSeededSampler(optuna.samplers.BaseSampler):
     ) -> None:
         self._reseed(trial, ":after")
         self.sampler.after_trial(study, trial, state, values)
-
-
-def _random_states(root: object) -> list[LazyRandomState]:
-    """Every LazyRandomState reachable from ``root`` through optuna/hyperfleet objects."""
-    found: list[LazyRandomState] = []
-    seen: set[int] = set()
-    stack: list[object] = [root]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, LazyRandomState):
-            found.append(obj)
-            continue
-        module = type(obj).__module__
-        if not module.startswith(("optuna.", "hyperfleet.")) or not hasattr(obj, "__dict__"):
-            continue
-        stack.extend(sorted_values(vars(obj)))
-    return found
-
-
-def sorted_values(attrs: dict[str, Any]) -> list[Any]:
-    """Attribute values in name order, so the walk (and so the seeds) are deterministic."""
-    return [attrs[k] for k in sorted(attrs, reverse=True)]

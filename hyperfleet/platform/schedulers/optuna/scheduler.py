@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
-import sqlalchemy as sa
 from optuna.pruners import NopPruner
 from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
@@ -27,10 +26,13 @@ from hyperfleet.platform.schedulers.base import (
     Suggestion,
     TrialState,
 )
+from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, build_sampler
 
 if TYPE_CHECKING:
+    from optuna.storages import BaseStorage
+
     from hyperfleet.platform.config import SweepConfig
 
 logger = logging.getLogger(__name__)
@@ -64,27 +66,6 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
     return optuna.load_study(study_name=cfg.name, storage=storage, sampler=sampler, pruner=pruner)
 
 
-def _write_intermediate(storage: Any, trial_id: int, step: int, value: float) -> None:
-    """``RDBStorage.set_trial_intermediate_value`` as three plain statements in one
-    transaction (the trial's state, then update or insert), on Optuna's own table
-    definitions; the same rows and the same error for a finished trial, in a fraction of the
-    ORM's time (a report's hot path)."""
-    from optuna.storages._rdb import models
-
-    model = models.TrialIntermediateValueModel
-    stored, kind = model.intermediate_value_to_stored_repr(value)
-    table, trials = model.__table__, models.TrialModel.__table__
-    row = {"intermediate_value": stored, "intermediate_value_type": kind}
-    with storage.engine.begin() as conn:
-        state = conn.execute(
-            sa.select(trials.c.state).where(trials.c.trial_id == trial_id)
-        ).scalar_one()
-        storage.check_trial_is_updatable(trial_id, state)
-        where = (table.c.trial_id == trial_id) & (table.c.step == step)
-        if not conn.execute(sa.update(table).where(where).values(**row)).rowcount:
-            conn.execute(sa.insert(table).values(trial_id=trial_id, step=step, **row))
-
-
 class OptunaScheduler(Scheduler):
     """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
 
@@ -95,9 +76,13 @@ class OptunaScheduler(Scheduler):
         self.study = study
         self._ids: dict[int, int] = {}
 
+    @property
+    def _study_storage(self) -> BaseStorage:
+        return internals.study_storage(self.study)
+
     def _trial_id(self, number: int) -> int:
         if number not in self._ids:
-            storage = self.study._storage
+            storage = self._study_storage
             study_id = storage.get_study_id_from_name(self.study.study_name)
             self._ids[number] = storage.get_trial_id_from_study_id_trial_number(study_id, number)
         return self._ids[number]
@@ -145,20 +130,16 @@ class OptunaScheduler(Scheduler):
         value = metrics.get(self.cfg.all_objectives[0].metric)
         if value is None or not math.isfinite(float(value)):
             return  # kept in the trial's record; a sampler or pruner gets no NaN as a number
-        trial_id = self._trial_id(trial_number)
-        storage = self.study._storage
-        backend = getattr(storage, "_backend", storage)  # Optuna wraps RDB storage in a cache
-        if isinstance(backend, optuna.storages.RDBStorage):
-            _write_intermediate(backend, trial_id, step, float(value))
-        else:
-            storage.set_trial_intermediate_value(trial_id, step, float(value))
+        internals.set_intermediate_value(
+            self.study, self._trial_id(trial_number), step, float(value)
+        )
 
     def decide(self, trial_number: int, step: int) -> Decision:
         if len(self.cfg.all_objectives) != 1 or isinstance(self.study.pruner, NopPruner):
             return Decision.cont()
         # what ``Trial.should_prune`` asks, without building a ``Trial`` (whose constructor
         # runs the sampler's relative search space over the whole history)
-        frozen = self.study._storage.get_trial(self._trial_id(trial_number))
+        frozen = self._study_storage.get_trial(self._trial_id(trial_number))
         if self.study.pruner.prune(self.study, frozen):
             return Decision(
                 DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}"
@@ -166,7 +147,7 @@ class OptunaScheduler(Scheduler):
         return Decision.cont()
 
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
-        attrs = self.study._storage.get_trial(self._trial_id(trial_number)).user_attrs
+        attrs = self._study_storage.get_trial(self._trial_id(trial_number)).user_attrs
         return {k: str(v) for k, v in attrs.items() if k.startswith("hyperfleet.")}
 
     def enqueue(self, params: Mapping[str, Any]) -> int:
@@ -187,7 +168,7 @@ class OptunaScheduler(Scheduler):
 
     def requeue(self, trial_number: int) -> None:
         """Back in Optuna's queue with its params: the next ``ask()`` pops it again."""
-        self.study._storage.set_trial_state_values(
+        self._study_storage.set_trial_state_values(
             self._trial_id(trial_number), OptunaState.WAITING
         )
 
@@ -204,10 +185,10 @@ class OptunaScheduler(Scheduler):
             TrialState.FAIL: OptunaState.FAIL,
         }
         trial_id = self._trial_id(trial_number)
-        if self.study._storage.get_trial(trial_id).state == OptunaState.WAITING:
+        if self._study_storage.get_trial(trial_id).state == OptunaState.WAITING:
             # requeued meanwhile (its worker was taken for lost): only a FAIL still ends it
             if state is TrialState.FAIL:
-                self.study._storage.set_trial_state_values(trial_id, OptunaState.FAIL)
+                self._study_storage.set_trial_state_values(trial_id, OptunaState.FAIL)
             return
         self.study.tell(
             trial_number,

@@ -81,6 +81,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
+from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.optuna.skopt_support import (
     Codec,
@@ -166,11 +167,11 @@ class SkoptSampler(optuna.samplers.BaseSampler):
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        self._raise_error_if_multi_objective(study)
+        internals.reject_multi_objective(self, study)
         if not search_space:
             return {}
         # Fresh from storage, not the per-ask cache: RUNNING trials of other workers count.
-        trials = study._get_trials(deepcopy=False, use_cache=False)
+        trials = internals.fresh_trials(study)
         complete = [
             t
             for t in trials
@@ -186,11 +187,13 @@ class SkoptSampler(optuna.samplers.BaseSampler):
             except (ValueError, np.linalg.LinAlgError) as exc:
                 reason = f"skopt could not suggest ({type(exc).__name__}: {exc}); used TPE"
             else:
-                study._storage.set_trial_system_attr(trial._trial_id, _PARAMS_KEY, params)
+                internals.study_storage(study).set_trial_system_attr(
+                    internals.trial_id(trial), _PARAMS_KEY, params
+                )
                 elapsed = time.perf_counter() - start
                 attrs = {ATTR_TIME: elapsed, ATTR_SAMPLER: "skopt", ATTR_PENDING: pending}
                 self._set_attrs(study, trial, attrs)
-                self._skopt_trials.add(trial._trial_id)
+                self._skopt_trials.add(internals.trial_id(trial))
                 return params
         logger.warning("trial %d: %s", trial.number, reason)
         self._set_attrs(study, trial, {ATTR_FALLBACK: reason})
@@ -326,10 +329,11 @@ class SkoptSampler(optuna.samplers.BaseSampler):
     ) -> Any:
         start = time.perf_counter()
         value = self._tpe.sample_independent(study, trial, param_name, param_distribution)
-        if trial._trial_id not in self._skopt_trials:
+        tid = internals.trial_id(trial)
+        if tid not in self._skopt_trials:
             # TPE made this trial's suggestion (start-up or fallback): its time is the sum.
-            spent = self._tpe_time.get(trial._trial_id, 0.0) + time.perf_counter() - start
-            self._tpe_time[trial._trial_id] = spent
+            spent = self._tpe_time.get(tid, 0.0) + time.perf_counter() - start
+            self._tpe_time[tid] = spent
             self._set_attrs(study, trial, {ATTR_TIME: spent, ATTR_SAMPLER: "tpe"})
         return value
 
@@ -343,14 +347,17 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         state: TrialState,
         values: Sequence[float] | None,
     ) -> None:
-        self._skopt_trials.discard(trial._trial_id)
-        self._tpe_time.pop(trial._trial_id, None)
+        tid = internals.trial_id(trial)
+        self._skopt_trials.discard(tid)
+        self._tpe_time.pop(tid, None)
         self._tpe.after_trial(study, trial, state, values)
 
     @staticmethod
     def _set_attrs(study: Study, trial: FrozenTrial, attrs: dict[str, Any]) -> None:
         for key, value in attrs.items():
-            study._storage.set_trial_user_attr(trial._trial_id, key, value)
+            internals.study_storage(study).set_trial_user_attr(
+                internals.trial_id(trial), key, value
+            )
 
 
 def _running_params(trial: FrozenTrial) -> dict[str, Any]:

@@ -1,0 +1,231 @@
+"""Every use of Optuna's private names, behind small named functions: the one adapter module.
+
+Written against Optuna 5.1 (``pyproject.toml`` pins the range the tests ran on). The rest of
+``hyperfleet`` calls these and never touches a private name of Optuna's itself
+(``tests/test_optuna_internals.py`` holds it to that), so an Optuna upgrade that moves one of
+them shows here, in one file, and in the tests of the samplers that use it
+(``tests/platform/schedulers``). What is private and why the platform needs it:
+
+* ``study._storage``, ``trial._trial_id``: a study's storage and a trial's storage id, to read
+  and write one trial by id without building a ``Trial`` (whose constructor runs the sampler's
+  relative search space over the whole history) — ``study_storage``, ``trial_id``.
+* ``study._get_trials(use_cache=False)``: the trials fresh from storage, RUNNING trials of
+  other workers included, not the per-``ask`` cache — ``fresh_trials``.
+* ``optuna.storages._rdb.models`` and the cached storage's ``_backend``: a report's
+  intermediate value written as plain statements on Optuna's own tables —
+  ``set_intermediate_value``.
+* ``optuna.samplers._lazy_random_state.LazyRandomState`` and the attributes samplers keep them
+  in (``_rng``, ``_cma_rng``, nested samplers): reseeded per trial — ``random_states``.
+* ``optuna._gp``, ``GPSampler._sample_relative_impl`` / ``_get_acqf_and_best_params`` and
+  ``optuna.study._constrained_optimization``: the GP sampler's fitting and acquisition hooks —
+  ``GPSamplerHooks``, ``believer_gp``, ``log_ei``, ``ucb``, ``is_constrained``.
+* ``BaseSampler._raise_error_if_multi_objective`` — ``reject_multi_objective``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import optuna
+import sqlalchemy as sa
+from optuna.samplers._lazy_random_state import LazyRandomState
+from optuna.study._constrained_optimization import _is_constrained_optimization
+
+if TYPE_CHECKING:
+    from optuna.distributions import BaseDistribution
+    from optuna.storages import BaseStorage
+    from optuna.study import Study
+    from optuna.trial import FrozenTrial
+
+__all__ = [
+    "GPFit",
+    "GPSamplerHooks",
+    "LazyRandomState",
+    "believer_gp",
+    "fresh_trials",
+    "is_constrained",
+    "log_ei",
+    "random_states",
+    "reject_multi_objective",
+    "set_intermediate_value",
+    "study_storage",
+    "trial_id",
+    "ucb",
+]
+
+
+def study_storage(study: Study) -> BaseStorage:
+    """The storage ``study`` reads and writes (Optuna's cached wrapper of an RDB storage)."""
+    return study._storage
+
+
+def trial_id(trial: FrozenTrial | optuna.Trial) -> int:
+    """``trial``'s id in its storage (unique across studies, unlike its number)."""
+    return trial._trial_id
+
+
+def fresh_trials(study: Study) -> list[FrozenTrial]:
+    """``study``'s trials read from storage now (not the cache ``ask`` fills), uncopied."""
+    return study._get_trials(deepcopy=False, use_cache=False)
+
+
+def reject_multi_objective(sampler: optuna.samplers.BaseSampler, study: Study) -> None:
+    """Optuna's ``ValueError`` for a single-objective sampler given a multi-objective study."""
+    sampler._raise_error_if_multi_objective(study)
+
+
+def is_constrained(trials: list[FrozenTrial]) -> bool:
+    """Whether ``trials`` carry constraint values (a constrained optimisation)."""
+    return _is_constrained_optimization(trials)
+
+
+def set_intermediate_value(study: Study, trial: int, step: int, value: float) -> None:
+    """The intermediate ``value`` of trial id ``trial`` at ``step``; on an RDB storage as three
+    plain statements in one transaction (see ``_write_intermediate``)."""
+    storage = study._storage
+    backend = getattr(storage, "_backend", storage)  # Optuna wraps RDB storage in a cache
+    if isinstance(backend, optuna.storages.RDBStorage):
+        _write_intermediate(backend, trial, step, value)
+    else:
+        storage.set_trial_intermediate_value(trial, step, value)
+
+
+def _write_intermediate(storage: Any, trial: int, step: int, value: float) -> None:
+    """``RDBStorage.set_trial_intermediate_value`` as three plain statements in one
+    transaction (the trial's state, then update or insert), on Optuna's own table
+    definitions; the same rows and the same error for a finished trial, in a fraction of the
+    ORM's time (a report's hot path)."""
+    from optuna.storages._rdb import models
+
+    model = models.TrialIntermediateValueModel
+    stored, kind = model.intermediate_value_to_stored_repr(value)
+    table, trials = model.__table__, models.TrialModel.__table__
+    row = {"intermediate_value": stored, "intermediate_value_type": kind}
+    with storage.engine.begin() as conn:
+        state = conn.execute(
+            sa.select(trials.c.state).where(trials.c.trial_id == trial)
+        ).scalar_one()
+        storage.check_trial_is_updatable(trial, state)
+        where = (table.c.trial_id == trial) & (table.c.step == step)
+        if not conn.execute(sa.update(table).where(where).values(**row)).rowcount:
+            conn.execute(sa.insert(table).values(trial_id=trial, step=step, **row))
+
+
+def random_states(root: object) -> list[LazyRandomState]:
+    """Every ``LazyRandomState`` reachable from ``root`` through the attributes of optuna and
+    hyperfleet objects, in a deterministic order (attributes by name)."""
+    found: list[LazyRandomState] = []
+    seen: set[int] = set()
+    stack: list[object] = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, LazyRandomState):
+            found.append(obj)
+            continue
+        module = type(obj).__module__
+        if not module.startswith(("optuna.", "hyperfleet.")) or not hasattr(obj, "__dict__"):
+            continue
+        attrs = vars(obj)
+        stack.extend(attrs[k] for k in sorted(attrs, reverse=True))
+    return found
+
+
+@dataclass(frozen=True)
+class GPFit:
+    """What ``GPSampler`` has when it picks its acquisition: the finished trials, the GPs
+    fitted to them (one per objective), Optuna's normalised search space, the finished points
+    ``x`` and running points ``x_running`` (normalised; None: nothing runs) and the
+    standardised values ``y`` (maximised, one column per objective)."""
+
+    completed: list[FrozenTrial]
+    gprs: list[Any]
+    space: Any
+    x: np.ndarray
+    x_running: np.ndarray | None
+    y: np.ndarray
+
+
+class GPSamplerHooks(optuna.samplers.GPSampler):
+    """``GPSampler`` with its two private hooks under public names, for a subclass to override.
+
+    ``fit_trials`` — the finished trials the GP is fitted to (default: as given);
+    ``acquisition`` — an ``(acquisition, warm start)`` pair to use instead of Optuna's, or None
+    for Optuna's own (default)."""
+
+    def fit_trials(self, study: Study, completed: list[FrozenTrial]) -> list[FrozenTrial]:
+        return completed
+
+    def acquisition(self, fit: GPFit) -> tuple[Any, np.ndarray | None] | None:
+        return None
+
+    def _sample_relative_impl(
+        self,
+        study: Study,
+        completed_trials: list[FrozenTrial],
+        running_trials: list[FrozenTrial],
+        search_space: dict[str, BaseDistribution],
+    ) -> dict[str, Any]:
+        fitted = self.fit_trials(study, completed_trials)
+        return super()._sample_relative_impl(study, fitted, running_trials, search_space)
+
+    def _get_acqf_and_best_params(
+        self,
+        completed_trials: list[FrozenTrial],
+        gprs_list: list[Any],
+        internal_search_space: Any,
+        normalized_params: np.ndarray,
+        normalized_params_of_running_trials: np.ndarray | None,
+        standardized_score_vals: np.ndarray,
+    ) -> tuple[Any, np.ndarray | None]:
+        args = (
+            completed_trials,
+            gprs_list,
+            internal_search_space,
+            normalized_params,
+            normalized_params_of_running_trials,
+            standardized_score_vals,
+        )
+        chosen = self.acquisition(GPFit(*args))
+        return chosen if chosen is not None else super()._get_acqf_and_best_params(*args)
+
+
+def believer_gp(
+    fitted: Any, x: np.ndarray, y: np.ndarray, x_running: np.ndarray
+) -> tuple[Any, np.ndarray]:
+    """``fitted`` (an ``optuna._gp`` regressor fitted to ``x, y``) conditioned on
+    ``x_running`` with its own posterior mean there, kernel hyperparameters and noise kept;
+    and those believed values."""
+    from optuna._gp import gp
+
+    # Tensors made from the fitted model's own (torch is Optuna's import here, not ours).
+    running = fitted._X_train.new_tensor(x_running)
+    believed = fitted.posterior(running)[0].numpy()  # no gradient: the kernel is detached
+    model = gp.GPRegressor(
+        is_categorical=fitted._is_categorical,
+        X_train=fitted._X_train.new_tensor(np.vstack([x, x_running])),
+        y_train=fitted._X_train.new_tensor(np.concatenate([y, believed])),
+        inverse_squared_lengthscales=fitted.inverse_squared_lengthscales,
+        kernel_scale=fitted.kernel_scale,
+        noise_var=fitted.noise_var,
+    )
+    model._cache_matrix()
+    return model, believed
+
+
+def log_ei(model: Any, space: Any, threshold: float) -> Any:
+    """Optuna's analytic log expected improvement over ``threshold`` on GP ``model``."""
+    from optuna._gp import acqf
+
+    return acqf.LogEI(gpr=model, search_space=space, threshold=threshold)
+
+
+def ucb(model: Any, space: Any, beta: float) -> Any:
+    """Optuna's upper confidence bound ``mean + sqrt(beta) * std`` on GP ``model``."""
+    from optuna._gp import acqf
+
+    return acqf.UCB(gpr=model, search_space=space, beta=beta)

@@ -1,0 +1,180 @@
+"""One home per default: each default value or shared constant is written once in
+``hyperfleet/``, beside its owner, and every other module imports it.
+
+The package is parsed with ``ast``: docstrings and comments do not count, string constants,
+numbers and the shapes below do. A failure names every place the literal stands; keep the one
+in its home and import the name there instead of writing the value again.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "hyperfleet"
+
+#: string defaults: the literal -> the module that owns it (exact match, or contained in any
+#: string where ``contained``: a URL built around it counts too)
+STRINGS = {
+    "hyperfleet-runs": ("hyperfleet/platform/urls.py", True),  # DEFAULT_WORKDIR
+    "hyperfleet.db": ("hyperfleet/platform/urls.py", True),  # STORAGE_FILE (local_storage)
+    "mlflow.db": ("hyperfleet/platform/urls.py", True),  # TRACKING_FILE (local_tracking)
+    "spec.json": ("hyperfleet/spec/wire.py", False),  # SPEC_FILE
+    "log.txt": ("hyperfleet/spec/wire.py", False),  # LOG_FILE
+    ".hyperfleet-sweep.json": ("hyperfleet/platform/sweeps/ownership.py", False),  # MARKER
+    "hyperfleet-stack": ("hyperfleet/platform/services/__init__.py", False),  # DEFAULT_STATE
+}
+
+#: numeric defaults: value -> home (their literals in ``hyperfleet/platform``)
+NUMBERS = {
+    30.0: "hyperfleet/platform/clock.py",  # STALE_AFTER_S
+    15432: "hyperfleet/platform/services/__init__.py",  # PORTS
+    15000: "hyperfleet/platform/services/__init__.py",
+    18501: "hyperfleet/platform/services/__init__.py",
+}
+
+#: parameters and fields whose default is a shared constant, never a number written again
+TIMING_NAMES = {"stale_after", "heartbeat_every", "heartbeat_timeout_s", "grace", "stop_grace"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+@functools.cache
+def _nodes() -> list[tuple[str, ast.AST]]:
+    """``(path, node)`` for every node of every module of the package, docstrings left out."""
+    found: list[tuple[str, ast.AST]] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        skip = _docstrings(tree)
+        rel = path.relative_to(ROOT).as_posix()
+        found += [(rel, node) for node in ast.walk(tree) if id(node) not in skip]
+    return found
+
+
+def _places(match: Callable[[ast.AST], bool], under: str = "hyperfleet/") -> list[str]:
+    return [
+        f"{path}:{getattr(node, 'lineno', 0)}"
+        for path, node in _nodes()
+        if path.startswith(under) and match(node)
+    ]
+
+
+def _string(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+@pytest.mark.parametrize("literal", sorted(STRINGS))
+def test_string_default_has_one_home(literal: str) -> None:
+    home, contained = STRINGS[literal]
+
+    def match(node: ast.AST) -> bool:
+        value = _string(node)
+        if value is None:
+            return False
+        return literal in value if contained else value == literal
+
+    places = _places(match)
+    assert len(places) == 1 and places[0].startswith(home + ":"), (
+        f"{literal!r} belongs in {home} only, found at {places}"
+    )
+
+
+@pytest.mark.parametrize("value", sorted(NUMBERS))
+def test_numeric_default_has_one_home(value: float) -> None:
+    home = NUMBERS[value]
+
+    def match(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Constant)
+            and type(node.value) is type(value)
+            and node.value == value
+        )
+
+    places = _places(match, "hyperfleet/platform/")
+    assert len(places) == 1 and places[0].startswith(home + ":"), (
+        f"{value!r} belongs in {home} only, found at {places}"
+    )
+
+
+def test_timing_defaults_are_the_shared_constants() -> None:
+    """Heartbeat, staleness and stop-grace defaults come from ``clock.HEARTBEAT_EVERY_S``,
+    ``clock.STALE_AFTER_S`` and ``launcher.base.STOP_GRACE_S``; the CLI's duration strings
+    are made from them."""
+
+    def numeric_default(node: ast.AST) -> bool:
+        pairs: list[tuple[str, ast.expr | None]] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.posonlyargs + node.args.args
+            pairs += zip([a.arg for a in args[len(args) - len(node.args.defaults) :]],
+                         node.args.defaults, strict=True)  # fmt: skip
+            pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults,
+                                                 strict=True)]  # fmt: skip
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            pairs.append((node.target.id, node.value))
+        return any(
+            name in TIMING_NAMES
+            and isinstance(value, ast.Constant)
+            and type(value.value) in (int, float)
+            and value.value != 0  # a handle with no process to stop waits for nothing
+            for name, value in pairs
+        )
+
+    assert not _places(numeric_default)
+    assert not _places(lambda n: _string(n) in ("3s", "30s", "10s"))
+
+
+def test_population_types_have_one_home() -> None:
+    """``("pbt", "pb2")``: ``schedulers.configs.POPULATION_TYPES`` (``SweepConfig.is_population``
+    for a parsed config)."""
+
+    def match(node: ast.AST) -> bool:
+        if not isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return False
+        return {_string(e) for e in node.elts} == {"pbt", "pb2"}
+
+    places = _places(match)
+    assert places == [
+        p for p in places if p.startswith("hyperfleet/platform/schedulers/configs.py")
+    ]
+    assert len(places) == 1, places
+
+
+def test_objectives_fallback_has_one_home() -> None:
+    """``objectives or [objective]``: ``SweepConfig.all_objectives`` for a parsed config,
+    ``sweeps.results.stored_objectives`` for a stored one — nowhere else."""
+
+    def match(node: ast.AST) -> bool:
+        if not isinstance(node, ast.BoolOp) or not isinstance(node.op, ast.Or):
+            return False
+        first, rest = node.values[0], node.values[1:]
+        return "objectives" in ast.unparse(first) and any(
+            isinstance(v, ast.List) and "objective" in ast.unparse(v) for v in rest
+        )
+
+    places = _places(match)
+    assert len(places) == 1 and places[0].startswith("hyperfleet/platform/sweeps/results.py")
+
+
+def test_default_urls_are_built_in_one_place() -> None:
+    """``<workdir>/hyperfleet.db`` and ``<workdir>/mlflow.db`` are built only by
+    ``urls.local_storage`` and ``urls.local_tracking``."""
+    from hyperfleet.platform.urls import DEFAULT_STORAGE, local_storage, local_tracking
+
+    assert DEFAULT_STORAGE == "sqlite:///hyperfleet-runs/hyperfleet.db"
+    assert local_tracking("w") == "sqlite:///w/mlflow.db"
+    assert local_storage("/a/b") == "sqlite:////a/b/hyperfleet.db"
