@@ -24,8 +24,7 @@ from hyperfleet.platform.schedulers.configs import (
     SchedulerConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.pbt.config import PBTConfig
-from hyperfleet.platform.schedulers.pbt.pb2 import PB2Config
+from hyperfleet.platform.schedulers.pbt.config import PB2Config, PBTConfig
 from hyperfleet.platform.urls import storage_problem, tracking_problem
 from hyperfleet.spec.trial import TrialConfig, parse_duration
 
