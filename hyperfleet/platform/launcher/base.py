@@ -30,9 +30,11 @@ class TrialHandle(ABC):
     """One launched trial. Subclass it: the controller reads ``starting`` and ``log_path``
     of every handle and calls every method below, on any launcher's handles alike."""
 
-    starting: bool = False
-    """True while the trial's processes are still starting (a warm worker that has not taken
-    the trial yet): ``trial.timeout`` does not run meanwhile."""
+    @property
+    def starting(self) -> bool:
+        """True while the trial's processes are still starting (a warm worker that has not
+        taken the trial yet): ``trial.timeout`` does not run meanwhile. Default: False."""
+        return False
 
     log_path: Path | None = None
     """The trial's log file, if it has one (a note beside it marks a trial stopped while its

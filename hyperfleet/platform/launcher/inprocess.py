@@ -157,10 +157,14 @@ class InProcessHandle(TrialHandle):
 
     def __init__(self, worker: _Worker, log_path: Path, launch: str) -> None:
         self.worker = worker
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
         self.code: int | None = None
-        self.starting = True  # the worker has not taken the trial yet (it is still starting)
+        self._starting = True  # the worker has not taken the trial yet (it is still starting)
+
+    @property
+    def starting(self) -> bool:
+        return self._starting
 
     def poll(self) -> int | None:
         if self.code is not None:
@@ -170,7 +174,7 @@ class InProcessHandle(TrialHandle):
             while self.code is None and w.conn.poll():
                 message = w.conn.recv()
                 if message == STARTED:
-                    self.starting = False
+                    self._starting = False
                 else:
                     self.code = int(message)
         if self.code is None and not w.alive():

@@ -62,7 +62,7 @@ class TorchrunHandle(TrialHandle):
         self, proc: subprocess.Popen[bytes], log: IO[bytes], log_path: Path, launch: str
     ) -> None:
         self.proc = proc
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self.launch = launch  # the HYPERFLEET_LAUNCH tag of every process of this launch
         self._log = log
 

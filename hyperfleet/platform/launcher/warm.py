@@ -240,7 +240,7 @@ class WarmHandle(TrialHandle):
     def __init__(self, group: WarmGroup, task: _Task, fail_grace: float = 10.0) -> None:
         self.group = group
         self.task = task
-        self.log_path = task.spec.log_path
+        self.log_path: Path = task.spec.log_path
         self.fail_grace = fail_grace
 
     def poll(self) -> int | None:
