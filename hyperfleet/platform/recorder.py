@@ -156,10 +156,14 @@ class RankZeroRecorder:
             tries += 1
             if tries > 1:  # after an outage: still this trial's current attempt?
                 self.check()
-            first_try = tries == 1
+            first = tries == 1
             if isinstance(self.scheduler, PinsCheckpoints):  # what it pins, in the same read
-                return self.scheduler.report_decide_and_pin(self.number, step, metrics, first_try)
-            return self.scheduler.report_and_decide(self.number, step, metrics, first_try), None
+                return self.scheduler.report_decide_and_pin(
+                    self.number, step, metrics, first_try=first
+                )
+            return self.scheduler.report_and_decide(
+                self.number, step, metrics, first_try=first
+            ), None
 
         decision, self._pinned = retrying(decide, retry_s)
         return decision
