@@ -1,11 +1,16 @@
-"""The package's import rules, read from the source (every import counts, function-level ones
-too; only ``if TYPE_CHECKING:`` blocks are exempt):
+"""The package's import rules, read from the source. Every import counts: those inside
+functions and those under ``if TYPE_CHECKING:`` too (a cycle closed only by a function-level
+or type-checking import is still a cycle to read through).
 
 * the trial side (``hyperfleet.trials``) never imports the control plane (``hyperfleet.platform``);
 * ``hyperfleet.spec`` imports neither side, nor torch;
-* the control plane reaches torch only through its trial entry point
-  (``hyperfleet.platform.trial_entry``), whose own torch imports are inside functions;
-* no import cycle exists anywhere in ``hyperfleet/``.
+* the control plane reaches torch only through the code of its trial processes
+  (``hyperfleet.platform.trial_entry`` and ``hyperfleet.platform.launcher.trial_process``),
+  whose own torch imports are inside functions;
+* no import cycle exists anywhere in ``hyperfleet/``;
+* the schedulers' wings (``schedulers.optuna``, ``schedulers.pbt``) are imported only by the
+  platform's control path; anyone may read a wing's config module;
+* the dashboards never reach a module that writes.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hyperfleet"
 ENTRY = "hyperfleet.platform.trial_entry"
+# the code of trial processes: the -m entry point and what every trial process runs (the
+# in-process worker's too); the only platform modules through which torch may be reached
+TRIAL_PROCESS = (ENTRY, "hyperfleet.platform.launcher.trial_process")
 
 
 def _module_name(path: Path) -> str:
@@ -30,26 +38,15 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
-    """``(module, names)`` of every import outside ``if TYPE_CHECKING:`` blocks."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            yield from (i for child in node.orelse for i in _imports(ast.Module([child], [])))
-            continue
+    """``(module, names)`` of every import anywhere in ``tree``: in functions and under
+    ``if TYPE_CHECKING:`` too."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, []
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             yield node.module, [a.name for a in node.names]
-        else:
-            yield from _imports(node)
 
 
 def edges(module: str) -> set[str]:
@@ -96,24 +93,35 @@ def _reaches_torch(start: str) -> list[str] | None:
         for nxt in sorted(GRAPH.get(node, ())):
             if nxt == "torch":
                 return [*path, "torch"]
-            if nxt in MODULES and nxt != ENTRY and nxt not in seen:
+            if nxt in MODULES and nxt not in TRIAL_PROCESS and nxt not in seen:
                 seen.add(nxt)
                 stack.append((nxt, [*path, nxt]))
     return None
 
 
-def test_the_platform_reaches_torch_only_through_its_trial_entry_point() -> None:
+def test_the_platform_reaches_torch_only_through_its_trial_processes_code() -> None:
     paths = {
-        m: _reaches_torch(m) for m in MODULES if m.startswith("hyperfleet.platform") and m != ENTRY
+        m: _reaches_torch(m)
+        for m in MODULES
+        if m.startswith("hyperfleet.platform") and m not in TRIAL_PROCESS
     }
     assert not {m: p for m, p in paths.items() if p}
 
 
-def test_the_trial_entry_point_imports_torch_lazily() -> None:
-    tree = ast.parse(MODULES[ENTRY].read_text())
-    top = {t for node in tree.body for t, _ in _imports(ast.Module([node], []))
-           if not isinstance(node, (ast.FunctionDef, ast.ClassDef))}  # fmt: skip
-    assert not {t for t in top if t == "torch" or t.startswith(("torch.", "hyperfleet.trials"))}
+def test_the_trial_processes_code_imports_torch_lazily() -> None:
+    for module in TRIAL_PROCESS:
+        tree = ast.parse(MODULES[module].read_text())
+        top = {t for node in tree.body for t, _ in _imports(ast.Module([node], []))
+               if not isinstance(node, (ast.FunctionDef, ast.ClassDef))}  # fmt: skip
+        lazy = {t for t in top if t == "torch" or t.startswith(("torch.", "hyperfleet.trials"))}
+        assert not lazy, (module, lazy)
+
+
+def test_no_launcher_imports_the_trial_entry_point() -> None:
+    """The launchers name the entry point on command lines only: it imports them."""
+    launchers = [m for m in MODULES if m.startswith("hyperfleet.platform.launcher.")]
+    assert launchers
+    assert not [m for m in launchers if ENTRY in GRAPH[m]]
 
 
 def _cycles() -> list[list[str]]:
@@ -154,8 +162,71 @@ def _cycles() -> list[list[str]]:
     return found
 
 
+# TEMPORARY (#30): helper "typed" removes this cycle (the Storage class split by inheritance);
+# the lead deletes this exemption when merging its branch.
+_KNOWN_CYCLES = [["hyperfleet.platform.storage.fleet", "hyperfleet.platform.storage.store"]]
+
+
 def test_no_import_cycles() -> None:
-    assert _cycles() == []
+    assert [c for c in _cycles() if c not in _KNOWN_CYCLES] == []
+
+
+WINGS = ("hyperfleet.platform.schedulers.optuna", "hyperfleet.platform.schedulers.pbt")
+# the platform's control path: it builds and drives schedulers, so it may reach into a wing
+CONTROL_PATH = (
+    "hyperfleet.platform.schedulers",  # the package (build_scheduler) and the wings themselves
+    "hyperfleet.platform.controller",
+    "hyperfleet.platform.recorder",
+    "hyperfleet.platform.sweeps",
+    "hyperfleet.platform.cli",  # e.g. ``hyperfleet pbt replay``
+)
+# a wing's configuration, readable by anyone: validating a sweep file loads no scheduling code
+WING_CONFIGS = ("hyperfleet.platform.schedulers.pbt.config",)
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(f"{p}.") for p in prefixes)
+
+
+# TEMPORARY (#30): helper "typed" moves PBT's population store (its SQL) into storage/, which
+# these modules then read instead; the lead deletes this exemption when merging its branch.
+_POPULATION = "hyperfleet.platform.schedulers.pbt.population"
+_KNOWN_WING_IMPORTS = {
+    ("hyperfleet.dashboards.queries", _POPULATION),
+    ("hyperfleet.dashboards.tree", _POPULATION),
+    ("hyperfleet.platform.tracking.lineage", _POPULATION),
+}
+
+
+def test_only_the_control_path_imports_the_schedulers_wings() -> None:
+    """The dashboards, tracking (``tracking.lineage``), config and storage never import a
+    scheduler's implementation; what they need of PBT's population is storage's."""
+    bad = {
+        (m, e)
+        for m in MODULES
+        if not _in(m, CONTROL_PATH)
+        for e in GRAPH[m]
+        if _in(e, WINGS) and e not in WING_CONFIGS
+    }
+    assert sorted(bad - _KNOWN_WING_IMPORTS) == []
+
+
+def test_a_config_module_imports_no_scheduling_code() -> None:
+    configs = [m for m in MODULES if _in(m, ("hyperfleet.platform.config", *WING_CONFIGS))]
+    assert configs
+    reached = {e for m in configs for e in _reachable(m) if _in(e, WINGS)}
+    assert reached <= set(WING_CONFIGS), sorted(reached - set(WING_CONFIGS))
+
+
+def _reachable(start: str) -> set[str]:
+    """Every hyperfleet module ``start`` imports, directly or through others."""
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in GRAPH[stack.pop()]:
+            if nxt in MODULES and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
 
 
 def test_a_cycle_would_be_found() -> None:

@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import build_scheduler
+from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
@@ -69,7 +70,7 @@ class RankZeroRecorder:
             spool = Path(spec.trial_dir) / "mlflow"
             self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
         self.params: Mapping[str, Any] = spec.params
-        self._pinned: set[tuple[int, int]] | None = None  # as the last decision saw them
+        self._pinned: Pinned | None = None  # as the last decision saw them (PBT)
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
         # MLflow's record is monotonic: a step is logged only after the last one the trial's
@@ -150,14 +151,19 @@ class RankZeroRecorder:
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
         tries = 0
 
-        def decide() -> tuple[Decision, set[tuple[int, int]] | None]:
+        def decide() -> tuple[Decision, Pinned | None]:
             nonlocal tries
             tries += 1
             if tries > 1:  # after an outage: still this trial's current attempt?
                 self.check()
+            first = tries == 1
+            if isinstance(self.scheduler, PinsCheckpoints):  # what it pins, in the same read
+                return self.scheduler.report_decide_and_pin(
+                    self.number, step, metrics, first_try=first
+                )
             return self.scheduler.report_and_decide(
-                self.number, step, metrics, first_try=tries == 1
-            )
+                self.number, step, metrics, first_try=first
+            ), None
 
         decision, self._pinned = retrying(decide, retry_s)
         return decision
@@ -168,6 +174,8 @@ class RankZeroRecorder:
         the last report's decision saw them, if it did (the runtime prunes right after it:
         a checkpoint pinned since then can only be the newest, which is kept)."""
         pinned, self._pinned = self._pinned, None
+        if not isinstance(self.scheduler, PinsCheckpoints):
+            return set()  # its trials load no other trial's checkpoints
         if pinned is None:
             try:
                 pinned = self.scheduler.pinned_checkpoints()

@@ -189,7 +189,7 @@ class Launchers:
             self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True)
             return
         launcher = self(cfg)
-        if r.nodes == 1 and hasattr(launcher, "prestart"):
+        if r.nodes == 1:  # the first trials' leases, one node each
             k = r.devices
             slots = min(cfg.budget.max_concurrent, self.pool.size // k)
             first = [Lease(tuple(self.pool.devices[i * k : (i + 1) * k]), 0) for i in range(slots)]

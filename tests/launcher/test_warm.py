@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hyperfleet.platform.launcher.base import TrialHandle
+from hyperfleet.platform.launcher.base import Launcher, TrialHandle
 from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
 from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
 from hyperfleet.platform.pool import Device, Lease
@@ -54,15 +55,11 @@ def spec(root: Path, number: int, ranks: int, **params: Any) -> TrialSpec:
     return out
 
 
-def finish(launcher: Any, handle: TrialHandle) -> int:
+def finish(launcher: Launcher | None, handle: TrialHandle) -> int:
     """Wait for the trial's end as the controller does (the launcher's wait, then poll)."""
     while (code := handle.poll()) is None:
-        if hasattr(launcher, "wait"):
-            launcher.wait(1.0)
-        else:
-            handle_proc = getattr(handle, "proc", None)
-            if handle_proc is not None:
-                handle_proc.wait()
+        if launcher is None or not launcher.wait(1.0):
+            time.sleep(0.1)
     return code
 
 

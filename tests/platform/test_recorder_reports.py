@@ -44,7 +44,8 @@ def test_a_retry_is_answered_again_and_a_report_trained_again_is_new(tmp_path: P
     sched.report_and_decide(0, 4, {"Q": 0.9}, first_try=True)
 
     # member 1's report at step 8 is committed, and its answer lost: the recorder retries
-    real, tries = sched.report_and_decide, []
+    # (a PBT scheduler is asked for its decision and pinned checkpoints in one call)
+    real, tries = sched.report_decide_and_pin, []
 
     def answer_lost(*args: Any, first_try: bool = False) -> Any:
         tries.append(first_try)
@@ -54,12 +55,12 @@ def test_a_retry_is_answered_again_and_a_report_trained_again_is_new(tmp_path: P
             raise sa.exc.OperationalError("COMMIT", {}, lost)
         return answer
 
-    sched.report_and_decide = answer_lost  # type: ignore[method-assign]
+    sched.report_decide_and_pin = answer_lost  # type: ignore[method-assign]
     exploit = rec(8, {"Q": 0.1})
     assert tries == [True, False]
     assert exploit.kind == DecisionKind.EXPLOIT and (exploit.donor, exploit.donor_step) == (0, 4)
     assert [e.generation for e in sched.store.lineage(rec.sweep) if e.kind == "exploit"] == [1]
-    sched.report_and_decide = real  # type: ignore[method-assign]
+    sched.report_decide_and_pin = real  # type: ignore[method-assign]
 
     # the runtime adopts member 0's step 4 and trains to step 8 again: the same score there
     assert exploit.params is not None

@@ -19,7 +19,7 @@ from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.pool import count_gpus
-from hyperfleet.platform.schedulers.pbt.mutation import _check_initial
+from hyperfleet.platform.schedulers.pbt.config import check_initial
 from hyperfleet.platform.sweeps.probe import fp16_problem
 from hyperfleet.spec.layout import validate_comm, validate_layout
 from hyperfleet.spec.trial import TrialConfig
@@ -254,7 +254,7 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
         if cfg.objectives is not None:
             problems.append("objectives: PBT ranks members by one objective; use objective")
         space = {n: s.model_dump() for n, s in cfg.space.items()}
-        problems += _check_initial(cfg.scheduler.initial, space)
+        problems += check_initial(cfg.scheduler.initial, space)
     elif budget.trials is None and budget.timeout is None:
         problems.append("budget: give trials or timeout (or both), or the sweep would never end")
     if cfg.objectives is not None and cfg.pruner.type != "none":

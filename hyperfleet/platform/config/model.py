@@ -25,8 +25,7 @@ from hyperfleet.platform.schedulers.configs import (
     SchedulerConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.pbt.config import PBTConfig
-from hyperfleet.platform.schedulers.pbt.pb2 import PB2Config
+from hyperfleet.platform.schedulers.pbt.config import PB2Config, PBTConfig
 from hyperfleet.platform.urls import (
     DEFAULT_WORKDIR,
     local_storage,

@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S, Clock
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.gangs import Member, lead, overdue, reap_members, stop_members
+from hyperfleet.platform.controller.gangs import Gangs
 from hyperfleet.platform.controller.outcomes import finite, plain, raised
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import (
@@ -41,7 +41,7 @@ from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
 from hyperfleet.platform.launcher.base import STOP_GRACE_S, Launcher, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
-from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.storage import TrialRecord, worker_identity
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.sweeps.results import SweepSummary
 
@@ -94,7 +94,7 @@ class SweepDriver:
         self.worker = worker
         self.address = address  # where other hosts reach this worker (multi-node trials)
         self.running: dict[int, Running] = {}
-        self.members: dict[int, Member] = {}  # nodes of other workers' trials, by gang
+        self.gangs = Gangs(session, launcher, clock, worker, address)  # trials across hosts
         self.finished = 0
         self.launched = 0
         self._next_ask = 0.0  # the scheduler had nothing: ask again then, or when a trial ends
@@ -215,7 +215,7 @@ class SweepDriver:
         gang, rendezvous = None, None
         try:
             if self.cfg.trial.resources.nodes > 1:
-                gang, rendezvous = lead(self, spec, attempt)
+                gang, rendezvous = self.gangs.lead(spec, attempt)
             handle = self.launcher.launch(spec, lease, rendezvous)
         except BaseException:
             self.session.storage.close_lease(row, "FAIL")
@@ -263,18 +263,18 @@ class SweepDriver:
             )
         return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
 
-    def _failed(self, rec: object, code: int, tail: str) -> tuple[TrialState, None, str]:
+    def _failed(self, rec: TrialRecord, code: int, tail: str) -> tuple[TrialState, None, str]:
         """A failed launch: retried (WAITING) while retries are left and its workload did not
         raise the same error as last time; else FAIL."""
         tail = plain(tail)  # compared with the stored error, itself plain
-        full = trial_disk_full(tail, getattr(rec, "trial_dir", None))
+        full = trial_disk_full(tail, rec.trial_dir)
         if full is not None:  # requeued, no retry counted; the controller stops (reap)
             self.disk_full = self.disk_full or full
             return TrialState.WAITING, None, ""
         error = f"exit code {code}\n{tail}"
         this = raised(tail)
-        before = raised(getattr(rec, "error", None) or "")
-        retries = int(getattr(rec, "retries", 0) or 0)
+        before = raised(rec.error or "")
+        retries = int(rec.retries or 0)
         if retries >= self.cfg.budget.max_retries:
             return TrialState.FAIL, None, error
         if this is not None and this == before:
@@ -361,11 +361,11 @@ class SweepDriver:
             code = r.handle.poll()
             if code is not None and not self._superseded(r):
                 self._end(r, *self._outcome(r, code))
-            elif overdue(self, r.gang):  # its other nodes never came: let the devices go
+            elif self.gangs.overdue(r.gang):  # its other nodes never came: let the devices go
                 logger.warning("trial %d: its gang did not fill in time; requeued", r.number)
                 r.handle.stop(self.timing.stop_grace)
                 self._end(r, TrialState.WAITING, None, "")
-        reap_members(self)
+        self.gangs.reap()
         if self.disk_full is not None:
             raise disk_full_error(self.disk_full)
 
@@ -375,7 +375,7 @@ class SweepDriver:
         if limit is None:
             return
         for r in list(self.running.values()):
-            if r.handle.poll() is None and getattr(r.handle, "starting", False):
+            if r.handle.poll() is None and r.handle.starting:
                 r.started = self.clock.monotonic()  # a warm worker still starting: not its time
             if self.clock.monotonic() - r.started > limit and r.handle.poll() is None:
                 logger.warning("trial %d timed out after %g s; stopping it", r.number, limit)
@@ -387,7 +387,7 @@ class SweepDriver:
         """Stop every running trial; those that didn't finish go back in the queue. Their
         processes end even when their records can't be written (a storage outage): then a
         live worker finds them stale and requeues them."""
-        stop_members(self, self.timing.stop_grace)
+        self.gangs.stop(self.timing.stop_grace)
         for r in list(self.running.values()):
             code = r.handle.poll()
             if code is None:
@@ -417,7 +417,7 @@ class SweepDriver:
         """Nothing runs here and nothing more will: the scheduler just said it has nothing,
         or time is up. A phantom claim (its claimer died before launching) found now is
         requeued instead."""
-        if self.running or self.members:
+        if self.running or self.gangs.members:
             return False
         if timed_out:
             return True

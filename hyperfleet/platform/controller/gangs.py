@@ -23,16 +23,14 @@ import logging
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from hyperfleet.platform.launcher.base import Rendezvous, TrialHandle
+from hyperfleet.platform.clock import Clock
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.launcher.base import Launcher, Rendezvous, TrialHandle
 from hyperfleet.platform.launcher.torchrun import free_port
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.storage import GangRecord
 from hyperfleet.spec.wire import TrialSpec
-
-if TYPE_CHECKING:
-    from hyperfleet.platform.controller.driver import SweepDriver
 
 logger = logging.getLogger(__name__)
 
@@ -49,84 +47,100 @@ class Member:
     lease_row: int
 
 
-def lead(driver: SweepDriver, spec: TrialSpec, attempt: int) -> tuple[int, Rendezvous]:
-    """Open the gang of ``spec``'s trial with this worker as node 0; its id and rendezvous."""
-    r = driver.cfg.trial.resources
-    address = driver.address or socket.gethostname()
-    endpoint = f"{address}:{free_port()}"
-    rdzv_id = f"{spec.sweep}-{spec.number}-{attempt}-{uuid.uuid4().hex[:8]}"
-    now = driver.clock.time()
-    gang = driver.session.storage.open_gang(
-        GangRecord(
-            id=0,
-            sweep=spec.sweep,
-            trial=spec.number,
-            attempt=attempt,
-            nodes=r.nodes,
-            per_node=r.devices // r.nodes,
-            endpoint=endpoint,
-            rdzv_id=rdzv_id,
-            spec=spec.model_dump(mode="json"),
-            members=[driver.worker or "?"],
-            deadline=now + r.gang_timeout,
-            state="open",
+class Gangs:
+    """One sweep's trials that span hosts, as this worker sees them: it opens the gangs of
+    the trials it leads, and holds ``members``, its nodes of other workers' trials (by gang);
+    its :class:`~.driver.SweepDriver` owns it."""
+
+    def __init__(
+        self,
+        session: SweepSession,
+        launcher: Launcher,
+        clock: Clock,
+        worker: str | None = None,
+        address: str | None = None,
+    ) -> None:
+        self.session = session
+        self.launcher = launcher
+        self.clock = clock
+        self.worker = worker
+        self.address = address  # where other hosts reach this worker
+        self.members: dict[int, Member] = {}
+
+    def lead(self, spec: TrialSpec, attempt: int) -> tuple[int, Rendezvous]:
+        """Open the gang of ``spec``'s trial with this worker as node 0; its id and
+        rendezvous."""
+        r = self.session.cfg.trial.resources
+        address = self.address or socket.gethostname()
+        endpoint = f"{address}:{free_port()}"
+        rdzv_id = f"{spec.sweep}-{spec.number}-{attempt}-{uuid.uuid4().hex[:8]}"
+        now = self.clock.time()
+        gang = self.session.storage.open_gang(
+            GangRecord(
+                id=0,
+                sweep=spec.sweep,
+                trial=spec.number,
+                attempt=attempt,
+                nodes=r.nodes,
+                per_node=r.devices // r.nodes,
+                endpoint=endpoint,
+                rdzv_id=rdzv_id,
+                spec=spec.model_dump(mode="json"),
+                members=[self.worker or "?"],
+                deadline=now + r.gang_timeout,
+                state="open",
+            )
         )
-    )
-    logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
-    return gang, Rendezvous(endpoint, rdzv_id, r.nodes, True, r.gang_timeout)
+        logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
+        return gang, Rendezvous(endpoint, rdzv_id, r.nodes, True, r.gang_timeout)
 
-
-def join_open(driver: SweepDriver, devices: LocalPool) -> None:
-    """Join the open gangs of the sweep this worker can hold a node of."""
-    if driver.cfg.trial.resources.nodes < 2 or driver.worker is None:
-        return
-    storage = driver.session.storage
-    for gang in storage.gangs(driver.name, state="open"):
-        if driver.worker in gang.members or gang.deadline <= driver.clock.time():
-            continue
-        if devices.free < gang.per_node:
+    def join_open(self, devices: LocalPool) -> None:
+        """Join the open gangs of the sweep this worker can hold a node of."""
+        if self.session.cfg.trial.resources.nodes < 2 or self.worker is None:
             return
-        lease = devices.try_acquire(gang.per_node)
-        if lease is None:
-            return
-        node = storage.join_gang(gang.id, driver.worker)
-        if node is None:
-            devices.release(lease)
-            continue
-        spec = TrialSpec.model_validate(gang.spec)
-        spec.write()
-        wait = max(1.0, gang.deadline - driver.clock.time())
-        rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
-        row = storage.open_lease(
-            driver.name, gang.trial, [str(d) for d in lease.devices], driver.worker
-        )
-        handle = driver.launcher.launch(spec, lease, rdzv)
-        driver.members[gang.id] = Member(gang.id, gang.trial, handle, lease, devices, row)
-        logger.info("joined trial %d of sweep %s as node %d", gang.trial, driver.name, node)
+        storage, name = self.session.storage, self.session.name
+        for gang in storage.gangs(name, state="open"):
+            if self.worker in gang.members or gang.deadline <= self.clock.time():
+                continue
+            if devices.free < gang.per_node:
+                return
+            lease = devices.try_acquire(gang.per_node)
+            if lease is None:
+                return
+            node = storage.join_gang(gang.id, self.worker)
+            if node is None:
+                devices.release(lease)
+                continue
+            spec = TrialSpec.model_validate(gang.spec)
+            spec.write()
+            wait = max(1.0, gang.deadline - self.clock.time())
+            rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
+            row = storage.open_lease(name, gang.trial, [str(d) for d in lease.devices], self.worker)
+            handle = self.launcher.launch(spec, lease, rdzv)
+            self.members[gang.id] = Member(gang.id, gang.trial, handle, lease, devices, row)
+            logger.info("joined trial %d of sweep %s as node %d", gang.trial, name, node)
 
+    def reap(self) -> None:
+        """This worker's nodes of others' trials that ended: their devices go back."""
+        for gang_id, m in list(self.members.items()):
+            code = m.handle.poll()
+            if code is None:
+                continue
+            self.session.storage.close_lease(m.lease_row, "COMPLETE" if code == 0 else "FAIL")
+            m.pool.release(m.lease)
+            del self.members[gang_id]
 
-def reap_members(driver: SweepDriver) -> None:
-    """This worker's nodes of others' trials that ended: their devices go back."""
-    for gang_id, m in list(driver.members.items()):
-        code = m.handle.poll()
-        if code is None:
-            continue
-        driver.session.storage.close_lease(m.lease_row, "COMPLETE" if code == 0 else "FAIL")
-        m.pool.release(m.lease)
-        del driver.members[gang_id]
-
-
-def overdue(driver: SweepDriver, gang: int | None) -> bool:
-    """True when the gang led by this trial is still not full past its deadline."""
-    if gang is None:
+    def overdue(self, gang: int | None) -> bool:
+        """True when the gang led by this trial is still not full past its deadline."""
+        if gang is None:
+            return False
+        for g in self.session.storage.gangs(self.session.name, state="open"):
+            if g.id == gang:
+                return g.deadline <= self.clock.time()
         return False
-    for g in driver.session.storage.gangs(driver.name, state="open"):
-        if g.id == gang:
-            return g.deadline <= driver.clock.time()
-    return False
 
-
-def stop_members(driver: SweepDriver, grace: float) -> None:
-    for m in list(driver.members.values()):
-        m.handle.stop(grace)
-    reap_members(driver)
+    def stop(self, grace: float) -> None:
+        """Stop this worker's nodes of others' trials, and give their devices back."""
+        for m in list(self.members.values()):
+            m.handle.stop(grace)
+        self.reap()

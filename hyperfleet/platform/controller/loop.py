@@ -34,7 +34,6 @@ from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.driver import SweepDriver, Timing
-from hyperfleet.platform.controller.gangs import join_open
 from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession
@@ -57,6 +56,11 @@ class Progress:
 
 
 class SweepSource(Protocol):
+    @property
+    def catalog(self) -> Storage | None:
+        """Where the source reads which sweeps exist (None: it reads no storage); it waits
+        out an outage as long as the sweeps served do."""
+
     def sessions(self, serving: set[str]) -> list[SweepSession]:
         """Open sessions of the active sweeps this controller should serve and does not
         (``serving`` are those it does)."""
@@ -64,6 +68,8 @@ class SweepSource(Protocol):
 
 class FixedSweeps:
     """The given open sessions, once (simulated sweeps)."""
+
+    catalog: Storage | None = None
 
     def __init__(self, sessions: list[SweepSession]) -> None:
         self._new = list(sessions)
@@ -127,7 +133,7 @@ class Controller:
     @property
     def running(self) -> int:
         """Launches of this worker in flight (trials it leads or runs, nodes of others')."""
-        return sum(len(d.running) + len(d.members) for d in self.drivers.values())
+        return sum(len(d.running) + len(d.gangs.members) for d in self.drivers.values())
 
     # -- sweeps ---------------------------------------------------------------------------
 
@@ -148,7 +154,7 @@ class Controller:
         """The worker's own storage (registry, catalog) waits out an outage as long as the
         sweeps it serves do (their ``storage_retry``; the longest of them), not longer."""
         retry = max(d.session.storage.retry_s for d in self.drivers.values())
-        for storage in (self.registry, getattr(self.sweeps, "catalog", None)):
+        for storage in (self.registry, self.sweeps.catalog):
             if storage is not None:
                 storage.retry_s = retry
 
@@ -164,7 +170,7 @@ class Controller:
             self._add(session)
         for d in self._ordered():
             if not self._stop.is_set():
-                join_open(d, self.pool)
+                d.gangs.join_open(self.pool)
 
     def _recover(self) -> None:
         """Requeue the trials of workers that went silent (every few heartbeats). This worker
@@ -275,12 +281,12 @@ class Controller:
     def _wait(self) -> None:
         """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's
         process has something to say (its ``wait(timeout)``: an ended trial is reaped at once
-        instead of on the next tick)."""
-        waits = [w for launcher in self._launchers if (w := getattr(launcher, "wait", None))]
-        if len(waits) == 1 and self.running and not self._stop.is_set():
-            waits[0](self.timing.poll_every)
-        else:
-            self.clock.wait(self._stop, self.timing.poll_every)
+        instead of on the next tick). A launcher that cannot tell (``wait`` returns False at
+        once), or several launchers, and the controller waits on its clock."""
+        launchers, busy = self._launchers, self.running and not self._stop.is_set()
+        if busy and len(launchers) == 1 and launchers[0].wait(self.timing.poll_every):
+            return
+        self.clock.wait(self._stop, self.timing.poll_every)
 
     def _register(self) -> None:
         """Announce the worker (once its sweeps are open: registered means ready to take

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.launcher.base import TrialHandle
 from hyperfleet.platform.schedulers import TrialState
 from hyperfleet.spec.wire import RestorePoint
 
@@ -55,11 +56,11 @@ def requeue_stale(
 STOPPED = ".stopped"  # in a trial's folder: its controller stopped it but could not say so
 
 
-def mark_stopped(handle: object) -> None:
+def mark_stopped(handle: TrialHandle) -> None:
     """Note in the trial's folder (beside its log) that its controller stopped it while its
     record could not be written (a storage outage, a full disk): recovery requeues it then
     without counting a retry (:func:`was_stopped`)."""
-    log_path = getattr(handle, "log_path", None)
+    log_path = handle.log_path
     if log_path is not None:
         with contextlib.suppress(OSError):
             (Path(log_path).parent / STOPPED).touch()

@@ -12,33 +12,51 @@ limit, and reads the outcome the trial's rank 0 recorded in storage. Implementat
 * :class:`~.simulated.SimulatedLauncher` — no processes at all: scripted reports on a virtual
   clock, through the same recorder, so the controller's rules are tested in milliseconds.
 
-The controller never branches on which one it was given.
+The controller never branches on which one it was given, nor probes them for what they can do.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
 
 STOP_GRACE_S = 10.0  # SIGTERM to SIGKILL when a trial is stopped (``TrialHandle.stop``)
 LOG_TAIL_LINES = 30  # the lines of a trial's log an error message quotes
 
 
-class TrialHandle(Protocol):
+class TrialHandle(ABC):
+    """One launched trial. Subclass it: the controller reads ``starting`` and ``log_path``
+    of every handle and calls every method below, on any launcher's handles alike."""
+
+    @property
+    def starting(self) -> bool:
+        """True while the trial's processes are still starting (a warm worker that has not
+        taken the trial yet): ``trial.timeout`` does not run meanwhile. Default: False."""
+        return False
+
+    log_path: Path | None = None
+    """The trial's log file, if it has one (a note beside it marks a trial stopped while its
+    record could not be written: :func:`~hyperfleet.platform.controller.recovery.mark_stopped`)."""
+
+    @abstractmethod
     def poll(self) -> int | None:
         """The exit code once every process of the trial has ended, else None."""
 
+    @abstractmethod
     def stop(self, grace: float = STOP_GRACE_S) -> int:
         """Ask the trial to stop (it checkpoints what it can), kill what is left after
         ``grace`` seconds; returns the exit code."""
 
+    @abstractmethod
     def kill(self) -> int:
         """End every process of the trial now; returns the exit code."""
 
+    @abstractmethod
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines of the trial's log (for an error message)."""
 
@@ -57,7 +75,13 @@ class Rendezvous:
     join_timeout: float
 
 
-class Launcher(Protocol):
+class Launcher(ABC):
+    """Starts trials and hands back their handles. Subclass it: ``launch`` and ``close`` are
+    required; ``prestart`` and ``wait`` are optional capabilities whose defaults do nothing
+    (the controller calls them on every launcher, never asking which kind it has).
+    :mod:`hyperfleet.testing.launchers` is the contract suite every launcher passes."""
+
+    @abstractmethod
     def launch(
         self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
     ) -> TrialHandle:
@@ -65,11 +89,23 @@ class Launcher(Protocol):
         devices — this host's share of it when ``rendezvous`` joins other hosts; returns at
         once."""
 
+    @abstractmethod
     def close(self) -> None:
         """Release what the launcher holds (worker pools); running trials were stopped."""
 
+    def prestart(self, leases: list[Lease], trial: TrialConfig) -> None:
+        """Start now the processes the first trials (of ``trial``, on ``leases``) will most
+        likely run in, so their start-up overlaps the controller's (default: nothing)."""
+        return None
 
-class NoProcess:
+    def wait(self, timeout: float) -> bool:
+        """Block until one of this launcher's trials may have something to say (it ended),
+        or ``timeout`` seconds; True when it waited. The default returns False at once: the
+        launcher cannot tell, so the controller waits on its own clock instead."""
+        return False
+
+
+class NoProcess(TrialHandle):
     """The handle of a trial rejected before launch: it never ran."""
 
     def poll(self) -> int | None:

@@ -22,6 +22,10 @@ the first trials of a sweep wait for). The server never runs a trial and starts 
 each fork starts clean; a worker takes the controller's environment and working directory as
 they are when it starts (a fork would otherwise have the server's). ``prestart`` starts them
 from a thread, so the controller goes on opening the sweep while the server imports.
+
+Both halves live here: the worker's loop (:func:`inprocess_worker`, which runs in the worker
+process and runs each trial as :mod:`.trial_process` does) and the launcher's side that feeds
+it (:class:`InProcessLauncher`, :class:`InProcessHandle`), so their messages are one module's.
 """
 
 from __future__ import annotations
@@ -33,12 +37,28 @@ import os
 import signal
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
-from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, read_tail
-from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
+from hyperfleet import startup
+from hyperfleet.platform.launcher.base import (
+    LOG_TAIL_LINES,
+    STOP_GRACE_S,
+    Launcher,
+    TrialHandle,
+    read_tail,
+)
+from hyperfleet.platform.launcher.procs import (
+    LAUNCH_VAR,
+    end_descendants,
+    hold_descendants,
+    kill_tagged,
+    start_guard,
+    tag_launch,
+)
+from hyperfleet.platform.launcher.torchrun import die_with_parent
+from hyperfleet.platform.launcher.trial_process import exit_now, exit_on_sigterm, preload, run_task
 from hyperfleet.platform.pool import Lease
-from hyperfleet.platform.trial_entry import STARTED, inprocess_worker
 from hyperfleet.spec.wire import TrialSpec
 
 _FORKS = mp.get_context("forkserver")
@@ -46,6 +66,82 @@ _FORKS.set_forkserver_preload(
     ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
      "hyperfleet.platform.recorder"]
 )  # fmt: skip
+
+
+# -- the worker: a process of its own, from the fork server ------------------------------
+
+
+STARTED = "started"  # an in-process worker took a trial (its start-up is behind it)
+
+
+def _leave_fork_server() -> None:
+    """Close this worker's copy of the fork server's lifeline. multiprocessing hands every
+    child the write end of the pipe whose end tells the server that its client (the
+    controller) is gone; while any worker holds a copy the server outlives a killed
+    controller, and so would the workers, whose parent-death signal comes from the server's
+    end. (A private attribute of ``multiprocessing.forkserver``: if it ever moves, the test
+    of workers dying with a killed controller fails.)"""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
+def inprocess_worker(conn: Connection, controller: int, place: tuple[dict[str, str], str]) -> None:
+    """An in-process trial worker: runs the ``(log path, spec path, tags)`` tasks it receives,
+    one at a time, answering each with its exit code; ends on ``None``, a closed pipe, SIGTERM
+    (the trial it runs unwinds first) or the death of its parent (the fork server, which ends
+    with the controller). ``place``: the controller's environment and working directory.
+    Every process a trial starts ends with the trial, and with the worker (its guard kills
+    the worker's group): see :mod:`.procs`."""
+    die_with_parent()
+    _leave_fork_server()
+    try:
+        os.kill(controller, 0)
+    except ProcessLookupError:  # the controller died before the line above took effect
+        return
+    hold_descendants()
+    guard = start_guard()
+    try:
+        _serve_trials(conn, place, guard)
+    finally:  # stopped: the trial unwound; what it started ends here, before the worker
+        end_descendants({guard})
+    exit_now(0)  # every trial is recorded: no interpreter teardown to wait for
+
+
+def _serve_trials(conn: Connection, place: tuple[dict[str, str], str], guard: int) -> None:
+    """The loop of :func:`inprocess_worker`, from setting up its process to its last task;
+    ``guard``: the pid of its group's guard, spared when a trial's processes end."""
+    environ, cwd = place
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides what an interrupt stops
+    exit_on_sigterm()
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # in-process trials hold no device
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(var, None)
+    preload()
+    startup.resume()  # the fork server imported with the collector off (launcher.gc_paused)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            break
+        if task is None:
+            break
+        log, spec, tags = task
+        conn.send(STARTED)  # the trial's own time (trial.timeout) begins now
+        code = run_task(log, spec, tags=tags)
+        end_descendants({guard})  # what the trial started ends with it
+        conn.send(code)
+
+
+# -- the launcher's side ---------------------------------------------------------------------
 
 
 class _Worker:
@@ -62,15 +158,19 @@ class _Worker:
         return self.proc.is_alive()
 
 
-class InProcessHandle:
+class InProcessHandle(TrialHandle):
     """One in-process trial: the worker running it and the trial's log."""
 
     def __init__(self, worker: _Worker, log_path: Path, launch: str) -> None:
         self.worker = worker
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self.launch = launch  # the HYPERFLEET_LAUNCH tag of what the trial starts
         self.code: int | None = None
-        self.starting = True  # the worker has not taken the trial yet (it is still starting)
+        self._starting = True  # the worker has not taken the trial yet (it is still starting)
+
+    @property
+    def starting(self) -> bool:
+        return self._starting
 
     def poll(self) -> int | None:
         if self.code is not None:
@@ -80,7 +180,7 @@ class InProcessHandle:
             while self.code is None and w.conn.poll():
                 message = w.conn.recv()
                 if message == STARTED:
-                    self.starting = False
+                    self._starting = False
                 else:
                     self.code = int(message)
         if self.code is None and not w.alive():
@@ -118,7 +218,7 @@ class InProcessHandle:
         return read_tail(self.log_path, lines)
 
 
-class InProcessLauncher:
+class InProcessLauncher(Launcher):
     """Up to ``workers`` warm worker processes, one trial at a time each.
 
     ``prestart``: start them all now, so that their start-up (an interpreter, torch, the
@@ -147,17 +247,18 @@ class InProcessLauncher:
             self._starting = None
         return True
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         """Return when a busy worker answers or ends, or after ``timeout`` seconds: the
         controller reaps a finished trial at once instead of at its next tick."""
         if not self._started(timeout):
-            return
+            return True
         busy = [w for w in self._workers if w.busy]
         if busy:
             ready = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
             mp.connection.wait(ready, timeout)
         else:
             time.sleep(timeout)
+        return True
 
     def _idle_worker(self) -> _Worker:
         self._started()

@@ -19,7 +19,7 @@ from typing import Any
 
 from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import VirtualClock
-from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S
+from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Launcher, TrialHandle
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
 
@@ -79,7 +79,7 @@ def curve(
 
 
 @dataclass
-class SimulatedHandle:
+class SimulatedHandle(TrialHandle):
     """A simulated trial: advances when polled, as far as the virtual clock has come."""
 
     launcher: SimulatedLauncher
@@ -159,7 +159,7 @@ class SimulatedHandle:
         return "\n".join(self.log[-lines:])
 
 
-class SimulatedLauncher:
+class SimulatedLauncher(Launcher):
     """Launches simulated trials that follow ``script`` on ``clock`` (see the module doc).
 
     ``recorder_factory(spec)`` builds rank 0's recorder; by default the platform's

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import IO
 
 from hyperfleet.errors import LaunchError
-from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Rendezvous, read_tail
+from hyperfleet.platform.launcher.base import (
+    LOG_TAIL_LINES,
+    STOP_GRACE_S,
+    Launcher,
+    Rendezvous,
+    TrialHandle,
+    read_tail,
+)
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
@@ -55,14 +62,14 @@ def die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-class TorchrunHandle:
+class TorchrunHandle(TrialHandle):
     """A running trial: its torchrun agent process (a session of its own) and log."""
 
     def __init__(
         self, proc: subprocess.Popen[bytes], log: IO[bytes], log_path: Path, launch: str
     ) -> None:
         self.proc = proc
-        self.log_path = log_path
+        self.log_path: Path = log_path
         self.launch = launch  # the HYPERFLEET_LAUNCH tag of every process of this launch
         self._log = log
 
@@ -140,7 +147,7 @@ def trial_env(lease: Lease, threads_per_process: int) -> dict[str, str]:
     return env
 
 
-class TorchrunLauncher:
+class TorchrunLauncher(Launcher):
     """One torchrun process group per trial, on this host's leased devices."""
 
     def __init__(self, threads_per_process: int = 1) -> None:

@@ -44,7 +44,13 @@ from pathlib import Path
 from typing import IO
 
 from hyperfleet.errors import LaunchError
-from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, read_tail
+from hyperfleet.platform.launcher.base import (
+    LOG_TAIL_LINES,
+    STOP_GRACE_S,
+    Launcher,
+    TrialHandle,
+    read_tail,
+)
 from hyperfleet.platform.launcher.channel import GroupChannel
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_older_copies, kill_tagged
 from hyperfleet.platform.launcher.torchrun import (
@@ -234,13 +240,13 @@ class WarmGroup:
             self._log.close()
 
 
-class WarmHandle:
+class WarmHandle(TrialHandle):
     """One trial in a warm group (the :class:`~.base.TrialHandle` contract)."""
 
     def __init__(self, group: WarmGroup, task: _Task, fail_grace: float = 10.0) -> None:
         self.group = group
         self.task = task
-        self.log_path = task.spec.log_path
+        self.log_path: Path = task.spec.log_path
         self.fail_grace = fail_grace
 
     def poll(self) -> int | None:
@@ -270,7 +276,7 @@ class WarmHandle:
         return f"{own}\n# warm group {self.group.index}:\n{group}" if group else own
 
 
-class WarmTorchrunLauncher:
+class WarmTorchrunLauncher(Launcher):
     """Trials in warm groups, kept idle between trials (see the module docstring)."""
 
     def __init__(self, threads_per_process: int = 1, close_grace: float = 5.0) -> None:
@@ -324,7 +330,7 @@ class WarmTorchrunLauncher:
                            trial.parallel.pipeline)  # fmt: skip
             self._new_group(key, lease, one_shot=False)
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         """Return when a rank of any group answers, or after ``timeout`` seconds: the
         controller reaps a finished trial at once instead of at its next tick."""
         socks = [p.sock for g in self.groups for p in g.channel.peers()]
@@ -334,6 +340,7 @@ class WarmTorchrunLauncher:
                 select.select(socks, [], [], timeout)
         else:
             time.sleep(timeout)
+        return True
 
     def reap(self) -> None:
         """Forget groups that ended (a group still leaving is waited for in :meth:`close`)."""

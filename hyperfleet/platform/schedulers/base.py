@@ -101,15 +101,13 @@ class Scheduler(ABC):
 
     def report_and_decide(
         self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
-    ) -> tuple[Decision, set[tuple[int, int]] | None]:
+    ) -> Decision:
         """``report`` then ``decide``: a trial's report as its recorder makes it (a scheduler
         may do both in one transaction); safe to repeat, as both are. ``first_try``: the
         caller knows this report was never sent before (not a retry after an error that may
-        have come after the commit), so it is never taken for a repeat. Also
-        :meth:`pinned_checkpoints` as that decision saw them, if the scheduler read them
-        anyway (None: ask)."""
+        have come after the commit), so it is never taken for a repeat."""
         self.report(trial_number, step, metrics)
-        return self.decide(trial_number, step), None
+        return self.decide(trial_number, step)
 
     @abstractmethod
     def on_trial_end(
@@ -147,8 +145,3 @@ class Scheduler(ABC):
     def budget_left(self) -> int | None:
         """Trials that may still be suggested, or None if the scheduler doesn't limit them."""
         return None
-
-    def pinned_checkpoints(self) -> set[tuple[int, int]]:
-        """``(trial, step)`` checkpoints some trial will still load (a PBT member resuming
-        from a donor's weights): the trial runtime never prunes them."""
-        return set()

@@ -17,10 +17,11 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.client import is_transient, log_batches
+from hyperfleet.platform.tracking.outbox import Outbox
 from hyperfleet.platform.tracking.records import (
     BEST_TAG,
     NOTE_TAG,
@@ -36,10 +37,28 @@ from hyperfleet.platform.tracking.records import (
     sweep_note,
 )
 
-if TYPE_CHECKING:
-    from hyperfleet.platform.tracking.tracker import SweepTracker
-
 logger = logging.getLogger(__name__)
+
+
+class ParentRun(Protocol):
+    """What the marks read of the sweep's MLflow tracker (:class:`~.tracker.SweepTracker`,
+    which owns them and which they therefore do not import)."""
+
+    @property
+    def client(self) -> Any: ...
+    @property
+    def experiment_id(self) -> str | None: ...
+    @property
+    def parent_id(self) -> str: ...
+    @property
+    def sweep(self) -> str: ...
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+    @property
+    def live(self) -> bool: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    def run_id_of(self, number: int, stored: str | None) -> str | None: ...
 
 
 def completed(view: SweepView) -> list[Done]:
@@ -62,7 +81,7 @@ def marked(view: SweepView) -> tuple[str, list[int]]:
     return PARETO_TAG, sorted(pareto(done, modes))
 
 
-def _mark_runs(tracker: SweepTracker, tag: str, want: set[str]) -> None:
+def _mark_runs(tracker: ParentRun, tag: str, want: set[str]) -> None:
     """``tag = true`` on exactly the runs in ``want`` among the sweep's trial runs: the
     children of its own run (another sweep of the same name may share the experiment)."""
     client = tracker.client
@@ -114,7 +133,7 @@ def _new_points(client: Any, run_id: str, points: Iterable[Any]) -> list[Any]:
     return out
 
 
-def render_parent(tracker: SweepTracker, run_id: str, status: str, view: SweepView) -> None:
+def render_parent(tracker: ParentRun, run_id: str, status: str, view: SweepView) -> None:
     """Bring the sweep's run up to date with ``view`` (see the module docstring)."""
     from mlflow.entities import Metric
 
@@ -149,7 +168,7 @@ class LiveBest:
     that came meanwhile (one history read, one ``log_batch``), so trials that end faster than
     MLflow takes single writes do not leave a queue of them behind."""
 
-    def __init__(self, tracker: SweepTracker) -> None:
+    def __init__(self, tracker: ParentRun) -> None:
         self.tracker = tracker
         self.last: tuple[int, float | None] = (0, None)  # completed trials, best so far
         self._points: list[tuple[str, float, int, int]] = []

@@ -19,19 +19,30 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hyperfleet.platform.credentials import reveal
 from hyperfleet.platform.tracking.base import SweepView
-from hyperfleet.platform.tracking.marks import marked
+from hyperfleet.platform.tracking.marks import ParentRun, marked
 from hyperfleet.platform.tracking.records import BEST_TAG, MODEL_TAG
 from hyperfleet.spec.wire import SPEC_FILE
 from hyperfleet.trials.workloads.registry import BUILTIN
 
-if TYPE_CHECKING:
-    from hyperfleet.platform.tracking.tracker import SweepTracker
-
 logger = logging.getLogger(__name__)
+
+
+class ModelSource(ParentRun, Protocol):
+    """What :func:`export_best` reads of the sweep's MLflow tracker
+    (:class:`~.tracker.SweepTracker`, which calls it and which it therefore does not import)."""
+
+    @property
+    def log_model(self) -> bool: ...
+    @property
+    def register_model(self) -> str | None: ...
+    @property
+    def uri(self) -> str: ...
+    def trial_dir(self, number: int) -> Path | None: ...
+
 
 EXPORT_TIMEOUT_S = 900
 NO_HOOK = 3  # the export process's exit status when the workload has no export hook
@@ -60,7 +71,7 @@ def may_export(workload: str) -> bool:
         return True
 
 
-def export_best(tracker: SweepTracker, view: SweepView) -> None:
+def export_best(tracker: ModelSource, view: SweepView) -> None:
     """Log the best trial's model (see the module docstring); never raises."""
     tag, numbers = marked(view)
     if tag != BEST_TAG or not numbers or not tracker.log_model:

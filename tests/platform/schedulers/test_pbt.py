@@ -315,11 +315,11 @@ def test_a_new_report_after_an_exploit_from_behind_is_never_taken_for_a_retry() 
     sched = toy_scheduler(store, max_steps=40)
     _put(store, (0, MemberState.RUNNING, 18, 1.0, 18), (1, MemberState.RUNNING, 18, 0.2, 18))
     report = {"Q": 0.1}
-    exploit, _ = sched.report_and_decide(1, 20, report, first_try=True)
+    exploit = sched.report_and_decide(1, 20, report, first_try=True)
     assert exploit.kind == DecisionKind.EXPLOIT and (exploit.donor, exploit.donor_step) == (0, 18)
-    assert sched.report_and_decide(1, 20, report)[0] == exploit  # a retry: the same answer
+    assert sched.report_and_decide(1, 20, report) == exploit  # a retry: the same answer
     assert sched.members()[1].step == 18
-    again, _ = sched.report_and_decide(1, 20, report, first_try=True)  # re-trained from 18
+    again = sched.report_and_decide(1, 20, report, first_try=True)  # re-trained from 18
     assert again.kind == DecisionKind.CONTINUE, again
     m = sched.members()[1]
     assert (m.step, m.ckpt_member, m.ckpt_step, m.steps_trained) == (20, 1, 20, 22)

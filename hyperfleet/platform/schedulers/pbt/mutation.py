@@ -88,23 +88,4 @@ def explore_params(
     return out
 
 
-def _check_initial(initial: Sequence[Mapping[str, Any]], space: Space) -> list[str]:
-    problems = []
-    for i, entry in enumerate(initial):
-        for name, value in entry.items():
-            path = f"scheduler.initial[{i}].{name}"
-            spec = space.get(name)
-            if spec is None:
-                problems.append(f"{path}: not a parameter of the space ({sorted(space)})")
-            elif spec["type"] == "categorical" and value not in list(spec["choices"]):
-                problems.append(f"{path}: expected one of {list(spec['choices'])} (got {value!r})")
-            elif spec["type"] != "categorical" and not (
-                isinstance(value, int | float) and spec["low"] <= value <= spec["high"]
-            ):
-                problems.append(
-                    f"{path}: expected a number in [{spec['low']}, {spec['high']}] (got {value!r})"
-                )
-    return problems
-
-
 # --------------------------------------------------------------------------- the scheduler

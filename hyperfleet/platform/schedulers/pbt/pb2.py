@@ -29,12 +29,11 @@ import math
 import random
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
-from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
+from hyperfleet.platform.schedulers.pbt.config import PB2Config
 from hyperfleet.platform.schedulers.pbt.mutation import explore_params
 from hyperfleet.platform.schedulers.pbt.population import Member, MemberState
 from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
@@ -42,20 +41,6 @@ from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
 logger = logging.getLogger(__name__)
 
 __all__ = ["PB2Config", "PB2Scheduler"]
-
-
-class PB2Config(_PopulationFields):
-    """Population-based bandits (``scheduler.type: pb2``): PBT with a GP-UCB explore."""
-
-    type: Literal["pb2"]
-    ucb_kappa: float = Field(2.0, ge=0.0)
-    """Weight of the GP's standard deviation in the upper confidence bound (exploration)."""
-    n_candidates: int = Field(256, ge=8)
-    """Random points at which the acquisition is evaluated."""
-    window: int = Field(64, ge=4)
-    """The most recent (time, hyperparameters, improvement) points given to the GP."""
-    min_observations: int = Field(4, ge=1)
-    """Below this many points, explore perturbs at random as PBT does."""
 
 
 def _to_unit(value: float, spec: Mapping[str, Any]) -> float:

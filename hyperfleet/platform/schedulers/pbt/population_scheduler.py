@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialState
 from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
+from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.schedulers.pbt.population import (
     Member,
     MemberState,
@@ -22,8 +23,9 @@ from hyperfleet.platform.schedulers.pbt.population import (
 logger = logging.getLogger(__name__)
 
 
-class PopulationScheduler(Scheduler):
-    """The end-of-trial, requeue and query half of a population scheduler."""
+class PopulationScheduler(Scheduler, PinsCheckpoints):
+    """The end-of-trial, requeue and query half of a population scheduler; its members'
+    donors' checkpoints are pinned (:mod:`.pinning`)."""
 
     config: _PopulationFields
     store: PopulationStore
@@ -56,7 +58,12 @@ class PopulationScheduler(Scheduler):
 
     def report_and_decide(
         self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
-    ) -> tuple[Decision, set[tuple[int, int]] | None]:
+    ) -> Decision:
+        return self.report_decide_and_pin(trial_number, step, metrics, first_try)[0]
+
+    def report_decide_and_pin(
+        self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
+    ) -> tuple[Decision, Pinned]:
         with self.store.transaction(self.sweep) as txn:
             self._report(txn, trial_number, step, metrics, first_try)
             decision = self._decide(txn, trial_number, step)
@@ -132,12 +139,12 @@ class PopulationScheduler(Scheduler):
             m.state == MemberState.DONE for m in members.values()
         )
 
-    def pinned_checkpoints(self) -> set[tuple[int, int]]:
+    def pinned_checkpoints(self) -> Pinned:
         """``(member, step)`` checkpoints some member will still load: do not prune them."""
         return _pinned(self.members().values())
 
 
-def _pinned(members: Iterable[Member]) -> set[tuple[int, int]]:
+def _pinned(members: Iterable[Member]) -> Pinned:
     return {
         (m.ckpt_member, m.ckpt_step)
         for m in members

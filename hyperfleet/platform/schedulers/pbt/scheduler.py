@@ -73,10 +73,9 @@ from hyperfleet.platform.schedulers.base import (
     RestorePoint,
     Suggestion,
 )
-from hyperfleet.platform.schedulers.pbt.config import PBTConfig, _PopulationFields
+from hyperfleet.platform.schedulers.pbt.config import PBTConfig, _PopulationFields, check_initial
 from hyperfleet.platform.schedulers.pbt.mutation import (
     Space,
-    _check_initial,
     explore_params,
     sample_params,
 )
@@ -114,7 +113,7 @@ class PBTScheduler(PopulationScheduler):
         max_concurrent: int | None = None,
         max_failures: int = 3,
     ) -> None:
-        problems = _check_initial(config.initial, space)
+        problems = check_initial(config.initial, space)
         if mode not in ("min", "max"):
             problems.append(f"objective.mode: expected 'min' or 'max' (got {mode!r})")
         if problems:
