@@ -70,6 +70,23 @@ def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path) -> Iterator[Any]:
+    """One real tracking server (``tests.tracking.server.MlflowServer``) for the session.
+
+    Defined here, not imported into the modules that use it: each module a fixture is imported
+    into holds a fixture of its own, so each would start a server of its own.
+    """
+    from tests.tracking.server import MlflowServer
+
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), mlflow_template)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
     """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML.

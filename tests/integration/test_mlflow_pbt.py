@@ -30,13 +30,13 @@ from tests.tracking.readback import (
     history,
     run_sweep,
 )
-from tests.tracking.server import MlflowServer, mlflow_server  # noqa: F401
+from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pbt_toy.yaml"
 
 
-def test_pbt_member_runs_agree(tmp_path: Path, mlflow_server: MlflowServer) -> None:  # noqa: F811
+def test_pbt_member_runs_agree(tmp_path: Path, mlflow_server: MlflowServer) -> None:
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), {
         "name": "pbt-agree",
         "scheduler": {"population": 4, "perturbation_interval": 8, "initial": [

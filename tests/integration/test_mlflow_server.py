@@ -32,14 +32,14 @@ from tests.tracking.readback import (
     snapshot,
     sweep_file,
 )
-from tests.tracking.server import MlflowServer, mlflow_server  # noqa: F401
+from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
 
 
 def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
     tmp_path: Path,
-    mlflow_server: MlflowServer,  # noqa: F811
+    mlflow_server: MlflowServer,
 ) -> None:
     path = sweep_file(
         tmp_path,

@@ -30,7 +30,7 @@ from tests.tracking.readback import (
     sweep_file,
     wait_for,
 )
-from tests.tracking.server import MlflowServer, mlflow_server  # noqa: F401
+from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def queue(path: Path, xs: list[float]) -> None:
         enqueue(cfg, str(cfg.storage), {"x": x})
 
 
-def test_pruned_failed_and_interrupted_trials(tmp_path: Path, mlflow_server: MlflowServer) -> None:  # noqa: F811
+def test_pruned_failed_and_interrupted_trials(tmp_path: Path, mlflow_server: MlflowServer) -> None:
     gates = tmp_path / "gates"
     path = sweep_file(
         tmp_path,
@@ -91,7 +91,7 @@ def test_pruned_failed_and_interrupted_trials(tmp_path: Path, mlflow_server: Mlf
         assert_unique_steps(client, run)
 
 
-def test_pareto_front_is_marked(tmp_path: Path, mlflow_server: MlflowServer) -> None:  # noqa: F811
+def test_pareto_front_is_marked(tmp_path: Path, mlflow_server: MlflowServer) -> None:
     path = sweep_file(
         tmp_path,
         "pareto",

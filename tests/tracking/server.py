@@ -10,8 +10,10 @@ included) and ``start`` again serves the same store on the same port, as a resta
 does. It runs without MLflow's job runners, as every server hyperfleet starts. Its database
 starts as a copy of the session's migrated template, so a start runs no migration.
 
-Fixtures: ``mlflow_server`` (one per test session, shared by tests that never stop it) and
-``mlflow_server_factory`` (servers of one test, stopped at its end).
+Fixtures: ``mlflow_server`` (one per test session, shared by tests that never stop it; defined
+in ``tests/conftest.py``: a session fixture imported into several modules would be one fixture
+per module, each starting a server) and ``mlflow_server_factory`` (servers of one test, stopped
+at its end).
 """
 
 from __future__ import annotations
@@ -125,19 +127,6 @@ class MlflowServer:
         deadline = time.monotonic() + 30
         while self.healthy() and time.monotonic() < deadline:  # a worker still answering
             time.sleep(0.1)
-
-
-@pytest.fixture(scope="session")
-def mlflow_server(
-    tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path
-) -> Iterator[MlflowServer]:
-    """One real tracking server for the session."""
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"), mlflow_template)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

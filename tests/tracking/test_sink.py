@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.platform.tracking.client import is_transient, open_client
 from hyperfleet.platform.tracking.spool import Spool
-from tests.tracking.server import MlflowServer, free_port, mlflow_server  # noqa: F401
+from tests.tracking.server import MlflowServer, free_port
 
 KEYS = [f"m{i:02d}" for i in range(20)]
 
@@ -150,7 +150,7 @@ assert "mlflow" not in sys.modules, "a short trial imported MLflow"
 
 
 def test_points_reach_a_server_through_its_rest_api(
-    mlflow_server: MlflowServer,  # noqa: F811
+    mlflow_server: MlflowServer,
     tmp_path: Path,
 ) -> None:
     uri = mlflow_server.uri
