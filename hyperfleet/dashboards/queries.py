@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hyperfleet.errors import StorageError
+from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.schedulers.pbt.population import (
     LineageEvent,
     Member,
@@ -34,10 +35,14 @@ from hyperfleet.platform.schedulers.pbt.population import (
 )
 from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
 from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.spec.states import SweepStatus, TrialState
 
-FINISHED = ("COMPLETE", "PRUNED", "FAIL")
-ACTIVE = ("RUNNING",)
-LIVE = ("running", "submitted")  # sweep statuses whose pages refresh: at work, or waiting for one
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+ACTIVE = (TrialState.RUNNING,)
+LIVE = (
+    SweepStatus.RUNNING,
+    SweepStatus.SUBMITTED,
+)  # sweep statuses whose pages refresh: at work, or waiting for one
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class SweepData:
     """One sweep as the Sweep, Compare and Devices pages show it."""
 
     name: str
-    config: dict[str, Any]
+    config: SweepConfig
     status: str
     created_at: float
     updated_at: float
@@ -87,15 +92,15 @@ class SweepData:
 
     @property
     def scheduler(self) -> str:
-        return str(self.config.get("scheduler", {}).get("type", "tpe"))
+        return str(self.config.scheduler.type)
 
     @property
     def is_population(self) -> bool:
-        return self.scheduler in ("pbt", "pb2")
+        return self.config.is_population
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
-        return dict(self.config.get("space", {}))
+        return {name: spec.model_dump(mode="json") for name, spec in self.config.space.items()}
 
     @property
     def running(self) -> bool:
@@ -135,17 +140,15 @@ class PopulationData:
         return [e for e in self.events if e.kind == "exploit"]
 
 
-def _objective_label(config: dict[str, Any]) -> str:
-    objectives = config.get("objectives") or [config.get("objective") or {}]
-    return ", ".join(f"{o.get('metric', '?')} ({o.get('mode', '?')})" for o in objectives)
+def _objective_label(config: SweepConfig) -> str:
+    return ", ".join(f"{o.metric} ({o.mode})" for o in config.all_objectives)
 
 
-def _budget(config: dict[str, Any]) -> int | None:
-    scheduler = config.get("scheduler", {})
-    if scheduler.get("type") in ("pbt", "pb2"):
-        return scheduler.get("population")
-    trials = config.get("budget", {}).get("trials")
-    return None if trials is None else int(trials)
+def budget(config: SweepConfig) -> int | None:
+    """The trials the sweep may run: ``budget.trials``, or the population's size."""
+    if config.is_population:
+        return int(config.scheduler.population)
+    return config.budget.trials
 
 
 def overview(storage: Storage) -> list[SweepOverview]:
@@ -153,6 +156,7 @@ def overview(storage: Storage) -> list[SweepOverview]:
     rows = []
     for sweep in storage.list_sweeps():
         summary = summarize(storage, sweep.name)
+        config = sweep.parsed()
         counts = summary.state_counts
         best = summary.best()
         held = [
@@ -165,13 +169,13 @@ def overview(storage: Storage) -> list[SweepOverview]:
         rows.append(
             SweepOverview(
                 name=sweep.name,
-                objective=_objective_label(sweep.config),
-                scheduler=str(sweep.config.get("scheduler", {}).get("type", "tpe")),
+                objective=_objective_label(config),
+                scheduler=str(config.scheduler.type),
                 status=sweep.status,
                 done=sum(counts.get(s, 0) for s in FINISHED),
-                budget=_budget(sweep.config),
+                budget=budget(config),
                 best=best.values[0] if best is not None and best.values else None,
-                running=counts.get("RUNNING", 0),
+                running=counts.get(TrialState.RUNNING, 0),
                 created_at=sweep.created_at,
                 devices=held,
                 pareto=len(summary.pareto_front()) if multi else None,
@@ -212,7 +216,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     held = {lease.worker for lease in leases}
     return SweepData(
         name=name,
-        config=dict(row.config),
+        config=row.parsed(),
         status=row.status,
         created_at=row.created_at,
         updated_at=row.updated_at,

@@ -119,10 +119,9 @@ def tracking_uri(cfg: Settings, data: queries.SweepData) -> str:
     """``--tracking-uri``, else the sweep's ``tracking.uri``, else its default store."""
     if cfg.tracking_uri:
         return cfg.tracking_uri
-    uri = (data.config.get("tracking") or {}).get("uri")
-    if uri:
-        return str(uri)
-    return f"sqlite:///{Path(data.config.get('workdir') or 'hyperfleet-runs') / 'mlflow.db'}"
+    if data.config.tracking.uri:
+        return data.config.tracking.uri
+    return f"sqlite:///{Path(data.config.workdir) / 'mlflow.db'}"
 
 
 @st.cache_resource(show_spinner=False)

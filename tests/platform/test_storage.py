@@ -15,7 +15,8 @@ from hyperfleet.platform.storage import Storage, worker_identity
 def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
     st = Storage(db_url)
     st.create_sweep("s", {"name": "s", "space": {"x": 1}})
-    assert st.get_sweep("s").config["space"] == {"x": 1}
+    assert st.get_sweep("s").stored_config["space"] == {"x": 1}
+    assert st.get_sweep("s").config is None  # not a sweep file's config: kept as stored only
     st.update_sweep("s", mlflow_experiment_id="7", status="running")
     assert st.get_sweep("s").mlflow_experiment_id == "7"
     assert [r.name for r in st.list_sweeps()] == ["s"]

@@ -29,6 +29,7 @@ from hyperfleet.platform.launcher.base import Rendezvous, TrialHandle
 from hyperfleet.platform.launcher.torchrun import free_port
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.storage import GangRecord
+from hyperfleet.spec.states import GangState, TrialState
 from hyperfleet.spec.wire import TrialSpec
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def lead(driver: SweepDriver, spec: TrialSpec, attempt: int) -> tuple[int, Rende
             spec=spec.model_dump(mode="json"),
             members=[driver.worker or "?"],
             deadline=now + r.gang_timeout,
-            state="open",
+            state=GangState.OPEN,
         )
     )
     logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
@@ -81,7 +82,7 @@ def join_open(driver: SweepDriver, devices: LocalPool) -> None:
     if driver.cfg.trial.resources.nodes < 2 or driver.worker is None:
         return
     storage = driver.session.storage
-    for gang in storage.gangs(driver.name, state="open"):
+    for gang in storage.gangs(driver.name, state=GangState.OPEN):
         if driver.worker in gang.members or gang.deadline <= driver.clock.time():
             continue
         if devices.free < gang.per_node:
@@ -111,7 +112,9 @@ def reap_members(driver: SweepDriver) -> None:
         code = m.handle.poll()
         if code is None:
             continue
-        driver.session.storage.close_lease(m.lease_row, "COMPLETE" if code == 0 else "FAIL")
+        driver.session.storage.close_lease(
+            m.lease_row, TrialState.COMPLETE if code == 0 else TrialState.FAIL
+        )
         m.pool.release(m.lease)
         del driver.members[gang_id]
 
@@ -120,7 +123,7 @@ def overdue(driver: SweepDriver, gang: int | None) -> bool:
     """True when the gang led by this trial is still not full past its deadline."""
     if gang is None:
         return False
-    for g in driver.session.storage.gangs(driver.name, state="open"):
+    for g in driver.session.storage.gangs(driver.name, state=GangState.OPEN):
         if g.id == gang:
             return g.deadline <= driver.clock.time()
     return False
