@@ -6,34 +6,29 @@ running sweep's writers never wait on the dashboard, and SQLite's WAL lets them 
 it reads). :mod:`hyperfleet.dashboards.state` caches the snapshots for a couple of seconds, so
 any number of open browser tabs costs the database one read per snapshot per interval.
 
-The population's members are read with :meth:`Storage.pbt_members` rather than the
-population store's ``members``, which takes the sweep's write lock; the members
-and the lineage are read once into a :class:`PopulationSnapshot`, on which
-:func:`~hyperfleet.platform.schedulers.pbt.population.replay_schedule` (a member's full schedule)
-runs without touching the database again.
+A population's members and lineage are read with the population store's plain reads
+(:class:`~hyperfleet.platform.storage.population.SqlPopulationStore`: no lock, never waiting
+for a running sweep) once into a :class:`PopulationSnapshot`, on which
+:func:`~hyperfleet.platform.storage.population.replay_schedule` (a member's full schedule) runs
+without touching the database again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.config.model import SweepConfig
-from hyperfleet.platform.schedulers.pbt.population import (
+from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
+from hyperfleet.platform.storage.population import (
     LineageEvent,
     Member,
-    MemberState,
-    PopulationStore,
-    PopulationTxn,
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
 from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
 from hyperfleet.spec.states import SweepStatus, TrialState
 
@@ -228,29 +223,14 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     )
 
 
-def _member(row: dict[str, Any]) -> Member:
-    names = set(Member.__dataclass_fields__) - {"number", "state", "barrier"}
-    return Member(
-        number=int(row["member"]),
-        state=MemberState(row["state"]),
-        barrier=bool(row["barrier"]),
-        **{k: row[k] for k in names if k in row},
-    )
-
-
-class PopulationSnapshot(PopulationStore):
-    """A population as read at one moment, behind the population store's interface, so that
-    its helpers (``replay_schedule``) run on it; it refuses transactions."""
+class PopulationSnapshot:
+    """A population as read at one moment, on which :func:`replay_schedule` (a member's full
+    schedule) runs without touching the database again."""
 
     def __init__(self, sweep: str, members: dict[int, Member], events: list[LineageEvent]):
         self.sweep = sweep
         self._members = members
         self._events = events
-
-    @contextmanager
-    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
-        raise StorageError("population: the dashboard reads the population, it never changes it")
-        yield  # pragma: no cover - a generator for @contextmanager
 
     def members(self, sweep: str) -> dict[int, Member]:
         return dict(self._members) if sweep == self.sweep else {}
@@ -264,8 +244,8 @@ class PopulationSnapshot(PopulationStore):
 def population(storage: Storage, name: str) -> PopulationData:
     """The members, lineage and every member's replayed hyperparameter schedule, read in two
     queries that never wait for a running sweep (see the module docstring)."""
-    members = {int(r["member"]): _member(r) for r in storage.pbt_members(name)}
-    events = SqlPopulationStore(storage.engine).lineage(name)
+    store = SqlPopulationStore(storage.engine)
+    members, events = store.members(name), store.lineage(name)
     snapshot = PopulationSnapshot(name, members, events)
     schedules = {n: replay_schedule(snapshot, name, n) for n in members}
     return PopulationData(members=members, events=events, schedules=schedules)

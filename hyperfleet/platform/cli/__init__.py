@@ -297,8 +297,8 @@ def sweep_replay(
 ) -> None:
     """Re-run a PBT member's hyperparameter schedule as one plain training run."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore, replay_schedule
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
     from hyperfleet.platform.sweeps.train import run_single
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:

@@ -45,13 +45,7 @@ from hyperfleet.platform.storage.locks import claim_lock
 from hyperfleet.platform.storage.records import TRIAL_FIELDS, SweepRecord, TrialFields, TrialRecord
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
-from hyperfleet.platform.storage.schema import (
-    SweepRow,
-    TrialRow,
-    check_readable,
-    create_schema,
-    members_table,
-)
+from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
 from hyperfleet.platform.urls import masked
 from hyperfleet.spec.states import SweepStatus, TrialState
 
@@ -325,16 +319,3 @@ class Storage(FleetStore):
         if attempt is not None:
             self.check_attempt(sweep, number, attempt)  # raises: the UPDATE matched nothing
         self.upsert_trial(sweep, number, fence=attempt, **fields)
-
-    # -- readers -----------------------------------------------------------------------
-
-    def pbt_members(self, sweep: str) -> list[dict[str, Any]]:
-        """The ``hf_pbt_members`` rows of ``sweep`` as plain dicts, ordered by member.
-
-        A plain read for readers such as the dashboard (the rows as stored, where the
-        population store's ``members`` gives its typed members).
-        """
-        t = members_table
-        query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
