@@ -172,3 +172,27 @@ def test_readonly_storage_refuses_a_database_without_sweeps(db_url: str) -> None
         Path(db_url.removeprefix("sqlite:///")).touch()
     with pytest.raises(StorageError, match="holds no hyperfleet sweeps"):
         Storage.open_readonly(db_url)
+
+
+def test_a_sweep_record_carries_its_config_parsed(tmp_path: Path) -> None:
+    from hyperfleet.platform.config import SweepConfig
+    from tests.conftest import BASE_SWEEP
+
+    cfg = SweepConfig.model_validate({**BASE_SWEEP, "name": "typed"})
+    st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+    st.create_sweep("typed", cfg.model_dump(mode="json"))
+    row = st.get_sweep("typed")
+    assert row is not None and row.config == cfg and row.parsed() is row.config
+    assert row.stored_config == cfg.model_dump(mode="json") and row.status == "created"
+    st.close()
+
+
+def test_writes_refuse_fields_a_row_does_not_have(tmp_path: Path) -> None:
+    st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+    st.create_sweep("s", {})
+    with pytest.raises(TypeError, match="colour"):
+        st.upsert_trial("s", 0, colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="colour"):
+        st.update_sweep("s", colour="red")  # type: ignore[call-arg]
+    assert st.get_trial("s", 0) is None
+    st.close()

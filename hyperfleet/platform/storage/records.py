@@ -5,7 +5,8 @@
 * :class:`TrialRecord`, :class:`LeaseRecord`, :class:`WorkerRecord`, :class:`GangRecord` —
   ``hf_trials``, ``hf_leases``, ``hf_workers`` and ``hf_gangs`` rows;
 * :class:`TrialFields` — the fields a write of a trial's row may set (``Storage.upsert_trial``,
-  ``Storage.start_attempt``), each with its type.
+  ``Storage.start_attempt``), each with its type; :class:`SweepFields` the same for a sweep's
+  (``Storage.update_sweep``).
 
 States are the enums of :mod:`hyperfleet.spec.states`.
 """
@@ -115,6 +116,15 @@ class TrialRecord:
     @classmethod
     def of(cls, row: Any) -> TrialRecord:
         return copy(cls, row, state=TrialState(row.state))
+
+
+class SweepFields(TypedDict, total=False):
+    """The fields of a sweep's row that ``Storage.update_sweep`` may set."""
+
+    config: Mapping[str, Any]
+    status: SweepStatus
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: str | None
 
 
 class TrialFields(TypedDict, total=False):

@@ -42,7 +42,13 @@ from hyperfleet.platform.storage.engine import (
 )
 from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock
-from hyperfleet.platform.storage.records import TRIAL_FIELDS, SweepRecord, TrialFields, TrialRecord
+from hyperfleet.platform.storage.records import (
+    TRIAL_FIELDS,
+    SweepFields,
+    SweepRecord,
+    TrialFields,
+    TrialRecord,
+)
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
@@ -191,10 +197,13 @@ class Storage(FleetStore):
         return SweepRecord.of(row)
 
     @_retried
-    def update_sweep(self, name: str, **fields: Any) -> None:
+    def update_sweep(self, name: str, **fields: Unpack[SweepFields]) -> None:
         with self.session() as s:
             row = s.get(SweepRow, name, with_for_update=True)
             assert row is not None, f"sweep {name} vanished"
+            unknown = set(fields) - set(SweepFields.__annotations__)
+            if unknown:
+                raise TypeError(f"not a field of a sweep's row: {', '.join(sorted(unknown))}")
             for key, value in fields.items():
                 setattr(row, key, value)
             row.updated_at = self.now()
