@@ -78,8 +78,8 @@ def costs(directory: Path, sweep: str) -> tuple[list[float], list[float]]:
     """(decision -> next report) per exploit, (launch -> first report) per member, seconds."""
     from mlflow.tracking import MlflowClient
 
-    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.population import SqlPopulationStore
 
     storage = Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
     client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'runs' / 'mlflow.db'}")

@@ -9,6 +9,7 @@ import streamlit as st
 from hyperfleet.dashboards import charts, state
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.study import importances
+from hyperfleet.spec.states import TrialState
 
 MIN_TRIALS = 2
 
@@ -101,7 +102,7 @@ def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
 
 def render(data: SweepData, url: str) -> None:
     st.subheader("What matters")
-    done = [t for t in data.summary.trials if t.state == "COMPLETE" and t.values]
+    done = [t for t in data.summary.trials if t.state == TrialState.COMPLETE and t.values]
     if len(done) < MIN_TRIALS:
         st.info(
             f"Importance and the analysis charts need {MIN_TRIALS} completed trials; "

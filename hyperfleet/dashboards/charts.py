@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from hyperfleet.dashboards.curves import Curve, downsample
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.study import sample
+from hyperfleet.spec.states import TrialState
 
 XAxis = Literal["step", "elapsed", "time"]
 X_LABELS: dict[str, str] = {
@@ -51,7 +52,7 @@ def best_over_time(data: SweepData) -> go.Figure:
         (
             (data.records[t.number].ended_at or 0.0, t.number, t.values[0])
             for t in data.summary.trials
-            if t.state == "COMPLETE" and t.values and t.number in data.records
+            if t.state == TrialState.COMPLETE and t.values and t.number in data.records
         ),
     )
     maximize = data.directions[0] == "maximize"
@@ -118,7 +119,7 @@ def learning_curves(
                 line={"width": 3.5 if number == best else 1.6},
             )
         )
-        if states.get(number) == "PRUNED" and len(curve):
+        if states.get(number) == TrialState.PRUNED and len(curve):
             fig.add_trace(
                 go.Scatter(
                     x=_x(curve, axis)[-1:],

@@ -6,44 +6,38 @@ running sweep's writers never wait on the dashboard, and SQLite's WAL lets them 
 it reads). :mod:`hyperfleet.dashboards.state` caches the snapshots for a couple of seconds, so
 any number of open browser tabs costs the database one read per snapshot per interval.
 
-The population's members are read with :meth:`Storage.pbt_members` rather than the
-population store's ``members``, which takes the sweep's write lock; the members
-and the lineage are read once into a :class:`PopulationSnapshot`, on which
-:func:`~hyperfleet.platform.schedulers.pbt.population.replay_schedule` (a member's full schedule)
-runs without touching the database again.
+A population's members and lineage are read with the population store's plain reads
+(:class:`~hyperfleet.platform.storage.population.SqlPopulationStore`: no lock, never waiting
+for a running sweep) once into a :class:`PopulationSnapshot`, on which
+:func:`~hyperfleet.platform.storage.population.replay_schedule` (a member's full schedule) runs
+without touching the database again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.schedulers.configs import POPULATION_TYPES
-from hyperfleet.platform.schedulers.pbt.population import (
+from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
+from hyperfleet.platform.storage.population import (
     LineageEvent,
     Member,
-    MemberState,
-    PopulationStore,
-    PopulationTxn,
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
-from hyperfleet.platform.sweeps.results import (
-    SweepSummary,
-    TrialSummary,
-    stored_objectives,
-    summarize,
-)
+from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.spec.states import SweepStatus, TrialState
 
-FINISHED = ("COMPLETE", "PRUNED", "FAIL")
-ACTIVE = ("RUNNING",)
-LIVE = ("running", "submitted")  # sweep statuses whose pages refresh: at work, or waiting for one
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+ACTIVE = (TrialState.RUNNING,)
+LIVE = (
+    SweepStatus.RUNNING,
+    SweepStatus.SUBMITTED,
+)  # sweep statuses whose pages refresh: at work, or waiting for one
 
 
 @dataclass(frozen=True)
@@ -68,7 +62,7 @@ class SweepData:
     """One sweep as the Sweep, Compare and Devices pages show it."""
 
     name: str
-    config: dict[str, Any]
+    config: SweepConfig
     status: str
     created_at: float
     updated_at: float
@@ -93,15 +87,15 @@ class SweepData:
 
     @property
     def scheduler(self) -> str:
-        return str(self.config.get("scheduler", {}).get("type", "tpe"))
+        return str(self.config.scheduler.type)
 
     @property
     def is_population(self) -> bool:
-        return self.scheduler in POPULATION_TYPES
+        return self.config.is_population
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
-        return dict(self.config.get("space", {}))
+        return {name: spec.model_dump(mode="json") for name, spec in self.config.space.items()}
 
     @property
     def running(self) -> bool:
@@ -141,17 +135,15 @@ class PopulationData:
         return [e for e in self.events if e.kind == "exploit"]
 
 
-def _objective_label(config: dict[str, Any]) -> str:
-    objectives = stored_objectives(config)
-    return ", ".join(f"{o.get('metric', '?')} ({o.get('mode', '?')})" for o in objectives)
+def _objective_label(config: SweepConfig) -> str:
+    return ", ".join(f"{o.metric} ({o.mode})" for o in config.all_objectives)
 
 
-def _budget(config: dict[str, Any]) -> int | None:
-    scheduler = config.get("scheduler", {})
-    if scheduler.get("type") in POPULATION_TYPES:
-        return scheduler.get("population")
-    trials = config.get("budget", {}).get("trials")
-    return None if trials is None else int(trials)
+def budget(config: SweepConfig) -> int | None:
+    """The trials the sweep may run: ``budget.trials``, or the population's size."""
+    if config.is_population:
+        return int(config.scheduler.population)
+    return config.budget.trials
 
 
 def overview(storage: Storage) -> list[SweepOverview]:
@@ -159,6 +151,7 @@ def overview(storage: Storage) -> list[SweepOverview]:
     rows = []
     for sweep in storage.list_sweeps():
         summary = summarize(storage, sweep.name)
+        config = sweep.parsed()
         counts = summary.state_counts
         best = summary.best()
         held = [
@@ -171,13 +164,13 @@ def overview(storage: Storage) -> list[SweepOverview]:
         rows.append(
             SweepOverview(
                 name=sweep.name,
-                objective=_objective_label(sweep.config),
-                scheduler=str(sweep.config.get("scheduler", {}).get("type", "tpe")),
+                objective=_objective_label(config),
+                scheduler=str(config.scheduler.type),
                 status=sweep.status,
                 done=sum(counts.get(s, 0) for s in FINISHED),
-                budget=_budget(sweep.config),
+                budget=budget(config),
                 best=best.values[0] if best is not None and best.values else None,
-                running=counts.get("RUNNING", 0),
+                running=counts.get(TrialState.RUNNING, 0),
                 created_at=sweep.created_at,
                 devices=held,
                 pareto=len(summary.pareto_front()) if multi else None,
@@ -218,7 +211,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     held = {lease.worker for lease in leases}
     return SweepData(
         name=name,
-        config=dict(row.config),
+        config=row.parsed(),
         status=row.status,
         created_at=row.created_at,
         updated_at=row.updated_at,
@@ -230,29 +223,14 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     )
 
 
-def _member(row: dict[str, Any]) -> Member:
-    names = set(Member.__dataclass_fields__) - {"number", "state", "barrier"}
-    return Member(
-        number=int(row["member"]),
-        state=MemberState(row["state"]),
-        barrier=bool(row["barrier"]),
-        **{k: row[k] for k in names if k in row},
-    )
-
-
-class PopulationSnapshot(PopulationStore):
-    """A population as read at one moment, behind the population store's interface, so that
-    its helpers (``replay_schedule``) run on it; it refuses transactions."""
+class PopulationSnapshot:
+    """A population as read at one moment, on which :func:`replay_schedule` (a member's full
+    schedule) runs without touching the database again."""
 
     def __init__(self, sweep: str, members: dict[int, Member], events: list[LineageEvent]):
         self.sweep = sweep
         self._members = members
         self._events = events
-
-    @contextmanager
-    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
-        raise StorageError("population: the dashboard reads the population, it never changes it")
-        yield  # pragma: no cover - a generator for @contextmanager
 
     def members(self, sweep: str) -> dict[int, Member]:
         return dict(self._members) if sweep == self.sweep else {}
@@ -266,8 +244,8 @@ class PopulationSnapshot(PopulationStore):
 def population(storage: Storage, name: str) -> PopulationData:
     """The members, lineage and every member's replayed hyperparameter schedule, read in two
     queries that never wait for a running sweep (see the module docstring)."""
-    members = {int(r["member"]): _member(r) for r in storage.pbt_members(name)}
-    events = SqlPopulationStore(storage.engine).lineage(name)
+    store = SqlPopulationStore(storage.engine)
+    members, events = store.members(name), store.lineage(name)
     snapshot = PopulationSnapshot(name, members, events)
     schedules = {n: replay_schedule(snapshot, name, n) for n in members}
     return PopulationData(members=members, events=events, schedules=schedules)

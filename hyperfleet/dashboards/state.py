@@ -33,7 +33,7 @@ from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.urls import DEFAULT_STORAGE, DEFAULT_WORKDIR, local_tracking
+from hyperfleet.platform.urls import DEFAULT_STORAGE, local_tracking
 
 TTL_S = 2.0
 REFRESH_CHOICES = (2, 5, 10, 30)
@@ -118,10 +118,9 @@ def tracking_uri(cfg: Settings, data: queries.SweepData) -> str:
     """``--tracking-uri``, else the sweep's ``tracking.uri``, else its default store."""
     if cfg.tracking_uri:
         return cfg.tracking_uri
-    uri = (data.config.get("tracking") or {}).get("uri")
-    if uri:
-        return str(uri)
-    return local_tracking(data.config.get("workdir") or DEFAULT_WORKDIR)
+    if data.config.tracking.uri:
+        return data.config.tracking.uri
+    return local_tracking(data.config.workdir)
 
 
 @st.cache_resource(show_spinner=False)

@@ -38,14 +38,15 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.platform.sweeps.results import TrialSummary
+from hyperfleet.spec.states import TrialState as Stored
 
 _STATES = {
-    "COMPLETE": TrialState.COMPLETE,
-    "PRUNED": TrialState.PRUNED,
-    "FAIL": TrialState.FAIL,
-    "RUNNING": TrialState.RUNNING,
-    "WAITING": TrialState.WAITING,
-    "PAUSED": TrialState.WAITING,
+    Stored.COMPLETE: TrialState.COMPLETE,
+    Stored.PRUNED: TrialState.PRUNED,
+    Stored.FAIL: TrialState.FAIL,
+    Stored.RUNNING: TrialState.RUNNING,
+    Stored.WAITING: TrialState.WAITING,
+    Stored.PAUSED: TrialState.WAITING,
 }
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -14,9 +14,13 @@ import pandas as pd
 
 from hyperfleet.dashboards.format import error_summary, mlflow_ui, number, run_link, timestamp
 from hyperfleet.dashboards.queries import SweepData, SweepOverview
+from hyperfleet.spec.states import TrialState
 
 BEST = "★"
-STATE_ORDER = ["RUNNING", "PAUSED", "WAITING", "COMPLETE", "PRUNED", "FAIL"]
+STATE_ORDER: list[str] = [
+    TrialState.RUNNING, TrialState.PAUSED, TrialState.WAITING,
+    TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
+]  # fmt: skip
 
 
 def number_format(values: Iterable[Any]) -> str:
@@ -55,7 +59,7 @@ def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
             row[metric] = float(value) if isinstance(value, (int, float)) else None
         row.update({f"param {k}": v for k, v in t.params.items()})
         row["steps"] = t.last_step
-        row["pruned at"] = str(t.last_step) if t.state == "PRUNED" else ""
+        row["pruned at"] = str(t.last_step) if t.state == TrialState.PRUNED else ""
         row["duration s"] = t.duration_s
         row["error"] = error_summary(t.error)
         row["mlflow"] = run_link(ui, data.experiment_id, record.mlflow_run_id if record else None)

@@ -30,16 +30,17 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from hyperfleet.platform.storage import LeaseRecord
+from hyperfleet.spec.states import TrialState
 
 IDLE_MIN_S = 1.0
 IDLE_MIN_FRACTION = 0.02
 COLOURS = {
-    "RUNNING": "#2f80ed",
-    "COMPLETE": "#27ae60",
-    "PAUSED": "#f2994a",
-    "PRUNED": "#9aa5b1",
-    "FAIL": "#eb5757",
-    "WAITING": "#bb6bd9",
+    TrialState.RUNNING: "#2f80ed",
+    TrialState.COMPLETE: "#27ae60",
+    TrialState.PAUSED: "#f2994a",
+    TrialState.PRUNED: "#9aa5b1",
+    TrialState.FAIL: "#eb5757",
+    TrialState.WAITING: "#bb6bd9",
     "paused": "#fcd9b6",
 }
 
@@ -93,7 +94,7 @@ def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
     out = []
     for lease in leases:
         end = lease.ended_at if lease.ended_at is not None else now
-        state = lease.state or ("RUNNING" if lease.ended_at is None else "ENDED")
+        state = lease.state or (TrialState.RUNNING if lease.ended_at is None else "ENDED")
         worker = worker_label(lease) if lease.host in shared else ""
         prefix = f"{lease.host} · {worker}" if worker else lease.host
         for device in lease.devices or ["(no device)"]:
@@ -130,7 +131,7 @@ def pauses(leases: Sequence[LeaseRecord], now: float, running: bool) -> list[Bar
         by_trial.setdefault(lease.trial, []).append(lease)
     for trial, ls in sorted(by_trial.items()):
         for i, lease in enumerate(ls):
-            if lease.state != "PAUSED" or lease.ended_at is None:
+            if lease.state != TrialState.PAUSED or lease.ended_at is None:
                 continue
             resumed = (
                 ls[i + 1].started_at if i + 1 < len(ls) else (now if running else end_of_sweep)

@@ -32,7 +32,7 @@ import plotly.graph_objects as go
 
 from hyperfleet.dashboards.format import number, params_text
 from hyperfleet.dashboards.queries import PopulationData
-from hyperfleet.platform.schedulers.pbt.population import LineageEvent
+from hyperfleet.platform.storage.population import LineageEvent
 
 MAX_LABELS = 60
 """Above this many segments the parameters are shown on hover only, not as text."""

@@ -16,6 +16,7 @@ from hyperfleet.dashboards.format import duration, mlflow_ui, number, params_tex
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import STATE_ORDER, number_format
 from hyperfleet.platform.sweeps.results import TrialSummary
+from hyperfleet.spec.states import TrialState
 
 LOG_LINES = 40
 
@@ -97,7 +98,7 @@ def _default_trial(data: SweepData) -> int:
     best = data.best()
     if best is not None:
         return best.number
-    failed = [t.number for t in data.summary.trials if t.state == "FAIL"]
+    failed = [t.number for t in data.summary.trials if t.state == TrialState.FAIL]
     return failed[0] if failed else data.summary.trials[-1].number
 
 
@@ -147,10 +148,10 @@ def trial_details(data: SweepData, uri: str) -> None:
 
 def default_trials(data: SweepData, count: int) -> list[int]:
     """The ``count`` best COMPLETE trials (the first objective) and every running one."""
-    done = [t for t in data.summary.trials if t.state == "COMPLETE" and t.values]
+    done = [t for t in data.summary.trials if t.state == TrialState.COMPLETE and t.values]
     sign = -1.0 if data.directions[0] == "maximize" else 1.0
     done.sort(key=lambda t: sign * t.values[0])  # type: ignore[index]
-    running = [t.number for t in data.summary.trials if t.state == "RUNNING"]
+    running = [t.number for t in data.summary.trials if t.state == TrialState.RUNNING]
     picked = [t.number for t in done[:count]] + running
     return picked or [t.number for t in data.summary.trials[:count]]
 

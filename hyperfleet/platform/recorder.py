@@ -31,6 +31,7 @@ from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
@@ -212,7 +213,7 @@ class RankZeroRecorder:
         self.closed = True
         if self.sink is not None:  # the controller ships the rest when it ends the run
             self.sink.close(ship=False)
-        if outcome != "superseded":
+        if outcome != Outcome.SUPERSEDED:
             self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, outcome=outcome)
         if not self.shared:
             self.storage.close()

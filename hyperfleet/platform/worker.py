@@ -38,10 +38,11 @@ from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
 from hyperfleet.platform.sweeps.ownership import check_store
 from hyperfleet.platform.sweeps.results import SweepSummary
 from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
+from hyperfleet.spec.states import SweepStatus, WorkerState
 
 logger = logging.getLogger(__name__)
 
-ACTIVE = ("submitted", "running")
+ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
 
 
 def default_tracking(cfg: SweepConfig) -> str:
@@ -116,7 +117,7 @@ class StoredSweeps:
                 continue
             if self.names is not None and row.name not in self.names:
                 continue
-            cfg = parse_sweep(row.config)
+            cfg = parse_sweep(row.stored_config)
             if self._fits(cfg):
                 session = self._open(cfg)
                 if session is not None:
@@ -210,7 +211,7 @@ def worker_record(
         sweeps=sweeps,
         started_at=now,
         heartbeat_at=now,
-        state="active",
+        state=WorkerState.ACTIVE,
     )
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hyperfleet.errors import Superseded, TrialPruned
+from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
@@ -312,23 +313,23 @@ def run_trial(
     _setup_logging(env.rank)
     recorder = (recorder_factory or PrintRecorder)(spec) if env.is_main else None
     run = _Run(spec, env, recorder)
-    outcome = "fail"
+    outcome = Outcome.FAIL
     try:
         run.start()
         fn = load_workload(spec.trial.workload)
         for max_steps, params in _segments(spec):
             run.segment(fn, max_steps, params)
             run.agree_latest()  # a replay's next segment continues from where this one ended
-        outcome = "complete"
+        outcome = Outcome.COMPLETE
     except TrialPruned as exc:
         logger.info("trial %s pruned: %s", spec.number, exc)
-        outcome = "pruned"
+        outcome = Outcome.PRUNED
     except Pause:
         logger.info("trial %s paused; it resumes from its checkpoint", spec.number)
-        outcome = "paused"
+        outcome = Outcome.PAUSED
     except Superseded as exc:  # a newer attempt runs the trial: record nothing, leave quietly
         logger.warning("trial %s %s; stopping", spec.number, exc)
-        outcome = "superseded"
+        outcome = Outcome.SUPERSEDED
     finally:
         if not keep_process_group:
             distributed.teardown()

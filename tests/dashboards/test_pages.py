@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore, replay_schedule
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
 from hyperfleet.platform.sweeps.results import summarize
 from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
 from tests.integration.cli import cli

@@ -14,13 +14,13 @@ from hyperfleet.dashboards.format import error_summary, number, run_link
 from hyperfleet.dashboards.queries import PopulationData, PopulationSnapshot
 from hyperfleet.dashboards.study import distribution
 from hyperfleet.dashboards.tables import number_format, param_diff
-from hyperfleet.platform.schedulers.pbt.population import (
+from hyperfleet.platform.storage import LeaseRecord
+from hyperfleet.platform.storage.population import (
     LineageEvent,
     Member,
     MemberState,
     replay_schedule,
 )
-from hyperfleet.platform.storage import LeaseRecord
 
 # -- numbers and errors --------------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet:
     for i in range(4):
         fleet.start(f"w{i}", "--devices", "cpu:2", "--exit-when-idle", "8s")
     fleet.finish()
-    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
+    from hyperfleet.platform.storage.population import SqlPopulationStore
 
     st = fleet.storage()
     members = SqlPopulationStore(st.engine).members("spread")

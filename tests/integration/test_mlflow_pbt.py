@@ -20,8 +20,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
 from tests.conftest import deep_update
 from tests.tracking.readback import (
     assert_unique_steps,

@@ -28,12 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperfleet.platform.schedulers.pbt.population import (
-    LineageEvent,
-    MemberState,
-    SqlPopulationStore,
-)
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import LineageEvent, MemberState, SqlPopulationStore
 from tests.conftest import deep_update
 from tests.integration.cli import STORE_POLL_S, in_mlflow, wait_until
 from tests.integration.workloads import held_marker, with_hold

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
 from tests.integration.cli import ROOT, cli
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,8 @@ from hyperfleet.platform.storage import Storage, worker_identity
 def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
     st = Storage(db_url)
     st.create_sweep("s", {"name": "s", "space": {"x": 1}})
-    assert st.get_sweep("s").config["space"] == {"x": 1}
+    assert st.get_sweep("s").stored_config["space"] == {"x": 1}
+    assert st.get_sweep("s").config is None  # not a sweep file's config: kept as stored only
     st.update_sweep("s", mlflow_experiment_id="7", status="running")
     assert st.get_sweep("s").mlflow_experiment_id == "7"
     assert [r.name for r in st.list_sweeps()] == ["s"]
@@ -171,3 +172,27 @@ def test_readonly_storage_refuses_a_database_without_sweeps(db_url: str) -> None
         Path(db_url.removeprefix("sqlite:///")).touch()
     with pytest.raises(StorageError, match="holds no hyperfleet sweeps"):
         Storage.open_readonly(db_url)
+
+
+def test_a_sweep_record_carries_its_config_parsed(tmp_path: Path) -> None:
+    from hyperfleet.platform.config import SweepConfig
+    from tests.conftest import BASE_SWEEP
+
+    cfg = SweepConfig.model_validate({**BASE_SWEEP, "name": "typed"})
+    st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+    st.create_sweep("typed", cfg.model_dump(mode="json"))
+    row = st.get_sweep("typed")
+    assert row is not None and row.config == cfg and row.parsed() is row.config
+    assert row.stored_config == cfg.model_dump(mode="json") and row.status == "created"
+    st.close()
+
+
+def test_writes_refuse_fields_a_row_does_not_have(tmp_path: Path) -> None:
+    st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+    st.create_sweep("s", {})
+    with pytest.raises(TypeError, match="colour"):
+        st.upsert_trial("s", 0, colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="colour"):
+        st.update_sweep("s", colour="red")  # type: ignore[call-arg]
+    assert st.get_trial("s", 0) is None
+    st.close()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from hyperfleet.dashboards import analysis, charts, state, widgets
+from hyperfleet.dashboards import analysis, charts, queries, state, widgets
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import filter_trials, trials_frame
+from hyperfleet.platform.sweeps.results import ENDINGS
+from hyperfleet.spec.states import TrialState
 
 
 def _header(data: SweepData, uri: str) -> None:
@@ -21,7 +23,7 @@ def _header(data: SweepData, uri: str) -> None:
     state.freshness(data.fetched_at, data.running)
     counts = data.summary.state_counts
     cols = st.columns(6)
-    for col, name in zip(cols, ("COMPLETE", "PRUNED", "FAIL", "RUNNING"), strict=False):
+    for col, name in zip(cols, (*ENDINGS, TrialState.RUNNING), strict=False):
         col.metric(name, counts.get(name, 0))
     best = data.best()
     if data.multi_objective:
@@ -33,10 +35,8 @@ def _header(data: SweepData, uri: str) -> None:
             "-" if best is None or not best.values else f"{best.values[0]:.4g}",
             help=None if best is None else f"trial {best.number}",
         )
-    budget = data.config.get("budget", {}).get("trials") or data.config.get("scheduler", {}).get(
-        "population"
-    )
-    done = sum(counts.get(s, 0) for s in ("COMPLETE", "PRUNED", "FAIL"))
+    budget = data.config.budget.trials or queries.budget(data.config)
+    done = sum(counts.get(s, 0) for s in ENDINGS)
     cols[5].metric("progress", f"{done} / {budget or '?'}")
 
 
@@ -63,7 +63,7 @@ def _progress(data: SweepData, url: str) -> None:
     if data.multi_objective:
         st.info("A multi-objective sweep has no single best value: see the Pareto front below.")
         return
-    if not any(t.state == "COMPLETE" for t in data.summary.trials):
+    if not any(t.state == TrialState.COMPLETE for t in data.summary.trials):
         st.info("No completed trial yet: progress appears with the first one.")
         return
     study = state.study(url, data.name, data.fingerprint(), data)

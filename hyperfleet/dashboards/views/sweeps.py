@@ -11,6 +11,7 @@ from hyperfleet.dashboards import state
 from hyperfleet.dashboards.format import number
 from hyperfleet.dashboards.queries import SweepOverview
 from hyperfleet.dashboards.tables import sweeps_frame
+from hyperfleet.spec.states import SweepStatus
 
 
 def _links(rows: list[SweepOverview]) -> None:
@@ -33,7 +34,7 @@ def _links(rows: list[SweepOverview]) -> None:
 def body(url: str) -> None:
     fetched = time.time()
     rows = state.sweeps(url)
-    running = [r for r in rows if r.status == "running"]
+    running = [r for r in rows if r.status == SweepStatus.RUNNING]
     st.title("Sweeps")
     state.freshness(fetched, True, "while this page is open")
     if not rows:

@@ -66,6 +66,8 @@ def _tool(name: str) -> str:
 
 
 def _results_table(summary: Any) -> Table:
+    from hyperfleet.spec.states import TrialState
+
     table = Table(title=f"sweep {summary.sweep}")
     for col in ("trial", "state", "value", "params", "steps", "seconds", "worker"):
         table.add_column(col)
@@ -83,7 +85,7 @@ def _results_table(summary: Any) -> Table:
             params,
             "-" if t.last_step is None else str(t.last_step),
             "-" if t.duration_s is None else f"{t.duration_s:.1f}",
-            (t.worker or t.host or "-") if t.state == "RUNNING" else "",
+            (t.worker or t.host or "-") if t.state == TrialState.RUNNING else "",
         )
     return table
 
@@ -196,6 +198,7 @@ def sweep_status(
     """Trials of a sweep, their states and values, the best one and the errors of failures."""
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.sweeps.results import summarize
+    from hyperfleet.spec.states import SweepStatus, TrialState
 
     def read() -> tuple[Any, str | None]:
         from hyperfleet.platform.config import parse_sweep
@@ -204,9 +207,11 @@ def sweep_status(
         st = Storage.open_readonly(storage)
         summary = summarize(st, name)
         row = st.get_sweep(name)
-        waiting = row is not None and row.status in ("submitted", "running")
+        waiting = row is not None and row.status in (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
         reason = (
-            unschedulable(parse_sweep(row.config), st, STALE_AFTER_S) if waiting and row else None
+            unschedulable(parse_sweep(row.stored_config), st, STALE_AFTER_S)
+            if waiting and row
+            else None
         )
         st.close()
         return summary, reason
@@ -224,7 +229,7 @@ def sweep_status(
     for t in summary.trials:
         if t.notes:
             out.print(f"trial {t.number}: {t.notes}", markup=False, highlight=False)
-        if t.state == "FAIL" and t.error:
+        if t.state == TrialState.FAIL and t.error:
             out.print(f"trial {t.number} failed:", style="bold red")
             out.print(t.error, markup=False, highlight=False)
     best = summary.best()
@@ -280,7 +285,7 @@ def sweep_enqueue(
             row = Storage.open_readonly(url).get_sweep(target)
             if row is None:
                 raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
-            cfg = parse_sweep(row.config)
+            cfg = parse_sweep(row.stored_config)
         return enqueue(cfg, url, point)
 
     number = _guard(run)
@@ -296,8 +301,8 @@ def sweep_replay(
 ) -> None:
     """Re-run a PBT member's hyperparameter schedule as one plain training run."""
     from hyperfleet.platform.config import parse_sweep
-    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore, replay_schedule
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
     from hyperfleet.platform.sweeps.train import run_single
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
@@ -305,7 +310,7 @@ def sweep_replay(
         row = st.get_sweep(name)
         if row is None:
             raise ConfigError(f"sweep: no sweep named {name!r} in {masked(storage)}")
-        cfg = parse_sweep(row.config)
+        cfg = parse_sweep(row.stored_config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
         schedule = replay_schedule(SqlPopulationStore(st.engine), name, member)

@@ -104,6 +104,7 @@ def workers(
 ) -> None:
     """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age."""
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.spec.states import WorkerState
 
     def rows() -> list[list[str]]:
         st = Storage.open_readonly(storage)
@@ -119,8 +120,8 @@ def workers(
         table = []
         for w in st.workers():
             age = now - w.heartbeat_at
-            state = "lost" if w.state != "stopped" and age > limit else w.state
-            if not show_all and state in ("stopped", "lost"):
+            state = "lost" if w.state != WorkerState.STOPPED and age > limit else w.state
+            if not show_all and state in (WorkerState.STOPPED, "lost"):
                 continue
             table.append([
                 w.id, w.host, w.pool, ",".join(w.devices) or "-",

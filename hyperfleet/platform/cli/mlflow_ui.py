@@ -41,7 +41,7 @@ def _stores(
     if not rows:
         raise ConfigError(f"--storage: no sweeps in {masked(storage)}; run one or check the URL")
     row = max(rows, key=lambda r: r.created_at)
-    uri, _experiment, workdir = stores_of(dict(row.config), tracking_uri)
+    uri, _experiment, workdir = stores_of(row.parsed(), tracking_uri)
     return uri, workdir, row.mlflow_experiment_id
 
 

@@ -44,6 +44,7 @@ from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import TrialRecord, worker_identity
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.sweeps.results import SweepSummary
+from hyperfleet.spec.states import GangState, Outcome
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -124,7 +125,7 @@ class SweepDriver:
         sweep's claim lock, unless the sweep already has ``max_concurrent`` trials running."""
         s, storage = self.session, self.session.storage
         with storage.claim_lock(s.name):
-            busy = sum(t.state == "RUNNING" for t in storage.trials(s.name))
+            busy = sum(t.state == TrialState.RUNNING for t in storage.trials(s.name))
             if busy >= self.cfg.budget.max_concurrent:
                 return None
             suggestion = s.scheduler.suggest()
@@ -132,7 +133,7 @@ class SweepDriver:
                 host, pid = worker_identity()
                 now = self.clock.time()
                 storage.upsert_trial(
-                    s.name, suggestion.trial_number, state="RUNNING", host=host, pid=pid,
+                    s.name, suggestion.trial_number, state=TrialState.RUNNING, host=host, pid=pid,
                     worker=self.worker, heartbeat_at=now, started_at=now, ended_at=None,
                     outcome=None,
                 )  # fmt: skip
@@ -177,7 +178,7 @@ class SweepDriver:
         pool.release(lease)
         try:
             self.session.scheduler.requeue(number)
-            self.session.storage.upsert_trial(self.name, number, state="WAITING")
+            self.session.storage.upsert_trial(self.name, number, state=TrialState.WAITING)
         except Exception:
             logger.warning("could not requeue trial %d", number, exc_info=True)
 
@@ -187,7 +188,7 @@ class SweepDriver:
         host, pid = worker_identity()
         now = self.clock.time()
         fields: dict[str, Any] = dict(
-            state="RUNNING", params=p.stored_params, host=host, pid=pid,
+            state=TrialState.RUNNING, params=p.stored_params, host=host, pid=pid,
             worker=self.worker, heartbeat_at=now, ended_at=None,
             outcome=None, mlflow_run_id=p.spec.run_id,
             log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
@@ -218,7 +219,7 @@ class SweepDriver:
                 gang, rendezvous = self.gangs.lead(spec, attempt)
             handle = self.launcher.launch(spec, lease, rendezvous)
         except BaseException:
-            self.session.storage.close_lease(row, "FAIL")
+            self.session.storage.close_lease(row, TrialState.FAIL)
             raise
         run_id = p.spec.run_id or ""
         started = self.clock.monotonic()
@@ -232,11 +233,11 @@ class SweepDriver:
         """The trial's end state (None: paused, WAITING: retried), values and error text."""
         rec = self.session.storage.get_trial(self.name, r.number)
         assert rec is not None
-        if code != 0 or rec.outcome not in ("complete", "pruned", "paused"):
+        if code != 0 or rec.outcome not in (Outcome.COMPLETE, Outcome.PRUNED, Outcome.PAUSED):
             return self._failed(rec, code, r.handle.log_tail())
-        if rec.outcome == "pruned":
+        if rec.outcome == Outcome.PRUNED:
             return TrialState.PRUNED, None, ""
-        if rec.outcome == "paused":
+        if rec.outcome == Outcome.PAUSED:
             return None, None, ""
         objectives = self.cfg.all_objectives
         missing = [o.metric for o in objectives if o.metric not in rec.metrics]
@@ -291,17 +292,17 @@ class SweepDriver:
         extra: dict[str, Any] = {}
         if state is None:  # paused: the scheduler resumes it later
             self._db(lambda: scheduler.on_trial_end(number, TrialState.COMPLETE))
-            stored, tracked = "PAUSED", "WAITING"
+            stored, tracked = TrialState.PAUSED, TrialState.WAITING
         elif state is TrialState.WAITING:  # stopped, or failed with retries left
             self._db(lambda: scheduler.requeue(number))
-            stored = tracked = "WAITING"
+            stored = tracked = TrialState.WAITING
             if error:  # a retry: count it, keep the error to compare with the next one
                 rec = storage.get_trial(self.name, number)
                 extra = {"retries": (rec.retries if rec else 0) + 1}
                 logger.warning("trial %d failed; retrying it from its checkpoint", number)
         else:
             self._db(lambda: scheduler.on_trial_end(number, state, values, error or None))
-            stored = tracked = state.value
+            stored = tracked = state
             self.finished += 1
         storage.upsert_trial(
             self.name, number, state=stored, ended_at=self.clock.time(), error=error or None,
@@ -316,7 +317,7 @@ class SweepDriver:
         if r.lease_row is not None:
             storage.close_lease(r.lease_row, stored)
         if r.gang is not None:
-            storage.set_gang_state(r.gang, "over")
+            storage.set_gang_state(r.gang, GangState.OVER)
         self._release(r)
         logger.info("trial %d ended %s %s", number, stored, values or "")
 
@@ -334,7 +335,7 @@ class SweepDriver:
         rec = self.session.storage.get_trial(self.name, r.number)
         if (
             rec is not None
-            and rec.state == "RUNNING"
+            and rec.state == TrialState.RUNNING
             and rec.worker == self.worker
             and (not r.attempt or rec.attempts == r.attempt)
         ):
@@ -342,7 +343,7 @@ class SweepDriver:
         logger.warning("trial %d was taken over by another worker; this copy stops", r.number)
         r.handle.kill()
         if r.lease_row is not None:
-            self.session.storage.close_lease(r.lease_row, "LOST")
+            self.session.storage.close_lease(r.lease_row, TrialState.LOST)
         self._release(r)
         return True
 

@@ -30,6 +30,7 @@ from hyperfleet.platform.launcher.base import Launcher, Rendezvous, TrialHandle
 from hyperfleet.platform.launcher.torchrun import free_port
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.storage import GangRecord
+from hyperfleet.spec.states import GangState, TrialState
 from hyperfleet.spec.wire import TrialSpec
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Gangs:
                 spec=spec.model_dump(mode="json"),
                 members=[self.worker or "?"],
                 deadline=now + r.gang_timeout,
-                state="open",
+                state=GangState.OPEN,
             )
         )
         logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
@@ -99,7 +100,7 @@ class Gangs:
         if self.session.cfg.trial.resources.nodes < 2 or self.worker is None:
             return
         storage, name = self.session.storage, self.session.name
-        for gang in storage.gangs(name, state="open"):
+        for gang in storage.gangs(name, state=GangState.OPEN):
             if self.worker in gang.members or gang.deadline <= self.clock.time():
                 continue
             if devices.free < gang.per_node:
@@ -126,7 +127,9 @@ class Gangs:
             code = m.handle.poll()
             if code is None:
                 continue
-            self.session.storage.close_lease(m.lease_row, "COMPLETE" if code == 0 else "FAIL")
+            self.session.storage.close_lease(
+                m.lease_row, TrialState.COMPLETE if code == 0 else TrialState.FAIL
+            )
             m.pool.release(m.lease)
             del self.members[gang_id]
 
@@ -134,7 +137,7 @@ class Gangs:
         """True when the gang led by this trial is still not full past its deadline."""
         if gang is None:
             return False
-        for g in self.session.storage.gangs(self.session.name, state="open"):
+        for g in self.session.storage.gangs(self.session.name, state=GangState.OPEN):
             if g.id == gang:
                 return g.deadline <= self.clock.time()
         return False

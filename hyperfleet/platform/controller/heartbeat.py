@@ -19,6 +19,7 @@ import time
 
 from hyperfleet.errors import first_line
 from hyperfleet.platform.storage import Storage
+from hyperfleet.spec.states import WorkerState
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class Heartbeat(threading.Thread):
         self._stop_event.set()
         self.join(timeout=10)
         try:
-            self.storage.beat(self.worker, "stopped")
+            self.storage.beat(self.worker, WorkerState.STOPPED)
         except Exception:  # noqa: BLE001 - the row goes stale and reads as lost instead
             logger.warning("could not mark worker %s stopped", self.worker)
         self.storage.close()

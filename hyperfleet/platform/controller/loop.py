@@ -42,6 +42,7 @@ from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.sweeps.results import SweepSummary
+from hyperfleet.spec.states import TrialState
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ class Controller:
         for d in list(self.drivers.values()):
             if not d.over(self._timed_out(d)):
                 continue
-            busy = any(t.state == "RUNNING" for t in d.session.storage.trials(d.name))
+            busy = any(t.state == TrialState.RUNNING for t in d.session.storage.trials(d.name))
             if busy and not self._timed_out(d):
                 continue  # other workers still run its trials: stay, to take over if they die
             self.summaries[d.name] = d.close(interrupted=False)

@@ -35,15 +35,15 @@ def requeue_stale(
             continue
         stopped = was_stopped(t.trial_dir)  # stopped by its controller, not lost: no retry
         if t.retries >= limit and not stopped:
-            session.storage.close_open_leases(session.name, t.number, "LOST")
+            session.storage.close_open_leases(session.name, t.number, TrialState.LOST)
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
             session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
-            session.storage.upsert_trial(session.name, t.number, state="FAIL", error=error)
+            session.storage.upsert_trial(session.name, t.number, state=TrialState.FAIL, error=error)
             continue
         if not session.storage.take_over(t, retry=not stopped):  # it beat or reported since
             continue
-        session.storage.close_open_leases(session.name, t.number, "LOST")
+        session.storage.close_open_leases(session.name, t.number, TrialState.LOST)
         if stopped:
             logger.warning("trial %d was stopped while storage was unwritable; requeued", t.number)
         else:
@@ -82,7 +82,9 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     that asked for them died between the two (the claim lock, held by the caller, keeps live
     controllers out of that window). They go back in the queue and are reused, so the budget
     counts only trials that exist."""
-    recorded = {t.number for t in session.storage.trials(session.name) if t.state == "RUNNING"}
+    recorded = {
+        t.number for t in session.storage.trials(session.name) if t.state == TrialState.RUNNING
+    }
     phantoms = sorted(session.scheduler.running() - recorded)
     for number in phantoms:
         logger.warning(

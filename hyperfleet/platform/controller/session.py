@@ -21,6 +21,7 @@ from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.tracking import SweepView, Tracker
 from hyperfleet.platform.tracking.lineage import log_sweep_lineage
 from hyperfleet.platform.tracking.spool import is_pending
+from hyperfleet.spec.states import SweepStatus, TrialState
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def _open(
     name = cfg.name
     config = cfg.model_dump(mode="json")
     row = storage.get_sweep(name) or storage.create_sweep(name, config)
-    if row.config.get("space") != config["space"]:
+    if row.stored_config.get("space") != config["space"]:
         raise ConfigError(
             f"space: differs from the stored sweep {name!r}; "
             f"a continued sweep keeps its space, so use a new name"
@@ -81,7 +82,7 @@ def _open(
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, config)
     storage.update_sweep(
         name,
-        status="running",
+        status=SweepStatus.RUNNING,
         mlflow_experiment_id=tracker.experiment_id,
         mlflow_parent_run_id=parent,
     )
@@ -95,7 +96,7 @@ def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
     name = session.name
     summary = summarize(session.storage, name, interrupted=interrupted)
     tracker = session.tracker
-    if any(t.state == "RUNNING" for t in summary.trials):  # others are still at work on it
+    if any(t.state == TrialState.RUNNING for t in summary.trials):  # others are still at work on it
         _mlflow_done(session, tracker.close())
         session.storage.close()
         return summary
@@ -105,7 +106,9 @@ def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
     view = SweepView.from_records(name, session.cfg.model_dump(mode="json"), records, interrupted)
     status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
     _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view))
-    session.storage.update_sweep(name, status="interrupted" if interrupted else "done")
+    session.storage.update_sweep(
+        name, status=SweepStatus.INTERRUPTED if interrupted else SweepStatus.DONE
+    )
     session.storage.close()
     return summary
 

@@ -21,6 +21,7 @@ from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import VirtualClock
 from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Launcher, TrialHandle
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
 
 
@@ -126,9 +127,9 @@ class SimulatedHandle(TrialHandle):
                 return self._end("superseded", 0)
             self.log.append(f"step {r.step}: {dict(r.metrics)} -> {d.kind.value}")
             if d.kind is DecisionKind.PRUNE:
-                return self._end("pruned", 0)
+                return self._end(Outcome.PRUNED, 0)
             if d.kind is DecisionKind.PAUSE:
-                return self._end("paused", 0)
+                return self._end(Outcome.PAUSED, 0)
             if d.kind is DecisionKind.EXPLOIT:
                 assert d.donor is not None and d.params is not None
                 step = int(d.donor_step or 0)
@@ -142,11 +143,11 @@ class SimulatedHandle(TrialHandle):
         if elapsed < end:
             return None
         code = self.script.exit_code
-        return self._end("complete" if code == 0 else "fail", code)
+        return self._end(Outcome.COMPLETE if code == 0 else Outcome.FAIL, code)
 
     def stop(self, grace: float = STOP_GRACE_S) -> int:
         if self.poll() is None:
-            return self._end("fail", 143)  # SIGTERM: the runtime unwinds, outcome fail
+            return self._end(Outcome.FAIL, 143)  # SIGTERM: the runtime unwinds, outcome fail
         return int(self.code or 0)
 
     def kill(self) -> int:

@@ -33,8 +33,8 @@ def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) ->
     """The sweep's scheduler, its state in ``storage`` (``create``: make the study if new)."""
     if cfg.is_population:
         from hyperfleet.platform.schedulers.pbt.pb2 import PB2Scheduler
-        from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
         from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
+        from hyperfleet.platform.storage.population import SqlPopulationStore
 
         cls = PB2Scheduler if cfg.scheduler.type == "pb2" else PBTScheduler
         return cls(

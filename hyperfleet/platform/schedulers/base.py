@@ -13,12 +13,12 @@ schedulers, and what lets a scheduler be tested without processes.
 
 from __future__ import annotations
 
-import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hyperfleet.spec.states import TrialState  # re-exported: the schedulers' name
 from hyperfleet.spec.wire import Decision, DecisionKind, RestorePoint
 
 __all__ = [
@@ -30,23 +30,6 @@ __all__ = [
     "Suggestion",
     "TrialState",
 ]
-
-
-__all__ = ["Decision", "DecisionKind", "Scheduler", "Suggestion", "TrialState"]
-
-
-class TrialState(str, enum.Enum):
-    """A trial's state; the names are Optuna's."""
-
-    WAITING = "WAITING"
-    RUNNING = "RUNNING"
-    COMPLETE = "COMPLETE"
-    PRUNED = "PRUNED"
-    FAIL = "FAIL"
-
-    @property
-    def finished(self) -> bool:
-        return self in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,20 @@
 """The platform's storage: one database (SQLite or PostgreSQL) for Optuna's study tables and
-every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage`."""
+every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage`, which hands
+back typed records (:mod:`.records`) with the states of
+:mod:`hyperfleet.spec.states`."""
 
 from hyperfleet.platform.storage.engine import SQLITE_TIMEOUT_S, create_engine, sqlite_path
-from hyperfleet.platform.storage.fleet import GangRecord, LeaseRecord, WorkerRecord
+from hyperfleet.platform.storage.records import (
+    GangRecord,
+    LeaseRecord,
+    SweepFields,
+    SweepRecord,
+    TrialFields,
+    TrialRecord,
+    WorkerRecord,
+)
 from hyperfleet.platform.storage.schema import SCHEMA_VERSION, SweepRow, TrialRow, create_schema
-from hyperfleet.platform.storage.store import Storage, TrialRecord, worker_identity
+from hyperfleet.platform.storage.store import Storage, worker_identity
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -12,7 +22,10 @@ __all__ = [
     "GangRecord",
     "LeaseRecord",
     "Storage",
+    "SweepFields",
+    "SweepRecord",
     "SweepRow",
+    "TrialFields",
     "TrialRecord",
     "TrialRow",
     "WorkerRecord",

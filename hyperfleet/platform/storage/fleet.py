@@ -10,76 +10,23 @@
   with the rendezvous endpoint and the spec; workers join as the other nodes until it is full;
   an unfilled gang is given up by its leader at its deadline.
 
-:class:`FleetStore` is mixed into :class:`~hyperfleet.platform.storage.store.Storage`.
+:class:`FleetStore` is mixed into ``Storage`` (:mod:`.store`), which provides the session, the
+clock and the trials' read; this module does not import it.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import socket
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from hyperfleet.platform.storage.records import GangRecord, LeaseRecord, TrialRecord, WorkerRecord
 from hyperfleet.platform.storage.retry import retried
 from hyperfleet.platform.storage.schema import GangRow, LeaseRow, TrialRow, WorkerRow
-
-if TYPE_CHECKING:
-    from hyperfleet.platform.storage.store import TrialRecord
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
-
-    id: int
-    sweep: str
-    trial: int
-    host: str
-    pid: int
-    devices: list[str]
-    started_at: float
-    ended_at: float | None
-    state: str | None
-    worker: str | None = None
-
-
-@dataclass(frozen=True)
-class WorkerRecord:
-    """A read-only copy of a ``hf_workers`` row."""
-
-    id: str
-    host: str
-    pid: int
-    pool: str
-    devices: list[str]
-    address: str | None
-    sweeps: list[str] | None
-    started_at: float
-    heartbeat_at: float
-    state: str
-
-
-@dataclass(frozen=True)
-class GangRecord:
-    """A read-only copy of a ``hf_gangs`` row."""
-
-    id: int
-    sweep: str
-    trial: int
-    attempt: int
-    nodes: int
-    per_node: int
-    endpoint: str
-    rdzv_id: str
-    spec: dict[str, Any]
-    members: list[str]
-    deadline: float
-    state: str
-
-
-def _copy(cls: Any, row: Any) -> Any:
-    return cls(**{f: getattr(row, f) for f in cls.__dataclass_fields__})
+from hyperfleet.spec.states import GangState, TrialState, WorkerState
 
 
 def pid_alive(pid: int) -> bool:
@@ -113,10 +60,10 @@ class FleetStore:
     @retried
     def register_worker(self, record: WorkerRecord) -> None:
         with self.session() as s:
-            s.merge(WorkerRow(**{f: getattr(record, f) for f in WorkerRecord.__dataclass_fields__}))
+            s.merge(WorkerRow(**{f.name: getattr(record, f.name) for f in fields(WorkerRecord)}))
 
     @retried
-    def heartbeat_worker(self, worker: str, state: str | None = None) -> bool:
+    def heartbeat_worker(self, worker: str, state: WorkerState | None = None) -> bool:
         """Stamp the worker's heartbeat (and state); False if its row is gone."""
         with self.session() as s:
             row = s.get(WorkerRow, worker)
@@ -128,7 +75,7 @@ class FleetStore:
             return True
 
     @retried
-    def beat(self, worker: str, state: str = "active") -> set[tuple[str, int]]:
+    def beat(self, worker: str, state: WorkerState = WorkerState.ACTIVE) -> set[tuple[str, int]]:
         """One heartbeat of a worker and of every trial it runs, in one transaction; the
         ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
         which found this one silent, is missing: its copy here must stop)."""
@@ -139,12 +86,12 @@ class FleetStore:
                 row.heartbeat_at, row.state = now, state
             s.execute(
                 sa.update(TrialRow)
-                .where(TrialRow.worker == worker, TrialRow.state == "RUNNING")
+                .where(TrialRow.worker == worker, TrialRow.state == TrialState.RUNNING)
                 .values(heartbeat_at=now)
             )
             owned = s.execute(
                 sa.select(TrialRow.sweep, TrialRow.number).where(
-                    TrialRow.worker == worker, TrialRow.state == "RUNNING"
+                    TrialRow.worker == worker, TrialRow.state == TrialState.RUNNING
                 )
             )
             return {(str(name), int(number)) for name, number in owned}
@@ -153,14 +100,14 @@ class FleetStore:
     def workers(self) -> list[WorkerRecord]:
         with self.session() as s:
             q = sa.select(WorkerRow).order_by(WorkerRow.started_at)
-            return [_copy(WorkerRecord, r) for r in s.scalars(q)]
+            return [WorkerRecord.of(r) for r in s.scalars(q)]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
         now = self.now()
         return [
             w
             for w in self.workers()
-            if w.state != "stopped" and now - w.heartbeat_at <= stale_after
+            if w.state != WorkerState.STOPPED and now - w.heartbeat_at <= stale_after
         ]
 
     # -- leases ---------------------------------------------------------------------------
@@ -170,8 +117,6 @@ class FleetStore:
         self, sweep: str, trial: int, devices: list[str], worker: str | None = None
     ) -> int:
         """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
-        import socket
-
         with self.session() as s:
             row = LeaseRow(
                 sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
@@ -182,14 +127,14 @@ class FleetStore:
             return int(row.id)
 
     @retried
-    def close_lease(self, lease_id: int, state: str) -> None:
+    def close_lease(self, lease_id: int, state: TrialState) -> None:
         with self.session() as s:
             row = s.get(LeaseRow, lease_id)
             if row is not None and row.ended_at is None:
                 row.ended_at, row.state = self.now(), state
 
     @retried
-    def close_open_leases(self, sweep: str, trial: int, state: str) -> int:
+    def close_open_leases(self, sweep: str, trial: int, state: TrialState) -> int:
         """End every open lease of a trial (its worker is gone); how many there were."""
         with self.session() as s:
             q = sa.select(LeaseRow).where(
@@ -206,7 +151,7 @@ class FleetStore:
             q = sa.select(LeaseRow).order_by(LeaseRow.id)
             if sweep is not None:
                 q = q.where(LeaseRow.sweep == sweep)
-            return [_copy(LeaseRecord, r) for r in s.scalars(q)]
+            return [LeaseRecord.of(r) for r in s.scalars(q)]
 
     # -- stale trials ---------------------------------------------------------------------
 
@@ -216,12 +161,10 @@ class FleetStore:
         stamped by its worker and by the trial's own reports, so a trial whose worker went
         silent (paused, cut off) but which still reports is not taken over: a takeover waits
         until the trial itself is silent too."""
-        import socket
-
         host, now = socket.gethostname(), self.now()
         stale = []
         for t in self.trials(sweep):
-            if t.state != "RUNNING":
+            if t.state != TrialState.RUNNING:
                 continue
             dead = t.host == host and t.pid is not None and not pid_alive(t.pid)
             silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
@@ -240,10 +183,10 @@ class FleetStore:
             sa.update(TrialRow)
             .where(
                 TrialRow.sweep == t.sweep, TrialRow.number == t.number,
-                TrialRow.state == "RUNNING", TrialRow.attempts == t.attempts,
+                TrialRow.state == TrialState.RUNNING, TrialRow.attempts == t.attempts,
                 beat.is_(None) if t.heartbeat_at is None else beat == t.heartbeat_at,
             )
-            .values(state="WAITING", retries=t.retries + int(retry))
+            .values(state=TrialState.WAITING, retries=t.retries + int(retry))
         )  # fmt: skip
         with self.session() as s:
             return bool(s.execute(query).rowcount)
@@ -253,19 +196,19 @@ class FleetStore:
     @retried
     def open_gang(self, gang: GangRecord) -> int:
         with self.session() as s:
-            fields = {f: getattr(gang, f) for f in GangRecord.__dataclass_fields__ if f != "id"}
-            row = GangRow(**fields)
+            values = {f.name: getattr(gang, f.name) for f in fields(GangRecord) if f.name != "id"}
+            row = GangRow(**values)
             s.add(row)
             s.flush()
             return int(row.id)
 
     @retried
-    def gangs(self, sweep: str, state: str | None = None) -> list[GangRecord]:
+    def gangs(self, sweep: str, state: GangState | None = None) -> list[GangRecord]:
         with self.session() as s:
             q = sa.select(GangRow).where(GangRow.sweep == sweep).order_by(GangRow.id)
             if state is not None:
                 q = q.where(GangRow.state == state)
-            return [_copy(GangRecord, r) for r in s.scalars(q)]
+            return [GangRecord.of(r) for r in s.scalars(q)]
 
     @retried
     def join_gang(self, gang_id: int, worker: str) -> int | None:
@@ -273,17 +216,17 @@ class FleetStore:
         gang is full, over, or already has this worker."""
         with self.session() as s:
             row = s.get(GangRow, gang_id, with_for_update=True)
-            if row is None or row.state != "open" or worker in row.members:
+            if row is None or row.state != GangState.OPEN or worker in row.members:
                 return None
             if row.deadline < self.now():
                 return None
             row.members = [*row.members, worker]
             if len(row.members) >= row.nodes:
-                row.state = "full"
+                row.state = GangState.FULL
             return len(row.members) - 1
 
     @retried
-    def set_gang_state(self, gang_id: int, state: str) -> None:
+    def set_gang_state(self, gang_id: int, state: GangState) -> None:
         with self.session() as s:
             row = s.get(GangRow, gang_id)
             if row is not None:

@@ -8,7 +8,7 @@ the platform keeps what it must survive a crash with:
   outcome, error tail, MLflow run, log and directory;
 * ``hf_pbt_populations``, ``hf_pbt_members``, ``hf_lineage`` — population-based training: a
   lock row per sweep, one row per member, and every exploit/explore event
-  (:mod:`hyperfleet.platform.schedulers.pbt.population` reads and writes them);
+  (:mod:`hyperfleet.platform.storage.population` reads and writes them);
 * ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
   heartbeat, state); trials and leases name the worker that holds them;
 * ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
@@ -137,7 +137,7 @@ meta_table = sa.Table(
     sa.Column("value", sa.String(255), nullable=False),
 )
 
-# -- population-based training (see schedulers/pbt/population.py) ------------------------------
+# -- population-based training (see storage/population.py) --------------------------------------
 
 populations_table = sa.Table(
     "hf_pbt_populations",

@@ -27,8 +27,7 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -43,44 +42,20 @@ from hyperfleet.platform.storage.engine import (
 )
 from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock
+from hyperfleet.platform.storage.records import (
+    TRIAL_FIELDS,
+    SweepFields,
+    SweepRecord,
+    TrialFields,
+    TrialRecord,
+)
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
-from hyperfleet.platform.storage.schema import (
-    SweepRow,
-    TrialRow,
-    check_readable,
-    create_schema,
-    members_table,
-)
+from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
 from hyperfleet.platform.urls import masked
+from hyperfleet.spec.states import SweepStatus, TrialState
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """A read-only copy of a ``hf_trials`` row."""
-
-    sweep: str
-    number: int
-    state: str
-    params: Mapping[str, Any]
-    host: str | None
-    pid: int | None
-    heartbeat_at: float | None
-    started_at: float | None
-    ended_at: float | None
-    attempts: int
-    last_step: int | None
-    metrics: Mapping[str, Any]
-    outcome: str | None
-    error: str | None
-    mlflow_run_id: str | None
-    log_path: str | None
-    trial_dir: str | None
-    worker: str | None = None
-    retries: int = 0
-    notes: str | None = None
 
 
 def json_safe(value: Any) -> Any:
@@ -97,7 +72,7 @@ def json_safe(value: Any) -> Any:
 
 def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
     """:class:`Superseded` unless ``row`` is RUNNING at ``attempt``."""
-    if row is not None and row.state == "RUNNING" and int(row.attempts or 0) == attempt:
+    if row is not None and row.state == TrialState.RUNNING and int(row.attempts or 0) == attempt:
         return
     current = None if row is None else int(row.attempts or 0)
     if current is not None and current > attempt:
@@ -106,10 +81,6 @@ def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
     raise Superseded(
         f"superseded: trial {number} is {state} (this copy is attempt {attempt})", current
     )
-
-
-def _record(row: TrialRow) -> TrialRecord:
-    return TrialRecord(**{f: getattr(row, f) for f in TrialRecord.__dataclass_fields__})
 
 
 def worker_identity() -> tuple[str, int]:
@@ -203,17 +174,19 @@ class Storage(FleetStore):
     # -- sweeps ------------------------------------------------------------------------
 
     @_retried
-    def get_sweep(self, name: str) -> SweepRow | None:
+    def get_sweep(self, name: str) -> SweepRecord | None:
         with self.session() as s:
-            return s.get(SweepRow, name)
+            row = s.get(SweepRow, name)
+            return None if row is None else SweepRecord.of(row)
 
     @_retried
-    def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRow:
+    def create_sweep(self, name: str, config: Mapping[str, Any]) -> SweepRecord:
         """Create the sweep's row, or return it if another process created it first."""
         now = self.now()
         row = SweepRow(
-            name=name, study_name=name, config=dict(config), created_at=now, updated_at=now
-        )
+            name=name, study_name=name, config=dict(config), created_at=now, updated_at=now,
+            status=SweepStatus.CREATED,
+        )  # fmt: skip
         try:
             with self.session() as s:
                 s.add(row)
@@ -221,21 +194,25 @@ class Storage(FleetStore):
             existing = self.get_sweep(name)
             assert existing is not None
             return existing
-        return row
+        return SweepRecord.of(row)
 
     @_retried
-    def update_sweep(self, name: str, **fields: Any) -> None:
+    def update_sweep(self, name: str, **fields: Unpack[SweepFields]) -> None:
         with self.session() as s:
             row = s.get(SweepRow, name, with_for_update=True)
             assert row is not None, f"sweep {name} vanished"
+            unknown = set(fields) - set(SweepFields.__annotations__)
+            if unknown:
+                raise TypeError(f"not a field of a sweep's row: {', '.join(sorted(unknown))}")
             for key, value in fields.items():
                 setattr(row, key, value)
             row.updated_at = self.now()
 
     @_retried
-    def list_sweeps(self) -> list[SweepRow]:
+    def list_sweeps(self) -> list[SweepRecord]:
         with self.session() as s:
-            return list(s.scalars(sa.select(SweepRow).order_by(SweepRow.created_at)))
+            q = sa.select(SweepRow).order_by(SweepRow.created_at)
+            return [SweepRecord.of(r) for r in s.scalars(q)]
 
     # -- trials ------------------------------------------------------------------------
 
@@ -243,18 +220,20 @@ class Storage(FleetStore):
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
         with self.session() as s:
             row = self._trial_row(s, sweep, number)
-            return _record(row) if row else None
+            return TrialRecord.of(row) if row else None
 
     @_retried
     def trials(self, sweep: str) -> list[TrialRecord]:
         with self.session() as s:
             q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
-            return [_record(r) for r in s.scalars(q)]
+            return [TrialRecord.of(r) for r in s.scalars(q)]
 
     @_retried
     def running_elsewhere(self, sweep: str, worker: str | None) -> int:
         """How many trials of ``sweep`` are RUNNING under another worker than ``worker``."""
-        q = sa.select(sa.func.count()).where(TrialRow.sweep == sweep, TrialRow.state == "RUNNING")
+        q = sa.select(sa.func.count()).where(
+            TrialRow.sweep == sweep, TrialRow.state == TrialState.RUNNING
+        )
         if worker is not None:
             q = q.where(sa.or_(TrialRow.worker.is_(None), TrialRow.worker != worker))
         with self.session() as s:
@@ -269,11 +248,16 @@ class Storage(FleetStore):
 
     @staticmethod
     def _set_fields(
-        s: Session, row: TrialRow | None, sweep: str, number: int, fields: Mapping[str, Any]
+        s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
     ) -> TrialRow:
         """``fields`` set on the trial's ``row``, made (WAITING) if there is none."""
+        unknown = set(fields) - TRIAL_FIELDS
+        if unknown:
+            raise TypeError(f"not a field of a trial's row: {', '.join(sorted(unknown))}")
         if row is None:
-            row = TrialRow(sweep=sweep, number=number, state="WAITING", attempts=0, retries=0)
+            row = TrialRow(
+                sweep=sweep, number=number, state=TrialState.WAITING, attempts=0, retries=0
+            )
             row.params, row.metrics = {}, {}
             s.add(row)
         for key, value in fields.items():
@@ -282,7 +266,7 @@ class Storage(FleetStore):
 
     @_retried
     def upsert_trial(
-        self, sweep: str, number: int, fence: int | None = None, **fields: Any
+        self, sweep: str, number: int, fence: int | None = None, **fields: Unpack[TrialFields]
     ) -> TrialRecord:
         """Set ``fields`` of the trial's row (created if missing). ``fence``: the writer's
         attempt; refused (:class:`Superseded`) unless the trial is RUNNING at it."""
@@ -292,10 +276,10 @@ class Storage(FleetStore):
                 _check_fence(row, number, fence)
             row = self._set_fields(s, row, sweep, number, fields)
             s.flush()
-            return _record(row)
+            return TrialRecord.of(row)
 
     @_retried
-    def start_attempt(self, sweep: str, number: int, **fields: Any) -> int:
+    def start_attempt(self, sweep: str, number: int, **fields: Unpack[TrialFields]) -> int:
         """A launch of the trial: its next attempt number, taken under the row's lock with
         ``fields`` (RUNNING, this worker, ...); writes of earlier attempts are refused from
         now on."""
@@ -330,14 +314,12 @@ class Storage(FleetStore):
         every ``ctx.report``, so one UPDATE statement in one transaction (no read, no ORM); a
         trial without a row yet gets one through :meth:`upsert_trial`. ``attempt``: fenced
         in the same statement (:class:`Superseded` when it matched no row)."""
-        fields = {
-            "last_step": step,
-            "metrics": json_safe(dict(metrics)),
-            "heartbeat_at": self.now(),
-        }
+        fields = TrialFields(
+            last_step=step, metrics=json_safe(dict(metrics)), heartbeat_at=self.now()
+        )
         where = [TrialRow.sweep == sweep, TrialRow.number == number]
         if attempt is not None:
-            where += [TrialRow.attempts == attempt, TrialRow.state == "RUNNING"]
+            where += [TrialRow.attempts == attempt, TrialRow.state == TrialState.RUNNING]
         query = sa.update(TrialRow).where(*where).values(**fields)
         with self.engine.begin() as conn:
             updated = conn.execute(query).rowcount
@@ -346,16 +328,3 @@ class Storage(FleetStore):
         if attempt is not None:
             self.check_attempt(sweep, number, attempt)  # raises: the UPDATE matched nothing
         self.upsert_trial(sweep, number, fence=attempt, **fields)
-
-    # -- readers -----------------------------------------------------------------------
-
-    def pbt_members(self, sweep: str) -> list[dict[str, Any]]:
-        """The ``hf_pbt_members`` rows of ``sweep`` as plain dicts, ordered by member.
-
-        A plain read for readers such as the dashboard (the rows as stored, where the
-        population store's ``members`` gives its typed members).
-        """
-        t = members_table
-        query = sa.select(t).where(t.c.sweep == sweep).order_by(t.c.member)
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]

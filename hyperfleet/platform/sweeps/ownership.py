@@ -34,12 +34,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.sweeps.paths import creation_stamp
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.storage import SweepRecord
 
 MARKER = ".hyperfleet-sweep.json"
 
@@ -86,7 +89,7 @@ def _refusal(directory: Path, name: str, marker: dict[str, Any] | None) -> Confi
     )
 
 
-def stored_sweep(storage_url: str, name: str) -> Any:
+def stored_sweep(storage_url: str, name: str) -> SweepRecord | None:
     """Sweep ``name``'s row in the storage (None: not there, or no storage yet); read only,
     so nothing is created."""
     from hyperfleet.platform.storage import Storage
@@ -119,11 +122,12 @@ def check_owner(cfg: SweepConfig, row: Any) -> None:
         raise _refusal(directory, cfg.name, marker)
 
 
-def check_same_store(cfg: SweepConfig, row: Any) -> None:
+def check_same_store(cfg: SweepConfig, row: SweepRecord | None) -> None:
     """``ConfigError`` when a continued sweep is given another tracking store than the one
     holding its MLflow runs (``cfg`` as :func:`owned_config` made it)."""
-    stored = ((row.config.get("tracking") or {}).get("uri")) if row is not None else None
-    given = cfg.tracking.uri
+    if row is None or row.config is None:
+        return
+    stored, given = row.config.tracking.uri, cfg.tracking.uri
     if stored and row.mlflow_parent_run_id and given and absolute_uri(stored) != given:
         raise ConfigError(
             f"--tracking-uri: sweep {cfg.name!r} logs to {masked(stored)}, not {masked(given)}; "

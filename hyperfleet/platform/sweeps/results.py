@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.storage import Storage, TrialRecord
+from hyperfleet.spec.states import TrialState
+
+ENDINGS = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+"""The states a trial ends in for good, in the order counts show them."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class SweepSummary:
 
     @property
     def state_counts(self) -> dict[str, int]:
-        counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        counts: dict[str, int] = dict.fromkeys(ENDINGS, 0)
         counts.update(Counter(t.state for t in self.trials))
         return counts
 
@@ -56,12 +61,12 @@ class SweepSummary:
         """The best COMPLETE trial (single objective only)."""
         if len(self.directions) != 1:
             return None
-        done = [t for t in self.trials if t.state == "COMPLETE" and t.values]
+        done = [t for t in self.trials if t.state == TrialState.COMPLETE and t.values]
         return min(done, key=self._key) if done else None
 
     def pareto_front(self) -> list[TrialSummary]:
         """COMPLETE trials that no other COMPLETE trial dominates."""
-        done = [t for t in self.trials if t.state == "COMPLETE" and t.values]
+        done = [t for t in self.trials if t.state == TrialState.COMPLETE and t.values]
         keys = {t.number: self._key(t) for t in done}
 
         def dominated(a: TrialSummary) -> bool:
@@ -99,16 +104,16 @@ def stored_objectives(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(config.get("objectives") or [config.get("objective") or {}])
 
 
-def _objectives(config: dict[str, Any]) -> tuple[list[str], list[str]]:
-    objectives = stored_objectives(config)
-    metrics = [o["metric"] for o in objectives]
-    directions = ["maximize" if o["mode"] == "max" else "minimize" for o in objectives]
+def _objectives(config: SweepConfig) -> tuple[list[str], list[str]]:
+    objectives = config.all_objectives
+    metrics = [o.metric for o in objectives]
+    directions = ["maximize" if o.mode == "max" else "minimize" for o in objectives]
     return metrics, directions
 
 
 def _summary(t: TrialRecord, metrics: list[str], searched: set[str]) -> TrialSummary:
     values = None
-    if t.state == "COMPLETE" and all(m in t.metrics for m in metrics):
+    if t.state == TrialState.COMPLETE and all(m in t.metrics for m in metrics):
         values = [float(t.metrics[m]) for m in metrics]
     duration = None
     if t.started_at is not None and t.ended_at is not None:
@@ -133,8 +138,9 @@ def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSu
     if row is None:
         known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
         raise ConfigError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
-    metrics, directions = _objectives(row.config)
-    searched = set(row.config.get("space", {}))
+    config = row.parsed()
+    metrics, directions = _objectives(config)
+    searched = set(config.space)
     return SweepSummary(
         sweep=name,
         metrics=metrics,
@@ -154,9 +160,11 @@ def none_complete(summary: SweepSummary) -> str | None:
     """One line when the sweep ended (nothing running) with no trial COMPLETE: how many
     failed and the first failure's reason; None otherwise."""
     states = [t.state for t in summary.trials]
-    if "COMPLETE" in states or "RUNNING" in states:
+    if TrialState.COMPLETE in states or TrialState.RUNNING in states:
         return None
-    failed = sorted((t for t in summary.trials if t.state == "FAIL"), key=lambda t: t.number)
+    failed = sorted(
+        (t for t in summary.trials if t.state == TrialState.FAIL), key=lambda t: t.number
+    )
     counts = ", ".join(f"{v} {k}" for k, v in summary.state_counts.items() if v) or "no trials"
     line = f"error: sweep {summary.sweep} ended with no trial COMPLETE ({counts})"
     if failed:

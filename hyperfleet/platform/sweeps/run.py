@@ -28,6 +28,7 @@ from hyperfleet.platform.sweeps.ownership import (
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
 from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
+from hyperfleet.spec.states import SweepStatus
 
 __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
 
@@ -97,7 +98,7 @@ def _submit(
         session.storage.update_sweep(cfg.name, config=cfg.model_dump(mode="json"))
         summary = summarize(session.storage, cfg.name)
         if not summary.trials:
-            session.storage.update_sweep(cfg.name, status="submitted")
+            session.storage.update_sweep(cfg.name, status=SweepStatus.SUBMITTED)
         session.tracker.close()  # the sweep file is on the sweep's run before workers start
         session.storage.close()
         return summary

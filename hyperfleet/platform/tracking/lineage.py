@@ -3,7 +3,7 @@
 Population-based training changes a member's course at run time: an *exploit* replaces the
 member's weights by a donor's checkpoint, and the *explore* that follows perturbs the donor's
 hyperparameters. The platform's database holds every such event (``hf_lineage``, written in
-the same transaction as the decision; see :mod:`hyperfleet.platform.schedulers.pbt.population`).
+the same transaction as the decision; see :mod:`hyperfleet.platform.storage.population`).
 MLflow params are immutable, so this module mirrors the lineage into MLflow as:
 
 * tags on each member's run: ``hyperfleet.pbt.exploits`` (how many times it copied another
@@ -30,7 +30,11 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from hyperfleet.platform.schedulers.pbt.population import LineageEvent, PopulationStore
+from hyperfleet.platform.storage.population import (
+    LineageEvent,
+    PopulationReader,
+    SqlPopulationStore,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +140,7 @@ def log_lineage(
     experiment_id: str,
     parent_run_id: str,
     sweep: str,
-    store: PopulationStore,
+    store: PopulationReader,
     member_runs: dict[int, str],
 ) -> list[dict[str, Any]]:
     """Write ``sweep``'s lineage into MLflow (see the module docstring); returns the events.
@@ -156,8 +160,6 @@ def log_sweep_lineage(tracker: Any, parent_run_id: str, storage: Any, sweep: str
     artifact. Read from storage now, written through the tracker's outbox (in order after the
     members' runs exist, retried through an outage); the run ids in the artifact are the real
     ones even for runs created late."""
-    from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
-
     store = SqlPopulationStore(storage.engine)
     members = store.members(sweep)
     events = store.lineage(sweep)

@@ -36,6 +36,7 @@ from hyperfleet.platform.tracking.records import (
     state_counts,
     sweep_note,
 )
+from hyperfleet.spec.states import FINISHED, TrialState
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def completed(view: SweepView) -> list[Done]:
     return [
         Done(t.number, [float(t.metrics[m]) for m in metrics], t.ended_at or 0.0)
         for t in view.trials
-        if t.state == "COMPLETE" and all(m in t.metrics for m in metrics)
+        if t.state == TrialState.COMPLETE and all(m in t.metrics for m in metrics)
     ]
 
 
@@ -147,12 +148,12 @@ def render_parent(tracker: ParentRun, run_id: str, status: str, view: SweepView)
     counts = state_counts(t.state for t in view.trials)
     ended = [t.ended_at for t in view.trials if t.ended_at is not None]
     end_ms = int(max(ended) * 1000) if ended else int(time.time() * 1000)
-    tags[STATE_TAG] = "INTERRUPTED" if view.interrupted else "COMPLETE"
+    tags[STATE_TAG] = "INTERRUPTED" if view.interrupted else TrialState.COMPLETE
     tags[NOTE_TAG] = sweep_note(view.name, view.config, counts, line, view.interrupted)
     run = client.get_run(run_id)
     tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
     points = _new_points(client, run_id, parent_series(completed(view), metrics, modes))
-    finished = sum(1 for t in view.trials if t.state in ("COMPLETE", "PRUNED", "FAIL"))
+    finished = sum(1 for t in view.trials if t.state in FINISHED)
     points += [
         Metric(k, v, end_ms, finished) for k, v in counts.items() if run.data.metrics.get(k) != v
     ]

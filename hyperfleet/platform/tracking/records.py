@@ -33,15 +33,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperfleet.platform.sweeps.results import stored_objectives
+from hyperfleet.spec.states import TrialState
 
-STATUS = {
-    "COMPLETE": "FINISHED",
-    "PRUNED": "FINISHED",
-    "FAIL": "FAILED",
-    "WAITING": "SCHEDULED",
-    "PAUSED": "SCHEDULED",
-    "RUNNING": "RUNNING",
+STATUS: dict[str, str] = {  # hyperfleet state -> MLflow run status
+    TrialState.COMPLETE: "FINISHED",
+    TrialState.PRUNED: "FINISHED",
+    TrialState.FAIL: "FAILED",
+    TrialState.WAITING: "SCHEDULED",
+    TrialState.PAUSED: "SCHEDULED",
+    TrialState.RUNNING: TrialState.RUNNING.value,  # MLflow spells it the same
 }
+RUN_RUNNING = STATUS[TrialState.RUNNING]
+"""MLflow's status of a run at work."""
 STATE_TAG = "hyperfleet.state"
 BEST_TAG = "hyperfleet.best"
 PARETO_TAG = "hyperfleet.pareto"
@@ -55,7 +58,7 @@ _NAME_LIMIT = 250
 
 def tracked_state(state: str) -> str:
     """hyperfleet's state for the ``hyperfleet.state`` tag (PAUSED and WAITING both wait)."""
-    return "WAITING" if state == "PAUSED" else state
+    return TrialState.WAITING if state == TrialState.PAUSED else state
 
 
 def fmt(value: Any) -> str:
@@ -212,11 +215,12 @@ def parent_series(
 
 def state_counts(states: Iterable[str]) -> dict[str, float]:
     """``trials/<state>`` metrics of the sweep's run."""
-    counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0, "WAITING": 0}
+    shown = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.WAITING)
+    counts: dict[str, int] = dict.fromkeys(shown, 0)
     for state in states:
         key = tracked_state(state)
         counts[key] = counts.get(key, 0) + 1
-    return {f"trials/{k.lower()}": float(v) for k, v in counts.items() if k != "RUNNING"}
+    return {f"trials/{k.lower()}": float(v) for k, v in counts.items() if k != TrialState.RUNNING}
 
 
 def sweep_note(

@@ -17,11 +17,13 @@ from hyperfleet.platform.tracking.records import (
     KIND,
     KIND_TAG,
     NOTE_TAG,
+    RUN_RUNNING,
     STATE_TAG,
     STATUS,
     tracked_state,
 )
 from hyperfleet.platform.tracking.spool import Spool
+from hyperfleet.spec.states import TrialState
 
 EXPERIMENT_NOTE = (
     "Sweeps run by **hyperfleet**: one run per sweep (its search space, scheduler and best "
@@ -91,12 +93,12 @@ def end_trial_run(
     last_step = -1 if spool is None else spool.through("report")
     if fresh:
         have: Mapping[str, float] = {}
-        held_tags, held_status = {STATE_TAG: "RUNNING"}, "RUNNING"
+        held_tags, held_status = {STATE_TAG: TrialState.RUNNING}, RUN_RUNNING
     else:
         run = client.get_run(run_id)
         have, held_tags, held_status = run.data.metrics, run.data.tags, run.info.status
     tags = {STATE_TAG: tracked_state(state)}
-    if state == "FAIL" and error:
+    if state == TrialState.FAIL and error:
         tags["hyperfleet.error"] = error[-4000:]
         tags[NOTE_TAG] = failure_note(error, trial_dir)
     tags = {k: v for k, v in tags.items() if held_tags.get(k) != v}
@@ -105,7 +107,11 @@ def end_trial_run(
         for k, v in final.items()
         if have.get(f"final/{k}") != float(v)
     ]
-    key = {"PRUNED": "pruned_at_step", "WAITING": "stopped_at_step"}.get(tracked_state(state))
+    stops: dict[str, str] = {
+        TrialState.PRUNED: "pruned_at_step",
+        TrialState.WAITING: "stopped_at_step",
+    }
+    key = stops.get(tracked_state(state))
     if key is not None and last_step >= 0 and have.get(key) != float(last_step):
         metrics.append(Metric(key, float(last_step), now, last_step))
     status = STATUS.get(state, "FAILED")

@@ -23,16 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.schedulers.configs import POPULATION_TYPES
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.records import objectives
 from hyperfleet.platform.tracking.spool import is_pending
 from hyperfleet.platform.tracking.tracker import SweepTracker
-from hyperfleet.platform.urls import DEFAULT_WORKDIR, local_tracking
+from hyperfleet.platform.urls import local_tracking
+from hyperfleet.spec.states import SweepStatus, TrialState
 from hyperfleet.spec.wire import SPEC_FILE
 
-ENDED = ("COMPLETE", "PRUNED", "FAIL", "WAITING", "PAUSED")
+ENDED = frozenset(TrialState) - {TrialState.RUNNING, TrialState.LOST}
+"""States of a trial whose run has (for now) ended."""
 
 
 @dataclass(frozen=True)
@@ -44,26 +46,24 @@ class SyncResult:
     complete: bool  # False: MLflow went away again before everything was written
 
 
-def stores_of(config: dict[str, Any], tracking_uri: str | None = None) -> tuple[str, str, str]:
+def stores_of(config: SweepConfig, tracking_uri: str | None = None) -> tuple[str, str, str]:
     """``(tracking URI, experiment, workdir)`` a stored sweep used (``tracking_uri`` wins)."""
-    workdir = str(config.get("workdir") or DEFAULT_WORKDIR)
-    tracking = config.get("tracking") or {}
-    uri = tracking_uri or tracking.get("uri") or local_tracking(workdir)
-    return uri, str(tracking.get("experiment") or config["name"]), workdir
+    workdir = config.workdir
+    uri = tracking_uri or config.tracking.uri or local_tracking(workdir)
+    return uri, config.tracking.experiment or config.name, workdir
 
 
-def _child(record: TrialRecord, config: dict[str, Any], parent: str) -> ChildRun:
+def _child(record: TrialRecord, config: SweepConfig, parent: str) -> ChildRun:
     """A trial's run as the controller would have described it, from storage and spec.json."""
     spec: dict[str, Any] = {}
-    spec_file = Path(record.trial_dir) / SPEC_FILE if record.trial_dir else None
-    if spec_file is not None and spec_file.is_file():
-        spec = json.loads(spec_file.read_text())
-    space = set(config.get("space") or {})
+    if record.trial_dir and (Path(record.trial_dir) / SPEC_FILE).is_file():
+        spec = json.loads((Path(record.trial_dir) / SPEC_FILE).read_text())
+    space = set(config.space)
     sampled = {k: v for k, v in record.params.items() if k in space}
     knobs = {k: v for k, v in sampled.items() if k.startswith("trial.")}
-    population = (config.get("scheduler") or {}).get("type") in POPULATION_TYPES
+    population = config.is_population
     return ChildRun(
-        sweep=str(config["name"]),
+        sweep=config.name,
         parent_id=parent,
         number=record.number,
         params=spec.get("params") or {k: v for k, v in record.params.items() if k not in knobs},
@@ -80,10 +80,9 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
     row = storage.get_sweep(name)
     if row is None:
         raise ConfigError(f"--sweep: no sweep named {name!r} in {storage.url}")
-    config = dict(row.config)
-    uri, experiment, workdir = stores_of(config, tracking_uri)
-    log_model = bool((config.get("tracking") or {}).get("log_model", True))
-    tracker = SweepTracker(uri, experiment, workdir, log_model=log_model, live=False)
+    cfg, config = row.parsed(), dict(row.stored_config)
+    uri, experiment, workdir = stores_of(cfg, tracking_uri)
+    tracker = SweepTracker(uri, experiment, workdir, log_model=cfg.tracking.log_model, live=False)
     tracker.sweep, tracker.config = name, config
     parent = row.mlflow_parent_run_id
     if parent is None:
@@ -95,10 +94,10 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
     records = storage.trials(name)
     metrics = [m for m, _ in objectives(config)]
     for r in records:
-        tracker.adopt(_child(r, config, parent))
+        tracker.adopt(_child(r, cfg, parent))
         if r.state in ENDED:
             values = {m: float(r.metrics[m]) for m in metrics if m in r.metrics}
-            final = values if r.state == "COMPLETE" else {}
+            final = values if r.state == TrialState.COMPLETE else {}
             # a pending id resolves (found or created) inside the write, in order
             tracker.end_child(
                 r.mlflow_run_id or f"pending:{r.number}",
@@ -109,9 +108,9 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
             )
         else:
             tracker.ship(r.number, r.mlflow_run_id)
-    if row.status in ("done", "interrupted"):
-        view = SweepView.from_records(name, config, records, row.status == "interrupted")
-        status = "FINISHED" if row.status == "done" else "SCHEDULED"
+    if row.status in (SweepStatus.DONE, SweepStatus.INTERRUPTED):
+        view = SweepView.from_records(name, config, records, row.status == SweepStatus.INTERRUPTED)
+        status = "FINISHED" if row.status == SweepStatus.DONE else "SCHEDULED"
         complete = tracker.end_parent(parent, status, view)
     else:
         complete = tracker.wait()

@@ -54,6 +54,7 @@ from hyperfleet.platform.tracking.client import (
 from hyperfleet.platform.tracking.marks import LiveBest, render_parent
 from hyperfleet.platform.tracking.outbox import Outbox, Ticket
 from hyperfleet.platform.tracking.records import (
+    RUN_RUNNING,
     STATE_TAG,
     child_params,
     parent_params,
@@ -61,6 +62,7 @@ from hyperfleet.platform.tracking.records import (
 )
 from hyperfleet.platform.tracking.runs import check_run, end_trial_run, ensure_experiment
 from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
+from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
 
 logger = logging.getLogger(__name__)
@@ -140,7 +142,11 @@ class SweepTracker:
                 self.experiment_id,
                 run_name=sweep,
                 start_time=_now_ms(),
-                tags={"hyperfleet.sweep": sweep, "hyperfleet.kind": "sweep", STATE_TAG: "RUNNING"},
+                tags={
+                    "hyperfleet.sweep": sweep,
+                    "hyperfleet.kind": "sweep",
+                    STATE_TAG: TrialState.RUNNING,
+                },
             )
             self.parent_id = str(run.info.run_id)
             log_batches(self.client, self.parent_id, params=parent_params(config))
@@ -165,8 +171,8 @@ class SweepTracker:
         parent = self.parent_id
 
         def resume() -> None:
-            self.client.update_run(parent, "RUNNING")
-            self.client.set_tag(parent, STATE_TAG, "RUNNING")
+            self.client.update_run(parent, RUN_RUNNING)
+            self.client.set_tag(parent, STATE_TAG, TrialState.RUNNING)
 
         self.outbox.put("the sweep run resumes", resume)
 
@@ -218,7 +224,7 @@ class SweepTracker:
             "mlflow.parentRunId": run.parent_id,
             "hyperfleet.sweep": run.sweep,
             "hyperfleet.trial": str(run.number),
-            STATE_TAG: "RUNNING",
+            STATE_TAG: TrialState.RUNNING,
         }
         if run.sampled:
             tags["hyperfleet.sampled"] = ",".join(run.sampled)
@@ -288,8 +294,8 @@ class SweepTracker:
         return self._ensure(number)
 
     def _resume(self, run_id: str) -> None:
-        self.client.update_run(run_id, "RUNNING")
-        self.client.set_tag(run_id, STATE_TAG, "RUNNING")
+        self.client.update_run(run_id, RUN_RUNNING)
+        self.client.set_tag(run_id, STATE_TAG, TrialState.RUNNING)
 
     def resolved(self) -> dict[int, str]:
         return dict(self._real)
@@ -314,13 +320,13 @@ class SweepTracker:
         number = self._numbers.get(run_id)
         now = _now_ms() if ended_at is None else int(ended_at * 1000)
         values = dict(final or {})
-        if state == "COMPLETE":
+        if state == TrialState.COMPLETE:
             self.best.add(values, now)
         ticket = self.outbox.put(
             f"the end of trial {number}'s run ({state})",
             lambda: self._end(run_id, number, state, values, error, now),
         )
-        if state == "WAITING" and number is not None:
+        if state == TrialState.WAITING and number is not None:
             self._waits[number] = ticket  # cancelled if the trial resumes before it is written
 
     def _end(

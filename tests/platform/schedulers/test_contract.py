@@ -78,7 +78,7 @@ def loss(params: Any, step: int) -> float:
 def snapshot(cfg: SweepConfig, storage: Storage) -> Any:
     """Everything the scheduler keeps in storage, without timestamps."""
     if cfg.is_population:
-        from hyperfleet.platform.schedulers.pbt.population import SqlPopulationStore
+        from hyperfleet.platform.storage.population import SqlPopulationStore
 
         store = SqlPopulationStore(storage.engine)
         members = {

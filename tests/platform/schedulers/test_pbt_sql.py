@@ -12,15 +12,15 @@ import pytest
 import sqlalchemy as sa
 
 from hyperfleet.platform.schedulers.base import DecisionKind
-from hyperfleet.platform.schedulers.pbt.population import (
+from hyperfleet.platform.schedulers.pbt.population import MemoryPopulationStore
+from hyperfleet.platform.schedulers.pbt.scheduler import PBTConfig, PBTScheduler
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import (
     LineageEvent,
     MemberState,
-    MemoryPopulationStore,
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.schedulers.pbt.scheduler import PBTConfig, PBTScheduler
-from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.schema import lineage_table
 from tests.platform.schedulers.test_pbt import (
     TOY_INITIAL,

@@ -1,0 +1,223 @@
+"""What storage hands back: frozen, typed copies of its rows, never the ORM rows themselves.
+
+* :class:`SweepRecord` — an ``hf_sweeps`` row, its configuration parsed once by the sweep
+  file's own models (:class:`~hyperfleet.platform.config.model.SweepConfig`);
+* :class:`TrialRecord`, :class:`LeaseRecord`, :class:`WorkerRecord`, :class:`GangRecord` —
+  ``hf_trials``, ``hf_leases``, ``hf_workers`` and ``hf_gangs`` rows;
+* :class:`TrialFields` — the fields a write of a trial's row may set (``Storage.upsert_trial``,
+  ``Storage.start_attempt``), each with its type; :class:`SweepFields` the same for a sweep's
+  (``Storage.update_sweep``).
+
+States are the enums of :mod:`hyperfleet.spec.states`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from pydantic import ValidationError
+
+from hyperfleet.errors import ConfigError
+from hyperfleet.spec.states import GangState, SweepStatus, TrialState, WorkerState
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.config.model import SweepConfig
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A read-only copy of a ``hf_sweeps`` row."""
+
+    name: str
+    study_name: str
+    stored_config: Mapping[str, Any]
+    """The configuration as stored (the sweep file's model, dumped to JSON)."""
+    config: SweepConfig | None
+    """``stored_config`` parsed by the sweep file's models; None when it no longer parses
+    (a row written by another hyperfleet version, or by hand): readers then fall back on
+    ``stored_config`` or say the sweep cannot be read."""
+    status: SweepStatus
+    created_at: float
+    updated_at: float
+    mlflow_experiment_id: str | None = None
+    mlflow_parent_run_id: str | None = None
+
+    def parsed(self) -> SweepConfig:
+        """``config``; ``ConfigError`` (one line) when the stored one does not parse."""
+        if self.config is None:
+            raise ConfigError(
+                f"sweep {self.name!r}: its stored configuration does not parse with this "
+                f"hyperfleet version; open it with the version that ran it"
+            )
+        return self.config
+
+    @classmethod
+    def of(cls, row: Any) -> SweepRecord:
+        stored = dict(row.config)
+        return cls(
+            name=row.name,
+            study_name=row.study_name,
+            stored_config=stored,
+            config=parse_stored(row.name, stored),
+            status=SweepStatus(row.status),
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            mlflow_experiment_id=row.mlflow_experiment_id,
+            mlflow_parent_run_id=row.mlflow_parent_run_id,
+        )
+
+
+def parse_stored(name: str, stored: Mapping[str, Any]) -> SweepConfig | None:
+    """A stored sweep config parsed by the sweep file's models; None when it does not parse."""
+    # Imported here, not at the top: the config's models import the schedulers, and those
+    # import storage's submodules, so the storage package is often mid-import when the config
+    # package is (not a cycle of modules: of package initialisation order).
+    from hyperfleet.platform.config.model import SweepConfig
+
+    try:
+        return SweepConfig.model_validate(stored)
+    except ValidationError as exc:
+        logger.debug("sweep %s: its stored config does not parse: %s", name, exc)
+        return None
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A read-only copy of a ``hf_trials`` row."""
+
+    sweep: str
+    number: int
+    state: TrialState
+    params: Mapping[str, Any]
+    host: str | None
+    pid: int | None
+    heartbeat_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    attempts: int
+    last_step: int | None
+    metrics: Mapping[str, Any]
+    outcome: str | None
+    error: str | None
+    mlflow_run_id: str | None
+    log_path: str | None
+    trial_dir: str | None
+    worker: str | None = None
+    retries: int = 0
+    notes: str | None = None
+
+    @classmethod
+    def of(cls, row: Any) -> TrialRecord:
+        return copy(cls, row, state=TrialState(row.state))
+
+
+class SweepFields(TypedDict, total=False):
+    """The fields of a sweep's row that ``Storage.update_sweep`` may set."""
+
+    config: Mapping[str, Any]
+    status: SweepStatus
+    mlflow_experiment_id: str | None
+    mlflow_parent_run_id: str | None
+
+
+class TrialFields(TypedDict, total=False):
+    """The fields of a trial's row that a write may set (its key is the call's). A field left
+    out keeps its value; ``None`` clears it."""
+
+    state: TrialState
+    params: Mapping[str, Any]
+    host: str | None
+    pid: int | None
+    heartbeat_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    last_step: int | None
+    metrics: Mapping[str, Any]
+    outcome: str | None
+    error: str | None
+    mlflow_run_id: str | None
+    log_path: str | None
+    trial_dir: str | None
+    worker: str | None
+    retries: int
+    notes: str | None
+    attempts: int  # :meth:`Storage.start_attempt` counts them; set only to reset
+
+
+TRIAL_FIELDS = frozenset(TrialFields.__annotations__)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A read-only copy of a ``hf_leases`` row: devices held by one launch of a trial."""
+
+    id: int
+    sweep: str
+    trial: int
+    host: str
+    pid: int
+    devices: list[str]
+    started_at: float
+    ended_at: float | None
+    state: TrialState | None  # how the launch ended (None: still open)
+    worker: str | None = None
+
+    @classmethod
+    def of(cls, row: Any) -> LeaseRecord:
+        return copy(cls, row, state=None if row.state is None else TrialState(row.state))
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A read-only copy of a ``hf_workers`` row."""
+
+    id: str
+    host: str
+    pid: int
+    pool: str
+    devices: list[str]
+    address: str | None
+    sweeps: list[str] | None
+    started_at: float
+    heartbeat_at: float
+    state: WorkerState
+
+    @classmethod
+    def of(cls, row: Any) -> WorkerRecord:
+        return copy(cls, row, state=WorkerState(row.state))
+
+
+@dataclass(frozen=True)
+class GangRecord:
+    """A read-only copy of a ``hf_gangs`` row."""
+
+    id: int
+    sweep: str
+    trial: int
+    attempt: int
+    nodes: int
+    per_node: int
+    endpoint: str
+    rdzv_id: str
+    spec: dict[str, Any]
+    members: list[str]
+    deadline: float
+    state: GangState
+
+    @classmethod
+    def of(cls, row: Any) -> GangRecord:
+        return copy(cls, row, state=GangState(row.state))
+
+
+def copy(cls: type[R], row: Any, **typed: Any) -> R:
+    """A record of type ``cls`` with the fields of ``row`` of the same names (``typed``: the
+    ones given their type here)."""
+    values = {f.name: getattr(row, f.name) for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{**values, **typed})

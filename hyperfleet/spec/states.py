@@ -1,0 +1,100 @@
+"""Every state the platform stores, as ``str``-valued enums: a member compares and stores as
+its value, so the rows written before these enums read the same.
+
+* :class:`TrialState` — ``hf_trials.state`` and how a launch ended (``hf_leases.state``);
+* :class:`Outcome` — ``hf_trials.outcome``: how a trial's processes ended, as its rank 0
+  recorded it (the trial side writes it, so these live in ``hyperfleet.spec``);
+* :class:`SweepStatus` — ``hf_sweeps.status``;
+* :class:`WorkerState` — ``hf_workers.state``;
+* :class:`GangState` — ``hf_gangs.state``;
+* :class:`MemberState` — ``hf_pbt_members.state`` (a PBT member's own life, lower case).
+
+This module imports nothing, so storage, schedulers, dashboards and trials may all import it.
+No other module spells a trial state as a string (``tests/test_states.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "FINISHED",
+    "GangState",
+    "MemberState",
+    "Outcome",
+    "SweepStatus",
+    "TrialState",
+    "WorkerState",
+]
+
+
+class TrialState(enum.StrEnum):
+    """A trial's state; the first five are Optuna's names."""
+
+    WAITING = "WAITING"
+    """Queued: never started, or requeued (stopped, retried, taken over from a lost worker)."""
+    RUNNING = "RUNNING"
+    """Has processes under a worker."""
+    COMPLETE = "COMPLETE"
+    PRUNED = "PRUNED"
+    FAIL = "FAIL"
+    PAUSED = "PAUSED"
+    """A PBT member that checkpointed and gave its devices back; its scheduler resumes it."""
+    LOST = "LOST"
+    """A launch whose worker or copy vanished (a lease's end only, never a trial's)."""
+
+    @property
+    def finished(self) -> bool:
+        """Ended for good: COMPLETE, PRUNED or FAIL."""
+        return self in FINISHED
+
+
+FINISHED = frozenset({TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL})
+"""The states a trial ends in for good."""
+
+
+class Outcome(enum.StrEnum):
+    """How a trial's processes ended, as its rank 0 recorded it (lower case)."""
+
+    COMPLETE = "complete"
+    PRUNED = "pruned"
+    PAUSED = "paused"
+    """PBT paused it: checkpointed, devices given back."""
+    FAIL = "fail"
+    SUPERSEDED = "superseded"
+    """A newer attempt owns the trial: nothing is recorded."""
+
+
+class SweepStatus(enum.StrEnum):
+    """A sweep's status."""
+
+    CREATED = "created"
+    SUBMITTED = "submitted"
+    """Handed to the fleet's workers (``sweep run --submit``); none has opened it yet."""
+    RUNNING = "running"
+    DONE = "done"
+    INTERRUPTED = "interrupted"
+
+
+class WorkerState(enum.StrEnum):
+    """A worker process's state (a silent worker is *lost*, which is never stored)."""
+
+    ACTIVE = "active"
+    STOPPED = "stopped"
+
+
+class GangState(enum.StrEnum):
+    """A trial spanning hosts: open to nodes joining, full, or over."""
+
+    OPEN = "open"
+    FULL = "full"
+    OVER = "over"
+
+
+class MemberState(enum.StrEnum):
+    """A PBT member's state."""
+
+    WAITING = "waiting"  # created or crashed: (re)start from its checkpoint pointer
+    RUNNING = "running"  # has processes
+    PAUSED = "paused"  # checkpointed and gave its devices back; resumed by suggest()
+    DONE = "done"  # reached its step budget (or ended for good)
