@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from hyperfleet.testing.sweeps import deep_update
 
 # Three test processes share two cores with the trial processes they start: torch's and
 # OpenBLAS's own thread pools in the test processes would only spin against them. Trial
@@ -45,16 +46,6 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
     finally:
         os.chdir(old)
-
-
-def deep_update(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_update(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -183,7 +183,6 @@ def _in(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(f"{p}.") for p in prefixes)
 
 
-
 def test_only_the_control_path_imports_the_schedulers_wings() -> None:
     """The dashboards, tracking (``tracking.lineage``), config and storage never import a
     scheduler's implementation; what they need of PBT's population is storage's."""

@@ -71,7 +71,7 @@ def paused() -> Iterator[None]:
 @pytest.mark.usefixtures("paused")
 def test_the_controller_resumes_once_its_sweeps_are_open(tmp_path: Path) -> None:
     from hyperfleet.platform.launcher.simulated import curve
-    from tests.platform.controller.harness import Sim
+    from hyperfleet.testing.controller import Sim
 
     sim = Sim(tmp_path, curve(lambda p, s: float(p["x"]), steps=3, every=1, seconds_per_step=1.0))
     controller = sim.controller()

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 TPE, MULTI, FAILING, PBT = "tpe-pruned", "multi", "failing", "pbt"
 NAMES = (TPE, MULTI, FAILING, PBT)
 WORKLOAD = "tests.dashboards.workloads:curve"
@@ -31,6 +33,19 @@ class Filled:
     root: Path
     storage: str
     tracking: dict[str, str]  # sweep -> its MLflow tracking URI
+
+
+def write_sweep(root: Path, mlflow_template: Path, data: dict[str, Any]) -> Path:
+    """``data`` as ``root/<name>.yaml``, its stores under ``root``: ``hf.db``, and ``mlflow.db``
+    a copy of the session's migrated MLflow store."""
+    shutil.copy(mlflow_template, root / "mlflow.db")
+    stores = {
+        "storage": f"sqlite:///{root / 'hf.db'}",
+        "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
+    }
+    path = root / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump({**data, **stores}))
+    return path
 
 
 def _trial(**changes: Any) -> dict[str, Any]:

@@ -5,17 +5,16 @@ and the workers as ``hf_workers`` stores them."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
-from tests.dashboards.sweeps import WORKLOAD
+from hyperfleet.testing.sweeps import minimal_sweep
+from tests.dashboards.sweeps import WORKLOAD, write_sweep
 from tests.integration.cli import cli_env, invoke
 
 pytestmark = pytest.mark.slow
@@ -24,21 +23,14 @@ PER_WORKER = 2
 
 
 def _sweep(root: Path, mlflow_template: Path) -> Path:
-    shutil.copy(mlflow_template, root / "mlflow.db")
-    data = {
-        "name": "shared",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 0},
-        "budget": {"trials": 2 * PER_WORKER, "max_concurrent": 2},
-        "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-        "trial": {"workload": WORKLOAD, "steps": 4, "eval_every": 2, "resources": {"devices": 0}},
-        "storage": f"sqlite:///{root / 'hf.db'}",
-        "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
-        "workdir": str(root / "runs"),
-    }
-    path = root / "shared.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    data = minimal_sweep(
+        name="shared",
+        budget={"trials": 2 * PER_WORKER},
+        space={"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+        trial={"workload": WORKLOAD, "eval_every": 2},
+        workdir=str(root / "runs"),
+    )
+    return write_sweep(root, mlflow_template, data)
 
 
 def test_devices_page_has_a_lane_per_worker_and_device(

@@ -12,17 +12,17 @@ trials of 20 steps can otherwise end before the first page is drawn.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import streamlit as st
-import yaml
 from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
+from hyperfleet.testing.sweeps import minimal_sweep
+from tests.dashboards.sweeps import write_sweep
 from tests.integration.cli import cli_env
 
 pytestmark = pytest.mark.slow
@@ -31,27 +31,19 @@ TRIALS = 4
 
 
 def _sweep_file(root: Path, mlflow_template: Path) -> Path:
-    shutil.copy(mlflow_template, root / "mlflow.db")
-    data = {
-        "name": "live",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "tpe", "seed": 1, "n_startup_trials": 2},
-        "budget": {"trials": TRIALS, "max_concurrent": 2},
-        "space": {"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
-        "trial": {
+    data = minimal_sweep(
+        name="live",
+        scheduler={"type": "tpe", "seed": 1, "n_startup_trials": 2},
+        budget={"trials": TRIALS},
+        space={"lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True}},
+        trial={
             "workload": "tests.dashboards.workloads:held_curve",
             "steps": 20,
-            "eval_every": 1,
-            "resources": {"devices": 0},
             "params": {"hold_file": str(root / "release"), "hold_at": 10},
         },
-        "storage": f"sqlite:///{root / 'hf.db'}",
-        "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
-        "workdir": str(root),
-    }
-    path = root / "live.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+        workdir=str(root),
+    )
+    return write_sweep(root, mlflow_template, data)
 
 
 def test_dashboard_reading_a_writing_sqlite_sweep(

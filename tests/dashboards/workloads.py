@@ -30,8 +30,8 @@ def curve(ctx: Any) -> None:
 
 
 def held_curve(ctx: Any) -> None:
-    """:func:`curve`, holding as the ``hold_*`` params of ``tests.integration.workloads`` ask."""
-    from tests.integration.workloads import with_hold
+    """:func:`curve`, holding as the ``hold_*`` params of ``hyperfleet.testing.workloads`` ask."""
+    from hyperfleet.testing.workloads import with_hold
 
     with_hold(ctx)
     curve(ctx)

@@ -18,30 +18,21 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import deep_update
+from hyperfleet.testing.sweeps import deep_update, minimal_sweep
 from tests.integration.cli import cli_env
 
 WORKLOAD = "tests.faults.workloads:main"
 
 
 def fault_sweep(root: Path, changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "name": "faulty",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 0},
-        "budget": {"trials": 4, "max_concurrent": 2},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {
-            "workload": WORKLOAD,
-            "params": {"marks": str(root / "marks.txt")},
-            "steps": 4,
-            "eval_every": 1,
-            "resources": {"devices": 0},
-        },
-        "storage": f"sqlite:///{root / 'runs' / 'hf.db'}",
-        "tracking": {"uri": f"sqlite:///{root / 'runs' / 'mlflow.db'}", "log_model": False},
-        "workdir": str(root / "runs"),
-    }
+    data = minimal_sweep(
+        name="faulty",
+        budget={"trials": 4},
+        trial={"workload": WORKLOAD, "params": {"marks": str(root / "marks.txt")}},
+        storage=f"sqlite:///{root / 'runs' / 'hf.db'}",
+        tracking={"uri": f"sqlite:///{root / 'runs' / 'mlflow.db'}", "log_model": False},
+        workdir=str(root / "runs"),
+    )
     return deep_update(data, changes or {})
 
 

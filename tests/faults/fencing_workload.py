@@ -15,11 +15,8 @@ import socket
 import time
 
 import hyperfleet
-
-
-def mark(ctx: hyperfleet.TrialContext, event: str, value: object = "") -> None:
-    with open(ctx.params["marks"], "a") as f:
-        f.write(f"{ctx.trial_number} {os.getpid()} {event} {value}\n")
+from hyperfleet.testing.workloads import quadratic_loss
+from tests.faults.workloads import mark
 
 
 def _held(path: str | None) -> bool:
@@ -41,6 +38,6 @@ def main(ctx: hyperfleet.TrialContext) -> None:
             time.sleep(0.05)
         while state is None and step == 8 and _held(ctx.params.get("hold_first")):
             time.sleep(0.05)
-        ctx.report(step, {"loss": (x - 0.3) ** 2 + 1.0 / step}, checkpoint={"step": step})
+        ctx.report(step, {"loss": quadratic_loss(x, step)}, checkpoint={"step": step})
         mark(ctx, "step", f"{step} {socket.gethostname()}")  # once the report was accepted
     mark(ctx, "end")

@@ -22,6 +22,7 @@ import time
 import psutil
 
 import hyperfleet
+from hyperfleet.testing.workloads import quadratic_loss
 from tests.faults import workloads
 from tests.faults.workloads import mark
 
@@ -48,7 +49,7 @@ def _report_then_sleep(ctx: hyperfleet.TrialContext) -> None:
     first = not os.path.exists(f"{p['marks']}.killed-{ctx.trial_number}")
     while step < ctx.max_steps:
         step += 1
-        loss = (float(p["x"]) - 0.3) ** 2 + 1.0 / step
+        loss = quadratic_loss(float(p["x"]), step)
         mark(ctx, "step", step)
         ctx.report(step, {"loss": loss}, checkpoint={"step": step})
         if first and step == p["marker_step"]:

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from hyperfleet.platform.storage import Storage
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.faults.conftest import Marks, alive, wait_dead, wait_until
 from tests.integration.cli import cli_env, invoke
 
@@ -47,13 +48,10 @@ class Fenced:
         self.root = root
         self.storage = storage
         self.workers: dict[str, subprocess.Popen[str]] = {}
-        self.data: dict[str, Any] = {
-            "name": "fenced",
-            "objective": {"metric": "loss", "mode": "min"},
-            "scheduler": {"type": "random", "seed": 0},
-            "budget": {"trials": trials, "max_concurrent": trials},
-            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-            "trial": {
+        self.data: dict[str, Any] = minimal_sweep(
+            name="fenced",
+            budget={"trials": trials, "max_concurrent": trials},
+            trial={
                 "workload": "tests.faults.fencing_workload:main",
                 "params": {
                     "marks": str(root / "marks.txt"),
@@ -63,13 +61,11 @@ class Fenced:
                     "hold_first": str(root / "go-first"),
                 },
                 "steps": STEPS,
-                "eval_every": 1,
-                "resources": {"devices": 0},
             },
-            "storage": storage,
-            "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}", "log_model": False},
-            "workdir": str(root / "runs"),
-        }
+            storage=storage,
+            tracking={"uri": f"sqlite:///{root / 'mlflow.db'}", "log_model": False},
+            workdir=str(root / "runs"),
+        )
         (root / "go-resumed").touch()  # resumed copies go on, unless a test holds them
         (root / "go-first").touch()
         path = root / "sweep.yaml"

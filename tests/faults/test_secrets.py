@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.conftest import _pg_bin
 from tests.deploy.stack import stack_up
 from tests.faults.conftest import WORKLOAD, Fault, wait_dead, wait_until
@@ -266,19 +267,13 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
 
     # a sweep submitted as the stack's hint says: `source stack.env`, then the URL given
     hold = root / "go"
-    sweep = {
-        "name": "secret-stack",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 0},
-        "budget": {"trials": 2, "max_concurrent": 2},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {
-            "workload": WORKLOAD, "steps": 3, "eval_every": 1, "resources": {"devices": 0},
-            "params": {"marks": str(root / "marks.txt"), "hold": str(hold), "hold_step": 2},
-        },
-        "tracking": {"log_model": False},
-        "workdir": str(root / "runs"),  # stored absolute: the stack's workers write there
-    }  # fmt: skip
+    sweep = minimal_sweep(
+        name="secret-stack",
+        trial={"workload": WORKLOAD, "steps": 3,
+               "params": {"marks": str(root / "marks.txt"), "hold": str(hold), "hold_step": 2}},
+        tracking={"log_model": False},
+        workdir=str(root / "runs"),  # stored absolute: the stack's workers write there
+    )  # fmt: skip
     (root / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     sub = cli("sweep", "submit", str(root / "sweep.yaml"),
               "--storage", env["HYPERFLEET_STORAGE"],

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 import hyperfleet
+from hyperfleet.testing.workloads import quadratic_loss
 from hyperfleet.trials.files import sha256_file
 from tests.faults.workloads import _exclusive, mark
 
@@ -83,7 +84,7 @@ def main(ctx: hyperfleet.TrialContext) -> None:
                 _legacy_checkpoint(ctx, 1)
                 raise RuntimeError("injected crash after a legacy checkpoint")
             time.sleep(float(p.get("step_s", 0)))
-            loss: Any = (x - 0.3) ** 2 + 1.0 / step
+            loss: Any = quadratic_loss(x, step)
             if mode == "bad_value" and step == 2:
                 loss = BAD_VALUES[ctx.trial_number % len(BAD_VALUES)]
             if ctx.is_main:

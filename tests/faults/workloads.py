@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import hyperfleet
+from hyperfleet.testing.workloads import quadratic_loss, wait_for_file
 
 
 def mark(ctx: hyperfleet.TrialContext, event: str, value: Any = "") -> None:
@@ -51,14 +52,6 @@ def _exclusive(ctx: hyperfleet.TrialContext) -> Path:
     return lock
 
 
-def _wait_for(path: str, deadline_s: float = 300.0) -> None:
-    end = time.monotonic() + deadline_s
-    while not os.path.exists(path):
-        if time.monotonic() > end:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.05)
-
-
 def main(ctx: hyperfleet.TrialContext) -> None:
     p = ctx.params
     bad = not p.get("bad") or ctx.trial_number in p["bad"]
@@ -79,10 +72,10 @@ def main(ctx: hyperfleet.TrialContext) -> None:
         step += 1
         if p.get("hold") and step == p.get("hold_step", 1):
             mark(ctx, "holds", step)
-            _wait_for(p["hold"])
+            wait_for_file(Path(p["hold"]), timeout=300.0)
         if mode == "raise" and step == 2:
             raise RuntimeError("injected failure")
-        loss = (x - 0.3) ** 2 + 1.0 / step
+        loss = quadratic_loss(x, step)
         if step == ctx.max_steps and mode in ("nan", "inf"):
             loss = math.nan if mode == "nan" else math.inf
         if step == 2 and mode == "nan_mid":

@@ -10,25 +10,14 @@ from typing import Any
 
 import pytest
 
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.conftest import deep_update
 from tests.fleet.conftest import Fleet, Worker
 from tests.integration.cli import cli, invoke
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-NOOP: dict[str, Any] = {
-    "name": "many",
-    "objective": {"metric": "loss", "mode": "min"},
-    "scheduler": {"type": "random", "seed": 0},
-    "budget": {"trials": 40, "max_concurrent": 40},
-    "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-    "trial": {
-        "workload": "tests.integration.workloads:quadratic",
-        "steps": 2,
-        "eval_every": 1,
-        "resources": {"devices": 0},
-    },
-}
+NOOP = minimal_sweep(name="many", budget={"trials": 40, "max_concurrent": 40}, trial={"steps": 2})
 
 
 def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet) -> None:

@@ -8,19 +8,10 @@ sweep, while a trial is known to be at a given step. ``x >= fail_above`` fails o
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-HOLD_LIMIT_S = 600.0  # a test that never opens the gate fails instead of hanging
-
-
-def wait_for_file(*paths: Path, limit_s: float = HOLD_LIMIT_S) -> None:
-    deadline = time.monotonic() + limit_s
-    while not any(p.exists() for p in paths):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"nobody created {paths[0]}")
-        time.sleep(0.02)  # polling for the test's file
+from hyperfleet.testing.workloads import quadratic_loss, wait_for_file
 
 
 def gated(ctx: Any) -> None:
@@ -33,7 +24,7 @@ def gated(ctx: Any) -> None:
     step = int(state["step"]) if state else 0
     while step < ctx.max_steps:
         step += 1
-        loss = (x - 0.3) ** 2 + 1.0 / step
+        loss = quadratic_loss(x, step)
         metrics = {"loss": loss, "acc": 1.0 - loss / 2, "x2": x * x, "lr": 0.01, "speed": 1.0 + x}
         ctx.report(step, metrics, checkpoint={"step": step})
         if step == hold_at:

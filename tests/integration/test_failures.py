@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.integration.cli import cli, invoke
 
 pytestmark = pytest.mark.slow
@@ -18,21 +19,17 @@ def test_crashing_trial_is_fail_with_error_tail(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
     path = sweep_file(
-        {
-            "name": "crashy",
-            "objective": {"metric": "loss", "mode": "min"},
-            "scheduler": {"type": "random", "seed": 1},
-            "budget": {"trials": 3, "max_concurrent": 2},
-            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-            "trial": {
-                "workload": "tests.integration.workloads:quadratic",
+        minimal_sweep(
+            name="crashy",
+            scheduler={"type": "random", "seed": 1},
+            budget={"trials": 3},
+            trial={
                 "params": {"fail_first": True},
-                "steps": 4,
                 "eval_every": 2,
                 "resources": {"devices": 1},
                 "parallel": {"data": 1},
             },
-        }
+        )
     )
     # a custom workload without declared params accepts any names
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2")

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from hyperfleet.platform.storage import Storage
+from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workloads import held_marker
 from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
-from tests.integration.workloads import held_marker
 
 pytestmark = pytest.mark.slow
 
@@ -63,22 +64,20 @@ def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Pa
     import optuna
 
     release = tmp_path / "release"  # trial 1 holds after its report at step 30 until this exists
+    hold = {"hold_file": str(release), "hold_at": 30, "hold_trial": 1}
     path = sweep_file(
-        {
-            "name": "interrupted",
-            "objective": {"metric": "loss", "mode": "min"},
-            "scheduler": {"type": "random", "seed": 3},
-            "budget": {"trials": 3, "max_concurrent": 1},
-            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-            "trial": {
-                "workload": "tests.integration.workloads:quadratic",
-                "params": {"hold_file": str(release), "hold_at": 30, "hold_trial": 1},
+        minimal_sweep(
+            name="interrupted",
+            scheduler={"type": "random", "seed": 3},
+            budget={"trials": 3, "max_concurrent": 1},
+            trial={
+                "params": hold,
                 "steps": 200,
                 "eval_every": 10,
                 "resources": {"devices": 2},
                 "parallel": {"data": 2},
             },
-        }
+        )
     )
     db = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
     cmd = [

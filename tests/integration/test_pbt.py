@@ -30,9 +30,9 @@ import yaml
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import LineageEvent, MemberState, SqlPopulationStore
+from hyperfleet.testing.workloads import held_marker, with_hold
 from tests.conftest import deep_update
 from tests.integration.cli import STORE_POLL_S, in_mlflow, wait_until
-from tests.integration.workloads import held_marker, with_hold
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ SWEEP_TIMEOUT_S = 300
 
 def held_toy(ctx: Any) -> None:
     """examples/pbt_toy.py, held after a report as the ``hold_*`` params ask (see
-    ``tests.integration.workloads``), so that a test acts on a member at a known step."""
+    ``hyperfleet.testing.workloads``), so that a test acts on a member at a known step."""
     from examples.pbt_toy import main
 
     with_hold(ctx)

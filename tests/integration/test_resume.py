@@ -27,9 +27,9 @@ import pytest
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.paths import checkpoint_dir, replica_folder
+from hyperfleet.testing.workloads import HOLD_PARAMS, held_marker, with_hold
 from hyperfleet.trials.workloads.registry import BUILTIN
 from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
-from tests.integration.workloads import HOLD_PARAMS, held_marker, with_hold
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

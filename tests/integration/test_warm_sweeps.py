@@ -18,6 +18,7 @@ import yaml
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.integration.cli import ROOT, cli
 
 pytestmark = pytest.mark.slow
@@ -40,16 +41,13 @@ def reused(storage: Storage, sweep: str) -> int:
 def test_pruned_trials_leave_their_group_to_the_next(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
-    path = sweep_file({
-        "name": "warm-prune",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 1},
-        "pruner": {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 2},
-        "budget": {"trials": 6, "max_concurrent": 2},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {"workload": "tests.integration.workloads:quadratic", "steps": 8,
-                  "eval_every": 1, "resources": {"devices": 1}, "parallel": {"data": 1}},
-    })  # fmt: skip
+    path = sweep_file(minimal_sweep(
+        name="warm-prune",
+        scheduler={"type": "random", "seed": 1},
+        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 2},
+        budget={"trials": 6},
+        trial={"steps": 8, "resources": {"devices": 1}, "parallel": {"data": 1}},
+    ))  # fmt: skip
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = json.loads(proc.stdout.strip().splitlines()[-1])["state_counts"]

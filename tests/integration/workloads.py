@@ -1,70 +1,17 @@
 """Custom workloads used by the integration tests, written against the public contract.
 
-**Holding a trial.** A test that must act while a trial is mid-run (send SIGINT, kill a
-worker, stop the sweep) does not race a sleeping workload: it *holds* the trial. With the params
-
-* ``hold_file``: a path the test creates to release the trial (absent or empty: no hold),
-* ``hold_at``: the first report at or past this step that returns normally holds,
-* ``hold_trial``: only this trial number holds (-1 or absent: every trial),
-
-every rank blocks right after that report until ``hold_file`` exists. Rank 0 first writes
-``held_marker(hold_file, trial)`` with the held step, so the test knows the trial is held,
-and where: its report is recorded (storage, checkpoint) and nothing more happens until the
-test releases it or stops it (SIGTERM ends the wait like any other Python code). A trial
-that reports again after the file exists does not hold. ``with_hold(ctx)`` installs this on a
-context and removes the ``hold_*`` params, so the wrapped workload never sees them.
+``quadratic`` and the hold machinery (``with_hold``: a trial that waits after a given report
+until the test creates a file) live in :mod:`hyperfleet.testing.workloads`; ``quadratic`` is
+importable from here too, as sweep files name ``tests.integration.workloads:quadratic``. The
+workloads below are built-in ones that hold as the ``hold_*`` params ask.
 """
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
-from typing import Any
-
 import hyperfleet
+from hyperfleet.testing.workloads import quadratic, with_hold
 
-#: how long a held trial waits for its release before it fails (a test that forgot it)
-HOLD_TIMEOUT_S = 600.0
-HOLD_PARAMS = {"hold_file": "", "hold_at": 0, "hold_trial": -1}
-
-
-def held_marker(hold_file: str | Path, trial: int) -> Path:
-    """The file a held trial's rank 0 writes (content: the held step) when its hold starts."""
-    return Path(f"{hold_file}.held-{trial}")
-
-
-def wait_for_file(path: Path, timeout: float = HOLD_TIMEOUT_S) -> None:
-    """Block until ``path`` exists; RuntimeError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"held for {timeout:.0f}s and {path} never appeared")
-        time.sleep(0.02)
-
-
-def with_hold(ctx: Any) -> None:
-    """Make ``ctx.report`` hold as the ``hold_*`` params ask (see the module docstring)."""
-    hold_file = str(ctx.params.pop("hold_file", "") or "")
-    hold_at = int(ctx.params.pop("hold_at", 0))
-    hold_trial = int(ctx.params.pop("hold_trial", -1))
-    if not hold_file or hold_trial not in (-1, ctx.trial_number):
-        return
-    release = Path(hold_file)
-    report = ctx.report
-
-    def report_then_hold(step: int, metrics: Any, checkpoint: Any = None) -> None:
-        report(step, metrics, checkpoint=checkpoint)  # a prune, exploit or pause raises here
-        if step < hold_at or release.exists():
-            return
-        if ctx.is_main:
-            marker = held_marker(hold_file, ctx.trial_number)
-            tmp = marker.with_name(marker.name + ".tmp")
-            tmp.write_text(str(step))
-            os.replace(tmp, marker)
-        wait_for_file(release)
-
-    ctx.report = report_then_hold
+__all__ = ["held_digits", "held_pbt_toy", "quadratic"]
 
 
 def held_digits(ctx: hyperfleet.TrialContext) -> None:
@@ -82,18 +29,3 @@ def held_pbt_toy(ctx: hyperfleet.TrialContext) -> None:
 
     with_hold(ctx)
     main(ctx)
-
-
-def quadratic(ctx: hyperfleet.TrialContext) -> None:
-    """Minimise (x - 0.3)^2 'over steps'; fails on purpose for trial 0 when asked to."""
-    with_hold(ctx)
-    if ctx.params.get("fail_first") and ctx.trial_number == 0:
-        raise RuntimeError("injected failure in trial 0")
-    state = ctx.load_checkpoint()
-    step = state["step"] if state else 0
-    x = float(ctx.params["x"])
-    while step < ctx.max_steps:
-        step += 1
-        if ctx.should_eval(step):
-            loss = (x - 0.3) ** 2 + 1.0 / step
-            ctx.report(step, {"loss": loss, "pid": float(os.getpid())}, checkpoint={"step": step})

@@ -13,6 +13,7 @@ import yaml
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.conftest import deep_update
 from tests.integration.cli import ROOT, cli_env, wait_until
 
@@ -21,23 +22,16 @@ SWEEP_TIMEOUT_S = 600
 
 def sweep_file(directory: Path, name: str, tracking_uri: str, changes: dict[str, Any]) -> Path:
     """A sweep of ``gated`` in-process trials, its stores under ``directory``."""
-    base: dict[str, Any] = {
-        "name": name,
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "random", "seed": 0},
-        "budget": {"trials": 2, "max_concurrent": 2},
-        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {
+    base = minimal_sweep(
+        name=name,
+        trial={
             "workload": "tests.integration.mlflow_workloads:gated",
             "params": {"gates": str(directory / "gates")},
-            "steps": 4,
-            "eval_every": 1,
-            "resources": {"devices": 0},
         },
-        "storage": f"sqlite:///{directory / 'hf.db'}",
-        "tracking": {"uri": tracking_uri, "experiment": name},
-        "workdir": str(directory / "runs"),
-    }
+        storage=f"sqlite:///{directory / 'hf.db'}",
+        tracking={"uri": tracking_uri, "experiment": name},
+        workdir=str(directory / "runs"),
+    )
     data = deep_update(base, changes)
     if "space" in changes:  # a given space, or params, replace the base ones
         data["space"] = changes["space"]

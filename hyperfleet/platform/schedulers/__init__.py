@@ -14,6 +14,7 @@ from hyperfleet.platform.schedulers.base import (
     Suggestion,
     TrialState,
 )
+from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 
 if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Decision",
     "DecisionKind",
+    "Pinned",
+    "PinsCheckpoints",
     "Scheduler",
     "Suggestion",
     "TrialState",

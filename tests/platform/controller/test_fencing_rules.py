@@ -10,7 +10,7 @@ from typing import Any
 
 from hyperfleet.platform.launcher.simulated import curve
 from hyperfleet.platform.storage import WorkerRecord
-from tests.platform.controller.harness import Sim
+from hyperfleet.testing.controller import Sim
 
 
 def quadratic(params: Mapping[str, Any], step: int) -> float:

@@ -18,7 +18,7 @@ import pytest
 
 from hyperfleet.platform.controller import Until
 from hyperfleet.platform.launcher.simulated import SimReport, SimScript, SimTrial, curve
-from tests.platform.controller.harness import Sim
+from hyperfleet.testing.controller import Sim
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from hyperfleet.platform.schedulers.configs import SchedulerConfig
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.testing.functions import KnownFunction, run_concurrent
+from hyperfleet.testing.sweeps import minimal_sweep
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(SchedulerConfig)
 
@@ -43,26 +44,24 @@ def sweep_config(
     from hyperfleet.platform.config import parse_sweep
 
     return parse_sweep(
-        {
-            "name": f"{fn.name}-{cfg.type}",
-            "objective": {"metric": "value", "mode": "min"},
-            "scheduler": cfg.model_dump(),
-            "budget": {"trials": n_trials, "max_concurrent": concurrency},
-            "space": {
+        minimal_sweep(
+            name=f"{fn.name}-{cfg.type}",
+            objective={"metric": "value"},
+            scheduler=cfg.model_dump(),
+            budget={"trials": n_trials, "max_concurrent": concurrency},
+            space={
                 f"x{i}": {"type": "float", "low": lo, "high": hi}
                 for i, (lo, hi) in enumerate(fn.bounds)
             },
-            "trial": {
+            trial={
                 "workload": "hyperfleet.testing.functions:workload",
                 "params": {"function": fn.name},
                 "steps": 1,
-                "eval_every": 1,
-                "resources": {"devices": 0},
             },
-            "storage": f"sqlite:///{root / 'hf.db'}",
-            "tracking": {"uri": f"sqlite:///{root / 'mlflow.db'}"},
-            "workdir": str(root),
-        }
+            storage=f"sqlite:///{root / 'hf.db'}",
+            tracking={"uri": f"sqlite:///{root / 'mlflow.db'}"},
+            workdir=str(root),
+        )
     )
 
 

@@ -1,6 +1,18 @@
 """A controller over simulated trials: real storage (SQLite), real schedulers, a virtual clock,
 no processes. ``Sim`` builds one sweep's parts; ``Sim.controller()`` can be called again to
-"restart" the controller on the same storage, as a rerun of ``sweep run`` would."""
+"restart" the controller on the same storage, as a rerun of ``sweep run`` would.
+
+What a simulated trial does (its reports, how and when its processes end) is a ``Script`` of
+:mod:`hyperfleet.platform.launcher.simulated` (``curve`` builds the common one). A test of a
+controller rule, in milliseconds::
+
+    script = curve(lambda params, step: float(params["x"]) / step, steps=10)
+    sim = Sim(tmp_path, script, {"budget": {"trials": 4, "max_concurrent": 2}})
+    summary = sim.run(sim.controller())
+    assert summary.state_counts["COMPLETE"] == 4 and sim.max_running == 2
+
+``Sim``'s sweep is :data:`BASE` with the test's ``changes`` merged in (:func:`deep_update`).
+"""
 
 from __future__ import annotations
 
@@ -23,21 +35,14 @@ from hyperfleet.platform.launcher.simulated import Script, SimulatedLauncher
 from hyperfleet.platform.pool import Device, LocalPool
 from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.platform.sweeps.results import SweepSummary
-from tests.conftest import deep_update
+from hyperfleet.testing.sweeps import deep_update, minimal_sweep
 
-BASE: dict[str, Any] = {
-    "name": "sim",
-    "objective": {"metric": "loss", "mode": "min"},
-    "scheduler": {"type": "random", "seed": 0},
-    "budget": {"trials": 6, "max_concurrent": 2},
-    "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
-    "trial": {
-        "workload": "tests.integration.workloads:quadratic",
-        "steps": 10,
-        "eval_every": 1,
-        "resources": {"devices": 1},
-    },
-}
+__all__ = ["BASE", "Sim"]
+
+#: the sweep of a ``Sim``: six trials of ten steps, two at a time, one device each
+BASE = minimal_sweep(
+    name="sim", budget={"trials": 6}, trial={"steps": 10, "resources": {"devices": 1}}
+)
 
 
 @dataclass
