@@ -21,6 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from hyperfleet.dashboards import state
+from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import masked
 
 VIEWS = Path(__file__).resolve().parent / "views"
@@ -78,9 +79,13 @@ def main() -> None:
     if storage is None:
         _wait_for_storage(cfg.storage)
         return
-    state.pick_sweep([r.name for r in state.sweeps(cfg.storage)])
-    state.live_controls()
-    nav.run()
+    try:
+        state.pick_sweep([r.name for r in state.sweeps(cfg.storage)])
+        state.live_controls()
+        nav.run()
+    except ConfigError as exc:  # a stored sweep this version cannot read: one line, no trace
+        state.report_once(str(exc))
+        st.error(str(exc))
 
 
 main()

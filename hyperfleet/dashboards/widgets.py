@@ -23,8 +23,11 @@ LOG_LINES = 40
 
 def _bounds(data: SweepData, frame: pd.DataFrame, name: str) -> tuple[float, float] | None:
     spec = data.space.get(name, {})
-    values = pd.to_numeric(frame.get(f"param {name}"), errors="coerce").dropna()
-    if spec.get("type") == "categorical" or values.empty:
+    column = f"param {name}"
+    if spec.get("type") == "categorical" or column not in frame:  # no trial has a value yet
+        return None
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    if values.empty:
         return None
     low = min(float(spec.get("low", values.min())), float(values.min()))
     high = max(float(spec.get("high", values.max())), float(values.max()))

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.storage import Storage
+from hyperfleet.testing.sweeps import minimal_sweep
 
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 
@@ -47,7 +49,7 @@ def test_sweep_without_a_completed_trial(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     st = Storage(url)
-    config = {"objective": {"metric": "loss", "mode": "min"}, "space": {}, "scheduler": {}}
+    config = parse_sweep(minimal_sweep(name="fresh", storage=url)).model_dump(mode="json")
     st.create_sweep("fresh", config)
     st.update_sweep("fresh", status=status)
     if status == "running":
@@ -60,3 +62,19 @@ def test_sweep_without_a_completed_trial(
     assert "No completed trial yet" in infos and "need 2 completed trials" in infos
     fresh = r"updated \d+ s ago · refreshes every 5 s while the sweep runs"
     assert any(re.fullmatch(fresh, c.value) for c in at.caption), [c.value for c in at.caption]
+
+
+def test_a_stored_config_this_version_cannot_read_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep row written by hand or by another version: one line on the page, no traceback."""
+    url = f"sqlite:///{tmp_path / 'hf.db'}"
+    st = Storage(url)
+    st.create_sweep("odd", {"objective": {"metric": "loss", "mode": "min"}, "space": {}})
+    monkeypatch.setenv("HYPERFLEET_STORAGE", url)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "sweep 'odd': its stored configuration does not parse with this hyperfleet version; "
+        "open it with the version that ran it"
+    ]

@@ -156,8 +156,8 @@ def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
     st = Storage.open_readonly(storage)
     try:
         row = st.get_sweep("faulty")
-        assert row is not None and secret not in json.dumps(row.config)
-        assert row.config["storage"] == shown
+        assert row is not None and secret not in json.dumps(row.stored_config)
+        assert row.stored_config["storage"] == shown
     finally:
         st.close()
 
