@@ -185,39 +185,7 @@ class PBTScheduler(PopulationScheduler):
         logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
         return Suggestion(number, dict(params))
 
-    # -- report and decide (each in the caller's transaction) ---------------------------------
-
-    def _report(
-        self,
-        txn: PopulationTxn,
-        trial_number: int,
-        step: int,
-        metrics: Mapping[str, float],
-        first_try: bool = False,
-    ) -> None:
-        score = metrics.get(self.metric)
-        if score is None:
-            logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
-        m = txn.members().get(trial_number)
-        if m is None:
-            logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
-            return
-        if step <= m.step or (not first_try and m.repeats(step, score)):
-            return
-        txn.put(
-            replace(
-                m,
-                step=step,
-                score=m.score if score is None else float(score),
-                check_score=m.check_score if m.reports else score,
-                steps_trained=m.steps_trained + step - m.step,
-                reports=m.reports + 1,
-                failures=0,
-                ckpt_member=m.number,
-                ckpt_step=step,
-                updated=now(),
-            )
-        )
+    # -- decide (in the caller's transaction; the report is recorded by the base class) ------
 
     def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision:
         members = txn.members()
