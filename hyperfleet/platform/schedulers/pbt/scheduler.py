@@ -320,22 +320,10 @@ class PBTScheduler(PopulationScheduler):
             members[m.number] = replace(m, state=MemberState.PAUSED)
             if donor is None:
                 return Decision(DecisionKind.PAUSE, reason="time-sharing: a member trained less")
-            return Decision(
-                DecisionKind.PAUSE,
-                donor=donor.number,
-                params=dict(m.params),
-                donor_step=donor.step,
-                reason=f"exploited member {donor.number} at step {donor.step}; time-sharing",
-            )
+            return _from_donor(m, donor, pause=True)
         if donor is None:
             return Decision(DecisionKind.CONTINUE)
-        return Decision(
-            DecisionKind.EXPLOIT,
-            donor=donor.number,
-            params=dict(m.params),
-            donor_step=donor.step,
-            reason=f"exploit member {donor.number} at step {donor.step}",
-        )
+        return _from_donor(m, donor)
 
     def _decide_sync(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
         members[m.number] = m = replace(m, barrier=True)
@@ -356,10 +344,18 @@ class PBTScheduler(PopulationScheduler):
         donor = donors[m.number]
         if donor is None:
             return Decision(DecisionKind.CONTINUE, reason="synchronous: generation done")
-        return Decision(
-            DecisionKind.EXPLOIT,
-            donor=donor.number,
-            params=dict(members[m.number].params),
-            donor_step=donor.step,
-            reason=f"exploit member {donor.number} at step {donor.step}",
-        )
+        return _from_donor(members[m.number], donor)
+
+
+def _from_donor(m: Member, donor: Member, pause: bool = False) -> Decision:
+    """The decision for ``m``, which has just exploited ``donor``: continue from the donor's
+    checkpoint with ``m``'s explored params, now (EXPLOIT) or, under time sharing, when the
+    member is resumed (``pause``: PAUSE)."""
+    if pause:
+        reason = f"exploited member {donor.number} at step {donor.step}; time-sharing"
+    else:
+        reason = f"exploit member {donor.number} at step {donor.step}"
+    kind = DecisionKind.PAUSE if pause else DecisionKind.EXPLOIT
+    return Decision(
+        kind, donor=donor.number, params=dict(m.params), donor_step=donor.step, reason=reason
+    )
