@@ -4,6 +4,10 @@ and cached until a trial finishes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import streamlit as st
 
 from hyperfleet.dashboards import charts, state
@@ -12,6 +16,22 @@ from hyperfleet.dashboards.study import importances
 from hyperfleet.spec.states import TrialState
 
 MIN_TRIALS = 2
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """Draws one of the sweep's figures (a snapshot's, ``fp``) into a column, cached by
+    :func:`.state.derived` under its kind, which is also its widget key."""
+
+    data: SweepData
+    url: str
+    fp: str
+
+    def __call__(
+        self, column: Any, kind: str, args: tuple[Any, ...], figure: Callable[[], Any]
+    ) -> None:
+        cached = state.derived(kind, self.url, self.data.name, self.fp, args, figure)
+        column.plotly_chart(cached, width="stretch", key=kind)
 
 
 def _objective(data: SweepData) -> int:
@@ -37,30 +57,9 @@ def _importance(data: SweepData, url: str, objective: int, name: str) -> None:
         top, share = next(iter(ranked.items()))
         st.markdown(f"**{top}** matters most for {name} ({share:.0%} of the importance).")
     left, right = st.columns([2, 3])
-    left.plotly_chart(
-        state.derived(
-            "importance",
-            url,
-            data.name,
-            fp,
-            (objective,),
-            lambda: charts.importance(study, objective, name),
-        ),
-        width="stretch",
-        key="importance",
-    )
-    right.plotly_chart(
-        state.derived(
-            "parallel",
-            url,
-            data.name,
-            fp,
-            (objective,),
-            lambda: charts.parallel(study, objective, name),
-        ),
-        width="stretch",
-        key="parallel",
-    )
+    draw = _Draw(data, url, fp)
+    draw(left, "importance", (objective,), lambda: charts.importance(study, objective, name))
+    draw(right, "parallel", (objective,), lambda: charts.parallel(study, objective, name))
 
 
 def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
@@ -73,30 +72,14 @@ def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
     study = state.study(url, data.name, fp, data)
     left, right = st.columns(2)
     pair = (first, second)
-    left.plotly_chart(
-        state.derived(
-            "slice",
-            url,
-            data.name,
-            fp,
-            (objective, pair),
-            lambda: charts.slice_plot(study, pair, objective, name),
-        ),
-        width="stretch",
-        key="slice",
-    )
+    draw = _Draw(data, url, fp)
+    draw(left, "slice", (objective, pair), lambda: charts.slice_plot(study, pair, objective, name))
     if first != second:
-        right.plotly_chart(
-            state.derived(
-                "contour",
-                url,
-                data.name,
-                fp,
-                (objective, pair),
-                lambda: charts.contour(study, pair, objective, name),
-            ),
-            width="stretch",
-            key="contour",
+        draw(
+            right,
+            "contour",
+            (objective, pair),
+            lambda: charts.contour(study, pair, objective, name),
         )
 
 

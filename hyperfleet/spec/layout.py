@@ -9,9 +9,12 @@ torch directly); without it fp16 is not checked here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ParamSpec
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.spec.trial import CommConfig, ParallelConfig, Precision
+
+P = ParamSpec("P")
 
 BF16_COMPRESS_BACKENDS = frozenset({"nccl"})
 """Backends that torch's ``bf16_compress_hook`` accepts (it refuses gloo)."""
@@ -96,18 +99,16 @@ def validate_comm(comm: CommConfig, parallel: ParallelConfig, backend: str) -> l
     return problems
 
 
-def check_layout(
-    devices: int,
-    parallel: ParallelConfig,
-    precision: Precision,
-    n_layers: int | None,
-    backend: str,
-    grad_accum: int = 1,
-    fp16_check: Fp16Check | None = None,
-) -> None:
-    """Raise :class:`ConfigError` listing every problem of :func:`validate_layout`."""
-    problems = validate_layout(
-        devices, parallel, precision, n_layers, backend, grad_accum, fp16_check
-    )
-    if problems:
-        raise ConfigError(problems)
+def raising(validate: Callable[P, list[str]]) -> Callable[P, None]:
+    """``validate`` as a check: :class:`ConfigError` listing its problems, if it finds any."""
+
+    def check(*args: P.args, **kwargs: P.kwargs) -> None:
+        problems = validate(*args, **kwargs)
+        if problems:
+            raise ConfigError(problems)
+
+    return check
+
+
+check_layout = raising(validate_layout)
+"""Raise :class:`ConfigError` listing every problem of :func:`validate_layout`."""

@@ -20,15 +20,15 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S, Clock
+from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.gangs import Gangs
+from hyperfleet.platform.controller.gangs import Gangs, SweepSeat
 from hyperfleet.platform.controller.outcomes import finite, plain, raised
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import (
@@ -36,9 +36,9 @@ from hyperfleet.platform.controller.recovery import (
     mark_stopped,
     requeue_phantoms_locked,
 )
-from hyperfleet.platform.controller.session import SweepSession, close_session
+from hyperfleet.platform.controller.session import close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
-from hyperfleet.platform.launcher.base import STOP_GRACE_S, Launcher, NoProcess, TrialHandle
+from hyperfleet.platform.launcher.base import STOP_GRACE_S, NoProcess, TrialHandle
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import TrialRecord, worker_identity
@@ -76,30 +76,20 @@ class Timing:
     rescan_every: float = 2.0  # a worker looks for new sweeps, stale trials, open gangs
 
 
-class SweepDriver:
+@dataclass(eq=False)
+class SweepDriver(SweepSeat):
     """Claims, launches and reaps the trials of one sweep (see the module docstring)."""
 
-    def __init__(
-        self,
-        session: SweepSession,
-        launcher: Launcher,
-        clock: Clock,
-        timing: Timing,
-        worker: str | None = None,
-        address: str | None = None,
-    ) -> None:
-        self.session = session
-        self.launcher = launcher
-        self.clock = clock
-        self.timing = timing
-        self.worker = worker
-        self.address = address  # where other hosts reach this worker (multi-node trials)
-        self.running: dict[int, Running] = {}
-        self.gangs = Gangs(session, launcher, clock, worker, address)  # trials across hosts
-        self.finished = 0
-        self.launched = 0
-        self._next_ask = 0.0  # the scheduler had nothing: ask again then, or when a trial ends
-        self.disk_full: str | None = None  # where a trial found the disk full (diskspace)
+    timing: Timing = field(default_factory=Timing)
+    running: dict[int, Running] = field(default_factory=dict, init=False)
+    gangs: Gangs = field(init=False)  # trials across hosts
+    finished: int = field(default=0, init=False)
+    launched: int = field(default=0, init=False)
+    _next_ask: float = field(default=0.0, init=False)  # none to ask: again then, or at an end
+    disk_full: str | None = field(default=None, init=False)  # where a trial found it full
+
+    def __post_init__(self) -> None:
+        self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
 
     @property
     def cfg(self) -> SweepConfig:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hyperfleet.platform.clock import Clock
 from hyperfleet.platform.controller.session import SweepSession
@@ -48,25 +48,26 @@ class Member:
     lease_row: int
 
 
-class Gangs:
+@dataclass(eq=False)
+class SweepSeat:
+    """What a worker holds to serve one sweep: its session, the launcher, the clock, and this
+    worker's id and ``address`` (where other hosts reach it, for multi-node trials); the base
+    of :class:`Gangs` and :class:`~.driver.SweepDriver`."""
+
+    session: SweepSession
+    launcher: Launcher
+    clock: Clock
+    worker: str | None = None
+    address: str | None = None
+
+
+@dataclass(eq=False)
+class Gangs(SweepSeat):
     """One sweep's trials that span hosts, as this worker sees them: it opens the gangs of
     the trials it leads, and holds ``members``, its nodes of other workers' trials (by gang);
     its :class:`~.driver.SweepDriver` owns it."""
 
-    def __init__(
-        self,
-        session: SweepSession,
-        launcher: Launcher,
-        clock: Clock,
-        worker: str | None = None,
-        address: str | None = None,
-    ) -> None:
-        self.session = session
-        self.launcher = launcher
-        self.clock = clock
-        self.worker = worker
-        self.address = address  # where other hosts reach this worker
-        self.members: dict[int, Member] = {}
+    members: dict[int, Member] = field(default_factory=dict)
 
     def lead(self, spec: TrialSpec, attempt: int) -> tuple[int, Rendezvous]:
         """Open the gang of ``spec``'s trial with this worker as node 0; its id and

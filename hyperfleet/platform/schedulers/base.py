@@ -65,6 +65,16 @@ class Capabilities:
     """Ranks trials by several objectives (a Pareto front)."""
 
 
+@dataclass(frozen=True)
+class TrialEnd:
+    """How a trial ended, as :meth:`Scheduler.on_trial_end` was told it: its state, its
+    objective values (for COMPLETE) and, for a failure, the error."""
+
+    state: TrialState
+    values: list[float] | None = None
+    error: str | None = None
+
+
 class Scheduler(ABC):
     """Base class of every scheduler. See the module docstring for the contract."""
 
@@ -92,7 +102,6 @@ class Scheduler(ABC):
         self.report(trial_number, step, metrics)
         return self.decide(trial_number, step)
 
-    @abstractmethod
     def on_trial_end(
         self,
         trial_number: int,
@@ -101,6 +110,12 @@ class Scheduler(ABC):
         error: str | None = None,
     ) -> None:
         """Record how a trial ended (values: the objective values, for COMPLETE)."""
+        self._end(trial_number, TrialEnd(state, values, error))
+
+    @abstractmethod
+    def _end(self, trial_number: int, end: TrialEnd) -> None:
+        """What the scheduler does with ``end``, how trial ``trial_number`` ended (the
+        subclass's half of :meth:`on_trial_end`)."""
 
     @abstractmethod
     def requeue(self, trial_number: int) -> None:

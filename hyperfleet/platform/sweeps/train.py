@@ -17,12 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config import (
-    CategoricalParam,
-    IntParam,
-    ParamSpec,
-    SweepConfig,
-)
+from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, SweepConfig
 from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.spec.wire import SPEC_FILE, TrialSpec

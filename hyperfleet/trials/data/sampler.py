@@ -20,13 +20,16 @@ Token windows are ``seq_len + 1`` tokens (inputs and shifted targets) starting e
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
 
 from hyperfleet.trials.data.shards import PreparedCorpus
+
+B = TypeVar("B")
 
 
 class EpochSampler:
@@ -115,7 +118,27 @@ class _Concat:
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
-class TokenLoader:
+class _SampledLoader(ABC, Generic[B]):
+    """A loader whose batches are the rows its :class:`EpochSampler` takes: endless iteration,
+    and its position (for checkpoints) is the sampler's."""
+
+    sampler: EpochSampler
+
+    @abstractmethod
+    def next_batch(self) -> B: ...
+
+    def __iter__(self) -> Iterator[B]:
+        while True:
+            yield self.next_batch()
+
+    def state_dict(self) -> dict[str, int]:
+        return self.sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state)
+
+
+class TokenLoader(_SampledLoader[tuple[torch.Tensor, torch.Tensor]]):
     """Batches of ``(x, y)`` int64 tensors, ``(batch_size, seq_len)``, for one rank."""
 
     def __init__(
@@ -147,18 +170,8 @@ class TokenLoader:
         batch = torch.from_numpy(np.stack([self.window(int(k)) for k in ids]).astype(np.int64))
         return batch[:, :-1], batch[:, 1:]
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        while True:
-            yield self.next_batch()
 
-    def state_dict(self) -> dict[str, int]:
-        return self.sampler.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sampler.load_state_dict(state)
-
-
-class ArrayLoader:
+class ArrayLoader(_SampledLoader[tuple[torch.Tensor, ...]]):
     """Batches of rows of in-memory arrays (for example ``X, y`` of a tabular workload)."""
 
     def __init__(
@@ -179,13 +192,3 @@ class ArrayLoader:
     def next_batch(self) -> tuple[torch.Tensor, ...]:
         ids = self.sampler.take(self.batch_size)
         return tuple(torch.from_numpy(a[ids]) for a in self.arrays)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
-        while True:
-            yield self.next_batch()
-
-    def state_dict(self) -> dict[str, int]:
-        return self.sampler.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.sampler.load_state_dict(state)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -94,6 +94,7 @@ def clip_grad_norm(
     return float(total)
 
 
+@dataclass(eq=False)
 class TrainStep:
     """Gradient accumulation, no_sync, unscale, clip, step and zero for a (DDP) model.
 
@@ -109,28 +110,20 @@ class TrainStep:
     overflow on one rank.
     """
 
-    def __init__(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        precision: MixedPrecision,
-        grad_accum: int = 1,
-        grad_clip: float | None = None,
-        clip_group: dist.ProcessGroup | None = None,
-        loss_group: dist.ProcessGroup | None = None,
-    ) -> None:
-        if grad_accum < 1:
-            raise ValueError(f"grad_accum must be >= 1, got {grad_accum}")
-        self.model = model
-        self.optimizer = optimizer
-        self.precision = precision
-        self.grad_accum = grad_accum
-        self.grad_clip = grad_clip
-        self.clip_group = clip_group
-        self.loss_group = loss_group
-        self.grad_hook: Callable[[nn.Module], None] | None = None
-        self._micro = 0
-        self._loss_sum: torch.Tensor | None = None
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    precision: MixedPrecision
+    grad_accum: int = 1
+    grad_clip: float | None = None
+    clip_group: dist.ProcessGroup | None = None
+    loss_group: dist.ProcessGroup | None = None
+    grad_hook: Callable[[nn.Module], None] | None = field(default=None, init=False)
+    _micro: int = field(default=0, init=False)
+    _loss_sum: torch.Tensor | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.grad_accum < 1:
+            raise ValueError(f"grad_accum must be >= 1, got {self.grad_accum}")
         self._set_sync(self.grad_accum == 1)
 
     def _set_sync(self, sync: bool) -> None:

@@ -24,6 +24,7 @@ from hyperfleet.platform.schedulers.base import (
     DecisionKind,
     Scheduler,
     Suggestion,
+    TrialEnd,
     TrialState,
 )
 from hyperfleet.platform.schedulers.optuna import internals
@@ -172,13 +173,7 @@ class OptunaScheduler(Scheduler):
             self._trial_id(trial_number), OptunaState.WAITING
         )
 
-    def on_trial_end(
-        self,
-        trial_number: int,
-        state: TrialState,
-        values: list[float] | None = None,
-        error: str | None = None,
-    ) -> None:
+    def _end(self, trial_number: int, end: TrialEnd) -> None:
         mapping = {
             TrialState.COMPLETE: OptunaState.COMPLETE,
             TrialState.PRUNED: OptunaState.PRUNED,
@@ -187,12 +182,12 @@ class OptunaScheduler(Scheduler):
         trial_id = self._trial_id(trial_number)
         if self._study_storage.get_trial(trial_id).state == OptunaState.WAITING:
             # requeued meanwhile (its worker was taken for lost): only a FAIL still ends it
-            if state is TrialState.FAIL:
+            if end.state is TrialState.FAIL:
                 self._study_storage.set_trial_state_values(trial_id, OptunaState.FAIL)
             return
         self.study.tell(
             trial_number,
-            values if state is TrialState.COMPLETE else None,
-            state=mapping[state],
+            end.values if end.state is TrialState.COMPLETE else None,
+            state=mapping[end.state],
             skip_if_finished=True,
         )

@@ -9,7 +9,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialState
+from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialEnd, TrialState
 from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
 from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.schedulers.pbt.population import (
@@ -24,18 +24,19 @@ logger = logging.getLogger(__name__)
 
 
 class PopulationScheduler(Scheduler, PinsCheckpoints):
-    """The end-of-trial, requeue and query half of a population scheduler; its members'
+    """The report, end-of-trial, requeue and query half of a population scheduler (a report
+    is recorded on its member; what follows is the subclass's ``_decide``); its members'
     donors' checkpoints are pinned (:mod:`.pinning`)."""
 
     config: _PopulationFields
     store: PopulationStore
     sweep: str
+    metric: str
     max_steps: int
     max_failures: int
 
     # -- report and decide: each one transaction of the store, or both in one ------------------
 
-    @abstractmethod
     def _report(
         self,
         txn: PopulationTxn,
@@ -43,7 +44,30 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
         step: int,
         metrics: Mapping[str, float],
         first_try: bool = False,
-    ) -> None: ...
+    ) -> None:
+        score = metrics.get(self.metric)
+        if score is None:
+            logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
+        m = txn.members().get(trial_number)
+        if m is None:
+            logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
+            return
+        if step <= m.step or (not first_try and m.repeats(step, score)):
+            return
+        txn.put(
+            replace(
+                m,
+                step=step,
+                score=m.score if score is None else float(score),
+                check_score=m.check_score if m.reports else score,
+                steps_trained=m.steps_trained + step - m.step,
+                reports=m.reports + 1,
+                failures=0,
+                ckpt_member=m.number,
+                ckpt_step=step,
+                updated=now(),
+            )
+        )
 
     @abstractmethod
     def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision: ...
@@ -71,25 +95,19 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
 
     # -- end -----------------------------------------------------------------------------------
 
-    def on_trial_end(
-        self,
-        trial_number: int,
-        state: TrialState,
-        values: list[float] | None = None,
-        error: str | None = None,
-    ) -> None:
+    def _end(self, trial_number: int, end: TrialEnd) -> None:
         with self.store.transaction(self.sweep) as txn:
             m = txn.members().get(trial_number)
             if m is None or m.state == MemberState.DONE:
                 return
             if m.state == MemberState.PAUSED and m.step < self.max_steps:
                 return  # the processes of a paused member ended; it waits for suggest()
-            if state == TrialState.FAIL:
+            if end.state == TrialState.FAIL:
                 failures = m.failures + 1
                 gone = failures > self.max_failures
                 new_state = MemberState.DONE if gone else MemberState.WAITING
                 logger.warning(
-                    "PBT %s: member %d failed (%s); %s", self.sweep, trial_number, error,
+                    "PBT %s: member %d failed (%s); %s", self.sweep, trial_number, end.error,
                     "giving up" if gone else "it restarts from its checkpoint",
                 )  # fmt: skip
                 txn.put(replace(m, state=new_state, failures=failures, updated=now()))

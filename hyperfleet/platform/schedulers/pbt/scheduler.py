@@ -185,39 +185,7 @@ class PBTScheduler(PopulationScheduler):
         logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
         return Suggestion(number, dict(params))
 
-    # -- report and decide (each in the caller's transaction) ---------------------------------
-
-    def _report(
-        self,
-        txn: PopulationTxn,
-        trial_number: int,
-        step: int,
-        metrics: Mapping[str, float],
-        first_try: bool = False,
-    ) -> None:
-        score = metrics.get(self.metric)
-        if score is None:
-            logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
-        m = txn.members().get(trial_number)
-        if m is None:
-            logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
-            return
-        if step <= m.step or (not first_try and m.repeats(step, score)):
-            return
-        txn.put(
-            replace(
-                m,
-                step=step,
-                score=m.score if score is None else float(score),
-                check_score=m.check_score if m.reports else score,
-                steps_trained=m.steps_trained + step - m.step,
-                reports=m.reports + 1,
-                failures=0,
-                ckpt_member=m.number,
-                ckpt_step=step,
-                updated=now(),
-            )
-        )
+    # -- decide (in the caller's transaction; the report is recorded by the base class) ------
 
     def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision:
         members = txn.members()
@@ -352,22 +320,10 @@ class PBTScheduler(PopulationScheduler):
             members[m.number] = replace(m, state=MemberState.PAUSED)
             if donor is None:
                 return Decision(DecisionKind.PAUSE, reason="time-sharing: a member trained less")
-            return Decision(
-                DecisionKind.PAUSE,
-                donor=donor.number,
-                params=dict(m.params),
-                donor_step=donor.step,
-                reason=f"exploited member {donor.number} at step {donor.step}; time-sharing",
-            )
+            return _from_donor(m, donor, pause=True)
         if donor is None:
             return Decision(DecisionKind.CONTINUE)
-        return Decision(
-            DecisionKind.EXPLOIT,
-            donor=donor.number,
-            params=dict(m.params),
-            donor_step=donor.step,
-            reason=f"exploit member {donor.number} at step {donor.step}",
-        )
+        return _from_donor(m, donor)
 
     def _decide_sync(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
         members[m.number] = m = replace(m, barrier=True)
@@ -388,10 +344,18 @@ class PBTScheduler(PopulationScheduler):
         donor = donors[m.number]
         if donor is None:
             return Decision(DecisionKind.CONTINUE, reason="synchronous: generation done")
-        return Decision(
-            DecisionKind.EXPLOIT,
-            donor=donor.number,
-            params=dict(members[m.number].params),
-            donor_step=donor.step,
-            reason=f"exploit member {donor.number} at step {donor.step}",
-        )
+        return _from_donor(members[m.number], donor)
+
+
+def _from_donor(m: Member, donor: Member, pause: bool = False) -> Decision:
+    """The decision for ``m``, which has just exploited ``donor``: continue from the donor's
+    checkpoint with ``m``'s explored params, now (EXPLOIT) or, under time sharing, when the
+    member is resumed (``pause``: PAUSE)."""
+    if pause:
+        reason = f"exploited member {donor.number} at step {donor.step}; time-sharing"
+    else:
+        reason = f"exploit member {donor.number} at step {donor.step}"
+    kind = DecisionKind.PAUSE if pause else DecisionKind.EXPLOIT
+    return Decision(
+        kind, donor=donor.number, params=dict(m.params), donor_step=donor.step, reason=reason
+    )
