@@ -270,3 +270,22 @@ def test_the_dashboard_never_reaches_a_write_path() -> None:
     paths = {m: _reaches(m, WRITE_PATHS) for m in MODULES if m.startswith("hyperfleet.dashboards")}
     assert any(m.startswith("hyperfleet.dashboards.views") for m in paths)
     assert not {m: p for m, p in paths.items() if p}
+
+
+# where launchers, handles and trial records are used: capabilities are declared, never probed
+DECLARED_ONLY = ("hyperfleet.platform.controller", "hyperfleet.platform.worker")
+
+
+def test_the_control_loop_probes_no_capability() -> None:
+    """No ``getattr``/``hasattr`` in the controller and the worker: what a launcher, a handle or
+    a record offers is declared on its class (``launcher/base.py``, ``storage/records.py``)."""
+    probes = [
+        f"{m}:{node.lineno}"
+        for m in MODULES
+        if _in(m, DECLARED_ONLY)
+        for node in ast.walk(ast.parse(MODULES[m].read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+    ]
+    assert probes == []
