@@ -79,8 +79,11 @@ def charlm(params: Mapping[str, Any], state: Mapping[str, Any]) -> tuple[nn.Modu
 HOOKS: dict[str, ExportHook] = {"digits": digits, "charlm": charlm}
 
 
-def find_hook(workload: str) -> ExportHook | None:
-    """The workload's export hook: built-in, or declared by a custom workload (or None)."""
+def find_hook(workload: str | None) -> ExportHook | None:
+    """The workload's export hook: built-in, or declared by a custom workload (or None; a
+    script trial, ``trial.command``, has none)."""
+    if workload is None:
+        return None
     if workload in BUILTIN:
         return HOOKS.get(workload)
     fn = load_workload(workload)

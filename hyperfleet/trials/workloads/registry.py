@@ -145,7 +145,7 @@ def _declared(fn: Callable[..., Any], name: str) -> Any:
 
 
 def declared_params(
-    workload: str, fn: Callable[..., Any] | None = None
+    workload: str | None, fn: Callable[..., Any] | None = None
 ) -> Mapping[str, Any] | None:
     if workload in BUILTIN:
         return BUILTIN[workload].params
@@ -155,7 +155,7 @@ def declared_params(
     return declared
 
 
-def capabilities(workload: str, fn: Callable[..., Any] | None = None) -> Capabilities:
+def capabilities(workload: str | None, fn: Callable[..., Any] | None = None) -> Capabilities:
     """What the workload declares it supports (:class:`Capabilities`; undeclared: defaults).
 
     ``ConfigError`` naming ``trial.workload`` when a custom declaration is malformed.
@@ -239,7 +239,7 @@ def load_workload(workload: str) -> Callable[..., Any]:
 
 
 def merged_params(
-    workload: str, fixed: Mapping[str, Any], sampled: Mapping[str, Any], fn: Any = None
+    workload: str | None, fixed: Mapping[str, Any], sampled: Mapping[str, Any], fn: Any = None
 ) -> dict[str, Any]:
     """Defaults, overridden by fixed params, overridden by sampled ones."""
     params = dict(declared_params(workload, fn) or {})
