@@ -1,7 +1,8 @@
 """hyperfleet: hyperparameter sweeps of distributed PyTorch trials, logged to MLflow.
 
-The top-level package stays import-light: ``TrialContext`` (which needs torch) is loaded only
-when first used, so ``import hyperfleet.platform`` never imports torch.
+The top-level package stays import-light: ``TrialContext`` (which needs torch) and ``trial``
+(a script trial's program asks for its context) are loaded only when first used, so ``import
+hyperfleet.platform`` never imports torch.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ __all__ = [
     "TrialContext",
     "TrialPruned",
     "__version__",
+    "trial",
 ]
 
 if TYPE_CHECKING:
+    from hyperfleet.platform.launcher.push import trial
     from hyperfleet.trials.context import TrialContext
 
 
@@ -39,4 +42,8 @@ def __getattr__(name: str) -> Any:
         from hyperfleet.trials.context import TrialContext
 
         return TrialContext
+    if name == "trial":  # the context inside a script trial's program (launcher/push.py)
+        from hyperfleet.platform.launcher.push import trial
+
+        return trial
     raise AttributeError(f"module 'hyperfleet' has no attribute {name!r}")

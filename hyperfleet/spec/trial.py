@@ -163,12 +163,13 @@ class MetricsConfig(_Section):
     """Where a script trial's reports come from (``trial.command``; see
     :mod:`hyperfleet.platform.launcher.script`)."""
 
-    source: Literal["stdout", "mlflow"] = Field(
+    source: Literal["stdout", "mlflow", "push"] = Field(
         "stdout",
         alias="from",
         description="stdout: lines of rank 0's output carrying name=value tokens (a line with "
         "the objective is a report; step= or epoch= gives its step); mlflow: the metrics the "
-        "program logs to its trial's MLflow run",
+        "program logs to its trial's MLflow run; push: the program reports through "
+        "hyperfleet.trial() (which any source allows), the only one PBT can drive",
     )
     pattern: str | None = Field(
         None,

@@ -38,8 +38,8 @@ def script_sweep(tmp_path: Path, mlflow_template: Path, **changes: Any) -> Path:
         "steps": 3,
         **changes.pop("trial", {}),
     }
+    changes.setdefault("objective", {"metric": "val_loss", "mode": "min"})
     data = minimal_sweep(
-        objective={"metric": "val_loss", "mode": "min"},
         storage=f"sqlite:///{runs / 'hf.db'}",
         tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
         workdir=str(runs),
@@ -73,7 +73,8 @@ def test_program_outcomes_and_its_mlflow_run(tmp_path: Path, mlflow_template: Pa
     trials = {t.params["mode"]: t for t in storage.trials("outcomes")}
     storage.close()
     ok, crash, silent = trials["ok"], trials["crash"], trials["silent"]
-    assert ok.state == TrialState.COMPLETE and ok.metrics["val_loss"] == pytest.approx(0.5 + 1 / 3, abs=1e-4)
+    assert ok.state == TrialState.COMPLETE
+    assert ok.metrics["val_loss"] == pytest.approx(0.5 + 1 / 3, abs=1e-4)
     assert crash.state == TrialState.FAIL and crash.error is not None
     assert "ValueError: the data file is corrupt" in crash.error  # its stderr
     assert crash.error.rstrip().endswith("report.py exited with code 3")
@@ -117,3 +118,40 @@ def test_pruned_program_is_killed_within_2s(tmp_path: Path, mlflow_template: Pat
     assert 0.9 <= float(took.group(1)) < 2.0, log
     pid = json.loads((Path(pruned.trial_dir) / "seen.json").read_text())["pid"]
     assert not os.path.exists(f"/proc/{pid}"), "the pruned program outlived its trial"
+
+
+def test_program_logging_to_mlflow_reports_through_its_child_run(
+    tmp_path: Path, mlflow_template: Path
+) -> None:
+    path = script_sweep(
+        tmp_path,
+        mlflow_template,
+        name="logs",
+        trial={
+            "command": ["python", str(PROGRAMS / "mlflow_logs.py"), "${args}"],
+            "params": {},
+            "metrics": {"from": "mlflow"},
+        },
+        space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
+    )
+    result = run_json(path)
+    assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
+    trials = storage.trials("logs")
+    storage.close()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
+    runs = client.search_runs([result["mlflow"]["experiment_id"]])
+    parent = result["mlflow"]["parent_run_id"]
+    assert len(runs) == 3, "no run beyond the sweep's and its trials'"
+    children = {r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") == parent}
+    assert children == {t.mlflow_run_id for t in trials}
+    for t in trials:
+        assert t.mlflow_run_id is not None
+        x = t.params["x"]
+        history = client.get_metric_history(t.mlflow_run_id, "val_loss")
+        assert [(m.step, m.value) for m in history] == pytest.approx(
+            [(1, x + 1), (2, x + 0.5), (3, x + 1 / 3)]
+        ), "each point once: the program's, none added by the platform"
+        assert t.last_step == 3  # the objective, read from the run
+        assert t.metrics["val_loss"] == pytest.approx(x + 1 / 3)
+        assert t.metrics["val_accuracy"] == pytest.approx(1 - x)

@@ -20,13 +20,22 @@ from hyperfleet.testing.sweeps import minimal_sweep
 
 
 def test_placeholders_become_arguments(tmp_path: Path) -> None:
-    command = ["python", "train.py", "--epochs", "3", "${args}", "--lr=${lr}", "${checkpoint_dir}"]
-    argv = render(command, {"lr": 0.01, "layers": 2, "trial.precision": "bf16"}, tmp_path)
+    command = [
+        "python",
+        "train.py",
+        "--steps",
+        "${steps}",
+        "${args}",
+        "--lr=${lr}",
+        "${checkpoint_dir}",
+    ]
+    params = {"lr": 0.01, "layers": 2, "trial.precision": "bf16"}
+    argv = render(command, params, tmp_path, {"steps": 30})
     assert argv == [
         sys.executable,  # python: the interpreter hyperfleet runs in
         "train.py",
-        "--epochs",
-        "3",
+        "--steps",
+        "30",
         "--lr",
         "0.01",
         "--layers",
@@ -85,7 +94,7 @@ BAD = {
     "unknown placeholder": (
         {"command": ["python", "train.py", "${lr}"]},
         "trial.command[2]: unknown placeholder ${lr}; use one of ${args}, ${trial_dir}, "
-        "${checkpoint_dir}, ${x}",
+        "${checkpoint_dir}, ${steps}, ${eval_every}, ${x}",
     ),
     "args inside an element": (
         {"command": ["python", "train.py", "--all=${args}"]},

@@ -286,11 +286,11 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
         for name in cfg.trial.params
         if name in cfg.space
     ]
-    if cfg.is_population:
+    if cfg.is_population and cfg.trial.metrics.source != "push":
         problems.append(
             f"scheduler: {cfg.scheduler.type} exploits and pauses trials, which a program "
-            f"reporting on {cfg.trial.metrics.source} cannot follow; use a workload function "
-            f"(trial.workload) or another scheduler"
+            f"reporting on {cfg.trial.metrics.source} cannot follow; report through "
+            f"hyperfleet.trial() with trial.metrics: {{from: push}}, or use trial.workload"
         )
     return problems + command_problems(cfg.trial, cfg.space)
 

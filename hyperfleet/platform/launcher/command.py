@@ -9,7 +9,9 @@
 * ``${name}`` — one param's value, anywhere in an element (``--lr=${lr}``);
 * ``${trial_dir}`` — the trial's directory (its log, its spec);
 * ``${checkpoint_dir}`` — ``<trial dir>/checkpoints``: the same folder in every launch of the
-  trial, so a program resumed after a requeue finds its own files there.
+  trial, so a program resumed after a requeue finds its own files there;
+* ``${steps}``, ``${eval_every}`` — ``trial.steps`` and ``trial.eval_every`` (a param of the
+  same name wins).
 
 A first element ``python`` (or ``python3``) is the interpreter hyperfleet runs in (the one
 with torch). With ``resources.devices`` > 1 the program runs under torchrun
@@ -37,15 +39,20 @@ from hyperfleet.spec.trial import TrialConfig
 _PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
 ARGS = "${args}"
 DIRS = ("trial_dir", "checkpoint_dir")
+FIELDS = ("steps", "eval_every")  # of the trial section
 CHECKPOINT_DIR = "checkpoints"  # under the trial's directory, as a function trial's
 PYTHONS = ("python", "python3")
 RANK0_PREFIX = "[default0]:"  # torchrun's --tee prefix of local rank 0's lines
+# What the runner and a program that calls hyperfleet.trial() share (.push):
+SPEC_VAR = "HYPERFLEET_SPEC"  # the spec of the trial a program runs in
+PUSH_FILE = ".push"  # in the trial directory: the program reports through hyperfleet.trial()
+RESTART_FILE = ".restart.json"  # an exploit: the params and step the program starts again on
 
 
 def placeholder_problems(command: Iterable[str], names: Iterable[str]) -> list[str]:
     """One line per placeholder of ``command`` that is neither a directory, ``${args}`` (a
     whole element) nor one of ``names`` (the params)."""
-    known = set(names) | set(DIRS)
+    known = set(names) | set(DIRS) | set(FIELDS)
     problems = []
     for i, element in enumerate(command):
         for found in _PLACEHOLDER.findall(element):
@@ -56,7 +63,8 @@ def placeholder_problems(command: Iterable[str], names: Iterable[str]) -> list[s
                         f"as an element of its own, not inside {element!r}"
                     )
             elif found not in known:
-                choices = ", ".join(f"${{{n}}}" for n in ("args", *DIRS, *sorted(set(names))))
+                every = ("args", *DIRS, *FIELDS, *sorted(set(names)))
+                choices = ", ".join(f"${{{n}}}" for n in every)
                 problems.append(
                     f"trial.command[{i}]: unknown placeholder ${{{found}}}; use one of {choices}"
                 )
@@ -115,13 +123,20 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def render(command: Iterable[str], params: Mapping[str, Any], trial_dir: str | Path) -> list[str]:
-    """``command`` with its placeholders filled in (see the module docstring)."""
+def render(
+    command: Iterable[str],
+    params: Mapping[str, Any],
+    trial_dir: str | Path,
+    fields: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """``command`` with its placeholders filled in (see the module docstring); ``fields``:
+    the trial section's values (:data:`FIELDS`)."""
     directory = Path(trial_dir)
     values = {
-        **{k: _value(v) for k, v in params.items() if not k.startswith("trial.")},
+        **{k: _value(v) for k, v in (fields or {}).items()},
         "trial_dir": str(directory),
         "checkpoint_dir": str(directory / CHECKPOINT_DIR),
+        **{k: _value(v) for k, v in params.items() if not k.startswith("trial.")},
     }
     argv: list[str] = []
     for element in command:

@@ -75,6 +75,8 @@ class StdoutReader:
 def looked_for(objectives: Iterable[str], source: str, pattern: str | None) -> str:
     """What a trial that reported no objective was read for, for its error line."""
     names = ", ".join(objectives)
+    if source == "push":
+        return f"no {names} reported; looked for reports through hyperfleet.trial()"
     if source == "mlflow":
         return f"no {names} reported; looked for metric {names} in the trial's MLflow run"
     if pattern is not None:

@@ -39,7 +39,12 @@ from typing import IO
 
 from hyperfleet.errors import LaunchError
 from hyperfleet.platform.launcher.base import Launcher, Rendezvous
-from hyperfleet.platform.launcher.command import RANK0_PREFIX, render, under_torchrun
+from hyperfleet.platform.launcher.command import (
+    RANK0_PREFIX,
+    SPEC_VAR,
+    render,
+    under_torchrun,
+)
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.launcher.torchrun import (
     TorchrunHandle,
@@ -52,7 +57,6 @@ from hyperfleet.platform.tracking.spool import Spool, is_pending
 from hyperfleet.spec.wire import TrialSpec
 
 RUNNER = "hyperfleet.platform.launcher.script_run"  # the runner's module
-SPEC_VAR = "HYPERFLEET_SPEC"  # the spec of the trial a program runs in (hyperfleet.trial())
 PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
 MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
@@ -196,7 +200,8 @@ def program_env(spec: TrialSpec, run_id: str | None, experiment_id: str | None) 
 def program_argv(spec: TrialSpec) -> tuple[list[str], str | None]:
     """The command line of the trial's program, and the prefix of rank 0's output lines."""
     assert spec.trial.command is not None
-    argv = render(spec.trial.command, spec.params, spec.trial_dir)
+    fields = {"steps": spec.trial.steps, "eval_every": spec.trial.eval_every}
+    argv = render(spec.trial.command, spec.params, spec.trial_dir, fields)
     nproc = spec.trial.resources.devices
     if nproc <= 1:
         return argv, None

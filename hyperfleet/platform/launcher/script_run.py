@@ -9,15 +9,18 @@ torch: the program alone does.
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import Superseded
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.readers import (
     MlflowReader,
     StdoutReader,
@@ -33,7 +36,10 @@ from hyperfleet.platform.launcher.script import (
 )
 from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.spec.states import Outcome
-from hyperfleet.spec.wire import DecisionKind, TrialSpec
+from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
+from hyperfleet.trials.workloads.registry import merged_params
+
+RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
 
 
 class StopRequestError(Exception):
@@ -60,6 +66,7 @@ class ScriptRun:
         self.outcome: str = Outcome.FAIL
         self.program: Program | None = None
         self.run_id: str | None = None  # the trial's MLflow run, once it exists
+        self.deferred = False  # the outcome is the program's to record
 
     def _environment(self) -> dict[str, str]:
         self.run_id = mlflow_run(self.spec)
@@ -77,10 +84,20 @@ class ScriptRun:
         """Run the program to its end; the runner's exit code (0: recorded as it ended)."""
         signal.signal(signal.SIGTERM, _on_sigterm)
         code = 1
+        directory = Path(self.spec.trial_dir)
+        for left in (PUSH_FILE, RESTART_FILE):  # by an earlier launch of the trial
+            (directory / left).unlink(missing_ok=True)
         try:
-            argv, prefix = program_argv(self.spec)
-            self.program = Program(argv, self._environment(), prefix)
-            code = self._follow(self.program)
+            env = self._environment()
+            spec_path = self.spec.path
+            while True:
+                argv, prefix = program_argv(self.spec)
+                self.program = Program(argv, {**env, SPEC_VAR: str(spec_path)}, prefix)
+                code = self._follow(self.program)
+                restart = self._restart() if code == 0 and self.pushed() else None
+                if restart is None:
+                    break
+                self.spec, spec_path = restart, restart.write(directory / RESTART_SPEC)
         except StopRequestError:
             print("hyperfleet: the trial was stopped; stopping the program", flush=True)
             code = 128 + signal.SIGTERM
@@ -93,7 +110,32 @@ class ScriptRun:
             self._finish()
         return code
 
+    def pushed(self) -> bool:
+        """The program reports through ``hyperfleet.trial()`` (:mod:`.push`)."""
+        return (Path(self.spec.trial_dir) / PUSH_FILE).exists()
+
+    def _restart(self) -> TrialSpec | None:
+        """After an exploit the program left the donor's step and the explored params: the
+        spec it starts again on (None: it ended)."""
+        path = Path(self.spec.trial_dir) / RESTART_FILE
+        if not path.exists():
+            return None
+        change = json.loads(path.read_text())
+        path.unlink()
+        step = int(change["step"])
+        params = merged_params(None, self.spec.trial.params, change["params"])
+        print(f"hyperfleet: exploit; the program starts again from step {step}", flush=True)
+        return self.spec.model_copy(
+            update={
+                "params": params,
+                "restore": RestorePoint(trial=self.spec.number, step=step),
+                "reported_through": step,
+            }
+        )
+
     def _finish(self) -> None:
+        if self.deferred:  # the program recorded its outcome itself (hyperfleet.trial())
+            return
         try:
             self.recorder.finish(self.outcome)
         except Superseded as exc:
@@ -121,7 +163,7 @@ class ScriptRun:
             except queue.Empty:
                 line = ""
             ended = line is None
-            if line and from_mlflow is None:
+            if line and from_mlflow is None and self.source == "stdout" and not self.pushed():
                 report = stdout.read(line)
                 if report is not None and self._record(program, *report):
                     return 0
@@ -143,6 +185,8 @@ class ScriptRun:
 
     def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
         """Record one report; True when its decision ended the program."""
+        if self.pushed():  # the program reports itself (hyperfleet.trial())
+            return False
         self.reported = True
         decision = self.recorder(step, metrics)
         if decision.kind is DecisionKind.CONTINUE:
@@ -174,6 +218,9 @@ class ScriptRun:
                 print("\n".join(program.stderr), flush=True)
             print(f"ScriptError: {name} exited with code {code}", flush=True)
             return 1
+        if self.pushed():  # its outcome is recorded: complete, pruned or paused
+            self.deferred = True
+            return 0
         if not self.reported:
             spec = self.spec.trial.metrics
             print(
