@@ -81,6 +81,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
+from hyperfleet.platform.schedulers.configs import SkoptConfig
 from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna.delegating import DelegatingSampler
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
@@ -115,7 +116,7 @@ class SkoptSampler(DelegatingSampler):
         self,
         *,
         base_estimator: str = "GP",
-        acq_func: str = "EI",
+        acq_func: str = SkoptConfig.model_fields["acq_func"].default,
         n_initial_points: int = 10,
         liar: str = "kriging_believer",
         max_history: int | None = None,
