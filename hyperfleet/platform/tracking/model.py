@@ -89,7 +89,7 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
     if tag != BEST_TAG or not numbers or not tracker.log_model:
         return
     number = numbers[0]
-    stored = next((t.run_id for t in view.trials if t.number == number), None)
+    stored = next((t.mlflow_run_id for t in view.trials if t.number == number), None)
     try:
         run_id = tracker.run_id_of(number, stored)
         if run_id is None or MODEL_TAG in tracker.client.get_run(run_id).data.tags:
