@@ -71,9 +71,12 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def may_export(workload: str) -> bool:
+def may_export(workload: str | None) -> bool:
     """False when the workload surely has no export hook (saves starting torch for nothing):
-    a custom workload whose module's source never mentions ``hyperfleet_export``."""
+    a custom workload whose module's source never mentions ``hyperfleet_export``, or none (a
+    script trial's program, ``trial.command``)."""
+    if not workload:
+        return False
     if workload in BUILTIN or ":" not in workload:
         return True
     path = _module_file(workload.partition(":")[0])
@@ -97,9 +100,9 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
     except Exception:
         logger.warning("could not check the best trial's run for a model", exc_info=True)
         return
-    workload = str((view.config.get("trial") or {}).get("workload", ""))
+    workload = (view.config.get("trial") or {}).get("workload")
     if not may_export(workload):
-        logger.info("workload %s has no export hook: no model logged", workload)
+        logger.info("workload %s has no export hook: no model logged", workload or "(a program)")
         return
     directory = tracker.trial_dir(number)
     if directory is None or not (directory / SPEC_FILE).is_file():
