@@ -1,0 +1,183 @@
+"""``hyperfleet.run``, ``submit`` and ``load``: the sweep file's schema from Python, a function
+shipped to its trials by value, the CLI's validation lines, and an import that stays cheap."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import hyperfleet
+from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workloads import quadratic_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, mlflow_template: Path) -> dict[str, Any]:
+    """The minimal sweep with its stores under ``tmp_path/runs`` (MLflow's a migrated copy)
+    and no trial.workload: each test gives its own."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(mlflow_template, runs / "mlflow.db")
+    data = minimal_sweep(
+        name="api",
+        budget={"trials": 3},
+        workdir=str(runs),
+        storage=f"sqlite:///{runs / 'hf.db'}",
+        tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
+    )
+    del data["trial"]["workload"]
+    return data
+
+
+def closure_workload(target: float) -> Any:
+    """A workload no trial process can import (a nested function closing over ``target``):
+    it travels by value."""
+
+    def train(ctx: Any) -> None:
+        x = float(ctx.params["x"])
+        for step in range(1, ctx.max_steps + 1):
+            ctx.report(step, {"loss": (x - target) ** 2 + 1.0 / step})
+
+    return train
+
+
+def test_importing_hyperfleet_imports_neither_the_platform_nor_pandas() -> None:
+    code = (
+        "import sys, hyperfleet\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('pandas', 'torch', 'optuna',"
+        " 'mlflow', 'cloudpickle') or m.startswith('hyperfleet.platform')]\n"
+        "assert not heavy, heavy[:5]\n"
+        "assert callable(hyperfleet.run) and callable(hyperfleet.load)\n"
+        "assert 'hyperfleet.platform' not in sys.modules, 'resolving run imports nothing yet'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_function_shipped_by_value_runs_in_process_trials(sweep: dict[str, Any]) -> None:
+    result = hyperfleet.run(sweep, closure_workload(0.25), progress=False)
+    frame = result.trials
+    assert list(frame.columns) == [
+        "number", "state", "value", "params_x", "duration", "last_step",
+    ]  # fmt: skip
+    assert list(frame["number"]) == [0, 1, 2]
+    assert set(frame["state"]) == {TrialState.COMPLETE}
+    assert list(frame["last_step"]) == [4, 4, 4]
+    expected = [(x - 0.25) ** 2 + 0.25 for x in frame["params_x"]]  # the closure's target
+    assert list(frame["value"]) == pytest.approx(expected)
+    assert result.best_value == pytest.approx(min(expected))
+    assert result.best_trial is not None
+    assert result.best_params == {"x": frame.loc[frame["value"].idxmin(), "params_x"]}
+    assert result.name == "api" and result.storage == sweep["storage"]
+    loaded = hyperfleet.load("api", storage=sweep["storage"])
+    assert loaded.trials.equals(frame)
+    assert loaded.best_params == result.best_params
+
+
+def test_a_second_run_continues_the_sweep_to_a_larger_budget(sweep: dict[str, Any]) -> None:
+    from hyperfleet.testing.sweeps import QUADRATIC
+
+    first = hyperfleet.run(sweep, QUADRATIC, progress=False)
+    assert len(first.trials) == 3
+    sweep["budget"]["trials"] = 4
+    second = hyperfleet.run(sweep, QUADRATIC, progress=False)
+    assert list(second.trials["number"]) == [0, 1, 2, 3]
+    assert second.trials.iloc[:3].equals(first.trials), "COMPLETE trials are not run again"
+    x = second.trials["params_x"].iloc[3]
+    assert second.trials["value"].iloc[3] == pytest.approx(quadratic_loss(x, 4))
+
+
+def test_a_config_file_names_its_own_workload(sweep: dict[str, Any], tmp_path: Path) -> None:
+    from hyperfleet.testing.sweeps import QUADRATIC
+
+    sweep["trial"]["workload"] = QUADRATIC
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    result = hyperfleet.run(path, progress=False)
+    assert len(result.trials) == 3 and set(result.trials["state"]) == {TrialState.COMPLETE}
+
+
+def _cli_lines(tmp_path: Path, data: dict[str, Any]) -> list[str]:
+    """What ``hyperfleet validate`` prints for ``data``, one line per problem."""
+    from hyperfleet.platform.cli import app
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    got = CliRunner().invoke(app, ["validate", str(path)])
+    assert got.exit_code == 2, got.output
+    return [line.removeprefix("error: ") for line in got.stderr.splitlines()]
+
+
+def test_a_bad_config_raises_the_clis_lines_and_writes_nothing(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    bad = {**sweep, "budget": {"trials": 0}, "colour": "red"}
+    bad["space"] = {"x": {"type": "float", "low": 1.0, "high": 0.0}}
+    bad["trial"] = {**sweep["trial"], "workload": "hyperfleet.testing.workloads:quadratic"}
+    with pytest.raises(hyperfleet.ConfigError) as raised:
+        hyperfleet.run(bad, progress=False)
+    assert raised.value.problems == _cli_lines(tmp_path, bad)
+    assert len(raised.value.problems) >= 3
+    assert not (tmp_path / "runs" / "hf.db").exists(), "nothing is written for a bad config"
+    with pytest.raises(hyperfleet.ConfigError) as raised:
+        hyperfleet.run(sweep, progress=False)  # no workload in the config nor the call
+    assert raised.value.problems == ["trial.workload: required field is missing"]
+    with pytest.raises(hyperfleet.ConfigError, match=r"^workload: expected a function"):
+        hyperfleet.run(sweep, 42, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(hyperfleet.ConfigError, match=r"^trial.workload: cannot import module"):
+        hyperfleet.submit(sweep, "no_such_module:main")
+    with pytest.raises(hyperfleet.StorageError, match=r"^storage: no database at "):
+        hyperfleet.load("api", storage=sweep["storage"])
+
+
+def test_submit_stores_the_function_for_workers(sweep: dict[str, Any]) -> None:
+    """A submitted sweep holds the pickled function in its config: a worker (any host)
+    validates and runs it from storage alone."""
+    from hyperfleet.platform.config import parse_sweep
+    from hyperfleet.platform.storage import Storage
+
+    result = hyperfleet.submit(sweep, closure_workload(0.5))
+    assert result.trials.empty and result.best_value is None
+    with pytest.raises(hyperfleet.ConfigError, match=r"no sweep named 'nope'.*known: api"):
+        hyperfleet.load("nope", storage=sweep["storage"])
+    storage = Storage.open_readonly(sweep["storage"])
+    try:
+        row = storage.get_sweep("api")
+    finally:
+        storage.close()
+    assert row is not None
+    stored = row.stored_config["trial"]
+    assert stored["workload"] == "__main__:closure_workload.<locals>.train"
+    assert stored["code"]
+    cfg = parse_sweep(row.stored_config)  # what a worker does with the stored row
+    from hyperfleet.trials.workloads.registry import load_workload
+
+    train = load_workload(cfg.trial.workload, cfg.trial.code)
+    assert train.__closure__ is not None and train.__closure__[0].cell_contents == 0.5
+
+
+def test_a_shipped_function_declares_its_export_hook_on_itself() -> None:
+    """The best trial's model is exported only for a shipped function carrying a
+    ``hyperfleet_export`` hook (no torch process started for one without)."""
+    from hyperfleet.platform.sweeps.shipping import shipped
+    from hyperfleet.platform.tracking.model import may_export
+
+    train = closure_workload(0.3)
+    name, code = shipped(train)
+    assert code is not None and not may_export(name, code)
+    train.hyperfleet_export = lambda params, state: (None, None)  # type: ignore[attr-defined]
+    name, code = shipped(train)
+    assert may_export(name, code)
+    assert shipped(quadratic_loss) == ("hyperfleet.testing.workloads:quadratic_loss", None)
