@@ -86,7 +86,7 @@ def find_hook(workload: str, code: str | None = None) -> ExportHook | None:
         return HOOKS.get(workload)
     fn = load_workload(workload, code)
     hook = getattr(fn, "hyperfleet_export", None)
-    if hook is None:
+    if hook is None and code is None:  # a shipped function's module stayed with the caller
         hook = getattr(importlib.import_module(fn.__module__), "hyperfleet_export", None)
     return hook if callable(hook) else None
 

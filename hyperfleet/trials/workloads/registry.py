@@ -139,7 +139,10 @@ def _declared(fn: Callable[..., Any], name: str) -> Any:
     """The attribute ``name`` of the workload function, or else of its module (None)."""
     declared = getattr(fn, name, None)
     if declared is None:
-        module = importlib.import_module(fn.__module__)
+        try:
+            module = importlib.import_module(fn.__module__)
+        except ImportError:  # shipped by value (``trial.code``): its module stayed with the caller
+            return None
         declared = getattr(module, name, None)
     return declared
 
