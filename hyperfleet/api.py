@@ -30,6 +30,7 @@ This module imports the platform only when called, so ``import hyperfleet`` stay
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,21 @@ def _config(config: Config, workload: Workload) -> tuple[SweepConfig, Path | Non
     return parse_sweep(with_workload(data, workload)), path
 
 
+def _not_while_importing_main(call: str) -> None:
+    """``HyperfleetError`` when a process multiprocessing started (an in-process trial
+    worker) is importing the caller's script, as spawn and forkserver children do: a script
+    that calls ``run`` at its top level would start a sweep in each of them."""
+    import multiprocessing
+
+    from hyperfleet.errors import HyperfleetError
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise HyperfleetError(
+            f"hyperfleet.{call}: called while a worker process imports this script; put the "
+            f'call under `if __name__ == "__main__":`'
+        )
+
+
 def _urls(cfg: SweepConfig, storage: str | None, tracking_uri: str | None) -> tuple[str, str]:
     from hyperfleet.platform.sweeps.run import default_urls
 
@@ -90,9 +106,11 @@ def run(
     from hyperfleet.platform.sweeps.display import ProgressLine
     from hyperfleet.platform.sweeps.outcome import SweepResult
     from hyperfleet.platform.sweeps.preflight import check_urls
+    from hyperfleet.platform.sweeps.results import none_complete
     from hyperfleet.platform.sweeps.run import SweepRunner
     from hyperfleet.platform.tracking.client import check_env
 
+    _not_while_importing_main("run")
     check_urls(storage, tracking_uri)
     cfg, path = _config(config, workload)
     check_env()
@@ -113,6 +131,9 @@ def run(
         )
     if line is not None:
         line.end(repr(result))
+    failed = none_complete(summary)
+    if failed is not None:  # as `sweep run` says it: how many failed, and the first one's why
+        print(failed, file=sys.stderr, flush=True)
     return result
 
 
@@ -131,6 +152,7 @@ def submit(
     from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.sweeps.run import submit_sweep
 
+    _not_while_importing_main("submit")
     check_urls(storage, tracking_uri)
     cfg, path = _config(config, workload)
     storage_url, tracking = _urls(cfg, storage, tracking_uri)

@@ -181,3 +181,93 @@ def test_a_shipped_function_declares_its_export_hook_on_itself() -> None:
     name, code = shipped(train)
     assert may_export(name, code)
     assert shipped(quadratic_loss) == ("hyperfleet.testing.workloads:quadratic_loss", None)
+
+
+PBT_SCRIPT = '''
+import json, sys, time
+from pathlib import Path
+
+import hyperfleet
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
+
+HERE = Path(sys.argv[1])
+
+
+def toy(ctx):
+    """The PBT paper's toy (examples/pbt_toy.py), defined in __main__: both members wait at
+    their first report until both are there, so they run side by side."""
+    h0, h1 = float(ctx.params["h0"]), float(ctx.params["h1"])
+    state = ctx.load_checkpoint()
+    theta = [0.9, 0.9] if state is None else state["theta"]
+    step = 0 if state is None else state["step"]
+    while step < ctx.max_steps:
+        theta = [theta[0] * (1 - 0.1 * h0), theta[1] * (1 - 0.1 * h1)]
+        step += 1
+        if ctx.should_eval(step):
+            q = 1.2 - (theta[0] ** 2 + theta[1] ** 2)
+            ctx.report(step, {"Q": q}, checkpoint={"theta": theta, "step": step})
+            (HERE / f"at-{ctx.trial_number}").touch()
+            while not all((HERE / f"at-{n}").exists() for n in (0, 1)):
+                time.sleep(0.02)
+
+
+if __name__ == "__main__":  # in-process trial workers import this module
+    config = json.loads((HERE / "config.json").read_text())
+    result = hyperfleet.run(config, toy, progress=False)
+    storage = Storage.open_readonly(result.storage)
+    exploits = [e for e in SqlPopulationStore(storage.engine).lineage(result.name)
+                if e.kind == "exploit"]
+    print(json.dumps({"states": list(result.trials["state"]), "exploits": len(exploits)}))
+'''
+
+
+@pytest.mark.slow
+def test_a_function_in_main_runs_a_pbt_sweep_with_exploits(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    """A script's own function (``__main__``, which no trial process can import) under PBT:
+    members exploit and restart it in place with the donor's checkpoint."""
+    import json
+
+    sweep.update(
+        objective={"metric": "Q", "mode": "max"},
+        budget={"max_concurrent": 2},
+        space={n: {"type": "float", "low": 0.0, "high": 1.0} for n in ("h0", "h1")},
+        scheduler={
+            "type": "pbt", "population": 2, "perturbation_interval": 4, "seed": 0,
+            "quantile_fraction": 0.25, "perturbation_factors": [0.8, 1.2],
+            "initial": [{"h0": 1.0, "h1": 0.0}, {"h0": 0.0, "h1": 1.0}],
+        },
+    )  # fmt: skip
+    sweep["trial"].update(steps=24, eval_every=4)
+    (tmp_path / "config.json").write_text(json.dumps(sweep))
+    script = tmp_path / "pbt_script.py"
+    script.write_text(PBT_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["states"] == [TrialState.COMPLETE] * 2
+    assert got["exploits"] >= 1, "PBT never exploited"
+
+
+@pytest.mark.slow
+def test_a_worker_process_runs_a_submitted_function(sweep: dict[str, Any], tmp_path: Path) -> None:
+    """``hyperfleet worker`` in another process and directory, which never saw this test's
+    code, runs the function stored with the sweep."""
+    hyperfleet.submit(sweep, closure_workload(0.75))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cli = str(Path(sys.executable).parent / "hyperfleet")
+    proc = subprocess.run(
+        [cli, "worker", "--storage", sweep["storage"], "--sweep", "api", "--max-trials", "3"],
+        capture_output=True, text=True, check=False, cwd=elsewhere, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = hyperfleet.load("api", storage=sweep["storage"]).trials
+    assert set(frame["state"]) == {TrialState.COMPLETE} and len(frame) == 3
+    expected = [(x - 0.75) ** 2 + 0.25 for x in frame["params_x"]]
+    assert list(frame["value"]) == pytest.approx(expected)
