@@ -271,3 +271,24 @@ def test_a_worker_process_runs_a_submitted_function(sweep: dict[str, Any], tmp_p
     assert set(frame["state"]) == {TrialState.COMPLETE} and len(frame) == 3
     expected = [(x - 0.75) ** 2 + 0.25 for x in frame["params_x"]]
     assert list(frame["value"]) == pytest.approx(expected)
+
+
+def test_the_progress_line_prints_when_the_counts_change() -> None:
+    """Outside a notebook: one plain line per change of the ended or running counts."""
+    import io
+
+    from hyperfleet.platform.controller import Progress
+    from hyperfleet.platform.sweeps.display import ProgressLine
+
+    out = io.StringIO()
+    line = ProgressLine("quad", stream=out)
+    for finished, running in ((0, 2), (0, 2), (1, 2), (1, 2), (3, 0)):
+        line(Progress(running=running, finished=finished, budget=3))
+    line.end("done")
+    shown = [s.rsplit(",", 1)[0] for s in out.getvalue().splitlines()]
+    assert shown == [
+        "sweep quad: 0/3 trials ended, 2 running",
+        "sweep quad: 1/3 trials ended, 2 running",
+        "sweep quad: 3/3 trials ended, 0 running",
+        "sweep quad: done",
+    ]
