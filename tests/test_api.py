@@ -292,3 +292,40 @@ def test_the_progress_line_prints_when_the_counts_change() -> None:
         "sweep quad: 3/3 trials ended, 0 running",
         "sweep quad: done",
     ]
+
+
+UNGUARDED_SCRIPT = """
+import json, sys
+import hyperfleet
+
+def train(ctx):
+    ctx.report(1, {"loss": 1.0})
+
+config = json.loads(open(sys.argv[1]).read())
+print(repr(hyperfleet.run(config, train, progress=False)))
+"""
+
+
+@pytest.mark.slow
+def test_a_script_without_the_main_guard_is_told_in_one_line(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    """In-process trial workers import the script's module (multiprocessing's forkserver): a
+    top-level ``run`` there is refused with one line, and the sweep ends with no trial
+    COMPLETE, as ``sweep run`` says it."""
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(sweep))
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "config.json")],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        "hyperfleet.run: called while a worker process imports this script; put the call under "
+        '`if __name__ == "__main__":`'
+    ) in proc.stderr
+    assert "error: sweep api ended with no trial COMPLETE" in proc.stderr
+    assert "3 FAIL" in proc.stdout.strip().splitlines()[-1]
