@@ -1,8 +1,9 @@
 """hyperfleet: hyperparameter sweeps of distributed PyTorch trials, logged to MLflow.
 
-The top-level package stays import-light: ``TrialContext`` (which needs torch) and ``trial``
-(a script trial's program asks for its context) are loaded only when first used, so ``import
-hyperfleet.platform`` never imports torch.
+The top-level package stays import-light: ``TrialContext`` (which needs torch), the Python
+API (``run``, ``submit``, ``load``: :mod:`hyperfleet.api`, which imports the platform) and
+``trial`` (a script trial's program asks for its context) are loaded only when first used, so
+``import hyperfleet`` imports neither torch nor the platform.
 """
 
 from __future__ import annotations
@@ -29,10 +30,16 @@ __all__ = [
     "TrialContext",
     "TrialPruned",
     "__version__",
+    "load",
+    "run",
+    "submit",
     "trial",
 ]
 
+_API = ("load", "run", "submit")  # hyperfleet.api's functions
+
 if TYPE_CHECKING:
+    from hyperfleet.api import load, run, submit
     from hyperfleet.platform.launcher.push import trial
     from hyperfleet.trials.context import TrialContext
 
@@ -42,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from hyperfleet.trials.context import TrialContext
 
         return TrialContext
+    if name in _API:
+        from hyperfleet import api
+
+        return getattr(api, name)
     if name == "trial":  # the context inside a script trial's program (launcher/push.py)
         from hyperfleet.platform.launcher.push import trial
 

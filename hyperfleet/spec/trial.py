@@ -206,6 +206,12 @@ class TrialConfig(_Section):
     metrics: MetricsConfig = Field(
         default_factory=MetricsConfig, description="where a command's reports come from"
     )
+    code: str | None = Field(
+        None,
+        description="the workload function shipped by value (cloudpickle, base64), set by "
+        "hyperfleet.run/submit for a function defined in __main__ or a notebook cell; then "
+        "workload only names it ('__main__:fn') and no module is imported",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
     steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
     eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")

@@ -62,7 +62,7 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
     problems: list[str] = []
     if trial.workload not in BUILTIN:
         try:
-            fn = load_workload(trial.entry)
+            fn = load_workload(trial.entry, trial.code)
         except ConfigError as exc:
             return exc.problems
         entry = _entry_problem(fn, trial.entry)
@@ -97,7 +97,7 @@ def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
     declares. A workload that can't be loaded, or whose declaration is malformed, declares
     nothing here: :func:`_workload_problems` reports it."""
     try:
-        fn = None if t.workload in BUILTIN else load_workload(t.entry)
+        fn = None if t.workload in BUILTIN else load_workload(t.entry, t.code)
         return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
     except ConfigError:
         return Capabilities(), dict(t.params)
