@@ -257,6 +257,8 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
             problems.append("objectives: PBT ranks members by one objective; use objective")
         space = {n: s.model_dump() for n, s in cfg.space.items()}
         problems += check_initial(cfg.scheduler.initial, space)
+    elif budget.trials is None and budget.timeout is None:
+        problems.append("budget: give trials or timeout (or both), or the sweep would never end")
     if is_conditional(cfg.space) and cfg.scheduler.type not in CONDITIONAL_TYPES:
         branched = next(
             n for n, s in cfg.space.items() if isinstance(s, CategoricalParam) and s.branches
@@ -266,8 +268,6 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
             f"space.{branched} has sub-spaces under its choices; use one of "
             f"{', '.join(sorted(CONDITIONAL_TYPES))}, or a flat space"
         )
-    elif budget.trials is None and budget.timeout is None:
-        problems.append("budget: give trials or timeout (or both), or the sweep would never end")
     if cfg.objectives is not None and cfg.pruner.type != "none":
         problems.append("pruner: Optuna prunes single-objective sweeps only; use type: none")
     return problems
