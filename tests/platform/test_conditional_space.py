@@ -285,3 +285,12 @@ def test_pbt_initial_members_fix_values_and_their_branch_is_checked() -> None:
         "scheduler.initial[0].momentum: a parameter under optimizer: sgd; give optimizer: sgd "
         "beside it"
     ]
+
+
+def test_the_example_file_validates_as_a_conditional_space_two_levels_deep() -> None:
+    from pathlib import Path
+
+    from hyperfleet.platform.config import is_conditional, load_sweep
+
+    cfg = load_sweep(Path(__file__).resolve().parents[2] / "examples" / "conditional.yaml")
+    assert is_conditional(cfg.space) and set(cfg.dims) == set(BRANCHES[("sgd", "step")]) | {"beta2"}
