@@ -294,3 +294,21 @@ def test_the_example_file_validates_as_a_conditional_space_two_levels_deep() -> 
 
     cfg = load_sweep(Path(__file__).resolve().parents[2] / "examples" / "conditional.yaml")
     assert is_conditional(cfg.space) and set(cfg.dims) == set(BRANCHES[("sgd", "step")]) | {"beta2"}
+
+
+def test_an_enqueued_point_on_a_conditional_grid_is_completed_from_a_cell_of_its_branch() -> None:
+    space = {
+        "optimizer": {
+            "type": "categorical",
+            "choices": {
+                "sgd": {"momentum": {"type": "categorical", "choices": [0.0, 0.9]}},
+                "adamw": {"beta2": {"type": "categorical", "choices": [0.99]}},
+            },
+        }
+    }
+    cfg = parse(space, scheduler={"type": "grid"})
+    cells = space_mod.cells(cfg.space)
+    study = optuna.create_study(sampler=build_sampler(cfg.scheduler, cells=cells))
+    study.enqueue_trial({"optimizer": "adamw"})
+    params = space_mod.sample(study.ask(), cfg.space)
+    assert params == {"optimizer": "adamw", "beta2": 0.99}

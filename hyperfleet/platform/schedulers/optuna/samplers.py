@@ -72,9 +72,15 @@ class BranchGridSampler(AskTellGridSampler):
         self, study: Any, trial: FrozenTrial, param_name: str, param_distribution: Any
     ) -> Any:
         grid_id = trial.system_attrs.get("grid_id")
-        if grid_id is None:  # an enqueued trial that fixed only some params: any cell's value
-            grid_id = 0
-        return self.cells[int(grid_id)][param_name]
+        if grid_id is not None:
+            return self.cells[int(grid_id)][param_name]
+        # an enqueued trial that fixed only some params: a cell that agrees with them
+        agree = [
+            cell
+            for cell in self.cells
+            if param_name in cell and all(cell.get(k, v) == v for k, v in trial.params.items())
+        ]
+        return (agree or [c for c in self.cells if param_name in c])[0][param_name]
 
 
 CELL = "hyperfleet.cell"
