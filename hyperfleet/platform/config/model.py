@@ -174,7 +174,11 @@ class SweepConfig(_Frozen):
     def _space(cls, v: dict[str, Any]) -> dict[str, Any]:
         if not v:
             raise ValueError("the search space is empty; add at least one parameter")
-        return v  # names, at every depth: config.space.space_problems (a semantic check)
+        for name in v:
+            problem = key_problem(name)
+            if problem is not None:
+                raise ValueError(f"parameter name {problem}")
+        return v  # names under a choice: config.space.space_problems, naming their path
 
     @field_validator("storage")
     @classmethod

@@ -202,7 +202,7 @@ def space_problems(space: Space) -> list[str]:
     problems: list[str] = []
     seen: dict[str, list[tuple[str, ParamSpec, tuple[tuple[str, str], ...]]]] = {}
     for name, path, spec, where in _occurrences(space, "space", ()):
-        problem = key_problem(name)
+        problem = key_problem(name) if where else None  # top-level names: SweepConfig's
         if problem is not None:
             problems.append(f"{path}: parameter name {problem}")
             continue
