@@ -178,3 +178,55 @@ def test_default_urls_are_built_in_one_place() -> None:
     assert DEFAULT_STORAGE == "sqlite:///hyperfleet-runs/hyperfleet.db"
     assert local_tracking("w") == "sqlite:///w/mlflow.db"
     assert local_storage("/a/b") == "sqlite:////a/b/hyperfleet.db"
+
+
+def test_storage_retry_default_has_one_home() -> None:
+    """How long a storage outage is ridden out: ``storage/retry.py``'s ``DEFAULT_RETRY_S`` is
+    also the sweep file's ``storage_retry`` default, imported, not written again in config/
+    (``tracking/client.py``'s MLflow wait is another default of the same value)."""
+    from hyperfleet.platform.config.model import SweepConfig
+    from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
+
+    assert SweepConfig.model_fields["storage_retry"].default == DEFAULT_RETRY_S
+
+    def match(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Constant)
+            and type(node.value) is float
+            and (node.value == DEFAULT_RETRY_S)
+        )
+
+    assert _places(match, "hyperfleet/platform/config/") == []
+
+
+def test_stack_defaults_have_one_home() -> None:
+    """``hyperfleet stack up``'s address and worker count default to the stack's own
+    (``services/__init__.py``: ``DEFAULT_ADDRESS``, ``DEFAULT_WORKERS``)."""
+    import inspect
+
+    from hyperfleet.platform.cli.stack import stack_up
+    from hyperfleet.platform.services import DEFAULT_ADDRESS, DEFAULT_WORKERS
+    from hyperfleet.platform.services.stack import StackConfig
+
+    options = inspect.signature(stack_up).parameters
+    config = StackConfig.__dataclass_fields__
+    assert options["address"].default == config["address"].default == DEFAULT_ADDRESS
+    assert options["workers"].default == config["workers"].default == DEFAULT_WORKERS
+    tree = ast.parse((PACKAGE / "platform/cli/stack.py").read_text())
+    defaults = [
+        d for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for d in f.args.defaults
+    ]
+    written = [d.value for d in defaults if isinstance(d, ast.Constant)]
+    assert not [v for v in written if isinstance(v, int | str) and not isinstance(v, bool)]
+
+
+def test_skopt_sampler_takes_its_acquisition_default_from_the_sweep_file() -> None:
+    """``SkoptSampler()`` built by hand acquires as a sweep file's ``scheduler: {type: skopt}``
+    does (``SkoptConfig.acq_func``)."""
+    import inspect
+
+    from hyperfleet.platform.schedulers.configs import SkoptConfig
+    from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
+
+    default = inspect.signature(SkoptSampler).parameters["acq_func"].default
+    assert default == SkoptConfig(type="skopt").acq_func == "gp_hedge"

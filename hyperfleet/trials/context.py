@@ -32,7 +32,7 @@ only) and catches the ``ScheduleChange`` exceptions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from hyperfleet.trials.parallel.api import Parallelism
     from hyperfleet.trials.parallel.pipeline import PipelineRunner
+    from hyperfleet.trials.parallel.pipeline_types import Costs, Layers, LossFn, MakeOptimizer
     from hyperfleet.trials.parallel.step import StepOutcome
     from hyperfleet.trials.parallel.throughput import ThroughputMeter
 
@@ -173,11 +174,7 @@ class TrialContext:
         return self.parallelism.backward_step(loss, optimizer)
 
     def pipeline(
-        self,
-        layers: Sequence[nn.Module],
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
-        costs: Sequence[float] | None = None,
+        self, layers: Layers, loss_fn: LossFn, optimizer_factory: MakeOptimizer, costs: Costs = None
     ) -> PipelineRunner:
         """This rank's stages of ``layers`` (split by cost), their schedule and optimizer."""
         return self.parallelism.pipeline(layers, loss_fn, optimizer_factory, costs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hyperfleet.platform.storage import Storage, worker_identity
+from hyperfleet.platform.storage import Storage, TrialRecord, worker_identity
+from hyperfleet.platform.storage.records import TRIAL_FIELDS
+
+
+def test_a_write_may_set_every_field_of_a_trial_record_but_its_key() -> None:
+    """``TrialFields`` (what a write may set) and ``TrialRecord`` (what a read returns) list
+    the same fields of a ``hf_trials`` row, in their own order."""
+    read = {f.name for f in dataclasses.fields(TrialRecord)}
+    assert read - {"sweep", "number"} == TRIAL_FIELDS
 
 
 def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from hyperfleet.platform.cli.common import _guard, err, out
-from hyperfleet.platform.services import DEFAULT_STATE, PORTS
+from hyperfleet.platform.services import DEFAULT_ADDRESS, DEFAULT_STATE, DEFAULT_WORKERS, PORTS
 
 stack_app = typer.Typer(
     no_args_is_help=True,
@@ -29,11 +29,11 @@ def stack_up(
     state_dir: StateDir = DEFAULT,
     address: Annotated[
         str, typer.Option(help="Address to serve on; 0.0.0.0 lets other hosts' workers in.")
-    ] = "127.0.0.1",
+    ] = DEFAULT_ADDRESS,
     postgres_port: Annotated[int, typer.Option(help="PostgreSQL port.")] = PORTS["postgres"],
     mlflow_port: Annotated[int, typer.Option(help="MLflow server port.")] = PORTS["mlflow"],
     dashboard_port: Annotated[int, typer.Option(help="Dashboard port.")] = PORTS["dashboard"],
-    workers: Annotated[int, typer.Option(help="Workers to start on this host.")] = 2,
+    workers: Annotated[int, typer.Option(help="Workers to start on this host.")] = DEFAULT_WORKERS,
     devices: Annotated[
         str | None,
         typer.Option(help="Each worker's devices (default: GPUs split, else cpu:2 each)."),

@@ -29,6 +29,7 @@ from hyperfleet.platform.schedulers.configs import (
     TPEConfig,
 )
 from hyperfleet.platform.schedulers.pbt.config import PB2Config, PBTConfig
+from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
 from hyperfleet.platform.urls import (
     DEFAULT_WORKDIR,
     local_storage,
@@ -142,7 +143,7 @@ class SweepConfig(_Frozen):
     trial: TrialConfig
     storage: str | None = None
     storage_retry: float = Field(
-        120.0,
+        DEFAULT_RETRY_S,
         gt=0,
         description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
     )

@@ -29,7 +29,7 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.gangs import Gangs, SweepSeat
-from hyperfleet.platform.controller.outcomes import finite, plain, raised
+from hyperfleet.platform.controller.outcomes import failed, plain, reported
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import (
     adopt_donor_record,
@@ -225,52 +225,17 @@ class SweepDriver(SweepSeat):
         assert rec is not None
         if code != 0 or rec.outcome not in (Outcome.COMPLETE, Outcome.PRUNED, Outcome.PAUSED):
             return self._failed(rec, code, r.handle.log_tail())
-        if rec.outcome == Outcome.PRUNED:
-            return TrialState.PRUNED, None, ""
-        if rec.outcome == Outcome.PAUSED:
-            return None, None, ""
-        objectives = self.cfg.all_objectives
-        missing = [o.metric for o in objectives if o.metric not in rec.metrics]
-        if missing:
-            reported = ", ".join(sorted(rec.metrics)) or "none"
-            return (
-                TrialState.FAIL,
-                None,
-                f"objective metric {', '.join(missing)} not in the last report "
-                f"(reported: {reported}); report it or fix objective.metric",
-            )
-        values = [finite(rec.metrics[o.metric]) for o in objectives]
-        bad = [
-            f"{o.metric} = {rec.metrics[o.metric]}"
-            for o, v in zip(objectives, values, strict=True)
-            if v is None
-        ]
-        if bad:
-            return (
-                TrialState.FAIL,
-                None,
-                f"objective {', '.join(bad)} at step {rec.last_step} is not a finite number; "
-                f"the trial failed (check the workload for divergence)",
-            )
-        return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
+        return reported(rec, self.cfg.all_objectives)
 
     def _failed(self, rec: TrialRecord, code: int, tail: str) -> tuple[TrialState, None, str]:
-        """A failed launch: retried (WAITING) while retries are left and its workload did not
-        raise the same error as last time; else FAIL."""
+        """A failed launch: requeued when the disk is full (the controller then stops), else
+        :func:`~hyperfleet.platform.controller.outcomes.failed`."""
         tail = plain(tail)  # compared with the stored error, itself plain
         full = trial_disk_full(tail, rec.trial_dir)
         if full is not None:  # requeued, no retry counted; the controller stops (reap)
             self.disk_full = self.disk_full or full
             return TrialState.WAITING, None, ""
-        error = f"exit code {code}\n{tail}"
-        this = raised(tail)
-        before = raised(rec.error or "")
-        retries = int(rec.retries or 0)
-        if retries >= self.cfg.budget.max_retries:
-            return TrialState.FAIL, None, error
-        if this is not None and this == before:
-            return TrialState.FAIL, None, f"raised the same error twice: {this}\n{error}"
-        return TrialState.WAITING, None, error
+        return failed(rec, code, tail, self.cfg.budget.max_retries)
 
     def _end(
         self, r: Running, state: TrialState | None, values: list[float] | None, error: str

@@ -1,5 +1,6 @@
-"""What a trial's record says about how it ended: a finite objective, the exception its log
-ends with, as plain text.
+"""What a trial's record says about how it ended: :func:`reported` (its last report's
+objectives, finite or the trial failed) and :func:`failed` (a failed launch: retried or not);
+with a finite objective, the exception its log ends with, as plain text.
 
 A trial's log is written for a terminal: torch's ``weights_only`` errors are bold, progress
 bars rewrite their line with carriage returns. :func:`plain` removes ECMA-48 escape sequences (CSI
@@ -11,6 +12,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
+
+from hyperfleet.platform.config import Objective
+from hyperfleet.platform.storage import TrialRecord
+from hyperfleet.spec.states import Outcome, TrialState
 
 _ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
@@ -43,3 +49,55 @@ def raised(log_tail: str) -> str | None:
         if _RAISED.match(text):
             return text
     return None
+
+
+Ended = tuple[TrialState | None, list[float] | None, str]
+"""A launch's end: state (None: paused, WAITING: retried), objective values, error text."""
+
+
+def reported(rec: TrialRecord, objectives: Sequence[Objective]) -> Ended:
+    """The end of a launch that exited cleanly with outcome ``rec.outcome``: PRUNED, paused,
+    COMPLETE with its objectives' values, or FAIL when one is missing or not finite."""
+    if rec.outcome == Outcome.PRUNED:
+        return TrialState.PRUNED, None, ""
+    if rec.outcome == Outcome.PAUSED:
+        return None, None, ""
+    missing = [o.metric for o in objectives if o.metric not in rec.metrics]
+    if missing:
+        have = ", ".join(sorted(rec.metrics)) or "none"
+        return (
+            TrialState.FAIL,
+            None,
+            f"objective metric {', '.join(missing)} not in the last report "
+            f"(reported: {have}); report it or fix objective.metric",
+        )
+    values = [finite(rec.metrics[o.metric]) for o in objectives]
+    bad = [
+        f"{o.metric} = {rec.metrics[o.metric]}"
+        for o, v in zip(objectives, values, strict=True)
+        if v is None
+    ]
+    if bad:
+        return (
+            TrialState.FAIL,
+            None,
+            f"objective {', '.join(bad)} at step {rec.last_step} is not a finite number; "
+            f"the trial failed (check the workload for divergence)",
+        )
+    return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
+
+
+def failed(
+    rec: TrialRecord, code: int, tail: str, max_retries: int
+) -> tuple[TrialState, None, str]:
+    """A failed launch (exit ``code``, its log ending in plain ``tail``): retried (WAITING)
+    while retries are left and its workload did not raise the same error as last time; else
+    FAIL."""
+    error = f"exit code {code}\n{tail}"
+    this = raised(tail)
+    before = raised(rec.error or "")
+    if int(rec.retries or 0) >= max_retries:
+        return TrialState.FAIL, None, error
+    if this is not None and this == before:
+        return TrialState.FAIL, None, f"raised the same error twice: {this}\n{error}"
+    return TrialState.WAITING, None, error

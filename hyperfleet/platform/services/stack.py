@@ -35,7 +35,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import masked, public, write_private
-from hyperfleet.platform.services import PORTS
+from hyperfleet.platform.services import DEFAULT_ADDRESS, DEFAULT_WORKERS, PORTS
 from hyperfleet.platform.services.postgres import LocalPostgres
 from hyperfleet.platform.services.processes import (
     Service,
@@ -55,9 +55,9 @@ START_TIMEOUT_S = 180.0
 @dataclass
 class StackConfig:
     state_dir: Path
-    address: str = "127.0.0.1"
+    address: str = DEFAULT_ADDRESS
     ports: dict[str, int] = field(default_factory=lambda: dict(PORTS))
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     devices: list[str] = field(default_factory=list)  # one spec per worker
     user: str = "hyperfleet"
     password: str = ""

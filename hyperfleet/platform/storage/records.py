@@ -88,30 +88,34 @@ def parse_stored(name: str, stored: Mapping[str, Any]) -> SweepConfig | None:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialRecord:
-    """A read-only copy of a ``hf_trials`` row."""
+    """A read-only copy of a ``hf_trials`` row (the fields a write may set, :class:`TrialFields`,
+    and its key)."""
 
     sweep: str
     number: int
-    state: TrialState
     params: Mapping[str, Any]
-    host: str | None
-    pid: int | None
-    heartbeat_at: float | None
-    started_at: float | None
-    ended_at: float | None
-    attempts: int
+    # how it stands, and how its last launch ended
+    state: TrialState
+    outcome: str | None
     last_step: int | None
     metrics: Mapping[str, Any]
-    outcome: str | None
     error: str | None
-    mlflow_run_id: str | None
-    log_path: str | None
-    trial_dir: str | None
-    worker: str | None = None
-    retries: int = 0
     notes: str | None = None
+    # its launches: how many, how many retried after a failure, the latest one's times
+    attempts: int
+    retries: int = 0
+    started_at: float | None
+    heartbeat_at: float | None
+    ended_at: float | None
+    # where the latest launch ran and wrote
+    worker: str | None = None
+    host: str | None
+    pid: int | None
+    trial_dir: str | None
+    log_path: str | None
+    mlflow_run_id: str | None
 
     @classmethod
     def of(cls, row: Any) -> TrialRecord:

@@ -146,29 +146,28 @@ populations_table = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, default=0),
 )
 
+
+def _columns(kind: Any, *names: str, nullable: bool = False) -> list[sa.Column[Any]]:
+    """Columns of one type, ``NOT NULL`` unless ``nullable``."""
+    return [sa.Column(name, kind, nullable=nullable) for name in names]
+
+
 members_table = sa.Table(
     "hf_pbt_members",
     metadata,
     sa.Column("sweep", sa.String(255), primary_key=True),
     sa.Column("member", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("params", sa.JSON, nullable=False),
-    sa.Column("initial", sa.JSON, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("step", sa.Integer, nullable=False),
-    sa.Column("score", sa.Float, nullable=True),
-    sa.Column("steps_trained", sa.Integer, nullable=False),
-    sa.Column("last_check", sa.Integer, nullable=False),
-    sa.Column("ckpt_member", sa.Integer, nullable=True),
-    sa.Column("ckpt_step", sa.Integer, nullable=True),
-    sa.Column("reports", sa.Integer, nullable=False),
-    sa.Column("decision", sa.JSON, nullable=True),
-    sa.Column("generation", sa.Integer, nullable=False),
+    *_columns(sa.JSON, "params", "initial", "history"),
+    *_columns(sa.JSON, "decision", nullable=True),
+    *_columns(sa.Integer, "step", "last_check", "steps_trained"),  # steps
+    *_columns(sa.Integer, "generation", "reports", "failures"),  # counts
+    *_columns(sa.Integer, "ckpt_member", "ckpt_step", nullable=True),  # the checkpoint to load
+    *_columns(sa.Float, "score", "check_score", nullable=True),
     sa.Column("barrier", sa.Boolean, nullable=False),
-    sa.Column("failures", sa.Integer, nullable=False),
-    sa.Column("check_score", sa.Float, nullable=True),
-    sa.Column("history", sa.JSON, nullable=False),
     sa.Column("updated", sa.Float, nullable=False),
 )
+
 
 lineage_table = sa.Table(
     "hf_lineage",

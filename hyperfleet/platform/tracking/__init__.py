@@ -13,7 +13,7 @@ Where each part lives:
 * :mod:`.client` — opening MLflow, outages, where artifacts live.
 """
 
-from hyperfleet.platform.tracking.base import ChildRun, NullTracker, SweepView, Tracker, TrialView
+from hyperfleet.platform.tracking.base import ChildRun, NullTracker, SweepView, Tracker
 from hyperfleet.platform.tracking.client import TrackingUnavailableError
 from hyperfleet.platform.tracking.records import STATUS, flatten_params
 from hyperfleet.platform.tracking.sink import MetricSink
@@ -28,6 +28,5 @@ __all__ = [
     "SweepView",
     "Tracker",
     "TrackingUnavailableError",
-    "TrialView",
     "flatten_params",
 ]

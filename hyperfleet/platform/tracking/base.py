@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hyperfleet.platform.storage.records import TrialRecord
+
 
 @dataclass(frozen=True)
 class ChildRun:
@@ -31,49 +33,13 @@ class ChildRun:
 
 
 @dataclass(frozen=True)
-class TrialView:
-    """A trial as storage holds it when the sweep closes."""
-
-    number: int
-    state: str
-    metrics: Mapping[str, Any]
-    ended_at: float | None
-    run_id: str | None
-    last_step: int | None = None
-    error: str | None = None
-    trial_dir: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class SweepView:
     """The sweep as it closes: its config (as validated) and its trials."""
 
     name: str
     config: Mapping[str, Any]
-    trials: Sequence[TrialView]
+    trials: Sequence[TrialRecord]  # as storage holds them
     interrupted: bool = False
-
-    @classmethod
-    def from_records(
-        cls, name: str, config: Mapping[str, Any], records: Sequence[Any], interrupted: bool = False
-    ) -> SweepView:
-        """From storage's ``TrialRecord`` rows."""
-        trials = [
-            TrialView(
-                r.number,
-                r.state,
-                dict(r.metrics),
-                r.ended_at,
-                r.mlflow_run_id,
-                r.last_step,
-                r.error,
-                r.trial_dir,
-                dict(r.params),
-            )
-            for r in records
-        ]
-        return cls(name, config, trials, interrupted)
 
 
 class Tracker(Protocol):

@@ -34,6 +34,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.platform.credentials import mask_text, masked, reveal
+from hyperfleet.platform.tracking.seed import seed_store
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,9 @@ def open_client(uri: str) -> Any:
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     with MLFLOW_IMPORT:
         from mlflow.tracking import MlflowClient
+    store = sqlite_path(uri)
+    if store is not None:
+        seed_store(store)  # a new local store: a copy of a migrated one, not MLflow's migrations
 
     class Client(MlflowClient):  # type: ignore[misc]
         def log_points(self, run_id: str, points: Sequence[Point], tags: Mapping[str, str]) -> None:

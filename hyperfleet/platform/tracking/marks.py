@@ -141,7 +141,7 @@ def render_parent(tracker: ParentRun, run_id: str, status: str, view: SweepView)
     client = tracker.client
     metrics = [m for m, _ in objectives(view.config)]
     modes = [mode for _, mode in objectives(view.config)]
-    runs = {t.number: r for t in view.trials if (r := tracker.run_id_of(t.number, t.run_id))}
+    runs = {t.number: r for t in view.trials if (r := tracker.run_id_of(t.number, t.mlflow_run_id))}
     tag, numbers = marked(view)
     _mark_runs(tracker, tag, {runs[n] for n in numbers if n in runs})
     line, tags = _summary_line(view, tag, numbers, runs)

@@ -13,6 +13,7 @@ output is kept in the trial's ``export.log``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -49,10 +50,21 @@ NO_HOOK = 3  # the export process's exit status when the workload has no export 
 
 
 def _module_file(module: str) -> Path | None:
-    """Where ``module``'s source is, found on ``sys.path`` without importing anything."""
-    parts = module.split(".")
-    for entry in [Path.cwd(), *map(Path, sys.path)]:
-        base = entry.joinpath(*parts)
+    """Where ``module``'s source is, found without importing anything: below the working
+    directory (where trials find ``examples.x``-style modules), else through the import
+    system's finders for its top-level package (an editable install is found only there)."""
+    top, *rest = module.split(".")
+    roots = [Path.cwd()]
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: found, not imported
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        roots += [Path(p).parent for p in spec.submodule_search_locations]
+    elif spec is not None and spec.origin and not rest:
+        return Path(spec.origin)
+    for root in roots:
+        base = root.joinpath(top, *rest)
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
                 return candidate
@@ -77,7 +89,7 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
     if tag != BEST_TAG or not numbers or not tracker.log_model:
         return
     number = numbers[0]
-    stored = next((t.run_id for t in view.trials if t.number == number), None)
+    stored = next((t.mlflow_run_id for t in view.trials if t.number == number), None)
     try:
         run_id = tracker.run_id_of(number, stored)
         if run_id is None or MODEL_TAG in tracker.client.get_run(run_id).data.tags:

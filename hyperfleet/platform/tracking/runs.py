@@ -1,4 +1,4 @@
-"""Writing runs: the sweep's experiment, and a trial run's end.
+"""Writing runs: the sweep's experiment, finding a trial's run by its tags, and a trial run's end.
 
 Both compare with what MLflow already holds and write only the difference, so writing them
 again (a retry after a lost answer, a continued sweep, ``hyperfleet mlflow sync``) adds nothing.
@@ -53,6 +53,21 @@ def ensure_experiment(client: Any, name: str, location: str | None) -> str:
     if KIND_TAG not in exp.tags:  # an experiment made before: open it as model training too
         client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
     return str(exp.experiment_id)
+
+
+def find_trial_run(
+    client: Any, experiment_id: str | None, parent_id: str | None, sweep: str, number: int
+) -> Any:
+    """Trial ``number``'s run under the sweep's run ``parent_id``, found by its tags; None when
+    there is none."""
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}' "
+        f"and tags.`hyperfleet.sweep` = '{sweep}' "
+        f"and tags.`hyperfleet.trial` = '{number}'",
+        max_results=5,
+    )
+    return found[0] if found else None
 
 
 def check_run(client: Any, uri: str, sweep: str, run_id: str) -> None:

@@ -109,7 +109,7 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
         else:
             tracker.ship(r.number, r.mlflow_run_id)
     if row.status in (SweepStatus.DONE, SweepStatus.INTERRUPTED):
-        view = SweepView.from_records(name, config, records, row.status == SweepStatus.INTERRUPTED)
+        view = SweepView(name, config, records, row.status == SweepStatus.INTERRUPTED)
         status = "FINISHED" if row.status == SweepStatus.DONE else "SCHEDULED"
         complete = tracker.end_parent(parent, status, view)
     else:

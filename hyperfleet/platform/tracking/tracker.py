@@ -60,7 +60,12 @@ from hyperfleet.platform.tracking.records import (
     parent_params,
     run_name,
 )
-from hyperfleet.platform.tracking.runs import check_run, end_trial_run, ensure_experiment
+from hyperfleet.platform.tracking.runs import (
+    check_run,
+    end_trial_run,
+    ensure_experiment,
+    find_trial_run,
+)
 from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
@@ -242,21 +247,11 @@ class SweepTracker:
             config = {**run.config, "params": dict(run.params)}
             log_json(self.client, run_id, config, "config.json")
 
-    def _find(self, number: int) -> Any:
-        found = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}' "
-            f"and tags.`hyperfleet.sweep` = '{self.sweep}' "
-            f"and tags.`hyperfleet.trial` = '{number}'",
-            max_results=5,
-        )
-        return found[0] if found else None
-
     def _ensure(self, number: int) -> str:
         """The real run id of trial ``number``: found by its tags, or created now."""
         if number in self._real:
             return self._real[number]
-        found = self._find(number)
+        found = find_trial_run(self.client, self.experiment_id, self.parent_id, self.sweep, number)
         run = self._children.get(number)
         if found is not None:
             run_id = str(found.info.run_id)

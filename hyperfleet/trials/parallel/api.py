@@ -20,7 +20,6 @@ or, with a pipeline (``parallel.pipeline > 1``)::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -37,6 +36,7 @@ from hyperfleet.trials.parallel.throughput import ThroughputMeter
 
 if TYPE_CHECKING:
     from hyperfleet.trials.parallel.pipeline import PipelineRunner
+    from hyperfleet.trials.parallel.pipeline_types import Costs, Layers, LossFn, MakeOptimizer
 
 
 class Parallelism:
@@ -112,11 +112,7 @@ class Parallelism:
         return float(t.item()) / dist.get_world_size(group)
 
     def pipeline(
-        self,
-        layers: Sequence[nn.Module],
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
-        costs: Sequence[float] | None = None,
+        self, layers: Layers, loss_fn: LossFn, optimizer_factory: MakeOptimizer, costs: Costs = None
     ) -> PipelineRunner:
         """This rank's stages of ``layers`` (split by cost), their schedule and optimizer."""
         from hyperfleet.trials.parallel.pipeline import PipelineRunner

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -41,6 +41,7 @@ from torch.distributed.pipelining import (
 from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel.comm import CommCounter
 from hyperfleet.trials.parallel.mesh import ParallelGroups
+from hyperfleet.trials.parallel.pipeline_types import Costs, Layers, LossFn, MakeOptimizer
 from hyperfleet.trials.parallel.precision import MixedPrecision, autocast
 from hyperfleet.trials.parallel.step import StepOutcome, clip_grad_norm, wrap_model
 
@@ -124,16 +125,16 @@ class PipelineRunner:
 
     def __init__(
         self,
-        layers: Sequence[nn.Module],
-        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+        layers: Layers,
+        loss_fn: LossFn,
+        optimizer_factory: MakeOptimizer,
         parallel: ParallelConfig,
         comm: CommConfig,
         groups: ParallelGroups,
         precision: MixedPrecision,
         device: torch.device,
         grad_clip: float | None = None,
-        costs: Sequence[float] | None = None,
+        costs: Costs = None,
         counter: CommCounter | None = None,
     ) -> None:
         self.groups = groups

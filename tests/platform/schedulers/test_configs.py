@@ -9,10 +9,6 @@ import optuna
 import pytest
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.schedulers.configs import (
-    parse_pruner_config,
-    parse_scheduler_config,
-)
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.optuna.samplers import (
     AskTellGridSampler,
@@ -20,6 +16,10 @@ from hyperfleet.platform.schedulers.optuna.samplers import (
     build_sampler,
 )
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
+from hyperfleet.platform.schedulers.parsing import (
+    parse_pruner_config,
+    parse_scheduler_config,
+)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

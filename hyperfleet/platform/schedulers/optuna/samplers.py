@@ -22,9 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution
-from optuna.study import Study
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 from pydantic import BaseModel
 
 from hyperfleet.errors import ConfigError
@@ -41,6 +39,7 @@ from hyperfleet.platform.schedulers.configs import (
     SkoptConfig,
     TPEConfig,
 )
+from hyperfleet.platform.schedulers.optuna.delegating import DelegatingSampler
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.optuna.internals import LazyRandomState, random_states
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
@@ -194,7 +193,7 @@ _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
 }
 
 
-class TrialSeededSampler(optuna.samplers.BaseSampler):
+class TrialSeededSampler(DelegatingSampler):
     """Delegates to ``sampler``, reseeding its random states from (seed, trial, call) first.
 
     See the module docstring. The random states are found by walking the sampler's attributes
@@ -203,51 +202,16 @@ class TrialSeededSampler(optuna.samplers.BaseSampler):
     """
 
     def __init__(self, sampler: optuna.samplers.BaseSampler, seed: int) -> None:
-        self.sampler = sampler
+        super().__init__(sampler)
         self._seed = seed
         self._states = random_states(sampler)
 
     def random_states(self) -> list[LazyRandomState]:
         return list(self._states)
 
-    def _reseed(self, trial: FrozenTrial, call: str) -> None:
+    def _enter(self, trial: FrozenTrial, call: str) -> None:
         for i, state in enumerate(self._states):
             state.rng.seed(derive_seed(self._seed, trial.number, call, i))
 
     def reseed_rng(self) -> None:
         """No-op: every call is reseeded from the trial number already."""
-
-    def infer_relative_search_space(
-        self, study: Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        return self.sampler.infer_relative_search_space(study, trial)
-
-    def sample_relative(
-        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        self._reseed(trial, ":relative")
-        return self.sampler.sample_relative(study, trial, search_space)
-
-    def sample_independent(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        self._reseed(trial, param_name)
-        return self.sampler.sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self._reseed(trial, ":before")
-        self.sampler.before_trial(study, trial)
-
-    def after_trial(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        state: TrialState,
-        values: Sequence[float] | None,
-    ) -> None:
-        self._reseed(trial, ":after")
-        self.sampler.after_trial(study, trial, state, values)

@@ -30,7 +30,11 @@ from hyperfleet.platform.schedulers.base import (
 )
 from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna import space as space_mod
-from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, build_sampler
+from hyperfleet.platform.schedulers.optuna.samplers import (
+    TrialSeededSampler,
+    build_pruner,
+    build_sampler,
+)
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -113,7 +117,9 @@ class OptunaScheduler(Scheduler):
         return self._budget_left(trials) == 0 or self._grid_exhausted()
 
     def _grid_exhausted(self) -> bool:
-        sampler = getattr(self.study.sampler, "sampler", self.study.sampler)  # seeded wrapper
+        sampler = self.study.sampler
+        if isinstance(sampler, TrialSeededSampler):
+            sampler = sampler.inner
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
 
     def suggest(self) -> Suggestion | None:

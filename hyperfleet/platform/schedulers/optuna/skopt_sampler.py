@@ -70,7 +70,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,9 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
+from hyperfleet.platform.schedulers.configs import SkoptConfig
 from hyperfleet.platform.schedulers.optuna import internals
+from hyperfleet.platform.schedulers.optuna.delegating import DelegatingSampler
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.optuna.skopt_support import (
     Codec,
@@ -104,7 +106,7 @@ _CONSTANT_LIES: dict[str, Callable[..., Any]] = {"cl_min": min, "cl_mean": np.me
 LIARS = (*_CONSTANT_LIES, "kriging_believer")
 
 
-class SkoptSampler(optuna.samplers.BaseSampler):
+class SkoptSampler(DelegatingSampler):
     """An Optuna sampler driven by ``skopt.Optimizer``; see the module docstring.
 
     Single-objective only. Arguments are those of ``configs.SkoptConfig``.
@@ -114,7 +116,7 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self,
         *,
         base_estimator: str = "GP",
-        acq_func: str = "EI",
+        acq_func: str = SkoptConfig.model_fields["acq_func"].default,
         n_initial_points: int = 10,
         liar: str = "kriging_believer",
         max_history: int | None = None,
@@ -146,16 +148,15 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         self._seed = seed
         self._n_trials = n_trials
         self._final_kappa = final_kappa
-        self._tpe = optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=n_initial_points, constant_liar=True
+        super().__init__(
+            optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=n_initial_points, constant_liar=True
+            )
         )
         self._search_space = IntersectionSearchSpace()
         # In-process bookkeeping per trial id, dropped in after_trial.
         self._skopt_trials: set[int] = set()
         self._tpe_time: dict[int, float] = {}
-
-    def reseed_rng(self) -> None:
-        self._tpe.reseed_rng()
 
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
@@ -320,37 +321,18 @@ class SkoptSampler(optuna.samplers.BaseSampler):
         recent = [t for t in sorted(complete, key=lambda t: -t.number) if t.number not in kept]
         return best + recent[: cap - len(best)]
 
-    def sample_independent(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        start = time.perf_counter()
-        value = self._tpe.sample_independent(study, trial, param_name, param_distribution)
+    def _sampled(self, study: Study, trial: FrozenTrial, seconds: float) -> None:
         tid = internals.trial_id(trial)
         if tid not in self._skopt_trials:
             # TPE made this trial's suggestion (start-up or fallback): its time is the sum.
-            spent = self._tpe_time.get(tid, 0.0) + time.perf_counter() - start
+            spent = self._tpe_time.get(tid, 0.0) + seconds
             self._tpe_time[tid] = spent
             self._set_attrs(study, trial, {ATTR_TIME: spent, ATTR_SAMPLER: "tpe"})
-        return value
 
-    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        self._tpe.before_trial(study, trial)
-
-    def after_trial(
-        self,
-        study: Study,
-        trial: FrozenTrial,
-        state: TrialState,
-        values: Sequence[float] | None,
-    ) -> None:
+    def _finished(self, trial: FrozenTrial) -> None:
         tid = internals.trial_id(trial)
         self._skopt_trials.discard(tid)
         self._tpe_time.pop(tid, None)
-        self._tpe.after_trial(study, trial, state, values)
 
     @staticmethod
     def _set_attrs(study: Study, trial: FrozenTrial, attrs: dict[str, Any]) -> None:

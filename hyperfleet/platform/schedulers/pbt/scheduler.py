@@ -282,17 +282,10 @@ class PBTScheduler(PopulationScheduler):
             self.sweep, m.number, m.score, m.step,
             donor.number, donor.score, donor.step, new_params,
         )  # fmt: skip
-        m = replace(
-            m,
-            params=new_params,
-            step=donor.step,
-            score=donor.score,
-            check_score=donor.score,
-            last_check=donor.step,
-            ckpt_member=donor.number,
-            ckpt_step=donor.step,
-            generation=gen,
-        )
+        # The member goes on from the donor's checkpoint, at its step and with its score.
+        at, score = donor.step, donor.score
+        m = replace(m, params=new_params, generation=gen, ckpt_member=donor.number, ckpt_step=at)
+        m = replace(m, step=at, last_check=at, score=score, check_score=score)
         members[m.number] = m
         return m
 
