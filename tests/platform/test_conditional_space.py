@@ -240,7 +240,7 @@ def test_the_grid_of_a_conditional_space_runs_each_branch_cell_once() -> None:
     assert cells is not None and len(cells) == 2 * (2 * (1 + 2) + 1)
     study = optuna.create_study(sampler=build_sampler(cfg.scheduler, cells=cells))
     seen = []
-    while not study.sampler.sampler.is_exhausted(study):  # type: ignore[attr-defined]
+    while not study.sampler.inner.is_exhausted(study):  # type: ignore[attr-defined]
         trial = study.ask()
         params = space_mod.sample(trial, cfg.space)
         study.tell(trial, 0.0)
