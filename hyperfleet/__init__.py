@@ -1,7 +1,8 @@
 """hyperfleet: hyperparameter sweeps of distributed PyTorch trials, logged to MLflow.
 
-The top-level package stays import-light: ``TrialContext`` (which needs torch) is loaded only
-when first used, so ``import hyperfleet.platform`` never imports torch.
+The top-level package stays import-light: ``TrialContext`` (which needs torch) and the Python
+API (``run``, ``submit``, ``load``: :mod:`hyperfleet.api`, which imports the platform) are
+loaded only when first used, so ``import hyperfleet`` imports neither torch nor the platform.
 """
 
 from __future__ import annotations
@@ -28,9 +29,15 @@ __all__ = [
     "TrialContext",
     "TrialPruned",
     "__version__",
+    "load",
+    "run",
+    "submit",
 ]
 
+_API = ("load", "run", "submit")  # hyperfleet.api's functions
+
 if TYPE_CHECKING:
+    from hyperfleet.api import load, run, submit
     from hyperfleet.trials.context import TrialContext
 
 
@@ -39,4 +46,8 @@ def __getattr__(name: str) -> Any:
         from hyperfleet.trials.context import TrialContext
 
         return TrialContext
+    if name in _API:
+        from hyperfleet import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'hyperfleet' has no attribute {name!r}")

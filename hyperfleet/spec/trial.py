@@ -161,6 +161,12 @@ class Resources(_Section):
 
 class TrialConfig(_Section):
     workload: str = Field(min_length=1, description="built-in name or 'package.module:function'")
+    code: str | None = Field(
+        None,
+        description="the workload function shipped by value (cloudpickle, base64), set by "
+        "hyperfleet.run/submit for a function defined in __main__ or a notebook cell; then "
+        "workload only names it ('__main__:fn') and no module is imported",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
     steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
     eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")

@@ -192,6 +192,18 @@ class SchedulerContract:
         assert again is not None
         assert again.trial_number == s.trial_number and dict(again.params) == dict(s.params)
 
+    def test_a_late_requeue_of_an_ended_trial_changes_nothing(self, built: Built) -> None:
+        """A worker frozen while its trial's copy ran to its end requeues it when it wakes:
+        the trial stays ended (no error, nothing reopened)."""
+        cfg, storage, sched = built.cfg, built.storage, built.scheduler
+        s = sched.suggest()
+        assert s is not None
+        sched.report(s.trial_number, 2, {"loss": loss(s.params, 2)})
+        sched.on_trial_end(s.trial_number, TrialState.COMPLETE, [loss(s.params, 2)], None)
+        before = self.snapshot(cfg, storage)
+        sched.requeue(s.trial_number)
+        assert self.snapshot(cfg, storage) == before
+
     def test_a_failed_trial_does_not_stop_the_sweep(self, built: Built) -> None:
         sched = built.scheduler
         s = sched.suggest()

@@ -79,13 +79,14 @@ def charlm(params: Mapping[str, Any], state: Mapping[str, Any]) -> tuple[nn.Modu
 HOOKS: dict[str, ExportHook] = {"digits": digits, "charlm": charlm}
 
 
-def find_hook(workload: str) -> ExportHook | None:
-    """The workload's export hook: built-in, or declared by a custom workload (or None)."""
+def find_hook(workload: str, code: str | None = None) -> ExportHook | None:
+    """The workload's export hook: built-in, or declared by a custom workload (or None);
+    ``code``: the workload shipped by value (``trial.code``)."""
     if workload in BUILTIN:
         return HOOKS.get(workload)
-    fn = load_workload(workload)
+    fn = load_workload(workload, code)
     hook = getattr(fn, "hyperfleet_export", None)
-    if hook is None:
+    if hook is None and code is None:  # a shipped function's module stayed with the caller
         hook = getattr(importlib.import_module(fn.__module__), "hyperfleet_export", None)
     return hook if callable(hook) else None
 
@@ -119,7 +120,7 @@ def log_model(
     import mlflow
     from mlflow.models import infer_signature
 
-    hook = find_hook(spec.trial.workload)
+    hook = find_hook(spec.trial.workload, spec.trial.code)
     if hook is None:
         raise NoExportHookError(f"workload {spec.trial.workload!r} has no export hook")
     model, example, step = model_from(spec, hook, params)

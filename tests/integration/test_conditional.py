@@ -146,6 +146,8 @@ def test_population_explore_keeps_members_inside_a_valid_branch(
         "population": 3,
         "perturbation_interval": 10,
         "resample_probability": 0.5,
+        "quantile_fraction": 0.5,
+        "synchronous": True,  # every member waits at each interval: exploits, whatever the timing
         "seed": 0,
         "initial": [{"optimizer": "sgd"}, {"optimizer": "adamw"}],
     }

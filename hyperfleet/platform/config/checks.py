@@ -63,7 +63,7 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
     problems: list[str] = []
     if trial.workload not in BUILTIN:
         try:
-            fn = load_workload(trial.workload)
+            fn = load_workload(trial.workload, trial.code)
         except ConfigError as exc:
             return exc.problems
         entry = _entry_problem(fn, trial.workload)
@@ -98,7 +98,7 @@ def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
     declares. A workload that can't be loaded, or whose declaration is malformed, declares
     nothing here: :func:`_workload_problems` reports it."""
     try:
-        fn = None if t.workload in BUILTIN else load_workload(t.workload)
+        fn = None if t.workload in BUILTIN else load_workload(t.workload, t.code)
         return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
     except ConfigError:
         return Capabilities(), dict(t.params)

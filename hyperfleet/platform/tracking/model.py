@@ -22,12 +22,13 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
+from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import reveal
 from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.marks import ParentRun, marked
 from hyperfleet.platform.tracking.records import BEST_TAG, MODEL_TAG
 from hyperfleet.spec.wire import SPEC_FILE
-from hyperfleet.trials.workloads.registry import BUILTIN
+from hyperfleet.trials.workloads.registry import BUILTIN, unpickle_workload
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +72,16 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def may_export(workload: str) -> bool:
+def may_export(workload: str, code: str | None = None) -> bool:
     """False when the workload surely has no export hook (saves starting torch for nothing):
-    a custom workload whose module's source never mentions ``hyperfleet_export``."""
+    a custom workload whose module's source never mentions ``hyperfleet_export``, or one
+    shipped by value (``code``) without a ``hyperfleet_export`` attribute."""
+    if code is not None:
+        try:
+            fn = unpickle_workload(code)
+        except ConfigError:
+            return False  # its trials could not have run it either
+        return callable(getattr(fn, "hyperfleet_export", None))
     if workload in BUILTIN or ":" not in workload:
         return True
     path = _module_file(workload.partition(":")[0])
@@ -97,8 +105,9 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
     except Exception:
         logger.warning("could not check the best trial's run for a model", exc_info=True)
         return
-    workload = str((view.config.get("trial") or {}).get("workload", ""))
-    if not may_export(workload):
+    trial = view.config.get("trial") or {}
+    workload = str(trial.get("workload", ""))
+    if not may_export(workload, trial.get("code")):
         logger.info("workload %s has no export hook: no model logged", workload)
         return
     directory = tracker.trial_dir(number)

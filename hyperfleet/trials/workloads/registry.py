@@ -139,7 +139,10 @@ def _declared(fn: Callable[..., Any], name: str) -> Any:
     """The attribute ``name`` of the workload function, or else of its module (None)."""
     declared = getattr(fn, name, None)
     if declared is None:
-        module = importlib.import_module(fn.__module__)
+        try:
+            module = importlib.import_module(fn.__module__)
+        except ImportError:  # shipped by value (``trial.code``): its module stayed with the caller
+            return None
         declared = getattr(module, name, None)
     return declared
 
@@ -212,8 +215,31 @@ def parse_capabilities(declared: Any, workload: str) -> Capabilities:
     return Capabilities(**declared)
 
 
-def load_workload(workload: str) -> Callable[..., Any]:
-    """Import the workload function; ``ConfigError`` naming ``trial.workload`` if it can't."""
+def unpickle_workload(code: str) -> Callable[..., Any]:
+    """The workload function shipped by value in ``trial.code`` (base64 of its cloudpickle
+    bytes: a function defined in ``__main__`` or a notebook cell, with what it closes over);
+    ``ConfigError`` naming ``trial.code`` if this interpreter can't rebuild it."""
+    import base64
+    import pickle
+
+    try:
+        fn = pickle.loads(base64.b64decode(code.encode(), validate=True))
+    except Exception as exc:  # noqa: BLE001 - a missing module, a version skew, bad base64
+        raise ConfigError(
+            f"trial.code: cannot unpickle the shipped workload ({type(exc).__name__}: {exc}); "
+            f"run trials with the Python and packages it was defined with"
+        ) from None
+    if not callable(fn):
+        kind = type(fn).__name__
+        raise ConfigError(f"trial.code: the shipped workload is a {kind}, not a function")
+    return fn  # type: ignore[no-any-return]
+
+
+def load_workload(workload: str, code: str | None = None) -> Callable[..., Any]:
+    """The workload function: unpickled from ``code`` when the sweep shipped it by value, else
+    imported; ``ConfigError`` naming ``trial.workload`` (or ``trial.code``) if it can't."""
+    if code is not None:
+        return unpickle_workload(code)
     entry = resolve_entry(workload)
     if ":" not in entry:
         known = ", ".join(sorted(BUILTIN))

@@ -176,10 +176,16 @@ class OptunaScheduler(Scheduler):
         return max(t.number for t in waiting)
 
     def requeue(self, trial_number: int) -> None:
-        """Back in Optuna's queue with its params: the next ``ask()`` pops it again."""
-        self._study_storage.set_trial_state_values(
-            self._trial_id(trial_number), OptunaState.WAITING
-        )
+        """Back in Optuna's queue with its params: the next ``ask()`` pops it again. A trial
+        that has ended meanwhile (a late requeue: its copy finished while its worker was
+        frozen) stays as it ended."""
+        self._set_unless_finished(self._trial_id(trial_number), OptunaState.WAITING)
+
+    def _set_unless_finished(self, trial_id: int, state: OptunaState) -> None:
+        try:
+            self._study_storage.set_trial_state_values(trial_id, state)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            logger.info("trial id %d has already ended; left as it is (not %s)", trial_id, state)
 
     def _end(self, trial_number: int, end: TrialEnd) -> None:
         mapping = {
@@ -191,7 +197,7 @@ class OptunaScheduler(Scheduler):
         if self._study_storage.get_trial(trial_id).state == OptunaState.WAITING:
             # requeued meanwhile (its worker was taken for lost): only a FAIL still ends it
             if end.state is TrialState.FAIL:
-                self._study_storage.set_trial_state_values(trial_id, OptunaState.FAIL)
+                self._set_unless_finished(trial_id, OptunaState.FAIL)
             return
         self.study.tell(
             trial_number,

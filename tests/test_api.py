@@ -1,0 +1,331 @@
+"""``hyperfleet.run``, ``submit`` and ``load``: the sweep file's schema from Python, a function
+shipped to its trials by value, the CLI's validation lines, and an import that stays cheap."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import hyperfleet
+from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workloads import quadratic_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sweep(tmp_path: Path, mlflow_template: Path) -> dict[str, Any]:
+    """The minimal sweep with its stores under ``tmp_path/runs`` (MLflow's a migrated copy)
+    and no trial.workload: each test gives its own."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(mlflow_template, runs / "mlflow.db")
+    data = minimal_sweep(
+        name="api",
+        budget={"trials": 3},
+        workdir=str(runs),
+        storage=f"sqlite:///{runs / 'hf.db'}",
+        tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
+    )
+    del data["trial"]["workload"]
+    return data
+
+
+def closure_workload(target: float) -> Any:
+    """A workload no trial process can import (a nested function closing over ``target``):
+    it travels by value."""
+
+    def train(ctx: Any) -> None:
+        x = float(ctx.params["x"])
+        for step in range(1, ctx.max_steps + 1):
+            ctx.report(step, {"loss": (x - target) ** 2 + 1.0 / step})
+
+    return train
+
+
+def test_importing_hyperfleet_imports_neither_the_platform_nor_pandas() -> None:
+    code = (
+        "import sys, hyperfleet\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('pandas', 'torch', 'optuna',"
+        " 'mlflow', 'cloudpickle') or m.startswith('hyperfleet.platform')]\n"
+        "assert not heavy, heavy[:5]\n"
+        "assert callable(hyperfleet.run) and callable(hyperfleet.load)\n"
+        "assert 'hyperfleet.platform' not in sys.modules, 'resolving run imports nothing yet'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_function_shipped_by_value_runs_in_process_trials(sweep: dict[str, Any]) -> None:
+    result = hyperfleet.run(sweep, closure_workload(0.25), progress=False)
+    frame = result.trials
+    assert list(frame.columns) == [
+        "number", "state", "value", "params_x", "duration", "last_step",
+    ]  # fmt: skip
+    assert list(frame["number"]) == [0, 1, 2]
+    assert set(frame["state"]) == {TrialState.COMPLETE}
+    assert list(frame["last_step"]) == [4, 4, 4]
+    expected = [(x - 0.25) ** 2 + 0.25 for x in frame["params_x"]]  # the closure's target
+    assert list(frame["value"]) == pytest.approx(expected)
+    assert result.best_value == pytest.approx(min(expected))
+    assert result.best_trial is not None
+    assert result.best_params == {"x": frame.loc[frame["value"].idxmin(), "params_x"]}
+    assert result.name == "api" and result.storage == sweep["storage"]
+    loaded = hyperfleet.load("api", storage=sweep["storage"])
+    assert loaded.trials.equals(frame)
+    assert loaded.best_params == result.best_params
+
+
+def test_a_second_run_continues_the_sweep_to_a_larger_budget(sweep: dict[str, Any]) -> None:
+    from hyperfleet.testing.sweeps import QUADRATIC
+
+    first = hyperfleet.run(sweep, QUADRATIC, progress=False)
+    assert len(first.trials) == 3
+    sweep["budget"]["trials"] = 4
+    second = hyperfleet.run(sweep, QUADRATIC, progress=False)
+    assert list(second.trials["number"]) == [0, 1, 2, 3]
+    assert second.trials.iloc[:3].equals(first.trials), "COMPLETE trials are not run again"
+    x = second.trials["params_x"].iloc[3]
+    assert second.trials["value"].iloc[3] == pytest.approx(quadratic_loss(x, 4))
+
+
+def test_a_config_file_names_its_own_workload(sweep: dict[str, Any], tmp_path: Path) -> None:
+    from hyperfleet.testing.sweeps import QUADRATIC
+
+    sweep["trial"]["workload"] = QUADRATIC
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    result = hyperfleet.run(path, progress=False)
+    assert len(result.trials) == 3 and set(result.trials["state"]) == {TrialState.COMPLETE}
+
+
+def _cli_lines(tmp_path: Path, data: dict[str, Any]) -> list[str]:
+    """What ``hyperfleet validate`` prints for ``data``, one line per problem."""
+    from hyperfleet.platform.cli import app
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    got = CliRunner().invoke(app, ["validate", str(path)])
+    assert got.exit_code == 2, got.output
+    return [line.removeprefix("error: ") for line in got.stderr.splitlines()]
+
+
+def test_a_bad_config_raises_the_clis_lines_and_writes_nothing(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    bad = {**sweep, "budget": {"trials": 0}, "colour": "red"}
+    bad["space"] = {"x": {"type": "float", "low": 1.0, "high": 0.0}}
+    bad["trial"] = {**sweep["trial"], "workload": "hyperfleet.testing.workloads:quadratic"}
+    with pytest.raises(hyperfleet.ConfigError) as raised:
+        hyperfleet.run(bad, progress=False)
+    assert raised.value.problems == _cli_lines(tmp_path, bad)
+    assert len(raised.value.problems) >= 3
+    assert not (tmp_path / "runs" / "hf.db").exists(), "nothing is written for a bad config"
+    with pytest.raises(hyperfleet.ConfigError) as raised:
+        hyperfleet.run(sweep, progress=False)  # no workload in the config nor the call
+    assert raised.value.problems == ["trial.workload: required field is missing"]
+    with pytest.raises(hyperfleet.ConfigError, match=r"^workload: expected a function"):
+        hyperfleet.run(sweep, 42, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(hyperfleet.ConfigError, match=r"^trial.workload: cannot import module"):
+        hyperfleet.submit(sweep, "no_such_module:main")
+    with pytest.raises(hyperfleet.StorageError, match=r"^storage: no database at "):
+        hyperfleet.load("api", storage=sweep["storage"])
+
+
+def test_submit_stores_the_function_for_workers(sweep: dict[str, Any]) -> None:
+    """A submitted sweep holds the pickled function in its config: a worker (any host)
+    validates and runs it from storage alone."""
+    from hyperfleet.platform.config import parse_sweep
+    from hyperfleet.platform.storage import Storage
+
+    result = hyperfleet.submit(sweep, closure_workload(0.5))
+    assert result.trials.empty and result.best_value is None
+    with pytest.raises(hyperfleet.ConfigError, match=r"no sweep named 'nope'.*known: api"):
+        hyperfleet.load("nope", storage=sweep["storage"])
+    storage = Storage.open_readonly(sweep["storage"])
+    try:
+        row = storage.get_sweep("api")
+    finally:
+        storage.close()
+    assert row is not None
+    stored = row.stored_config["trial"]
+    assert stored["workload"] == "__main__:closure_workload.<locals>.train"
+    assert stored["code"]
+    cfg = parse_sweep(row.stored_config)  # what a worker does with the stored row
+    from hyperfleet.trials.workloads.registry import load_workload
+
+    train = load_workload(cfg.trial.workload, cfg.trial.code)
+    assert train.__closure__ is not None and train.__closure__[0].cell_contents == 0.5
+
+
+def test_a_shipped_function_declares_its_export_hook_on_itself() -> None:
+    """The best trial's model is exported only for a shipped function carrying a
+    ``hyperfleet_export`` hook (no torch process started for one without)."""
+    from hyperfleet.platform.sweeps.shipping import shipped
+    from hyperfleet.platform.tracking.model import may_export
+
+    train = closure_workload(0.3)
+    name, code = shipped(train)
+    assert code is not None and not may_export(name, code)
+    train.hyperfleet_export = lambda params, state: (None, None)  # type: ignore[attr-defined]
+    name, code = shipped(train)
+    assert may_export(name, code)
+    assert shipped(quadratic_loss) == ("hyperfleet.testing.workloads:quadratic_loss", None)
+
+
+PBT_SCRIPT = '''
+import json, sys, time
+from pathlib import Path
+
+import hyperfleet
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
+
+HERE = Path(sys.argv[1])
+
+
+def toy(ctx):
+    """The PBT paper's toy (examples/pbt_toy.py), defined in __main__: both members wait at
+    their first report until both are there, so they run side by side."""
+    h0, h1 = float(ctx.params["h0"]), float(ctx.params["h1"])
+    state = ctx.load_checkpoint()
+    theta = [0.9, 0.9] if state is None else state["theta"]
+    step = 0 if state is None else state["step"]
+    while step < ctx.max_steps:
+        theta = [theta[0] * (1 - 0.1 * h0), theta[1] * (1 - 0.1 * h1)]
+        step += 1
+        if ctx.should_eval(step):
+            q = 1.2 - (theta[0] ** 2 + theta[1] ** 2)
+            ctx.report(step, {"Q": q}, checkpoint={"theta": theta, "step": step})
+            (HERE / f"at-{ctx.trial_number}").touch()
+            while not all((HERE / f"at-{n}").exists() for n in (0, 1)):
+                time.sleep(0.02)
+
+
+if __name__ == "__main__":  # in-process trial workers import this module
+    config = json.loads((HERE / "config.json").read_text())
+    result = hyperfleet.run(config, toy, progress=False)
+    storage = Storage.open_readonly(result.storage)
+    exploits = [e for e in SqlPopulationStore(storage.engine).lineage(result.name)
+                if e.kind == "exploit"]
+    print(json.dumps({"states": list(result.trials["state"]), "exploits": len(exploits)}))
+'''
+
+
+@pytest.mark.slow
+def test_a_function_in_main_runs_a_pbt_sweep_with_exploits(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    """A script's own function (``__main__``, which no trial process can import) under PBT:
+    members exploit and restart it in place with the donor's checkpoint."""
+    import json
+
+    sweep.update(
+        objective={"metric": "Q", "mode": "max"},
+        budget={"max_concurrent": 2},
+        space={n: {"type": "float", "low": 0.0, "high": 1.0} for n in ("h0", "h1")},
+        scheduler={
+            "type": "pbt", "population": 2, "perturbation_interval": 4, "seed": 0,
+            "quantile_fraction": 0.25, "perturbation_factors": [0.8, 1.2],
+            "initial": [{"h0": 1.0, "h1": 0.0}, {"h0": 0.0, "h1": 1.0}],
+        },
+    )  # fmt: skip
+    sweep["trial"].update(steps=24, eval_every=4)
+    (tmp_path / "config.json").write_text(json.dumps(sweep))
+    script = tmp_path / "pbt_script.py"
+    script.write_text(PBT_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["states"] == [TrialState.COMPLETE] * 2
+    assert got["exploits"] >= 1, "PBT never exploited"
+
+
+@pytest.mark.slow
+def test_a_worker_process_runs_a_submitted_function(sweep: dict[str, Any], tmp_path: Path) -> None:
+    """``hyperfleet worker`` in another process and directory, which never saw this test's
+    code, runs the function stored with the sweep."""
+    hyperfleet.submit(sweep, closure_workload(0.75))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cli = str(Path(sys.executable).parent / "hyperfleet")
+    proc = subprocess.run(
+        [cli, "worker", "--storage", sweep["storage"], "--sweep", "api", "--max-trials", "3"],
+        capture_output=True, text=True, check=False, cwd=elsewhere, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = hyperfleet.load("api", storage=sweep["storage"]).trials
+    assert set(frame["state"]) == {TrialState.COMPLETE} and len(frame) == 3
+    expected = [(x - 0.75) ** 2 + 0.25 for x in frame["params_x"]]
+    assert list(frame["value"]) == pytest.approx(expected)
+
+
+def test_the_progress_line_prints_when_the_counts_change() -> None:
+    """Outside a notebook: one plain line per change of the ended or running counts."""
+    import io
+
+    from hyperfleet.platform.controller import Progress
+    from hyperfleet.platform.sweeps.display import ProgressLine
+
+    out = io.StringIO()
+    line = ProgressLine("quad", stream=out)
+    for finished, running in ((0, 2), (0, 2), (1, 2), (1, 2), (3, 0)):
+        line(Progress(running=running, finished=finished, budget=3))
+    line.end("done")
+    shown = [s.rsplit(",", 1)[0] for s in out.getvalue().splitlines()]
+    assert shown == [
+        "sweep quad: 0/3 trials ended, 2 running",
+        "sweep quad: 1/3 trials ended, 2 running",
+        "sweep quad: 3/3 trials ended, 0 running",
+        "sweep quad: done",
+    ]
+
+
+UNGUARDED_SCRIPT = """
+import json, sys
+import hyperfleet
+
+def train(ctx):
+    ctx.report(1, {"loss": 1.0})
+
+config = json.loads(open(sys.argv[1]).read())
+print(repr(hyperfleet.run(config, train, progress=False)))
+"""
+
+
+@pytest.mark.slow
+def test_a_script_without_the_main_guard_is_told_in_one_line(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    """In-process trial workers import the script's module (multiprocessing's forkserver): a
+    top-level ``run`` there is refused with one line, and the sweep ends with no trial
+    COMPLETE, as ``sweep run`` says it."""
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(sweep))
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "config.json")],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        "hyperfleet.run: called while a worker process imports this script; put the call under "
+        '`if __name__ == "__main__":`'
+    ) in proc.stderr
+    assert "error: sweep api ended with no trial COMPLETE" in proc.stderr
+    assert "3 FAIL" in proc.stdout.strip().splitlines()[-1]
