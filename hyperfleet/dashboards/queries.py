@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.space import CategoricalParam
 from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, WorkerRecord
 from hyperfleet.platform.storage.population import (
     LineageEvent,
@@ -95,7 +96,15 @@ class SweepData:
 
     @property
     def space(self) -> dict[str, dict[str, Any]]:
-        return {name: spec.model_dump(mode="json") for name, spec in self.config.space.items()}
+        """Every dimension by name, those under a categorical's choices too (a categorical's
+        ``choices`` as a list: a conditional one's sub-spaces are dimensions of their own)."""
+        out = {}
+        for name, spec in self.config.dims.items():
+            dump = spec.model_dump(mode="json")
+            if isinstance(spec, CategoricalParam):
+                dump["choices"] = spec.values
+            out[name] = dump
+        return out
 
     @property
     def running(self) -> bool:

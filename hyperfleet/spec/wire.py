@@ -122,6 +122,11 @@ class TrialSpec(BaseModel):
     storage: str | None = None
     tracking_uri: str | None = None
     run_id: str | None = None
+    searched: list[str] = Field(
+        default_factory=list,
+        description="every name the sweep's space searches, under any choice: a workload's "
+        "declared default never stands in for one the trial did not sample",
+    )
     sweep_config: dict[str, Any] | None = Field(
         None, description="the sweep file as validated: the platform's, opaque to the trial side"
     )

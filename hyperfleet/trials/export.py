@@ -106,7 +106,12 @@ def model_from(
         raise FileNotFoundError(f"trial {spec.number} has no checkpoint in {spec.trial_dir}")
     step, state = found
     latest = {k: v for k, v in (params or {}).items() if not k.startswith("trial.")}
-    merged = merged_params(spec.trial.workload, spec.trial.params, {**spec.params, **latest})
+    merged = merged_params(
+        spec.trial.workload,
+        spec.trial.params,
+        {**spec.params, **latest},
+        searched=spec.searched,
+    )
     model, example = hook(merged, state)
     return model.cpu().eval(), np.asarray(example), step
 

@@ -187,7 +187,7 @@ def _segments(spec: TrialSpec) -> list[tuple[int, dict[str, Any]]]:
         return [(trial.steps, dict(spec.params))]
     ends = [int(start) for start, _ in spec.schedule[1:]] + [trial.steps]
     return [
-        (end, merged_params(trial.workload, trial.params, params))
+        (end, merged_params(trial.workload, trial.params, params, searched=spec.searched))
         for end, (_, params) in zip(ends, spec.schedule, strict=True)
     ]
 
@@ -276,7 +276,7 @@ class _Run:
         fails the trial with ``WorkloadExitError`` naming it; the context is closed when the
         workload ends, so a report from a thread it left behind is refused."""
         trial = self.spec.trial
-        params = merged_params(trial.workload, {}, params, fn)
+        params = merged_params(trial.workload, {}, params, fn, self.spec.searched)
         while True:
             ctx = self.context(max_steps, params)
             try:
@@ -289,7 +289,9 @@ class _Run:
             except Exploit as change:
                 d = change.decision
                 assert d.donor is not None and d.params is not None
-                params = merged_params(trial.workload, trial.params, d.params, fn)
+                params = merged_params(
+                    trial.workload, trial.params, d.params, fn, self.spec.searched
+                )
                 step = self.adopt(d.donor, d.donor_step, params)
                 if self.recorder is not None:
                     self.recorder.rewind(step, params, d.donor)

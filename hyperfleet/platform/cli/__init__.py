@@ -48,7 +48,7 @@ def validate(file: Path) -> None:
     from hyperfleet.platform.config import load_sweep
 
     cfg = _guard(lambda: load_sweep(file))
-    out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.space)} parameters)")
+    out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.dims)} parameters)")
 
 
 @app.command()

@@ -17,9 +17,11 @@ from typing import Any
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.space import CategoricalParam, is_conditional, space_problems
 from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.launcher.command import command_problems
 from hyperfleet.platform.pool import count_gpus
+from hyperfleet.platform.schedulers.configs import CONDITIONAL_TYPES
 from hyperfleet.platform.schedulers.pbt.config import check_initial
 from hyperfleet.platform.sweeps.probe import fp16_problem
 from hyperfleet.spec.layout import validate_comm, validate_layout
@@ -73,11 +75,11 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         except ConfigError as exc:
             problems += exc.problems
     known = declared_params(trial.workload, fn)
-    searched = [n for n in cfg.space if not n.startswith(KNOB_PREFIX)]
+    searched = [n for n in cfg.dims if not n.startswith(KNOB_PREFIX)]
     problems += [
         f"trial.params.{name}: also in space; a parameter is either fixed or searched"
         for name in trial.params
-        if name in cfg.space
+        if name in cfg.dims
     ]
     if known is None:
         return problems
@@ -142,7 +144,7 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
         )
         + validate_comm(t.comm, t.parallel, backend)
     ]
-    if "batch_size" not in cfg.space:  # a searched batch size is checked when it is launched
+    if "batch_size" not in cfg.dims:  # a searched batch size is checked when it is launched
         problems += _batch_problems(t, supports, params)
     if t.sync.mode == "async-ps":
         problems += _async_ps_problems(t, supports)
@@ -260,6 +262,15 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
         problems += check_initial(cfg.scheduler.initial, space)
     elif budget.trials is None and budget.timeout is None:
         problems.append("budget: give trials or timeout (or both), or the sweep would never end")
+    if is_conditional(cfg.space) and cfg.scheduler.type not in CONDITIONAL_TYPES:
+        branched = next(
+            n for n, s in cfg.space.items() if isinstance(s, CategoricalParam) and s.branches
+        )
+        problems.append(
+            f"scheduler.type: {cfg.scheduler.type!r} searches a fixed set of parameters, but "
+            f"space.{branched} has sub-spaces under its choices; use one of "
+            f"{', '.join(sorted(CONDITIONAL_TYPES))}, or a flat space"
+        )
     if cfg.objectives is not None and cfg.pruner.type != "none":
         problems.append("pruner: Optuna prunes single-objective sweeps only; use type: none")
     return problems
@@ -296,7 +307,12 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
 
 
 def semantic_problems(cfg: SweepConfig) -> list[str]:
-    problems = _scheduler_problems(cfg) + knob_problems(cfg) + _name_problems(cfg)
+    problems = (
+        space_problems(cfg.space)
+        + _scheduler_problems(cfg)
+        + knob_problems(cfg)
+        + _name_problems(cfg)
+    )
     if cfg.trial.command is not None:  # the program's own layout: nothing to check here
         return problems + _script_problems(cfg)
     if not problems:

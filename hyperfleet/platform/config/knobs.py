@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config.model import CategoricalParam, SweepConfig
+from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.space import CategoricalParam
 from hyperfleet.spec.trial import TrialConfig
 
 KNOB_PREFIX = "trial."
@@ -56,7 +57,7 @@ def knob_problems(cfg: SweepConfig) -> list[str]:
     """Searched knobs that PBT can't explore, that aren't searchable, or whose values (every
     choice, or both ends of a range) make an invalid trial config."""
     problems: list[str] = []
-    for name, spec in cfg.space.items():
+    for name, spec in cfg.dims.items():
         if not name.startswith(KNOB_PREFIX):
             continue
         if cfg.is_population:
@@ -68,7 +69,7 @@ def knob_problems(cfg: SweepConfig) -> list[str]:
                 f"(trial.parallel.*) of the same device count instead"
             )
             continue
-        values = spec.choices if isinstance(spec, CategoricalParam) else [spec.low, spec.high]
+        values = spec.values if isinstance(spec, CategoricalParam) else [spec.low, spec.high]
         for value in values:
             try:
                 apply_overrides(cfg.trial, {name: value})

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.checks import semantic_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.space import BRANCH_TAGS
 from hyperfleet.platform.config.values import finite_problems, shown
 from hyperfleet.platform.config.yaml_limits import MAX_BYTES, BoundedLoader
 
@@ -90,6 +91,8 @@ def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
     for item in loc:
         if isinstance(node, Mapping) and item not in node and node.get("type") == item:
             continue  # the union's tag, not a field
+        if item in BRANCH_TAGS and not (isinstance(node, Mapping) and item in node):
+            continue  # the form of a categorical's choices (a list, or sub-spaces)
         parts.append(shown(item))
         if isinstance(node, Mapping):
             node = node.get(item)

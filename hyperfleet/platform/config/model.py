@@ -2,8 +2,9 @@
 
 ``SweepConfig`` is the whole file: its name, one objective (or several), the scheduler and
 pruner, the budget, the search space (``FloatParam``, ``IntParam``, ``CategoricalParam`` by
-``type``), the ``trial`` section (:class:`hyperfleet.spec.trial.TrialConfig`, shared with the
-trial processes), storage, tracking and the working directory. Unknown keys are rejected and
+``type``, with conditional sub-spaces: :mod:`hyperfleet.platform.config.space`), the
+``trial`` section (:class:`hyperfleet.spec.trial.TrialConfig`, shared with the trial
+processes), storage, tracking and the working directory. Unknown keys are rejected and
 every field names what it expects; what needs more than one field at a time (the workload knows
 the params, the devices fit the layout) is :mod:`hyperfleet.platform.config.checks`'s.
 A password in ``storage`` or ``tracking.uri`` is kept in the process's environment and left
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hyperfleet.platform.config.space import ParamSpec
+from hyperfleet.platform.config.space import dims as space_dims
 from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.schedulers.configs import (
@@ -47,64 +50,6 @@ def _free_name(value: str | None) -> str | None:
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# -- search space --------------------------------------------------------------------------
-
-
-class FloatParam(_Frozen):
-    type: Literal["float"]
-    low: float
-    high: float
-    log: bool = False
-    step: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _check(self) -> FloatParam:
-        _check_range(self.low, self.high, self.log)
-        if self.log and self.step is not None:
-            raise ValueError("step cannot be combined with log: true; drop one of them")
-        return self
-
-
-class IntParam(_Frozen):
-    type: Literal["int"]
-    low: int
-    high: int
-    log: bool = False
-    step: int = Field(1, ge=1)
-
-    @model_validator(mode="after")
-    def _check(self) -> IntParam:
-        _check_range(self.low, self.high, self.log)
-        if self.log and self.step != 1:
-            raise ValueError("step cannot be combined with log: true; drop one of them")
-        return self
-
-
-Choice = str | int | float | bool | None
-
-
-class CategoricalParam(_Frozen):
-    type: Literal["categorical"]
-    choices: list[Choice] = Field(min_length=1)
-
-    @field_validator("choices")
-    @classmethod
-    def _unique(cls, v: list[Choice]) -> list[Choice]:
-        if len({repr(c) for c in v}) != len(v):
-            raise ValueError(f"choices must be distinct, got {v}")
-        return v
-
-
-def _check_range(low: float, high: float, log: bool) -> None:
-    if low > high:
-        raise ValueError(f"low ({low}) must be <= high ({high})")
-    if log and low <= 0:
-        raise ValueError(f"log: true needs low > 0, got low={low}")
-
-
-ParamSpec = Annotated[FloatParam | IntParam | CategoricalParam, Field(discriminator="type")]
 
 
 # -- sweep sections -------------------------------------------------------------------------
@@ -234,7 +179,7 @@ class SweepConfig(_Frozen):
             problem = key_problem(name)
             if problem is not None:
                 raise ValueError(f"parameter name {problem}")
-        return v
+        return v  # names under a choice: config.space.space_problems, naming their path
 
     @field_validator("storage")
     @classmethod
@@ -264,6 +209,11 @@ class SweepConfig(_Frozen):
     @property
     def all_objectives(self) -> list[Objective]:
         return [self.objective] if self.objective is not None else list(self.objectives or [])
+
+    @property
+    def dims(self) -> dict[str, ParamSpec]:
+        """Every dimension of the space, those under a categorical's choices too."""
+        return space_dims(self.space)
 
     @property
     def is_population(self) -> bool:

@@ -76,7 +76,8 @@ def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
     prior = session.storage.get_trial(session.name, number)
     sampled, knobs = split_params(s.params)
     trial, problems = trial_config(session, knobs)
-    params = merged_params(trial.workload, trial.params, sampled)
+    searched = sorted(session.cfg.dims)
+    params = merged_params(trial.workload, trial.params, sampled, searched=searched)
     run_id = _child_run(session, s, trial, params, knobs, prior)
     through = prior.last_step if prior else None
     if s.restore is not None:  # continues from another checkpoint: later steps are new
@@ -94,6 +95,7 @@ def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
         storage=session.storage.url,  # both without a password (see .credentials)
         tracking_uri=None if session.tracking_uri is None else public(session.tracking_uri),
         run_id=run_id,
+        searched=searched,
         sweep_config=session.cfg.model_dump(mode="json"),
     )
     return PreparedTrial(number, spec, {**params, **knobs}, problems, prior)

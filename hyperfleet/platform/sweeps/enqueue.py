@@ -6,25 +6,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config import CategoricalParam, SweepConfig
+from hyperfleet.platform.config import CategoricalParam, SweepConfig, active
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 
 
 def check_point(cfg: SweepConfig, params: Mapping[str, Any]) -> list[str]:
-    """One line per param that is not in the space or outside its range."""
+    """One line per param that is not in the space, outside its range, or under a choice
+    that the point does not take."""
+    every = cfg.dims
     problems = [
-        f"--params.{name}: not in the sweep's space; expected one of {', '.join(cfg.space)}"
+        f"--params.{name}: not in the sweep's space; expected one of {', '.join(every)}"
         for name in params
-        if name not in cfg.space
+        if name not in every
     ]
+    opened = active(cfg.space, params)
     for name, value in params.items():
-        spec = cfg.space.get(name)
+        spec = every.get(name)
         if spec is None:
             continue
-        if isinstance(spec, CategoricalParam):
-            if value not in spec.choices:
-                problems.append(f"--params.{name}: {value!r} is not one of {spec.choices}")
+        if name not in opened:
+            problems.append(
+                f"--params.{name}: under a choice the point does not take; give that choice "
+                f"or drop {name}"
+            )
+        elif isinstance(spec, CategoricalParam):
+            if value not in spec.values:
+                problems.append(f"--params.{name}: {value!r} is not one of {spec.values}")
         elif not isinstance(value, (int, float)) or not spec.low <= value <= spec.high:
             problems.append(f"--params.{name}: {value!r} is outside [{spec.low}, {spec.high}]")
     return problems

@@ -140,7 +140,7 @@ def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSu
         raise ConfigError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
     config = row.parsed()
     metrics, directions = _objectives(config)
-    searched = set(config.space)
+    searched = set(config.dims)
     return SweepSummary(
         sweep=name,
         metrics=metrics,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, SweepConfig
+from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, SweepConfig, walk
 from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.spec.wire import SPEC_FILE, TrialSpec
@@ -26,7 +26,7 @@ from hyperfleet.trials.workloads.registry import declared_params, merged_params
 
 def representative(spec: ParamSpec) -> Any:
     if isinstance(spec, CategoricalParam):
-        return spec.choices[0]
+        return spec.values[0]
     mid = math.sqrt(spec.low * spec.high) if spec.log else (spec.low + spec.high) / 2
     return round(mid) if isinstance(spec, IntParam) else float(mid)
 
@@ -46,9 +46,13 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
 
 def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]:
     defaults = declared_params(cfg.trial.workload) or {}
-    searched = {n: representative(s) for n, s in cfg.space.items() if n not in defaults}
+    # the branches the overrides choose, else each categorical's first choice
+    opened = walk(
+        cfg.space, lambda name, spec: overrides[name] if name in overrides else representative(spec)
+    )
+    searched = {n: v for n, v in opened.items() if n not in defaults}
     params = merged_params(cfg.trial.workload, cfg.trial.params, searched)
-    known = set(params) | set(cfg.space)
+    known = set(params) | set(cfg.dims)
     unknown = sorted(set(overrides) - known) if defaults else []
     if unknown:
         raise ConfigError(

@@ -58,7 +58,7 @@ def _child(record: TrialRecord, config: SweepConfig, parent: str) -> ChildRun:
     spec: dict[str, Any] = {}
     if record.trial_dir and (Path(record.trial_dir) / SPEC_FILE).is_file():
         spec = json.loads((Path(record.trial_dir) / SPEC_FILE).read_text())
-    space = set(config.space)
+    space = set(config.dims)
     sampled = {k: v for k, v in record.params.items() if k in space}
     knobs = {k: v for k, v in sampled.items() if k.startswith("trial.")}
     population = config.is_population

@@ -26,7 +26,7 @@ Built-ins declare both here, torch-free, since the control plane reads them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -265,10 +265,17 @@ def load_workload(workload: str, code: str | None = None) -> Callable[..., Any]:
 
 
 def merged_params(
-    workload: str | None, fixed: Mapping[str, Any], sampled: Mapping[str, Any], fn: Any = None
+    workload: str | None,
+    fixed: Mapping[str, Any],
+    sampled: Mapping[str, Any],
+    fn: Any = None,
+    searched: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Defaults, overridden by fixed params, overridden by sampled ones."""
-    params = dict(declared_params(workload, fn) or {})
+    """Defaults, overridden by fixed params, overridden by sampled ones. A default of a name
+    in ``searched`` (the sweep's space) is left out: a trial that did not sample it took
+    another branch of a conditional space, and has no such param."""
+    declared = declared_params(workload, fn) or {}
+    params = {k: v for k, v in declared.items() if k not in searched}
     params.update(fixed)
     params.update(sampled)
     return params

@@ -56,18 +56,51 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
         return None
 
 
+class BranchGridSampler(AskTellGridSampler):
+    """The grid over a conditional space: Optuna's grid sampler over the indices of its cells
+    (``space.cells``, one complete assignment per path through the branch tree), each trial
+    answered from its cell. Optuna's grid hands out cell ``grid_id`` to a trial (the first
+    trials in order, then an unvisited one at random), so exhaustion, requeues and several
+    workers behave as on a flat grid, and no cell of an unchosen branch is ever run."""
+
+    def __init__(self, cells: Sequence[Mapping[str, Any]], seed: int | None = None) -> None:
+        super().__init__({CELL: list(range(len(cells)))}, seed=seed)
+        self.cells = [dict(c) for c in cells]
+
+    def sample_independent(
+        self, study: Any, trial: FrozenTrial, param_name: str, param_distribution: Any
+    ) -> Any:
+        grid_id = trial.system_attrs.get("grid_id")
+        if grid_id is not None:
+            return self.cells[int(grid_id)][param_name]
+        # an enqueued trial that fixed only some params: a cell that agrees with them
+        agree = [
+            cell
+            for cell in self.cells
+            if param_name in cell and all(cell.get(k, v) == v for k, v in trial.params.items())
+        ]
+        return (agree or [c for c in self.cells if param_name in c])[0][param_name]
+
+
+CELL = "hyperfleet.cell"
+"""The one dimension of ``BranchGridSampler``'s grid (never a param of a trial)."""
+
+
 def build_sampler(
     cfg: SchedulerConfig,
     grid: Mapping[str, Sequence[Any]] | None = None,
     n_objectives: int = 1,
     n_trials: int | None = None,
+    cells: Sequence[Mapping[str, Any]] | None = None,
 ) -> optuna.samplers.BaseSampler:
     """The Optuna sampler for ``cfg``.
 
     ``grid`` is the space's grid (needed by ``grid``); ``n_objectives`` the number of
     objectives of the sweep; ``n_trials`` its trial budget, if it has one (``gp`` and
-    ``skopt`` exploit in the budget's final batch: ``final_batch``). Raises ConfigError when
-    the type can't handle several objectives or a package it needs is missing.
+    ``skopt`` exploit in the budget's final batch: ``final_batch``). ``cells`` is given for a
+    conditional space (its grid's cells, or an empty list when a dimension is continuous):
+    ``grid`` then runs them, and TPE groups the parameters of each branch. Raises ConfigError
+    when the type can't handle several objectives or a package it needs is missing.
     """
     if n_objectives > 1 and cfg.type not in MULTI_OBJECTIVE_TYPES:
         allowed = ", ".join(sorted(MULTI_OBJECTIVE_TYPES))
@@ -78,20 +111,26 @@ def build_sampler(
     with warnings.catch_warnings():
         # Multivariate TPE and QMC are "experimental" in Optuna: a warning per build, not news.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = _make(cfg, grid, n_trials)
+        sampler = _make(cfg, grid, n_trials, cells)
     return sampler if cfg.seed is None else TrialSeededSampler(sampler, cfg.seed)
 
 
 def _make(
-    cfg: SchedulerConfig, grid: Mapping[str, Sequence[Any]] | None, n_trials: int | None
+    cfg: SchedulerConfig,
+    grid: Mapping[str, Sequence[Any]] | None,
+    n_trials: int | None,
+    cells: Sequence[Mapping[str, Any]] | None,
 ) -> optuna.samplers.BaseSampler:
     quiet = {"warn_independent_sampling": False}
     if isinstance(cfg, TPEConfig):
-        return optuna.samplers.TPESampler(**_options(cfg))
+        group = cfg.group if cfg.group is not None else cells is not None and cfg.multivariate
+        return optuna.samplers.TPESampler(**_options(cfg, group=group))
     if isinstance(cfg, RandomConfig):
         return optuna.samplers.RandomSampler(**_options(cfg))
+    if isinstance(cfg, GridConfig) and cells:
+        return BranchGridSampler(cells, **_options(cfg))
     if isinstance(cfg, GridConfig):
-        if grid is None:
+        if grid is None or cells is not None:
             raise ConfigError(
                 "scheduler.type: 'grid' needs every space dimension to be categorical or to "
                 "give a step"

@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial
 from optuna.trial import TrialState as OptunaState
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config import is_conditional
 from hyperfleet.platform.schedulers.base import (
     Capabilities,
     Decision,
@@ -51,12 +52,13 @@ def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
 
 
 def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
-    grid = space_mod.grid(cfg.space)
+    conditional = is_conditional(cfg.space)
     sampler = build_sampler(
         cfg.scheduler,
-        grid=grid,
+        grid=None if conditional else space_mod.grid(cfg.space),
         n_objectives=len(cfg.all_objectives),
         n_trials=cfg.budget.trials,
+        cells=(space_mod.cells(cfg.space) or []) if conditional else None,
     )
     pruner = build_pruner(cfg.pruner)
     if create:

@@ -65,18 +65,52 @@ class PB2Config(_PopulationFields):
     """Below this many points, explore perturbs at random as PBT does."""
 
 
+def branches(spec: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    """A categorical's sub-spaces by choice (``choices`` given as a mapping); else empty."""
+    choices = spec.get("choices")
+    return choices if isinstance(choices, Mapping) else {}
+
+
+def paths(space: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each dimension of the tree with the choices that open it, one mapping per place it
+    appears (``{}`` at the top)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+
+    def visit(sub: Mapping[str, Mapping[str, Any]], where: dict[str, Any]) -> None:
+        for name, spec in sub.items():
+            out.setdefault(name, []).append(where)
+            for choice, under in branches(spec).items():
+                visit(under, {**where, name: choice})
+
+    visit(space, {})
+    return out
+
+
+def flat(space: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Every dimension of the tree by name (a conditional space's branches too)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, spec in space.items():
+        out.setdefault(name, spec)
+        for under in branches(spec).values():
+            for sub_name, sub_spec in flat(under).items():
+                out.setdefault(sub_name, sub_spec)
+    return out
+
+
 def check_initial(
     initial: Sequence[Mapping[str, Any]], space: Mapping[str, Mapping[str, Any]]
 ) -> list[str]:
     """What is wrong with ``scheduler.initial`` for ``space`` (the sweep's space as a plain
-    mapping, as in :mod:`.mutation`): unknown parameters, values out of bounds or choices."""
+    mapping, as in :mod:`.mutation`): unknown parameters, values out of bounds or choices, a
+    branch's parameter without the choice that opens it."""
     problems = []
+    every, opened_by = flat(space), paths(space)
     for i, entry in enumerate(initial):
         for name, value in entry.items():
             path = f"scheduler.initial[{i}].{name}"
-            spec = space.get(name)
+            spec = every.get(name)
             if spec is None:
-                problems.append(f"{path}: not a parameter of the space ({sorted(space)})")
+                problems.append(f"{path}: not a parameter of the space ({sorted(every)})")
             elif spec["type"] == "categorical" and value not in list(spec["choices"]):
                 problems.append(f"{path}: expected one of {list(spec['choices'])} (got {value!r})")
             elif spec["type"] != "categorical" and not (
@@ -85,4 +119,7 @@ def check_initial(
                 problems.append(
                     f"{path}: expected a number in [{spec['low']}, {spec['high']}] (got {value!r})"
                 )
+            elif not any(all(entry.get(k) == v for k, v in w.items()) for w in opened_by[name]):
+                needs = ", ".join(f"{k}: {v}" for k, v in opened_by[name][0].items())
+                problems.append(f"{path}: a parameter under {needs}; give {needs} beside it")
     return problems

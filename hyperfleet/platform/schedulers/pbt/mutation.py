@@ -6,6 +6,11 @@ The space is a plain mapping ``name -> spec`` (``{"type": "float", "low", "high"
 multiplied by one of ``perturbation_factors`` (in log space when the dimension is log-scaled),
 clipped to its bounds and rounded to its step; a categorical moves to a neighbouring choice or
 is resampled.
+
+In a conditional space (a categorical's ``choices`` as ``{choice: sub-space}``) a member stays
+inside a valid branch: sampling follows the chosen branch only; explore perturbs the chosen
+branch's params when the choice stays, and when it moves to another choice the new branch's
+sub-space is sampled afresh and the old branch's params are dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from hyperfleet.platform.schedulers.pbt.config import branches, flat
 
 Space = Mapping[str, Mapping[str, Any]]
 
@@ -40,8 +47,22 @@ def sample_value(spec: Mapping[str, Any], rng: random.Random) -> Any:
     return float(_quantise(value, spec))
 
 
-def sample_params(space: Space, rng: random.Random) -> dict[str, Any]:
-    return {name: sample_value(spec, rng) for name, spec in space.items()}
+def _under(spec: Mapping[str, Any], value: Any) -> Space:
+    """The sub-space ``value`` opens (empty when it opens none)."""
+    found = branches(spec)
+    return found.get(value, {}) if isinstance(value, str) else {}
+
+
+def sample_params(
+    space: Space, rng: random.Random, fixed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A value for every dimension of the branches taken (``fixed`` ones given)."""
+    out: dict[str, Any] = {}
+    for name, spec in space.items():
+        value = sample_value(spec, rng)
+        out[name] = value = fixed[name] if fixed is not None and name in fixed else value
+        out.update(sample_params(_under(spec, value), rng, fixed))
+    return out
 
 
 def perturb_value(
@@ -78,13 +99,33 @@ def explore_params(
     resample_probability: float,
     factors: Sequence[float],
 ) -> dict[str, Any]:
-    """``params`` with every parameter of ``space`` explored (others are kept)."""
-    out = dict(params)
+    """``params`` with every parameter of ``space`` explored (others are kept); in a
+    conditional space, those of the branches the explored choices take."""
+    searched = flat(space)
+    out = {k: v for k, v in params.items() if k not in searched}
+    out.update(_explore(params, space, rng, resample_probability, factors))
+    return out
+
+
+def _explore(
+    params: Mapping[str, Any],
+    space: Space,
+    rng: random.Random,
+    resample_probability: float,
+    factors: Sequence[float],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name, spec in space.items():
-        if name in out:
-            out[name] = perturb_value(out[name], spec, rng, resample_probability, factors)
+        if name in params:
+            value = perturb_value(params[name], spec, rng, resample_probability, factors)
         else:
-            out[name] = sample_value(spec, rng)
+            value = sample_value(spec, rng)
+        out[name] = value
+        under = _under(spec, value)
+        if under and name in params and value == params[name]:
+            out.update(_explore(params, under, rng, resample_probability, factors))
+        elif under:  # another branch: its sub-space sampled afresh
+            out.update(sample_params(under, rng))
     return out
 
 

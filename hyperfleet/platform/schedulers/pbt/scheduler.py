@@ -178,9 +178,8 @@ class PBTScheduler(PopulationScheduler):
             return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
 
     def _new_member(self, txn: PopulationTxn, number: int) -> Suggestion:
-        params = sample_params(self.space, self._rng(number, "initial"))
-        if number < len(self.config.initial):
-            params.update(self.config.initial[number])
+        fixed = self.config.initial[number] if number < len(self.config.initial) else {}
+        params = sample_params(self.space, self._rng(number, "initial"), fixed)
         txn.put(Member(number, params, dict(params), state=MemberState.RUNNING, updated=now()))
         logger.info("PBT %s: member %d starts with %s", self.sweep, number, params)
         return Suggestion(number, dict(params))
