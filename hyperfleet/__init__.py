@@ -1,8 +1,9 @@
 """hyperfleet: hyperparameter sweeps of distributed PyTorch trials, logged to MLflow.
 
-The top-level package stays import-light: ``TrialContext`` (which needs torch) and the Python
-API (``run``, ``submit``, ``load``: :mod:`hyperfleet.api`, which imports the platform) are
-loaded only when first used, so ``import hyperfleet`` imports neither torch nor the platform.
+The top-level package stays import-light: ``TrialContext`` (which needs torch), the Python
+API (``run``, ``submit``, ``load``: :mod:`hyperfleet.api`, which imports the platform) and
+``trial`` (a script trial's program asks for its context) are loaded only when first used, so
+``import hyperfleet`` imports neither torch nor the platform.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ __all__ = [
     "load",
     "run",
     "submit",
+    "trial",
 ]
 
 _API = ("load", "run", "submit")  # hyperfleet.api's functions
 
 if TYPE_CHECKING:
     from hyperfleet.api import load, run, submit
+    from hyperfleet.platform.launcher.push import trial
     from hyperfleet.trials.context import TrialContext
 
 
@@ -50,4 +53,8 @@ def __getattr__(name: str) -> Any:
         from hyperfleet import api
 
         return getattr(api, name)
+    if name == "trial":  # the context inside a script trial's program (launcher/push.py)
+        from hyperfleet.platform.launcher.push import trial
+
+        return trial
     raise AttributeError(f"module 'hyperfleet' has no attribute {name!r}")

@@ -133,7 +133,10 @@ def test_a_bad_config_raises_the_clis_lines_and_writes_nothing(
     assert not (tmp_path / "runs" / "hf.db").exists(), "nothing is written for a bad config"
     with pytest.raises(hyperfleet.ConfigError) as raised:
         hyperfleet.run(sweep, progress=False)  # no workload in the config nor the call
-    assert raised.value.problems == ["trial.workload: required field is missing"]
+    assert raised.value.problems == [
+        "trial: give exactly one of workload (a function main(ctx)) and command (a program as "
+        "a list, e.g. [python, train.py, '${args}'])"
+    ]
     with pytest.raises(hyperfleet.ConfigError, match=r"^workload: expected a function"):
         hyperfleet.run(sweep, 42, progress=False)  # type: ignore[arg-type]
     with pytest.raises(hyperfleet.ConfigError, match=r"^trial.workload: cannot import module"):

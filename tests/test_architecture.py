@@ -25,7 +25,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hyperfleet"
 ENTRY = "hyperfleet.platform.trial_entry"
 # the code of trial processes: the -m entry point and what every trial process runs (the
 # in-process worker's too); the only platform modules through which torch may be reached
-TRIAL_PROCESS = (ENTRY, "hyperfleet.platform.launcher.trial_process")
+# the platform's code that runs inside trial processes: the entry point, what it runs, and
+# hyperfleet.trial() inside a script trial's program
+TRIAL_PROCESS = (
+    ENTRY,
+    "hyperfleet.platform.launcher.trial_process",
+    "hyperfleet.platform.launcher.push",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -150,9 +150,16 @@ class Launchers:
         self._warm: Any = None
         self._torchrun: Launcher | None = None
         self._inprocess: dict[str, Any] = {}
+        self._script: Launcher | None = None
 
     def __call__(self, cfg: SweepConfig) -> Launcher:
         r = cfg.trial.resources
+        if cfg.trial.command is not None:  # a program of the user's, run by a runner each
+            if self._script is None:
+                from hyperfleet.platform.launcher.script import ScriptLauncher
+
+                self._script = ScriptLauncher(self.pool.threads_per_process())
+            return self._script
         if r.devices == 0:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
@@ -174,15 +181,17 @@ class Launchers:
 
     def close(self) -> None:
         """Stop every process started (when no controller took these launchers over)."""
-        for launcher in [*self._inprocess.values(), self._warm, self._torchrun]:
+        for launcher in [*self._inprocess.values(), self._warm, self._torchrun, self._script]:
             if launcher is not None:
                 launcher.close()
-        self._inprocess, self._warm, self._torchrun = {}, None, None
+        self._inprocess, self._warm, self._torchrun, self._script = {}, None, None, None
 
     def prestart(self, cfg: SweepConfig) -> None:
         """Start the processes the sweep's first trials will run in now, so their start-up
         (an interpreter, torch) overlaps opening the sweep."""
         r = cfg.trial.resources
+        if cfg.trial.command is not None:  # a program starts with its trial
+            return
         if r.devices == 0:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 

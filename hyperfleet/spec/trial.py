@@ -159,8 +159,53 @@ class Resources(_Section):
         return self
 
 
+class MetricsConfig(_Section):
+    """Where a script trial's reports come from (``trial.command``; see
+    :mod:`hyperfleet.platform.launcher.script`)."""
+
+    source: Literal["stdout", "mlflow", "push"] = Field(
+        "stdout",
+        alias="from",
+        description="stdout: lines of rank 0's output carrying name=value tokens (a line with "
+        "the objective is a report; step= or epoch= gives its step); mlflow: the metrics the "
+        "program logs to its trial's MLflow run; push: the program reports through "
+        "hyperfleet.trial() (which any source allows), the only one PBT can drive",
+    )
+    pattern: str | None = Field(
+        None,
+        description="stdout: a regular expression with named groups; a line it matches is "
+        "read from its groups instead of from name=value tokens",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                compiled = re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression ({exc})") from None
+            if not compiled.groupindex:
+                raise ValueError("give named groups, e.g. 'loss (?P<val_loss>[0-9.e+-]+)'")
+        return v
+
+
 class TrialConfig(_Section):
-    workload: str = Field(min_length=1, description="built-in name or 'package.module:function'")
+    workload: str | None = Field(
+        None, min_length=1, description="built-in name or 'package.module:function'"
+    )
+    command: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="a program to run instead of a workload, e.g. [python, train.py, "
+        "'${args}']: ${args} is --name value for every param, ${name} one param's value, "
+        "${trial_dir} and ${checkpoint_dir} the trial's directories",
+    )
+    metrics: MetricsConfig = Field(
+        default_factory=MetricsConfig, description="where a command's reports come from"
+    )
     code: str | None = Field(
         None,
         description="the workload function shipped by value (cloudpickle, base64), set by "
@@ -193,3 +238,18 @@ class TrialConfig(_Section):
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _one_program(self) -> TrialConfig:
+        if (self.workload is None) == (self.command is None):
+            raise ValueError(
+                "give exactly one of workload (a function main(ctx)) and command (a program "
+                "as a list, e.g. [python, train.py, '${args}'])"
+            )
+        return self
+
+    @property
+    def entry(self) -> str:
+        """The workload of a function trial (a script trial has none: an assertion)."""
+        assert self.workload is not None, "a script trial (trial.command) has no workload"
+        return self.workload

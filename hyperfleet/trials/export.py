@@ -79,9 +79,12 @@ def charlm(params: Mapping[str, Any], state: Mapping[str, Any]) -> tuple[nn.Modu
 HOOKS: dict[str, ExportHook] = {"digits": digits, "charlm": charlm}
 
 
-def find_hook(workload: str, code: str | None = None) -> ExportHook | None:
-    """The workload's export hook: built-in, or declared by a custom workload (or None);
-    ``code``: the workload shipped by value (``trial.code``)."""
+def find_hook(workload: str | None, code: str | None = None) -> ExportHook | None:
+    """The workload's export hook: built-in, or declared by a custom workload (or None; a
+    script trial, ``trial.command``, has none); ``code``: the workload shipped by value
+    (``trial.code``)."""
+    if workload is None:
+        return None
     if workload in BUILTIN:
         return HOOKS.get(workload)
     fn = load_workload(workload, code)

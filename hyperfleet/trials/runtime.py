@@ -318,7 +318,7 @@ def run_trial(
     outcome = Outcome.FAIL
     try:
         run.start()
-        fn = load_workload(spec.trial.workload, spec.trial.code)
+        fn = load_workload(spec.trial.entry, spec.trial.code)
         for max_steps, params in _segments(spec):
             run.segment(fn, max_steps, params)
             run.agree_latest()  # a replay's next segment continues from where this one ended

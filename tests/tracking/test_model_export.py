@@ -24,3 +24,4 @@ def test_a_workload_that_surely_has_no_hook_starts_no_export(
     assert not may_export("hyperfleet.testing.workloads:quadratic")
     assert may_export("digits") and may_export("charlm")  # built-ins have hooks
     assert may_export("nowhere.to.be:found")  # unknown: the export process decides
+    assert not may_export(None)  # a script trial's program (trial.command) has no hook

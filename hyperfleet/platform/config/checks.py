@@ -19,6 +19,7 @@ from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.space import CategoricalParam, is_conditional, space_problems
 from hyperfleet.platform.config.values import control_problem, key_problem
+from hyperfleet.platform.launcher.command import command_problems
 from hyperfleet.platform.pool import count_gpus
 from hyperfleet.platform.schedulers.configs import CONDITIONAL_TYPES
 from hyperfleet.platform.schedulers.pbt.config import check_initial
@@ -63,10 +64,10 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
     problems: list[str] = []
     if trial.workload not in BUILTIN:
         try:
-            fn = load_workload(trial.workload, trial.code)
+            fn = load_workload(trial.entry, trial.code)
         except ConfigError as exc:
             return exc.problems
-        entry = _entry_problem(fn, trial.workload)
+        entry = _entry_problem(fn, trial.entry)
         if entry is not None:
             return [entry]
         try:
@@ -98,7 +99,7 @@ def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
     declares. A workload that can't be loaded, or whose declaration is malformed, declares
     nothing here: :func:`_workload_problems` reports it."""
     try:
-        fn = None if t.workload in BUILTIN else load_workload(t.workload, t.code)
+        fn = None if t.workload in BUILTIN else load_workload(t.entry, t.code)
         return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
     except ConfigError:
         return Capabilities(), dict(t.params)
@@ -122,6 +123,8 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
     """Devices vs the parallel layout and the workload's pipeline form, precision vs the
     backend, the batch vs its split, async-ps constraints."""
     t = trial or cfg.trial
+    if t.command is not None:  # a program's layout is its own
+        return []
     if t.resources.devices == 0:
         return _in_process_problems(t)
     supports, params = _declared(t)
@@ -285,6 +288,24 @@ def _name_problems(cfg: SweepConfig) -> list[str]:
     return problems
 
 
+def _script_problems(cfg: SweepConfig) -> list[str]:
+    """A script trial (``trial.command``): its placeholders and program
+    (:mod:`hyperfleet.platform.launcher.command`), and what a program reporting on its
+    output cannot follow (a population method's exploits and pauses)."""
+    problems = [
+        f"trial.params.{name}: also in space; a parameter is either fixed or searched"
+        for name in cfg.trial.params
+        if name in cfg.space
+    ]
+    if cfg.is_population and cfg.trial.metrics.source != "push":
+        problems.append(
+            f"scheduler: {cfg.scheduler.type} exploits and pauses trials, which a program "
+            f"reporting on {cfg.trial.metrics.source} cannot follow; report through "
+            f"hyperfleet.trial() with trial.metrics: {{from: push}}, or use trial.workload"
+        )
+    return problems + command_problems(cfg.trial, cfg.space)
+
+
 def semantic_problems(cfg: SweepConfig) -> list[str]:
     problems = (
         space_problems(cfg.space)
@@ -292,6 +313,8 @@ def semantic_problems(cfg: SweepConfig) -> list[str]:
         + knob_problems(cfg)
         + _name_problems(cfg)
     )
+    if cfg.trial.command is not None:  # the program's own layout: nothing to check here
+        return problems + _script_problems(cfg)
     if not problems:
         problems = layout_problems(cfg)
     return problems + _workload_problems(cfg)

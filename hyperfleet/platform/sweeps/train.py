@@ -71,6 +71,11 @@ def run_single(
 ) -> int:
     """One run under torchrun, output on this terminal; ``schedule``: ``[(start_step,
     params), ...]`` changes the params at those steps (a replayed PBT member)."""
+    if cfg.trial.command is not None:
+        raise ConfigError(
+            "trial.command: hyperfleet train runs a workload function; run the program "
+            "itself, or sweep it with sweep run"
+        )
     params = single_params(cfg, parse_overrides(overrides))
     if schedule:
         params = merged_params(cfg.trial.workload, cfg.trial.params, schedule[0][1])

@@ -72,10 +72,13 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def may_export(workload: str, code: str | None = None) -> bool:
+def may_export(workload: str | None, code: str | None = None) -> bool:
     """False when the workload surely has no export hook (saves starting torch for nothing):
-    a custom workload whose module's source never mentions ``hyperfleet_export``, or one
-    shipped by value (``code``) without a ``hyperfleet_export`` attribute."""
+    a custom workload whose module's source never mentions ``hyperfleet_export``, one
+    shipped by value (``code``) without a ``hyperfleet_export`` attribute, or none (a script
+    trial's program, ``trial.command``)."""
+    if not workload:
+        return False
     if code is not None:
         try:
             fn = unpickle_workload(code)
@@ -106,9 +109,9 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
         logger.warning("could not check the best trial's run for a model", exc_info=True)
         return
     trial = view.config.get("trial") or {}
-    workload = str(trial.get("workload", ""))
+    workload = trial.get("workload")
     if not may_export(workload, trial.get("code")):
-        logger.info("workload %s has no export hook: no model logged", workload)
+        logger.info("workload %s has no export hook: no model logged", workload or "(a program)")
         return
     directory = tracker.trial_dir(number)
     if directory is None or not (directory / SPEC_FILE).is_file():

@@ -148,7 +148,7 @@ def _declared(fn: Callable[..., Any], name: str) -> Any:
 
 
 def declared_params(
-    workload: str, fn: Callable[..., Any] | None = None
+    workload: str | None, fn: Callable[..., Any] | None = None
 ) -> Mapping[str, Any] | None:
     if workload in BUILTIN:
         return BUILTIN[workload].params
@@ -158,7 +158,7 @@ def declared_params(
     return declared
 
 
-def capabilities(workload: str, fn: Callable[..., Any] | None = None) -> Capabilities:
+def capabilities(workload: str | None, fn: Callable[..., Any] | None = None) -> Capabilities:
     """What the workload declares it supports (:class:`Capabilities`; undeclared: defaults).
 
     ``ConfigError`` naming ``trial.workload`` when a custom declaration is malformed.
@@ -265,7 +265,7 @@ def load_workload(workload: str, code: str | None = None) -> Callable[..., Any]:
 
 
 def merged_params(
-    workload: str,
+    workload: str | None,
     fixed: Mapping[str, Any],
     sampled: Mapping[str, Any],
     fn: Any = None,

@@ -1,0 +1,210 @@
+"""Script trials: a user's program run as it is, its reports read from outside.
+
+:class:`ScriptLauncher` starts ``python -m hyperfleet.platform.launcher.script_run SPEC``,
+the *runner* (:mod:`.script_run`), where a function trial's launcher starts the trial entry
+point: in a session of its own, with the trial's log as its output, as
+:class:`~.torchrun.TorchrunLauncher` starts torchrun's agent (its handle is that one's).
+The runner:
+
+1. fills in the command's placeholders and, for ``devices`` > 1, wraps it in torchrun
+   (:mod:`.command`); starts it in a session of its own with the trial's MLflow run in its
+   environment (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID``: a program
+   that logs with ``mlflow`` logs into its trial's child run) and the spec's path
+   (``HYPERFLEET_SPEC``, for ``hyperfleet.trial()``);
+2. copies every line of the program's stdout and stderr to the trial's log, and turns rank 0's
+   lines (or the MLflow run's new steps) into reports (:mod:`.readers`);
+3. records each report as a function trial's rank 0 does, through
+   :class:`~hyperfleet.platform.recorder.RankZeroRecorder` (storage, the scheduler's decision,
+   MLflow), and on a PRUNE (or a stop: SUPERSEDED, SIGTERM) ends the program: SIGTERM to its
+   process group and every process of its launch, then SIGKILL after
+   :data:`PRUNE_GRACE_S`, so it is gone within 2 s of the decision;
+4. records the outcome: COMPLETE when the program exits 0 having reported its objective,
+   PRUNED, else FAIL, its error line last in the log (the last lines of the program's stderr
+   and the exit code, or what was looked for when no objective came).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from hyperfleet.errors import LaunchError
+from hyperfleet.platform.launcher.base import Launcher, Rendezvous
+from hyperfleet.platform.launcher.command import (
+    RANK0_PREFIX,
+    SPEC_VAR,
+    render,
+    under_torchrun,
+)
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
+from hyperfleet.platform.launcher.torchrun import (
+    TorchrunHandle,
+    die_with_parent,
+    free_port,
+    trial_env,
+)
+from hyperfleet.platform.pool import Lease
+from hyperfleet.platform.tracking.spool import Spool, is_pending
+from hyperfleet.spec.wire import TrialSpec
+
+RUNNER = "hyperfleet.platform.launcher.script_run"  # the runner's module
+PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
+STDERR_LINES = 20  # the program's last stderr lines a failure quotes
+MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
+RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
+
+
+class ScriptLauncher(Launcher):
+    """One runner process per script trial (``trial.command``)."""
+
+    def __init__(self, threads_per_process: int = 1) -> None:
+        self.threads_per_process = threads_per_process
+
+    def launch(
+        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
+    ) -> TorchrunHandle:
+        if rendezvous is not None:
+            raise LaunchError("a script trial runs on one host (trial.resources.nodes: 1)")
+        cmd = [sys.executable, "-m", RUNNER, str(spec.path)]
+        env = trial_env(lease, self.threads_per_process)
+        env.update(tag_launch(spec))
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = spec.log_path.open("ab")
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        except OSError as exc:
+            log.close()
+            raise LaunchError(f"cannot start the runner of trial {spec.number}: {exc}") from None
+        return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
+
+    def close(self) -> None:
+        pass
+
+
+class Program:
+    """The user's program: started, its output copied to the log line by line, stopped."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], rank0_prefix: str | None) -> None:
+        self.argv = argv
+        self.prefix = rank0_prefix
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._write = threading.Lock()
+        print(f"# hyperfleet script: {' '.join(argv)}", flush=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        self._threads = [
+            threading.Thread(target=self._copy, args=(self.proc.stdout, True), daemon=True),
+            threading.Thread(target=self._copy, args=(self.proc.stderr, False), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _copy(self, stream: IO[bytes], is_stdout: bool) -> None:
+        out = sys.stdout.buffer
+        for raw in iter(stream.readline, b""):
+            with self._write:
+                out.write(raw)
+                out.flush()
+            line = raw.decode(errors="replace").rstrip("\r\n")
+            if not is_stdout:
+                self.stderr.append(line)
+            elif self.prefix is None:
+                self.lines.put(line)
+            elif line.startswith(self.prefix):
+                self.lines.put(line[len(self.prefix) :])
+        if is_stdout:
+            self.lines.put(None)  # end of output
+
+    def finish_output(self, timeout: float = 5.0) -> None:
+        for t in self._threads:
+            t.join(timeout)
+
+    def stop(self, grace: float = PRUNE_GRACE_S) -> float:
+        """SIGTERM every process of the program, SIGKILL what is left after ``grace``;
+        returns the seconds it took."""
+        start = time.monotonic()
+        self._signal(signal.SIGTERM)
+        deadline = start + grace
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._signal(signal.SIGKILL)
+        self.proc.wait()
+        return time.monotonic() - start
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+        launch = os.environ.get(LAUNCH_VAR)
+        if launch:  # torchrun's ranks in sessions of their own (never this runner)
+            kill_tagged(LAUNCH_VAR, launch, sig)
+
+
+def mlflow_run(spec: TrialSpec, wait_s: float = RUN_WAIT_S) -> str | None:
+    """The id of the trial's MLflow run. A trial launches before its run exists (``pending:N``,
+    :mod:`~hyperfleet.platform.tracking.tracker`); the controller writes the id to the
+    trial's spool folder once it is created: waited for up to ``wait_s`` seconds (None then,
+    or when the sweep has no MLflow)."""
+    if not spec.run_id or not spec.tracking_uri:
+        return None
+    if not is_pending(spec.run_id):
+        return spec.run_id
+    spool = Spool(Path(spec.trial_dir) / "mlflow")
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = spool.run_id()
+        if found is not None and not is_pending(found):
+            return found
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+def program_env(spec: TrialSpec, run_id: str | None, experiment_id: str | None) -> dict[str, str]:
+    """The program's environment: the runner's, the trial's MLflow run, the spec's path."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"  # a Python program's prints reach the pipe line by line
+    env[SPEC_VAR] = str(spec.path)
+    if spec.tracking_uri and run_id:
+        env["MLFLOW_TRACKING_URI"] = spec.tracking_uri
+        env["MLFLOW_RUN_ID"] = run_id
+        if experiment_id:
+            env["MLFLOW_EXPERIMENT_ID"] = experiment_id
+    return env
+
+
+def program_argv(spec: TrialSpec) -> tuple[list[str], str | None]:
+    """The command line of the trial's program, and the prefix of rank 0's output lines."""
+    assert spec.trial.command is not None
+    fields = {"steps": spec.trial.steps, "eval_every": spec.trial.eval_every}
+    argv = render(spec.trial.command, spec.params, spec.trial_dir, fields)
+    nproc = spec.trial.resources.devices
+    if nproc <= 1:
+        return argv, None
+    log_dir = Path(spec.trial_dir) / "torchrun"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return under_torchrun(argv, nproc, free_port(), log_dir), RANK0_PREFIX

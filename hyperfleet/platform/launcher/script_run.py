@@ -1,0 +1,242 @@
+"""The runner's loop over one script trial: the program's reports recorded and decided.
+
+Started as ``python -m hyperfleet.platform.launcher.script_run SPEC`` by :mod:`.script`'s
+launcher: it runs the trial's program (:class:`~.script.Program`), reads its reports
+(:mod:`.readers`), records each through rank 0's recorder as a function trial's rank 0 does,
+ends the program on a decision that stops it, and records the outcome. The runner imports no
+torch: the program alone does.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.errors import Superseded
+from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
+from hyperfleet.platform.launcher.readers import (
+    MlflowReader,
+    StdoutReader,
+    looked_for,
+    mlflow_history,
+)
+from hyperfleet.platform.launcher.script import (
+    MLFLOW_POLL_S,
+    Program,
+    mlflow_run,
+    program_argv,
+    program_env,
+)
+from hyperfleet.platform.recorder import RankZeroRecorder
+from hyperfleet.spec.states import Outcome
+from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
+from hyperfleet.trials.workloads.registry import merged_params
+
+RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
+
+
+class StopRequestError(Exception):
+    """SIGTERM reached the runner: the controller stops the trial."""
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    raise StopRequestError(signum)
+
+
+class ScriptRun:
+    """One script trial, from its program's start to its recorded outcome."""
+
+    def __init__(self, spec: TrialSpec) -> None:
+        assert spec.sweep_config is not None and spec.trial.command is not None
+        self.spec = spec
+        cfg = SweepConfig.model_validate(spec.sweep_config)
+        self.objectives = [o.metric for o in cfg.all_objectives]
+        self.source = spec.trial.metrics.source
+        # from: mlflow — the program logs its own metrics to the run; the recorder does not
+        recorded = spec.model_copy(update={"run_id": None}) if self.source == "mlflow" else spec
+        self.recorder = RankZeroRecorder(recorded)
+        self.reported = False
+        self.outcome: str = Outcome.FAIL
+        self.program: Program | None = None
+        self.run_id: str | None = None  # the trial's MLflow run, once it exists
+        self.deferred = False  # the outcome is the program's to record
+
+    def _environment(self) -> dict[str, str]:
+        self.run_id = mlflow_run(self.spec)
+        if self.run_id is None and self.spec.run_id is not None:
+            print(
+                "hyperfleet: the trial's MLflow run does not exist yet (MLflow unreachable?); "
+                "the program starts without MLFLOW_RUN_ID",
+                flush=True,
+            )
+        record = self.recorder.storage.get_sweep(self.spec.sweep)
+        experiment = None if record is None else record.mlflow_experiment_id
+        return program_env(self.spec, self.run_id, experiment)
+
+    def run(self) -> int:
+        """Run the program to its end; the runner's exit code (0: recorded as it ended)."""
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        code = 1
+        directory = Path(self.spec.trial_dir)
+        for left in (PUSH_FILE, RESTART_FILE):  # by an earlier launch of the trial
+            (directory / left).unlink(missing_ok=True)
+        try:
+            env = self._environment()
+            spec_path = self.spec.path
+            while True:
+                argv, prefix = program_argv(self.spec)
+                self.program = Program(argv, {**env, SPEC_VAR: str(spec_path)}, prefix)
+                code = self._follow(self.program)
+                restart = self._restart() if code == 0 and self.pushed() else None
+                if restart is None:
+                    break
+                self.spec, spec_path = restart, restart.write(directory / RESTART_SPEC)
+        except StopRequestError:
+            print("hyperfleet: the trial was stopped; stopping the program", flush=True)
+            code = 128 + signal.SIGTERM
+        except Superseded as exc:  # a newer attempt runs the trial: record nothing
+            print(f"hyperfleet: trial {self.spec.number} {exc}; stopping", flush=True)
+            self.outcome, code = Outcome.SUPERSEDED, 0
+        finally:
+            if self.program is not None and self.program.proc.poll() is None:
+                self.program.stop()
+            self._finish()
+        return code
+
+    def pushed(self) -> bool:
+        """The program reports through ``hyperfleet.trial()`` (:mod:`.push`)."""
+        return (Path(self.spec.trial_dir) / PUSH_FILE).exists()
+
+    def _restart(self) -> TrialSpec | None:
+        """After an exploit the program left the donor's step and the explored params: the
+        spec it starts again on (None: it ended)."""
+        path = Path(self.spec.trial_dir) / RESTART_FILE
+        if not path.exists():
+            return None
+        change = json.loads(path.read_text())
+        path.unlink()
+        step = int(change["step"])
+        params = merged_params(None, self.spec.trial.params, change["params"])
+        print(f"hyperfleet: exploit; the program starts again from step {step}", flush=True)
+        return self.spec.model_copy(
+            update={
+                "params": params,
+                "restore": RestorePoint(trial=self.spec.number, step=step),
+                "reported_through": step,
+            }
+        )
+
+    def _finish(self) -> None:
+        if self.deferred:  # the program recorded its outcome itself (hyperfleet.trial())
+            return
+        try:
+            self.recorder.finish(self.outcome)
+        except Superseded as exc:
+            print(f"hyperfleet: trial {self.spec.number} {exc}", flush=True)
+
+    def _mlflow_reader(self) -> MlflowReader | None:
+        if self.source != "mlflow" or not (self.run_id and self.spec.tracking_uri):
+            return None
+        from mlflow import MlflowClient
+
+        client = MlflowClient(self.spec.tracking_uri)
+        history, others = mlflow_history(client, self.run_id)
+        return MlflowReader(self.objectives, history, others)
+
+    def _follow(self, program: Program) -> int:
+        """Read and record reports until the program ends (or a decision ends it)."""
+        pattern = self.spec.trial.metrics.pattern
+        stdout = StdoutReader(self.objectives, None if pattern is None else re.compile(pattern))
+        from_mlflow = self._mlflow_reader()
+        next_poll = time.monotonic() + MLFLOW_POLL_S
+        ended = False
+        while not ended:
+            try:
+                line = program.lines.get(timeout=0.2)
+            except queue.Empty:
+                line = ""
+            ended = line is None
+            if line and from_mlflow is None and self.source == "stdout" and not self.pushed():
+                report = stdout.read(line)
+                if report is not None and self._record(program, *report):
+                    return 0
+            if from_mlflow is not None and (ended or time.monotonic() >= next_poll):
+                next_poll = time.monotonic() + MLFLOW_POLL_S
+                if self._poll(program, from_mlflow, final=False):
+                    return 0
+        code = program.proc.wait()
+        program.finish_output()
+        if from_mlflow is not None and self._poll(program, from_mlflow, final=True):
+            return 0
+        return self._ended(program, code)
+
+    def _poll(self, program: Program, reader: MlflowReader, final: bool) -> bool:
+        for step, metrics in reader.poll():
+            if self._record(program, step, metrics) and not final:
+                return True
+        return False
+
+    def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
+        """Record one report; True when its decision ended the program."""
+        if self.pushed():  # the program reports itself (hyperfleet.trial())
+            return False
+        self.reported = True
+        decision = self.recorder(step, metrics)
+        if decision.kind is DecisionKind.CONTINUE:
+            return False
+        took = program.stop()
+        if decision.kind is DecisionKind.PRUNE:
+            self.outcome = Outcome.PRUNED
+            print(
+                f"hyperfleet: pruned at step {step}; the program ended {took:.2f} s after the "
+                f"decision",
+                flush=True,
+            )
+        else:  # exploit or pause: a population method, which a program takes part in
+            print(  # through hyperfleet.trial() (validation refuses it otherwise)
+                f"ScriptError: the scheduler decided {decision.kind.value} at step {step}, "
+                f"which a program reporting on {self.source} cannot follow",
+                flush=True,
+            )
+        return True
+
+    def _ended(self, program: Program, code: int) -> int:
+        """The program ended by itself: COMPLETE if it exited 0 having reported, else FAIL
+        with its error line last in the log."""
+        assert self.spec.trial.command is not None
+        name = " ".join(self.spec.trial.command[:2])
+        if code != 0:
+            if program.stderr:
+                print("the program's last lines on stderr:", flush=True)
+                print("\n".join(program.stderr), flush=True)
+            print(f"ScriptError: {name} exited with code {code}", flush=True)
+            return 1
+        if self.pushed():  # its outcome is recorded: complete, pruned or paused
+            self.deferred = True
+            return 0
+        if not self.reported:
+            spec = self.spec.trial.metrics
+            print(
+                f"ScriptError: {looked_for(self.objectives, spec.source, spec.pattern)}",
+                flush=True,
+            )
+            return 1
+        self.outcome = Outcome.COMPLETE
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The runner: ``python -m hyperfleet.platform.launcher.script_run SPEC``."""
+    args = sys.argv[1:] if argv is None else argv
+    return ScriptRun(TrialSpec.read(args[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""A script trial's program that asks for its context with ``hyperfleet.trial()``: pruned at
+its own report, resumed from its own checkpoint after ``sweep run`` is interrupted."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hyperfleet.platform.storage import Storage
+from hyperfleet.spec.states import TrialState
+from tests.integration.cli import cli_env, invoke, wait_until
+from tests.integration.test_script_trials import PROGRAMS, run_json, script_sweep
+
+pytestmark = pytest.mark.slow
+PUSH = ["python", str(PROGRAMS / "push.py"), "${args}"]
+
+
+def test_program_is_pruned_at_its_report(tmp_path: Path, mlflow_template: Path) -> None:
+    path = script_sweep(
+        tmp_path,
+        mlflow_template,
+        name="push-pruned",
+        objective={"metric": "loss", "mode": "min"},
+        scheduler={"type": "random", "seed": 0},
+        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+        budget={"trials": 2, "max_concurrent": 1},
+        trial={"command": PUSH, "params": {}, "steps": 3, "metrics": {"from": "push"}},
+    )
+    for x in (0.3, 1.0):  # in this order: the first is the median's history
+        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
+        assert queued.exit_code == 0, queued.output
+    result = run_json(path)
+    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
+    first, pruned = sorted(storage.trials("push-pruned"), key=lambda t: t.number)
+    storage.close()
+    assert first.state == TrialState.COMPLETE and first.last_step == 3
+    assert first.metrics["loss"] == pytest.approx(1 / 3)
+    assert pruned.state == TrialState.PRUNED and pruned.last_step == 1
+    assert pruned.trial_dir is not None
+    log = (Path(pruned.trial_dir) / "log.txt").read_text()
+    assert "Traceback" not in log, log  # a prune ends the program quietly
+
+
+def test_program_resumes_from_its_checkpoint_after_interrupt(
+    tmp_path: Path, mlflow_template: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    path = script_sweep(
+        tmp_path,
+        mlflow_template,
+        name="push-resume",
+        objective={"metric": "loss", "mode": "min"},
+        budget={"trials": 1, "max_concurrent": 1},
+        trial={
+            "command": [*PUSH, "--hold", str(hold)],
+            "params": {},
+            "steps": 4,
+            "metrics": {"from": "push"},
+        },
+    )
+    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    wait_until(lambda: (hold / "held").exists(), "the program held after step 2", proc, 300)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, proc.communicate()[1][-2000:]
+    held = int((hold / "held").read_text())
+    assert not Path(f"/proc/{held}").exists(), "the interrupted program outlived the sweep"
+
+    result = run_json(path)
+    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 0, "FAIL": 0}
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
+    (trial,) = storage.trials("push-resume")
+    storage.close()
+    assert trial.last_step == 4 and trial.trial_dir is not None
+    log = (Path(trial.trial_dir) / "log.txt").read_text()
+    assert "starts at step 0" in log and "starts at step 2" in log, log
+
+
+def test_pbt_sweep_of_a_program_exploits(tmp_path: Path, mlflow_template: Path) -> None:
+    from hyperfleet.platform.storage.population import SqlPopulationStore
+
+    together = tmp_path / "together"  # members wait for each other at their first report
+    together.mkdir()
+    path = script_sweep(
+        tmp_path,
+        mlflow_template,
+        name="push-pbt",
+        objective={"metric": "loss", "mode": "min"},
+        scheduler={
+            "type": "pbt",
+            "population": 2,
+            "perturbation_interval": 2,
+            "quantile_fraction": 0.25,  # of 2 members: the worse one exploits the better one
+            "seed": 0,
+            "initial": [{"x": 0.3}, {"x": 0.9}],
+        },
+        budget={"trials": None, "max_concurrent": 2},
+        trial={
+            "command": [*PUSH, "--together", str(together), "2"],
+            "params": {},
+            "steps": 6,
+            "metrics": {"from": "push"},
+        },
+    )
+    result = run_json(path)
+    assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
+    trials = storage.trials("push-pbt")
+    events = SqlPopulationStore(storage.engine).lineage("push-pbt")
+    storage.close()
+    assert [t.last_step for t in trials] == [6, 6]
+    exploits = [e for e in events if e.kind == "exploit"]
+    assert exploits, "PBT never exploited"
+    member = next(t for t in trials if t.number == exploits[0].member)
+    assert member.trial_dir is not None
+    log = (Path(member.trial_dir) / "log.txt").read_text()
+    again = re.search(r"exploit; the program starts again from step (\d+)", log)
+    assert again is not None, log
+    assert f"starts at step {again.group(1)} with x=" in log  # from the donor's checkpoint
