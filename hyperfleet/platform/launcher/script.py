@@ -50,6 +50,7 @@ from hyperfleet.platform.launcher.torchrun import (
     TorchrunHandle,
     die_with_parent,
     free_port,
+    spawn,
     trial_env,
 )
 from hyperfleet.platform.pool import Lease
@@ -77,22 +78,7 @@ class ScriptLauncher(Launcher):
         cmd = [sys.executable, "-m", RUNNER, str(spec.path)]
         env = trial_env(lease, self.threads_per_process)
         env.update(tag_launch(spec))
-        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = spec.log_path.open("ab")
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        except OSError as exc:
-            log.close()
-            raise LaunchError(f"cannot start the runner of trial {spec.number}: {exc}") from None
-        return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
+        return spawn(cmd, env, spec, f"the runner of trial {spec.number}")
 
     def close(self) -> None:
         pass

@@ -147,6 +147,33 @@ def trial_env(lease: Lease, threads_per_process: int) -> dict[str, str]:
     return env
 
 
+def spawn(
+    cmd: list[str], env: dict[str, str], spec: TrialSpec, what: str, announce: bool = False
+) -> TorchrunHandle:
+    """Start ``cmd`` in a session of its own, its output appended to the trial's log (after a
+    ``# hyperfleet launch:`` line if ``announce``), dying with this process; ``LaunchError``
+    naming ``what`` if it cannot start."""
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = spec.log_path.open("ab")
+    if announce:
+        log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
+        log.flush()
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+    except OSError as exc:
+        log.close()
+        raise LaunchError(f"cannot start {what}: {exc}") from None
+    return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
+
+
 class TorchrunLauncher(Launcher):
     """One torchrun process group per trial, on this host's leased devices."""
 
@@ -161,24 +188,7 @@ class TorchrunLauncher(Launcher):
         cmd = torchrun_command(spec.path, len(lease.devices), rdzv_id, rendezvous)
         env = trial_env(lease, self.threads_per_process)
         env.update(tag_launch(spec, rendezvous.rdzv_id if rendezvous else None))
-        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = spec.log_path.open("ab")
-        log.write(f"# hyperfleet launch: {' '.join(cmd)}\n".encode())
-        log.flush()
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        except OSError as exc:
-            log.close()
-            raise LaunchError(f"cannot start torchrun for {rdzv_id}: {exc}") from None
-        return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
+        return spawn(cmd, env, spec, f"torchrun for {rdzv_id}", announce=True)
 
     def close(self) -> None:
         pass

@@ -101,32 +101,25 @@ def explore_params(
 ) -> dict[str, Any]:
     """``params`` with every parameter of ``space`` explored (others are kept); in a
     conditional space, those of the branches the explored choices take."""
+
+    def explore(sub: Space) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, spec in sub.items():
+            if name in params:
+                value = perturb_value(params[name], spec, rng, resample_probability, factors)
+            else:
+                value = sample_value(spec, rng)
+            out[name] = value
+            under = _under(spec, value)
+            if under and name in params and value == params[name]:
+                out.update(explore(under))  # the same branch: explored in turn
+            elif under:  # another branch: its sub-space sampled afresh
+                out.update(sample_params(under, rng))
+        return out
+
     searched = flat(space)
-    out = {k: v for k, v in params.items() if k not in searched}
-    out.update(_explore(params, space, rng, resample_probability, factors))
-    return out
-
-
-def _explore(
-    params: Mapping[str, Any],
-    space: Space,
-    rng: random.Random,
-    resample_probability: float,
-    factors: Sequence[float],
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, spec in space.items():
-        if name in params:
-            value = perturb_value(params[name], spec, rng, resample_probability, factors)
-        else:
-            value = sample_value(spec, rng)
-        out[name] = value
-        under = _under(spec, value)
-        if under and name in params and value == params[name]:
-            out.update(_explore(params, under, rng, resample_probability, factors))
-        elif under:  # another branch: its sub-space sampled afresh
-            out.update(sample_params(under, rng))
-    return out
+    kept = {k: v for k, v in params.items() if k not in searched}
+    return {**kept, **explore(space)}
 
 
 # --------------------------------------------------------------------------- the scheduler
