@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,16 +22,28 @@ pytestmark = pytest.mark.slow
 PUSH = ["python", str(PROGRAMS / "push.py"), "${args}"]
 
 
+def push_sweep(
+    tmp_path: Path, mlflow_template: Path, name: str, args: list[str], steps: int, **sections: Any
+) -> Path:
+    """A sweep of the push program (``PUSH`` + ``args``), minimising the ``loss`` it pushes
+    through ``hyperfleet.trial()`` for ``steps`` steps."""
+    trial = {"command": [*PUSH, *args], "params": {}, "steps": steps, "metrics": {"from": "push"}}
+    objective = {"metric": "loss", "mode": "min"}
+    return script_sweep(
+        tmp_path, mlflow_template, name=name, objective=objective, trial=trial, **sections
+    )
+
+
 def test_program_is_pruned_at_its_report(tmp_path: Path, mlflow_template: Path) -> None:
-    path = script_sweep(
+    path = push_sweep(
         tmp_path,
         mlflow_template,
-        name="push-pruned",
-        objective={"metric": "loss", "mode": "min"},
+        "push-pruned",
+        [],
+        3,
         scheduler={"type": "random", "seed": 0},
         pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
         budget={"trials": 2, "max_concurrent": 1},
-        trial={"command": PUSH, "params": {}, "steps": 3, "metrics": {"from": "push"}},
     )
     for x in (0.3, 1.0):  # in this order: the first is the median's history
         queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
@@ -53,18 +66,13 @@ def test_program_resumes_from_its_checkpoint_after_interrupt(
 ) -> None:
     hold = tmp_path / "hold"
     hold.mkdir()
-    path = script_sweep(
+    path = push_sweep(
         tmp_path,
         mlflow_template,
-        name="push-resume",
-        objective={"metric": "loss", "mode": "min"},
+        "push-resume",
+        ["--hold", str(hold)],
+        4,
         budget={"trials": 1, "max_concurrent": 1},
-        trial={
-            "command": [*PUSH, "--hold", str(hold)],
-            "params": {},
-            "steps": 4,
-            "metrics": {"from": "push"},
-        },
     )
     cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json"]
     proc = subprocess.Popen(
@@ -91,11 +99,12 @@ def test_pbt_sweep_of_a_program_exploits(tmp_path: Path, mlflow_template: Path) 
 
     together = tmp_path / "together"  # members wait for each other at their first report
     together.mkdir()
-    path = script_sweep(
+    path = push_sweep(
         tmp_path,
         mlflow_template,
-        name="push-pbt",
-        objective={"metric": "loss", "mode": "min"},
+        "push-pbt",
+        ["--together", str(together), "2"],
+        6,
         scheduler={
             "type": "pbt",
             "population": 2,
@@ -105,12 +114,6 @@ def test_pbt_sweep_of_a_program_exploits(tmp_path: Path, mlflow_template: Path) 
             "initial": [{"x": 0.3}, {"x": 0.9}],
         },
         budget={"trials": None, "max_concurrent": 2},
-        trial={
-            "command": [*PUSH, "--together", str(together), "2"],
-            "params": {},
-            "steps": 6,
-            "metrics": {"from": "push"},
-        },
     )
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
