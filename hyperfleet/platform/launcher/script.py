@@ -135,9 +135,8 @@ class Program:
         returns the seconds it took."""
         start = time.monotonic()
         self._signal(signal.SIGTERM)
-        deadline = start + grace
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(grace)
         self._signal(signal.SIGKILL)
         self.proc.wait()
         return time.monotonic() - start
