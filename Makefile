@@ -1,5 +1,6 @@
 # Two commands do all set-up: `make sweep` and `make test` (the suite, in parallel test processes;
-# CI runs it, then `make test-long`: the runs marked long, search quality and the benchmarks).
+# CI runs it, then `make test-long`: the runs marked long -- fleets, hosts, the stack, outages,
+# the examples end to end, variants, search quality, the type check and the benchmarks).
 # `make test-fast` leaves out the end-to-end runs marked slow too, for a quick local check.
 PYTHON ?= python3
 VENV ?= .venv
@@ -43,7 +44,7 @@ test: install
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not long" $(PYTEST_ARGS)
 
 test-long: install
-	$(PY) -m pytest -m long $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m long $(PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not long" $(PYTEST_ARGS)

@@ -16,7 +16,7 @@ import pytest
 
 from hyperfleet.spec.states import TrialState
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "notebook.ipynb"

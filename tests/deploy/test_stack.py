@@ -33,7 +33,7 @@ from tests.conftest import _pg_bin, free_port
 from tests.deploy.stack import stack_up
 from tests.integration.cli import cli, invoke, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 SWEEP = {
     "name": "stack-e2e",

@@ -114,6 +114,7 @@ pytestmark = [pytest.mark.slow]
 
 
 @pytest.mark.postgres
+@pytest.mark.long
 def test_6_storage_retry_governs_the_controller_and_the_trials(
     fault: FaultMaker, cluster: PgCluster
 ) -> None:
@@ -150,6 +151,7 @@ def test_6_storage_retry_governs_the_controller_and_the_trials(
 
 
 @pytest.mark.postgres
+@pytest.mark.long
 def test_6_an_outage_shorter_than_storage_retry_is_ridden_out(
     fault: FaultMaker, cluster: PgCluster
 ) -> None:

@@ -111,7 +111,8 @@ def run_holding(f: Fault, hold: str | Path, secret: str, expect: list[str]) -> t
 
 @pytest.mark.parametrize(
     ("devices", "launched_by"),
-    [(0, "forkserver"), (1, "--warm")],  # in-process trials; trial processes (warm groups)
+    # in-process trials (marked long); trial processes (warm groups)
+    [pytest.param(0, "forkserver", marks=pytest.mark.long), (1, "--warm")],
     ids=["in-process", "processes"],
 )
 def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
@@ -253,6 +254,7 @@ def sourced(env_file: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.long
 def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
     state_dir: Path, secret: str
 ) -> None:

@@ -14,7 +14,7 @@ import pytest
 from tests.faults.conftest import Fault, wait_until
 from tests.faults.pg import PgCluster
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
 
 
 def test_6_thirty_seconds_without_postgres_lose_nothing(

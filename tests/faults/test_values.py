@@ -175,6 +175,7 @@ def test_sys_exit_in_an_in_process_workload_fails_naming_system_exit(fault: Faul
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sys_exit_under_torchrun_fails_naming_system_exit_on_every_rank(
     fault: FaultMaker,
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import deep_update
 from tests.fleet.conftest import Fleet
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.postgres]
 
 LM: dict[str, Any] = {
     "name": "lm-2node",

@@ -16,7 +16,7 @@ import pytest
 from tests.fleet.conftest import Fleet
 from tests.fleet.test_workers import DIGITS, held, lose_a_worker
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
 
 PASSWORD = "fleet-test"
 WORKER_ARGS = ("--devices", "cpu:2", "--exit-when-idle", "6s")

@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 NOOP = minimal_sweep(name="many", budget={"trials": 40, "max_concurrent": 40}, trial={"steps": 2})
 
 
+@pytest.mark.long
 def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet) -> None:
     fleet.submit(fleet.sweep(NOOP))
     for i in range(16):
@@ -37,6 +38,7 @@ def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet)
     assert status.exit_code == 0 and "done" in status.stdout
 
 
+@pytest.mark.long
 def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet: Fleet) -> None:
     pbt = {
         "name": "spread",
@@ -156,6 +158,7 @@ def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
     lose_a_worker(fleet, a, b)
 
 
+@pytest.mark.long
 def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet: Fleet) -> None:
     data = deep_update(DIGITS, {"name": "elastic", "budget": {"trials": 4, "max_concurrent": 4},
                                 "trial": {"steps": 80}})  # fmt: skip

@@ -36,7 +36,7 @@ from tests.tracking.readback import (
 )
 from tests.tracking.server import MlflowServer, mlflow_server_factory  # noqa: F401
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 OUTAGE_S = 20.0
 KEYS = ("loss", "acc", "x2", "lr", "speed")

@@ -41,6 +41,7 @@ LAYOUTS: dict[str, tuple[int, dict[str, Any]]] = {
     "fp16-ddp": (2, {"parallel": {"data": 2}, "precision": "fp16"}),
     "fp16-1f1b": (2, {"parallel": {"pipeline": 2, "microbatches": 2}, "precision": "fp16"}),
 }
+PRECISION_VARIANTS = ("bf16-accum", "fp16-ddp", "fp16-1f1b")
 
 
 def write(tmp: Path, changes: dict[str, Any], base: dict[str, Any] = LM) -> Path:
@@ -83,7 +84,11 @@ def runs() -> dict[str, list[dict[str, float]]]:
     return {}
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+# each layout once in `make test`; its precision variants with the runs marked long
+@pytest.mark.parametrize(
+    "layout",
+    [pytest.param(k, marks=[pytest.mark.long] if k in PRECISION_VARIANTS else []) for k in LAYOUTS],
+)
 def test_charlm_trains_in_every_layout(
     layout: str, tmp_path: Path, cache: Path, runs: dict[str, list[dict[str, float]]]
 ) -> None:
@@ -181,7 +186,7 @@ def test_layouts_follow_the_same_fp32_trajectory(runs: dict[str, list[dict[str, 
             assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.long)])
 def test_async_ps_digits_one_server_two_workers(precision: str, tmp_path: Path) -> None:
     """Workers compute their gradients in ``precision`` (bf16: under autocast)."""
     digits = {**LM, "trial": {"workload": "digits", "steps": 1}}

@@ -200,6 +200,7 @@ def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> No
     check_lineage(events, members)
 
 
+@pytest.mark.long
 def test_toy_without_exploit_and_explore_stays_below_0_4(
     tmp_path: Path, mlflow_template: Path
 ) -> None:

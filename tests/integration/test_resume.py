@@ -57,7 +57,9 @@ def curve(client: MlflowClient, run_id: str) -> dict[int, float]:
     return {m.step: m.value for m in history}
 
 
-@pytest.mark.parametrize("devices", [1, 2], ids=["D1-from-replica", "D2"])
+@pytest.mark.parametrize(
+    "devices", [1, pytest.param(2, marks=pytest.mark.long)], ids=["D1-from-replica", "D2"]
+)
 def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     devices: int, sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -17,7 +17,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.states import TrialState
 from tests.integration.cli import ROOT, cli, invoke
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 EXAMPLE = ROOT / "examples" / "script"
 
 

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long
 def test_mypy_passes_on_the_control_plane() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "mypy"],  # incremental: .mypy_cache, as `make typecheck`
