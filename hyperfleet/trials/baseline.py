@@ -39,7 +39,7 @@ class Baseline:
     grad_enabled: bool
     default_dtype: Any
     threads: int
-    deterministic: bool
+    deterministic: tuple[bool, bool]  # (mode, warn_only)
     matmul_precision: str
     flags: dict[str, bool] = field(default_factory=dict)
     log_handlers: list[logging.Handler] = field(default_factory=list)
@@ -56,7 +56,7 @@ class Baseline:
             grad_enabled=torch.is_grad_enabled(),
             default_dtype=torch.get_default_dtype(),
             threads=torch.get_num_threads(),
-            deterministic=torch.are_deterministic_algorithms_enabled(),
+            deterministic=_deterministic(),
             matmul_precision=torch.get_float32_matmul_precision(),
             flags={name: bool(_flag(name)) for name in _TORCH_FLAGS},
             log_handlers=list(root.handlers),
@@ -74,7 +74,10 @@ class Baseline:
         torch.set_grad_enabled(self.grad_enabled)
         torch.set_default_dtype(self.default_dtype)
         torch.set_num_threads(self.threads)
-        torch.use_deterministic_algorithms(self.deterministic)
+        if _deterministic() != self.deterministic:
+            # only when a trial changed it: the call imports torch._inductor (~1.5 s of CPU)
+            mode, warn_only = self.deterministic
+            torch.use_deterministic_algorithms(mode, warn_only=warn_only)
         torch.set_float32_matmul_precision(self.matmul_precision)
         for name, value in self.flags.items():
             module, _, attr = name.rpartition(".")
@@ -95,6 +98,15 @@ _TORCH_FLAGS = (
     "torch.backends.cudnn.allow_tf32",
     "torch.backends.cuda.matmul.allow_tf32",
 )
+
+
+def _deterministic() -> tuple[bool, bool]:
+    import torch
+
+    return (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
 
 
 def _module(dotted: str) -> Any:
