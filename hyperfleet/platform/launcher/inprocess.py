@@ -57,14 +57,20 @@ from hyperfleet.platform.launcher.procs import (
     tag_launch,
 )
 from hyperfleet.platform.launcher.torchrun import die_with_parent
-from hyperfleet.platform.launcher.trial_process import exit_now, exit_on_sigterm, preload, run_task
+from hyperfleet.platform.launcher.trial_process import (
+    RECORDER_LAZY_IMPORTS,
+    exit_now,
+    exit_on_sigterm,
+    preload,
+    run_task,
+)
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
 
 _FORKS = mp.get_context("forkserver")
 _FORKS.set_forkserver_preload(
     ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
-     "hyperfleet.platform.recorder"]
+     "hyperfleet.platform.recorder", *RECORDER_LAZY_IMPORTS]
 )  # fmt: skip
 
 

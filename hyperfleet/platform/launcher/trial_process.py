@@ -15,6 +15,7 @@ stays cheap, so the controller can import the launchers that use it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -103,6 +104,11 @@ def exit_on_sigterm() -> None:
     install()
 
 
+#: what the recorder imports only when it first opens the trial's Optuna storage (Optuna checks
+#: the schema's revision with alembic): imported ahead, a forked trial does not pay it each time
+RECORDER_LAZY_IMPORTS = ("alembic.migration",)
+
+
 def preload(recorder: bool = True) -> None:
     """Import what a trial will need while this process has nothing else to do (a worker or
     rank waiting for its first task): the trial runtime (torch), and for the process that
@@ -113,6 +119,9 @@ def preload(recorder: bool = True) -> None:
 
     if recorder:
         import hyperfleet.platform.recorder  # noqa: F401
+
+        for name in RECORDER_LAZY_IMPORTS:
+            importlib.import_module(name)
 
 
 def exit_now(code: int) -> None:
