@@ -128,30 +128,44 @@ def test_program_logging_to_mlflow_reports_through_its_child_run(
         mlflow_template,
         name="logs",
         trial={
-            "command": ["python", str(PROGRAMS / "mlflow_logs.py"), "${args}"],
+            "command": [
+                "python", str(PROGRAMS / "mlflow_logs.py"), "${args}", "--linger-above", "0.5"
+            ],
             "params": {},
             "metrics": {"from": "mlflow"},
         },
         space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
-    )
+        scheduler={"type": "random", "seed": 0},
+        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+        budget={"trials": 2, "max_concurrent": 1},
+    )  # fmt: skip
+    for x in (0.2, 0.9):  # in this order: the first is the median's history
+        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
+        assert queued.exit_code == 0, queued.output
     result = run_json(path)
-    assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
+    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    trials = storage.trials("logs")
+    done, pruned = sorted(storage.trials("logs"), key=lambda t: t.number)
     storage.close()
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     runs = client.search_runs([result["mlflow"]["experiment_id"]])
     parent = result["mlflow"]["parent_run_id"]
     assert len(runs) == 3, "no run beyond the sweep's and its trials'"
     children = {r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") == parent}
-    assert children == {t.mlflow_run_id for t in trials}
-    for t in trials:
-        assert t.mlflow_run_id is not None
-        x = t.params["x"]
-        history = client.get_metric_history(t.mlflow_run_id, "val_loss")
-        assert [(m.step, m.value) for m in history] == pytest.approx(
-            [(1, x + 1), (2, x + 0.5), (3, x + 1 / 3)]
-        ), "each point once: the program's, none added by the platform"
-        assert t.last_step == 3  # the objective, read from the run
-        assert t.metrics["val_loss"] == pytest.approx(x + 1 / 3)
-        assert t.metrics["val_accuracy"] == pytest.approx(1 - x)
+    assert children == {done.mlflow_run_id, pruned.mlflow_run_id}
+    assert done.mlflow_run_id is not None and pruned.mlflow_run_id is not None
+    history = client.get_metric_history(done.mlflow_run_id, "val_loss")
+    assert [(m.step, m.value) for m in history] == pytest.approx(
+        [(1, 1.2), (2, 0.7), (3, 0.2 + 1 / 3)]
+    ), "each point once: the program's, none added by the platform"
+    assert done.state == TrialState.COMPLETE and done.last_step == 3  # read from the run
+    assert done.metrics["val_loss"] == pytest.approx(0.2 + 1 / 3)
+    assert done.metrics["val_accuracy"] == pytest.approx(0.8)
+    # the second logs a worse step 1, then lingers: pruned at the step read from its run
+    assert pruned.state == TrialState.PRUNED and pruned.last_step == 1
+    assert pruned.metrics["val_loss"] == pytest.approx(1.9)
+    assert pruned.trial_dir is not None
+    log = (Path(pruned.trial_dir) / "log.txt").read_text()
+    took = re.search(r"pruned at step 1; the program ended ([0-9.]+) s after the decision", log)
+    assert took is not None and float(took.group(1)) < 2.0, log
+    assert "training done" not in log
