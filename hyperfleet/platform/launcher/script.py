@@ -67,6 +67,7 @@ PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
 MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
+LOCAL_STORE = "program-mlflow.db"  # in the trial directory: the program's run while MLflow is away
 
 
 class ScriptLauncher(Launcher):
@@ -174,14 +175,37 @@ def mlflow_run(spec: TrialSpec, wait_s: float = RUN_WAIT_S) -> str | None:
         time.sleep(0.05)
 
 
-def program_env(spec: TrialSpec, run_id: str | None, experiment_id: str | None) -> dict[str, str]:
-    """The program's environment: the runner's, the trial's MLflow run, the spec's path."""
+def local_run(spec: TrialSpec) -> tuple[str, str]:
+    """A run of the program's own in a store in the trial's directory (``program-mlflow.db``,
+    its artifacts beside it): where its MLflow calls go when the trial's run could not be
+    created (MLflow unreachable at its start). Its URI and id."""
+    from hyperfleet.platform.tracking.client import open_client
+
+    directory = Path(spec.trial_dir)
+    uri = f"sqlite:///{directory / LOCAL_STORE}"
+    client = open_client(uri)
+    name = f"trial-{spec.number}"
+    found = client.get_experiment_by_name(name)
+    experiment = (
+        found.experiment_id
+        if found is not None
+        else client.create_experiment(name, (directory / "program-artifacts").as_uri())
+    )
+    run = client.create_run(experiment, run_name=name, tags={"hyperfleet.trial": name})
+    return uri, str(run.info.run_id)
+
+
+def program_env(
+    spec: TrialSpec, run_id: str | None, experiment_id: str | None, uri: str | None = None
+) -> dict[str, str]:
+    """The program's environment: the runner's, the trial's MLflow run (in the store at
+    ``uri``, default the sweep's), the spec's path."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"  # a Python program's prints reach the pipe line by line
     env[SPEC_VAR] = str(spec.path)
     env[PREFIX_VAR] = PREFIX_TEMPLATE  # under torchrun: each line tells its global rank
     if spec.tracking_uri and run_id:
-        env["MLFLOW_TRACKING_URI"] = spec.tracking_uri
+        env["MLFLOW_TRACKING_URI"] = uri or spec.tracking_uri
         env["MLFLOW_RUN_ID"] = run_id
         if experiment_id:
             env["MLFLOW_EXPERIMENT_ID"] = experiment_id

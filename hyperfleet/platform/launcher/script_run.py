@@ -37,7 +37,9 @@ from hyperfleet.platform.launcher.readers import (
 )
 from hyperfleet.platform.launcher.script import (
     MLFLOW_POLL_S,
+    RUN_WAIT_S,
     Program,
+    local_run,
     mlflow_run,
     program_argv,
     program_env,
@@ -79,6 +81,7 @@ class ScriptRun:
         self.outcome: str = Outcome.FAIL
         self.program: Program | None = None
         self.run_id: str | None = None  # the trial's MLflow run, once it exists
+        self.mlflow_uri = spec.tracking_uri  # where that run is (the program's own: local)
         self.deferred = False  # the outcome is the program's to record
 
     def _new_recorder(self) -> RankZeroRecorder:
@@ -103,14 +106,27 @@ class ScriptRun:
     def _environment(self) -> dict[str, str]:
         self.run_id = mlflow_run(self.spec)
         if self.run_id is None and self.spec.run_id is not None:
-            print(
-                "hyperfleet: the trial's MLflow run does not exist yet (MLflow unreachable?); "
-                "the program starts without MLFLOW_RUN_ID",
-                flush=True,
-            )
+            return self._local_environment()
         record = self.storage.get_sweep(self.spec.sweep)
         experiment = None if record is None else record.mlflow_experiment_id
         return program_env(self.spec, self.run_id, experiment)
+
+    def _local_environment(self) -> dict[str, str]:
+        """MLflow did not answer before the program's start: the program logs into a run of
+        its own in the trial's directory (its calls neither fail nor wait), read from there
+        with ``from: mlflow``; the trial's reports are recorded in storage and spooled for its
+        MLflow run, which the controller (or ``hyperfleet mlflow sync``) creates and fills
+        once MLflow is back."""
+        self.mlflow_uri, self.run_id = local_run(self.spec)
+        print(
+            f"hyperfleet: the trial's MLflow run could not be created in {RUN_WAIT_S:g} s "
+            f"(MLflow unreachable?); the program's own MLflow calls go to {self.mlflow_uri} "
+            f"(run {self.run_id}); the trial's reports are spooled for its MLflow run",
+            flush=True,
+        )
+        if self.source == "mlflow" and not self.following:  # the reports read: spooled too
+            self._recorder = RankZeroRecorder(self.spec)
+        return program_env(self.spec, self.run_id, None, self.mlflow_uri)
 
     def run(self) -> int:
         """Run the program to its end; the runner's exit code (0: recorded as it ended)."""
@@ -174,11 +190,11 @@ class ScriptRun:
             print(f"hyperfleet: trial {self.spec.number} {exc}", flush=True)
 
     def _mlflow_reader(self) -> MlflowReader | None:
-        if self.source != "mlflow" or not (self.run_id and self.spec.tracking_uri):
+        if self.source != "mlflow" or not (self.run_id and self.mlflow_uri):
             return None
         from mlflow import MlflowClient
 
-        client = MlflowClient(self.spec.tracking_uri)
+        client = MlflowClient(self.mlflow_uri)
         history, others = mlflow_history(client, self.run_id)
         return MlflowReader(self.objectives, history, others)
 
@@ -241,10 +257,19 @@ class ScriptRun:
         return True
 
     def _poll(self, program: Program, reader: MlflowReader, final: bool) -> bool:
-        for step, metrics in reader.poll():
-            if self._record(program, step, metrics) and not final:
-                return True
-        return False
+        """Record the run's new steps; True when a decision ended the program. MLflow away
+        (a transient error) is read again at the next poll."""
+        from hyperfleet.platform.tracking.client import is_transient
+
+        try:
+            reports = reader.poll()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            print(f"hyperfleet: could not read the program's MLflow run: {exc}", flush=True)
+            return False
+        # every report is recorded; a decision that ends the program ends the loop first
+        return any(self._record(program, step, m) and not final for step, m in reports)
 
     def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
         """Record one report; True when its decision ended the program."""
