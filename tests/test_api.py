@@ -332,3 +332,72 @@ def test_a_script_without_the_main_guard_is_told_in_one_line(
     ) in proc.stderr
     assert "error: sweep api ended with no trial COMPLETE" in proc.stderr
     assert "3 FAIL" in proc.stdout.strip().splitlines()[-1]
+
+
+INTERRUPTED_SCRIPT = '''
+import json, sys, time
+from pathlib import Path
+
+import hyperfleet
+
+HERE = Path(sys.argv[1])
+
+
+def train(ctx):
+    """Holds at step 2 of the first launch until stopped; a launch starts after its newest
+    checkpoint and notes where (starts-N)."""
+    state = ctx.load_checkpoint()
+    start = 0 if state is None else state["step"]
+    with (HERE / f"starts-{ctx.trial_number}").open("a") as f:
+        f.write(f"{start}\\n")
+    for step in range(start + 1, ctx.max_steps + 1):
+        ctx.report(step, {"loss": 1.0 / step}, checkpoint={"step": step})
+        if step == 2 and not (HERE / "held").exists():
+            (HERE / "held").write_text(str(ctx.trial_number))
+            time.sleep(600)
+
+
+if __name__ == "__main__":
+    config = json.loads((HERE / "config.json").read_text())
+    result = hyperfleet.run(config, train, progress=False)
+    print(json.dumps(list(result.trials["state"])))
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_plain_script_requeues_and_a_second_run_finishes(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    """Ctrl-C in a terminal (SIGINT to the script's whole process group) while a trial runs:
+    ``run`` ends in KeyboardInterrupt with the trial requeued, not RUNNING; running the
+    script again finishes the budget, the interrupted trial from its checkpoint."""
+    import json
+    import os
+    import signal
+    import time
+
+    sweep.update(budget={"trials": 2, "max_concurrent": 1})
+    sweep["trial"].update(steps=3)
+    (tmp_path / "config.json").write_text(json.dumps(sweep))
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_SCRIPT)
+    cmd = [sys.executable, str(script), str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "held").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the trial never reached step 2"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
+    held = int((tmp_path / "held").read_text())
+    states = hyperfleet.load("api", storage=sweep["storage"]).trials.set_index("number")["state"]
+    assert states[held] == TrialState.WAITING, "the running trial was not requeued"
+
+    again = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp_path,
+                           timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == [TrialState.COMPLETE] * 2
+    starts = (tmp_path / f"starts-{held}").read_text().split()
+    assert starts == ["0", "2"], "the interrupted trial did not resume from its checkpoint"

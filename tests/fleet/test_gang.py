@@ -1,9 +1,12 @@
 """A trial that spans hosts: two workers of two devices each run one charlm trial of four
 processes (data 2 x pipeline 2) through torchrun's c10d rendezvous, and it trains exactly as
-the same trial does as four processes of one host."""
+the same trial does as four processes of one host; a script trial of two nodes runs its
+unchanged program as one process group across the two workers."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,11 +34,11 @@ LM: dict[str, Any] = {
 }  # fmt: skip
 
 
-def _losses(fleet: Fleet, run_id: str) -> dict[int, float]:
+def _losses(fleet: Fleet, run_id: str, metric: str = "loss") -> dict[int, float]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{fleet.root / 'mlflow.db'}")
-    history = client.get_metric_history(run_id, "loss")
+    history = client.get_metric_history(run_id, metric)
     steps = [m.step for m in history]
     assert len(steps) == len(set(steps)), f"a step reported twice: {sorted(steps)}"
     return {m.step: m.value for m in history}
@@ -77,3 +80,43 @@ def test_a_two_node_trial_trains_as_one_host_of_four_processes(fleet: Fleet) -> 
     assert sorted(got) == sorted(want) and len(want) == 4, (sorted(got), sorted(want))
     worst = max(abs(got[s] - want[s]) for s in want)
     assert worst <= 1e-5, f"2-node loss differs from 1-host loss by {worst}"
+
+
+def test_a_script_trial_of_two_nodes_runs_its_program_across_the_gang(fleet: Fleet) -> None:
+    import hyperfleet
+
+    program = Path(__file__).resolve().parents[1] / "launcher" / "programs" / "ddp.py"
+    script = {
+        "name": "script-2node",
+        "objective": {"metric": "val_loss", "mode": "min"},
+        "scheduler": {"type": "random", "seed": 0},
+        "budget": {"trials": 1, "max_concurrent": 1},
+        "space": {"x": {"type": "categorical", "choices": [0.5]}},
+        "trial": {
+            "command": ["python", str(program), "${args}", "--out", "${trial_dir}"],
+            "steps": 3,
+            "resources": {"devices": 2, "nodes": 2, "gang_timeout": "120s"},
+        },
+    }
+    fleet.submit(fleet.sweep(script))
+    common = ("--advertise-address", "127.0.0.1", "--exit-when-idle", "6s")
+    a = fleet.start("a", "--devices", "cpu:1", "--sweep", "script-2node", *common)
+    b = fleet.start("b", "--devices", "cpu:1", "--sweep", "script-2node", *common)
+    fleet.finish(timeout=600)
+
+    trial, = fleet.trials("script-2node").values()  # fmt: skip
+    assert trial.state == "COMPLETE", trial.error
+    assert hyperfleet.load("script-2node", storage=fleet.storage_url).best_value == 1.5
+    assert trial.trial_dir is not None
+    seen = [json.loads((Path(trial.trial_dir) / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert [s["WORLD_SIZE"] for s in seen] == ["2", "2"], seen
+    assert {s["GROUP_RANK"] for s in seen} == {"0", "1"}, "one rank on each node"
+    assert {s["MLFLOW_RUN_ID"] for s in seen} == {trial.mlflow_run_id}
+    (gang,) = fleet.storage().gangs("script-2node")
+    assert set(gang.members) == {a.id(fleet), b.id(fleet)}, "one node on each worker"
+    log = (Path(trial.trial_dir) / "log.txt").read_text()
+    assert log.count("# hyperfleet script:") == 2, log[-3000:]
+    # rank 0's reports, recorded by one node: each point once in the trial's MLflow run
+    assert sorted(_losses(fleet, trial.mlflow_run_id or "", "val_loss").items()) == [
+        (1, 3.5), (2, 2.0), (3, 1.5)
+    ]  # fmt: skip

@@ -62,10 +62,10 @@ def test_example_sweep_runs_the_script_under_torchrun(
         assert t.trial_dir is not None and t.mlflow_run_id is not None
         log = (Path(t.trial_dir) / "log.txt").read_text()
         assert "torch.distributed.run" in log and "--nproc-per-node=2" in log
-        assert "[default0]:rank 0 of 2" in log and "[default1]:rank 1 of 2" in log, log
+        assert "[rank0]:rank 0 of 2" in log and "[rank1]:rank 1 of 2" in log, log
         printed = [  # what rank 0 printed, step by step
             (int(s), float(v))
-            for s, v in re.findall(r"\[default0\]:step=(\d+) val_loss=([0-9.]+)", log)
+            for s, v in re.findall(r"\[rank0\]:step=(\d+) val_loss=([0-9.]+)", log)
         ]
         curve = [(m.step, m.value) for m in client.get_metric_history(t.mlflow_run_id, "val_loss")]
         if t.state == TrialState.COMPLETE:

@@ -1,10 +1,10 @@
 """A script trial's program that asks for its context with ``hyperfleet.trial()``: pruned at
-its own report, resumed from its own checkpoint after ``sweep run`` is interrupted."""
+its own report, resumed from its own checkpoint after ``sweep run`` is interrupted, and a PBT
+member that exploits in place or is paused and resumed."""
 
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import sys
@@ -94,17 +94,18 @@ def test_program_resumes_from_its_checkpoint_after_interrupt(
     assert "starts at step 0" in log and "starts at step 2" in log, log
 
 
-def test_pbt_sweep_of_a_program_exploits(tmp_path: Path, mlflow_template: Path) -> None:
+def test_pbt_sweep_of_a_program_exploits_and_pauses(tmp_path: Path, mlflow_template: Path) -> None:
+    """Two members time-share one slot: member 0 pauses at step 2 (the other trained less),
+    member 1 reaches step 2 worse and exploits it in place (the program starts again from the
+    donor's checkpoint), and member 0 resumes from its own checkpoint."""
     from hyperfleet.platform.storage.population import SqlPopulationStore
 
-    together = tmp_path / "together"  # members wait for each other at their first report
-    together.mkdir()
     path = push_sweep(
         tmp_path,
         mlflow_template,
         "push-pbt",
-        ["--together", str(together), "2"],
-        6,
+        [],
+        4,
         scheduler={
             "type": "pbt",
             "population": 2,
@@ -113,20 +114,20 @@ def test_pbt_sweep_of_a_program_exploits(tmp_path: Path, mlflow_template: Path) 
             "seed": 0,
             "initial": [{"x": 0.3}, {"x": 0.9}],
         },
-        budget={"trials": None, "max_concurrent": 2},
+        budget={"trials": None, "max_concurrent": 1},
     )
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    trials = storage.trials("push-pbt")
+    paused, exploiter = storage.trials("push-pbt")
     events = SqlPopulationStore(storage.engine).lineage("push-pbt")
     storage.close()
-    assert [t.last_step for t in trials] == [6, 6]
-    exploits = [e for e in events if e.kind == "exploit"]
-    assert exploits, "PBT never exploited"
-    member = next(t for t in trials if t.number == exploits[0].member)
-    assert member.trial_dir is not None
-    log = (Path(member.trial_dir) / "log.txt").read_text()
-    again = re.search(r"exploit; the program starts again from step (\d+)", log)
-    assert again is not None, log
-    assert f"starts at step {again.group(1)} with x=" in log  # from the donor's checkpoint
+    assert [paused.last_step, exploiter.last_step] == [4, 4]
+    assert [(e.kind, e.member) for e in events if e.kind == "exploit"] == [("exploit", 1)]
+    assert paused.trial_dir is not None and exploiter.trial_dir is not None
+    log = (Path(exploiter.trial_dir) / "log.txt").read_text()
+    assert "exploit; the program starts again from step 2" in log, log
+    assert "trial 1 starts at step 2 with x=" in log  # from the donor's checkpoint
+    log = (Path(paused.trial_dir) / "log.txt").read_text()
+    assert paused.attempts == 2 and "hyperfleet: time-sharing" in log, log
+    assert "trial 0 starts at step 2 with x=0.3" in log, "not resumed from its own checkpoint"

@@ -1,7 +1,8 @@
 """Script trials end to end: a program that knows nothing of hyperfleet, run by ``sweep run``
 with its params as flags; its output lines are its reports; a pruned one is stopped within
 2 s of the decision (SIGKILL when it ignores SIGTERM); a crash, or no objective, is one FAIL
-with the reason."""
+with the reason; a program logging with MLflow is read from its run, pruned there, and loses
+nothing when MLflow is away at its start."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+from sqlalchemy.exc import OperationalError
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.sweeps import minimal_sweep
 from tests.integration.cli import cli, invoke
+from tests.tracking.readback import start_sweep, wait_for
+from tests.tracking.server import MlflowServer, mlflow_server_factory  # noqa: F401
 
 pytestmark = pytest.mark.slow
 PROGRAMS = Path(__file__).resolve().parents[1] / "launcher" / "programs"
@@ -128,30 +133,107 @@ def test_program_logging_to_mlflow_reports_through_its_child_run(
         mlflow_template,
         name="logs",
         trial={
-            "command": ["python", str(PROGRAMS / "mlflow_logs.py"), "${args}"],
+            "command": [
+                "python", str(PROGRAMS / "mlflow_logs.py"), "${args}", "--linger-above", "0.5"
+            ],
             "params": {},
             "metrics": {"from": "mlflow"},
         },
         space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
-    )
+        scheduler={"type": "random", "seed": 0},
+        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+        budget={"trials": 2, "max_concurrent": 1},
+    )  # fmt: skip
+    for x in (0.2, 0.9):  # in this order: the first is the median's history
+        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
+        assert queued.exit_code == 0, queued.output
     result = run_json(path)
-    assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
+    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    trials = storage.trials("logs")
+    done, pruned = sorted(storage.trials("logs"), key=lambda t: t.number)
     storage.close()
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     runs = client.search_runs([result["mlflow"]["experiment_id"]])
     parent = result["mlflow"]["parent_run_id"]
     assert len(runs) == 3, "no run beyond the sweep's and its trials'"
     children = {r.info.run_id for r in runs if r.data.tags.get("mlflow.parentRunId") == parent}
-    assert children == {t.mlflow_run_id for t in trials}
-    for t in trials:
-        assert t.mlflow_run_id is not None
-        x = t.params["x"]
-        history = client.get_metric_history(t.mlflow_run_id, "val_loss")
-        assert [(m.step, m.value) for m in history] == pytest.approx(
-            [(1, x + 1), (2, x + 0.5), (3, x + 1 / 3)]
-        ), "each point once: the program's, none added by the platform"
-        assert t.last_step == 3  # the objective, read from the run
-        assert t.metrics["val_loss"] == pytest.approx(x + 1 / 3)
-        assert t.metrics["val_accuracy"] == pytest.approx(1 - x)
+    assert children == {done.mlflow_run_id, pruned.mlflow_run_id}
+    assert done.mlflow_run_id is not None and pruned.mlflow_run_id is not None
+    history = client.get_metric_history(done.mlflow_run_id, "val_loss")
+    assert [(m.step, m.value) for m in history] == pytest.approx(
+        [(1, 1.2), (2, 0.7), (3, 0.2 + 1 / 3)]
+    ), "each point once: the program's, none added by the platform"
+    assert done.state == TrialState.COMPLETE and done.last_step == 3  # read from the run
+    assert done.metrics["val_loss"] == pytest.approx(0.2 + 1 / 3)
+    assert done.metrics["val_accuracy"] == pytest.approx(0.8)
+    # the second logs a worse step 1, then lingers: pruned at the step read from its run
+    assert pruned.state == TrialState.PRUNED and pruned.last_step == 1
+    assert pruned.metrics["val_loss"] == pytest.approx(1.9)
+    assert pruned.trial_dir is not None
+    log = (Path(pruned.trial_dir) / "log.txt").read_text()
+    took = re.search(r"pruned at step 1; the program ended ([0-9.]+) s after the decision", log)
+    assert took is not None and float(took.group(1)) < 2.0, log
+    assert "training done" not in log
+
+
+def test_mlflow_away_at_a_programs_start_loses_nothing(
+    tmp_path: Path,
+    mlflow_template: Path,
+    mlflow_server_factory: Callable[[], MlflowServer],  # noqa: F811
+) -> None:
+    """The tracking server stops while trial 0 runs, so trial 1's run cannot be created: its
+    program logs into a run of its own in the trial's directory (its calls neither fail nor
+    wait), its objective is read from there, its reports are recorded and spooled; once the
+    server is back, ``hyperfleet mlflow sync`` gives it its run with the curve."""
+    server = mlflow_server_factory()
+    server.start()
+    go = tmp_path / "go"
+    program = [str(PROGRAMS / "mlflow_logs.py"), "${args}", "--wait-for", str(go)]
+    path = script_sweep(
+        tmp_path,
+        mlflow_template,
+        name="away",
+        trial={"command": ["python", *program], "params": {}, "metrics": {"from": "mlflow"}},
+        space={"x": {"type": "categorical", "choices": [0.2, 0.4]}},
+        scheduler={"type": "grid"},
+        budget={"trials": 2, "max_concurrent": 1},
+    )
+    data = yaml.safe_load(path.read_text())
+    data["tracking"]["uri"] = server.uri
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    storage = Storage(data["storage"], create=False)
+    proc = start_sweep(path, HYPERFLEET_MLFLOW_WAIT_S="1")
+
+    def first_done() -> bool:
+        try:
+            return any(t.last_step == 3 for t in storage.trials("away"))
+        except OperationalError:  # the sweep has not made its tables yet
+            return False
+
+    wait_for(first_done, proc, "trial 0's last step read from its run")
+    server.stop()
+    go.touch()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "hyperfleet mlflow sync" in err
+    first, late = sorted(storage.trials("away"), key=lambda t: t.number)
+    assert (first.state, late.state) == (TrialState.COMPLETE, TrialState.COMPLETE)
+    assert late.metrics["val_loss"] == pytest.approx(late.params["x"] + 1 / 3)
+    assert late.trial_dir is not None
+    log = (Path(late.trial_dir) / "log.txt").read_text()
+    local = re.search(r"the program's own MLflow calls go to (\S+) \(run (\w+)\)", log)
+    assert local is not None, log
+    kept = MlflowClient(local.group(1)).get_metric_history(local.group(2), "val_loss")
+    assert [m.step for m in kept] == [1, 2, 3], "the program's own points, kept"
+
+    server.start()
+    synced = invoke("mlflow", "sync", "--storage", data["storage"], "--sweep", "away")
+    assert synced.exit_code == 0, synced.output
+    (late,) = [t for t in storage.trials("away") if t.number == late.number]
+    storage.close()
+    assert late.mlflow_run_id is not None
+    curve = MlflowClient(server.uri).get_metric_history(late.mlflow_run_id, "val_loss")
+    x = late.params["x"]
+    assert [(m.step, m.value) for m in curve] == pytest.approx(
+        [(1, x + 1), (2, x + 0.5), (3, x + 1 / 3)]
+    ), "the reports read while MLflow was away, each once in the trial's run"

@@ -43,7 +43,7 @@ def test_placeholders_become_arguments(tmp_path: Path) -> None:
         "--lr=0.01",
         str(tmp_path / "checkpoints"),
     ]
-    wrapped = under_torchrun(["prog", "--a", "1"], 2, 29500, tmp_path)
+    wrapped = under_torchrun(["prog", "--a", "1"], 2, ["--nnodes=1"], tmp_path)
     assert wrapped[1:3] == ["-m", "torch.distributed.run"]
     assert "--nproc-per-node=2" in wrapped and wrapped[-4:] == ["--no-python", "prog", "--a", "1"]
 
@@ -147,6 +147,22 @@ def test_population_scheduler_with_a_program_is_refused(tmp_path: Path, workdir:
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2, result.output
     assert "scheduler: pbt exploits and pauses trials" in result.stderr
+
+    across_hosts = _script_sweep(
+        tmp_path,
+        {
+            "command": ["python", "train.py", "${args}"],
+            "metrics": {"from": "push"},
+            "resources": {"devices": 2, "nodes": 2},
+        },
+        scheduler={"type": "pbt", "population": 2, "perturbation_interval": 1},
+        pruner={"type": "none"},
+        budget={"trials": None},
+    )
+    result = CliRunner().invoke(app, ["validate", str(across_hosts)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: trial.resources.nodes: a program's exploits under pbt"), line
 
 
 def test_a_valid_script_sweep_validates(tmp_path: Path, workdir: Path) -> None:

@@ -303,6 +303,11 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
             f"reporting on {cfg.trial.metrics.source} cannot follow; report through "
             f"hyperfleet.trial() with trial.metrics: {{from: push}}, or use trial.workload"
         )
+    elif cfg.is_population and cfg.trial.resources.nodes > 1:
+        problems.append(
+            f"trial.resources.nodes: a program's exploits under {cfg.scheduler.type} restart "
+            f"it on one host; use nodes: 1, or trial.workload for a population across hosts"
+        )
     return problems + command_problems(cfg.trial, cfg.space)
 
 

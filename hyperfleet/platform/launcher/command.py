@@ -17,9 +17,14 @@ A first element ``python`` (or ``python3``) is the interpreter hyperfleet runs i
 with torch). With ``resources.devices`` > 1 the program runs under torchrun
 (``python -m torch.distributed.run --no-python ...``) with one process per device on a c10d
 rendezvous of its own, so an unchanged DDP script finds ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT`` as under a hand-typed ``torchrun``; each
-line of its output is prefixed with its local rank (``[default0]:``), which is how rank 0's
-reports are told from the others'. With one device (or none) it is one process.
+``LOCAL_RANK`` and ``MASTER_ADDR``/``MASTER_PORT`` as under a hand-typed ``torchrun``. With
+``resources.nodes`` > 1 each node of the trial's gang
+(:mod:`~hyperfleet.platform.controller.gangs`) runs ``devices / nodes`` of those processes,
+its torchrun joining the gang's rendezvous, so the ranks span the hosts. Each line of the
+program's output is prefixed with its global rank (``[rank0]:``, torchrun's
+``TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE``), which is how rank 0's reports are told from the
+others', on whichever node rank 0 runs. With one device (or none) and one node it is one
+process.
 
 :func:`command_problems` checks a command before anything runs: one line per unknown
 placeholder, a program that is not there.
@@ -42,7 +47,9 @@ DIRS = ("trial_dir", "checkpoint_dir")
 FIELDS = ("steps", "eval_every")  # of the trial section
 CHECKPOINT_DIR = "checkpoints"  # under the trial's directory, as a function trial's
 PYTHONS = ("python", "python3")
-RANK0_PREFIX = "[default0]:"  # torchrun's --tee prefix of local rank 0's lines
+PREFIX_TEMPLATE = "[rank${rank}]:"  # torchrun's prefix of each rank's lines: its global rank
+PREFIX_VAR = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"  # where torchrun reads that template
+RANK0_PREFIX = "[rank0]:"  # the lines of global rank 0
 # What the runner and a program that calls hyperfleet.trial() share (.push):
 SPEC_VAR = "HYPERFLEET_SPEC"  # the spec of the trial a program runs in
 PUSH_FILE = ".push"  # in the trial directory: the program reports through hyperfleet.trial()
@@ -110,13 +117,7 @@ def command_problems(trial: TrialConfig, space: Iterable[str]) -> list[str]:
     if trial.command is None:
         return []
     params = [*trial.params, *(n for n in space if not n.startswith("trial."))]
-    problems = placeholder_problems(trial.command, params)
-    if trial.resources.nodes > 1:
-        problems.append(
-            "trial.resources.nodes: a script trial runs on one host; use nodes: 1 (devices "
-            "processes under torchrun)"
-        )
-    return problems + program_problems(trial.command)
+    return placeholder_problems(trial.command, params) + program_problems(trial.command)
 
 
 def _value(value: Any) -> str:
@@ -151,17 +152,17 @@ def render(
     return argv
 
 
-def under_torchrun(argv: list[str], nproc: int, port: int, log_dir: Path) -> list[str]:
-    """``argv`` as ``nproc`` ranks of torchrun on this host, each line prefixed with its rank
-    (``--tee 3``: the ranks' stdout and stderr, also kept in ``log_dir``)."""
+def under_torchrun(argv: list[str], nproc: int, rendezvous: list[str], log_dir: Path) -> list[str]:
+    """``argv`` as ``nproc`` ranks of torchrun on this host (``rendezvous``: torchrun's
+    rendezvous options), each line prefixed with its rank (``--tee 3``: the ranks' stdout and
+    stderr, also kept in ``log_dir``; the prefix: :data:`PREFIX_TEMPLATE` in the agent's
+    environment)."""
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--nnodes=1",
         f"--nproc-per-node={nproc}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=127.0.0.1:{port}",
+        *rendezvous,
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "--tee=3",

@@ -6,8 +6,10 @@ point: in a session of its own, with the trial's log as its output, as
 :class:`~.torchrun.TorchrunLauncher` starts torchrun's agent (its handle is that one's).
 The runner:
 
-1. fills in the command's placeholders and, for ``devices`` > 1, wraps it in torchrun
-   (:mod:`.command`); starts it in a session of its own with the trial's MLflow run in its
+1. fills in the command's placeholders and, for ``devices`` > 1 or ``nodes`` > 1, wraps it in
+   torchrun (:mod:`.command`; a trial that spans hosts runs a runner on each node of its gang,
+   each one's torchrun at the gang's rendezvous, passed as the runner's second argument);
+   starts it in a session of its own with the trial's MLflow run in its
    environment (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID``: a program
    that logs with ``mlflow`` logs into its trial's child run) and the spec's path
    (``HYPERFLEET_SPEC``, for ``hyperfleet.trial()``);
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
+import json
 import os
 import queue
 import signal
@@ -37,9 +41,10 @@ import time
 from pathlib import Path
 from typing import IO
 
-from hyperfleet.errors import LaunchError
 from hyperfleet.platform.launcher.base import Launcher, Rendezvous
 from hyperfleet.platform.launcher.command import (
+    PREFIX_TEMPLATE,
+    PREFIX_VAR,
     RANK0_PREFIX,
     SPEC_VAR,
     render,
@@ -49,7 +54,7 @@ from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_laun
 from hyperfleet.platform.launcher.torchrun import (
     TorchrunHandle,
     die_with_parent,
-    free_port,
+    rendezvous_args,
     spawn,
     trial_env,
 )
@@ -62,6 +67,7 @@ PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
 MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
+LOCAL_STORE = "program-mlflow.db"  # in the trial directory: the program's run while MLflow is away
 
 
 class ScriptLauncher(Launcher):
@@ -73,11 +79,11 @@ class ScriptLauncher(Launcher):
     def launch(
         self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
     ) -> TorchrunHandle:
-        if rendezvous is not None:
-            raise LaunchError("a script trial runs on one host (trial.resources.nodes: 1)")
         cmd = [sys.executable, "-m", RUNNER, str(spec.path)]
+        if rendezvous is not None:  # this host's node of a trial that spans hosts
+            cmd.append(json.dumps(dataclasses.asdict(rendezvous)))
         env = trial_env(lease, self.threads_per_process)
-        env.update(tag_launch(spec))
+        env.update(tag_launch(spec, rendezvous.rdzv_id if rendezvous else None))
         return spawn(cmd, env, spec, f"the runner of trial {spec.number}")
 
     def close(self) -> None:
@@ -169,27 +175,56 @@ def mlflow_run(spec: TrialSpec, wait_s: float = RUN_WAIT_S) -> str | None:
         time.sleep(0.05)
 
 
-def program_env(spec: TrialSpec, run_id: str | None, experiment_id: str | None) -> dict[str, str]:
-    """The program's environment: the runner's, the trial's MLflow run, the spec's path."""
+def local_run(spec: TrialSpec) -> tuple[str, str]:
+    """A run of the program's own in a store in the trial's directory (``program-mlflow.db``,
+    its artifacts beside it): where its MLflow calls go when the trial's run could not be
+    created (MLflow unreachable at its start). Its URI and id."""
+    from hyperfleet.platform.tracking.client import open_client
+
+    directory = Path(spec.trial_dir)
+    uri = f"sqlite:///{directory / LOCAL_STORE}"
+    client = open_client(uri)
+    name = f"trial-{spec.number}"
+    found = client.get_experiment_by_name(name)
+    experiment = (
+        found.experiment_id
+        if found is not None
+        else client.create_experiment(name, (directory / "program-artifacts").as_uri())
+    )
+    run = client.create_run(experiment, run_name=name, tags={"hyperfleet.trial": name})
+    return uri, str(run.info.run_id)
+
+
+def program_env(
+    spec: TrialSpec, run_id: str | None, experiment_id: str | None, uri: str | None = None
+) -> dict[str, str]:
+    """The program's environment: the runner's, the trial's MLflow run (in the store at
+    ``uri``, default the sweep's), the spec's path."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"  # a Python program's prints reach the pipe line by line
     env[SPEC_VAR] = str(spec.path)
+    env[PREFIX_VAR] = PREFIX_TEMPLATE  # under torchrun: each line tells its global rank
     if spec.tracking_uri and run_id:
-        env["MLFLOW_TRACKING_URI"] = spec.tracking_uri
+        env["MLFLOW_TRACKING_URI"] = uri or spec.tracking_uri
         env["MLFLOW_RUN_ID"] = run_id
         if experiment_id:
             env["MLFLOW_EXPERIMENT_ID"] = experiment_id
     return env
 
 
-def program_argv(spec: TrialSpec) -> tuple[list[str], str | None]:
-    """The command line of the trial's program, and the prefix of rank 0's output lines."""
+def program_argv(
+    spec: TrialSpec, rendezvous: Rendezvous | None = None
+) -> tuple[list[str], str | None]:
+    """The command line of the trial's program on this host (``rendezvous``: this host's node
+    of a trial that spans hosts), and the prefix of rank 0's output lines."""
     assert spec.trial.command is not None
     fields = {"steps": spec.trial.steps, "eval_every": spec.trial.eval_every}
     argv = render(spec.trial.command, spec.params, spec.trial_dir, fields)
-    nproc = spec.trial.resources.devices
-    if nproc <= 1:
+    resources = spec.trial.resources
+    nproc = resources.devices // resources.nodes
+    if nproc <= 1 and rendezvous is None:
         return argv, None
     log_dir = Path(spec.trial_dir) / "torchrun"
     log_dir.mkdir(parents=True, exist_ok=True)
-    return under_torchrun(argv, nproc, free_port(), log_dir), RANK0_PREFIX
+    rdzv = rendezvous_args(f"{spec.sweep}-{spec.number}", rendezvous)
+    return under_torchrun(argv, max(1, nproc), rdzv, log_dir), RANK0_PREFIX

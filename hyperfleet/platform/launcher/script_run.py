@@ -5,6 +5,13 @@ launcher: it runs the trial's program (:class:`~.script.Program`), reads its rep
 (:mod:`.readers`), records each through rank 0's recorder as a function trial's rank 0 does,
 ends the program on a decision that stops it, and records the outcome. The runner imports no
 torch: the program alone does.
+
+A trial that spans hosts (``resources.nodes`` > 1) has a runner on each node of its gang, each
+running this node's ranks of the program. The runner that sees global rank 0's lines (or,
+with ``from: mlflow``, the leader's) records the reports and the outcome; the others *follow*:
+they record nothing, end their ranks when the trial's record says it ended (a prune, a
+failure elsewhere), and once their ranks are done wait for the outcome to be recorded, so
+the leader's worker, which reaps its own runner, reads it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 from hyperfleet.errors import Superseded
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.readers import (
     MlflowReader,
@@ -29,17 +37,21 @@ from hyperfleet.platform.launcher.readers import (
 )
 from hyperfleet.platform.launcher.script import (
     MLFLOW_POLL_S,
+    RUN_WAIT_S,
     Program,
+    local_run,
     mlflow_run,
     program_argv,
     program_env,
 )
-from hyperfleet.platform.recorder import RankZeroRecorder
-from hyperfleet.spec.states import Outcome
+from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
+from hyperfleet.spec.states import Outcome, TrialState
 from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
 from hyperfleet.trials.workloads.registry import merged_params
 
 RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
+GANG_POLL_S = 1.0  # how often a following node reads the trial's record
+GANG_WAIT_S = 30.0  # how long a following node waits for the outcome once its ranks ended
 
 
 class StopRequestError(Exception):
@@ -53,32 +65,68 @@ def _on_sigterm(signum: int, _frame: Any) -> None:
 class ScriptRun:
     """One script trial, from its program's start to its recorded outcome."""
 
-    def __init__(self, spec: TrialSpec) -> None:
+    def __init__(self, spec: TrialSpec, rendezvous: Rendezvous | None = None) -> None:
         assert spec.sweep_config is not None and spec.trial.command is not None
+        assert spec.storage is not None
         self.spec = spec
+        self.rendezvous = rendezvous
         cfg = SweepConfig.model_validate(spec.sweep_config)
+        self.storage = process_storage(spec.storage, cfg.storage_retry)
         self.objectives = [o.metric for o in cfg.all_objectives]
         self.source = spec.trial.metrics.source
-        # from: mlflow — the program logs its own metrics to the run; the recorder does not
-        recorded = spec.model_copy(update={"run_id": None}) if self.source == "mlflow" else spec
-        self.recorder = RankZeroRecorder(recorded)
+        # Who records: one node alone; the others follow (see the module docstring).
+        leads = rendezvous is None or (rendezvous.is_host and self.source == "mlflow")
+        self._recorder = self._new_recorder() if leads else None
         self.reported = False
         self.outcome: str = Outcome.FAIL
         self.program: Program | None = None
         self.run_id: str | None = None  # the trial's MLflow run, once it exists
+        self.mlflow_uri = spec.tracking_uri  # where that run is (the program's own: local)
         self.deferred = False  # the outcome is the program's to record
+
+    def _new_recorder(self) -> RankZeroRecorder:
+        # from: mlflow — the program logs its own metrics to the run; the recorder does not
+        spec = self.spec
+        return RankZeroRecorder(
+            spec.model_copy(update={"run_id": None}) if self.source == "mlflow" else spec
+        )
+
+    @property
+    def recorder(self) -> RankZeroRecorder:
+        """This runner's recorder: a following node's is made when rank 0's lines reach it."""
+        if self._recorder is None:
+            self._recorder = self._new_recorder()
+        return self._recorder
+
+    @property
+    def following(self) -> bool:
+        """A node of a trial that spans hosts whose runner records nothing (yet)."""
+        return self._recorder is None
 
     def _environment(self) -> dict[str, str]:
         self.run_id = mlflow_run(self.spec)
         if self.run_id is None and self.spec.run_id is not None:
-            print(
-                "hyperfleet: the trial's MLflow run does not exist yet (MLflow unreachable?); "
-                "the program starts without MLFLOW_RUN_ID",
-                flush=True,
-            )
-        record = self.recorder.storage.get_sweep(self.spec.sweep)
+            return self._local_environment()
+        record = self.storage.get_sweep(self.spec.sweep)
         experiment = None if record is None else record.mlflow_experiment_id
         return program_env(self.spec, self.run_id, experiment)
+
+    def _local_environment(self) -> dict[str, str]:
+        """MLflow did not answer before the program's start: the program logs into a run of
+        its own in the trial's directory (its calls neither fail nor wait), read from there
+        with ``from: mlflow``; the trial's reports are recorded in storage and spooled for its
+        MLflow run, which the controller (or ``hyperfleet mlflow sync``) creates and fills
+        once MLflow is back."""
+        self.mlflow_uri, self.run_id = local_run(self.spec)
+        print(
+            f"hyperfleet: the trial's MLflow run could not be created in {RUN_WAIT_S:g} s "
+            f"(MLflow unreachable?); the program's own MLflow calls go to {self.mlflow_uri} "
+            f"(run {self.run_id}); the trial's reports are spooled for its MLflow run",
+            flush=True,
+        )
+        if self.source == "mlflow" and not self.following:  # the reports read: spooled too
+            self._recorder = RankZeroRecorder(self.spec)
+        return program_env(self.spec, self.run_id, None, self.mlflow_uri)
 
     def run(self) -> int:
         """Run the program to its end; the runner's exit code (0: recorded as it ended)."""
@@ -91,7 +139,7 @@ class ScriptRun:
             env = self._environment()
             spec_path = self.spec.path
             while True:
-                argv, prefix = program_argv(self.spec)
+                argv, prefix = program_argv(self.spec, self.rendezvous)
                 self.program = Program(argv, {**env, SPEC_VAR: str(spec_path)}, prefix)
                 code = self._follow(self.program)
                 restart = self._restart() if code == 0 and self.pushed() else None
@@ -134,7 +182,7 @@ class ScriptRun:
         )
 
     def _finish(self) -> None:
-        if self.deferred:  # the program recorded its outcome itself (hyperfleet.trial())
+        if self.deferred or self.following:  # the program or another node records it
             return
         try:
             self.recorder.finish(self.outcome)
@@ -142,11 +190,11 @@ class ScriptRun:
             print(f"hyperfleet: trial {self.spec.number} {exc}", flush=True)
 
     def _mlflow_reader(self) -> MlflowReader | None:
-        if self.source != "mlflow" or not (self.run_id and self.spec.tracking_uri):
+        if self.source != "mlflow" or not (self.run_id and self.mlflow_uri):
             return None
         from mlflow import MlflowClient
 
-        client = MlflowClient(self.spec.tracking_uri)
+        client = MlflowClient(self.mlflow_uri)
         history, others = mlflow_history(client, self.run_id)
         return MlflowReader(self.objectives, history, others)
 
@@ -156,6 +204,7 @@ class ScriptRun:
         stdout = StdoutReader(self.objectives, None if pattern is None else re.compile(pattern))
         from_mlflow = self._mlflow_reader()
         next_poll = time.monotonic() + MLFLOW_POLL_S
+        next_look = time.monotonic() + GANG_POLL_S
         ended = False
         while not ended:
             try:
@@ -163,6 +212,12 @@ class ScriptRun:
             except queue.Empty:
                 line = ""
             ended = line is None
+            if self.following and not line and time.monotonic() >= next_look:
+                next_look = time.monotonic() + GANG_POLL_S
+                if self._ended_elsewhere():
+                    program.stop()
+                    self.deferred = True
+                    return 0
             if line and from_mlflow is None and self.source == "stdout" and not self.pushed():
                 report = stdout.read(line)
                 if report is not None and self._record(program, *report):
@@ -175,13 +230,46 @@ class ScriptRun:
         program.finish_output()
         if from_mlflow is not None and self._poll(program, from_mlflow, final=True):
             return 0
+        if self.following and self._await_outcome():
+            self.deferred = True
+            return 0
         return self._ended(program, code)
 
+    def _ended_elsewhere(self) -> bool:
+        """The trial's record says this launch is over: its outcome recorded (by the node
+        that runs rank 0, or the program), or the trial requeued or taken over."""
+        rec = self.storage.get_trial(self.spec.sweep, self.spec.number)
+        if rec is None:
+            return False
+        if rec.outcome is not None:
+            return True
+        again = self.spec.attempt is not None and rec.attempts != self.spec.attempt
+        return rec.state != TrialState.RUNNING or again
+
+    def _await_outcome(self) -> bool:
+        """A following node whose ranks ended: wait up to :data:`GANG_WAIT_S` for the
+        outcome (False: none came, this node reports what it saw)."""
+        deadline = time.monotonic() + GANG_WAIT_S
+        while not self._ended_elsewhere():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
     def _poll(self, program: Program, reader: MlflowReader, final: bool) -> bool:
-        for step, metrics in reader.poll():
-            if self._record(program, step, metrics) and not final:
-                return True
-        return False
+        """Record the run's new steps; True when a decision ended the program. MLflow away
+        (a transient error) is read again at the next poll."""
+        from hyperfleet.platform.tracking.client import is_transient
+
+        try:
+            reports = reader.poll()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            print(f"hyperfleet: could not read the program's MLflow run: {exc}", flush=True)
+            return False
+        # every report is recorded; a decision that ends the program ends the loop first
+        return any(self._record(program, step, m) and not final for step, m in reports)
 
     def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
         """Record one report; True when its decision ended the program."""
@@ -235,7 +323,8 @@ class ScriptRun:
 def main(argv: list[str] | None = None) -> int:
     """The runner: ``python -m hyperfleet.platform.launcher.script_run SPEC``."""
     args = sys.argv[1:] if argv is None else argv
-    return ScriptRun(TrialSpec.read(args[0])).run()
+    rendezvous = Rendezvous(**json.loads(args[1])) if len(args) > 1 else None
+    return ScriptRun(TrialSpec.read(args[0]), rendezvous).run()
 
 
 if __name__ == "__main__":

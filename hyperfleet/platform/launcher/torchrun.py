@@ -108,11 +108,9 @@ class TorchrunHandle(TrialHandle):
         return read_tail(self.log_path, lines)
 
 
-def torchrun_command(
-    spec_path: Path, nproc: int, rdzv_id: str, rendezvous: Rendezvous | None = None
-) -> list[str]:
-    """The torchrun command line of one trial on this host: a rendezvous on a free loopback
-    port of its own, or this host's node of a trial that spans hosts."""
+def rendezvous_args(rdzv_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
+    """torchrun's rendezvous options: a c10d rendezvous on a free loopback port of this host's
+    own, or this host's node of a trial that spans hosts (``rendezvous``)."""
     if rendezvous is None:
         nodes, endpoint, conf = 1, f"127.0.0.1:{free_port()}", []
     else:
@@ -122,16 +120,26 @@ def torchrun_command(
             f"--rdzv-conf=is_host={is_host},join_timeout={max(1, int(rendezvous.join_timeout))}"
         ]
     return [
-        sys.executable,
-        "-m",
-        ENTRY,
-        "--agent",  # torchrun itself: trial_entry.agent
         f"--nnodes={nodes}",
-        f"--nproc-per-node={nproc}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={rdzv_id}",
         *conf,
+    ]
+
+
+def torchrun_command(
+    spec_path: Path, nproc: int, rdzv_id: str, rendezvous: Rendezvous | None = None
+) -> list[str]:
+    """The torchrun command line of one trial on this host: a rendezvous on a free loopback
+    port of its own, or this host's node of a trial that spans hosts."""
+    return [
+        sys.executable,
+        "-m",
+        ENTRY,
+        "--agent",  # torchrun itself: trial_entry.agent
+        f"--nproc-per-node={nproc}",
+        *rendezvous_args(rdzv_id, rendezvous),
         "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",

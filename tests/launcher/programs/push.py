@@ -14,7 +14,6 @@ import hyperfleet
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--hold", default=None)
-parser.add_argument("--together", nargs=2, default=None)
 args, _ = parser.parse_known_args()
 t = hyperfleet.trial()
 x = float(t.params["x"])
@@ -24,13 +23,6 @@ print(f"trial {t.trial_number} starts at step {start} with x={x}", flush=True)
 for step in range(start + 1, t.max_steps + 1):
     loss = (x - 0.3) ** 2 + 1 / step
     t.report(step, {"loss": loss}, checkpoint={"step": step, "x": x})
-    if args.together:
-        directory, n = Path(args.together[0]), int(args.together[1])
-        (directory / str(t.trial_number)).touch()
-        deadline = time.monotonic() + 300
-        while len(list(directory.iterdir())) < n and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
     if args.hold and step == 2 and start == 0:
         Path(args.hold, "held").write_text(str(os.getpid()))
         time.sleep(600)
