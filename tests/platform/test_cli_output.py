@@ -1,0 +1,100 @@
+"""What the ``hyperfleet`` command prints: its version, readable ``--help``, and the tables
+and lines of a sweep's results rendered as an 80-column terminal shows them."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from hyperfleet.platform.cli import app
+from hyperfleet.platform.cli.render import best_line, failure_lines, pareto_table, results_table
+from hyperfleet.platform.sweeps.display import trial_line
+from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary
+from hyperfleet.spec.states import TrialState
+
+
+def test_version_is_the_installed_package_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"hyperfleet {version('hyperfleet')}"
+
+
+def _commands(group: Any, path: list[str]) -> list[list[str]]:
+    found = [path]
+    for name, sub in getattr(group, "commands", {}).items():
+        found += _commands(sub, [*path, name])
+    return found
+
+
+def test_help_shows_no_restructuredtext_and_no_bool_placeholder() -> None:
+    import typer
+
+    paths = _commands(typer.main.get_command(app), [])
+    assert ["sweep", "run"] in paths and len(paths) > 10
+    for path in paths:
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=80)
+        assert result.exit_code == 0, (path, result.output)
+        for raw in ("``", ":mod:", ":func:", ":class:", "<bool>"):
+            assert raw not in result.stdout, (path, raw, result.stdout)
+    run_help = CliRunner().invoke(app, ["sweep", "run", "--help"], terminal_width=80).stdout
+    assert "--json" in run_help and "<str>" in run_help, "value options keep their type"
+
+
+def _trial(number: int, state: TrialState, **kw: Any) -> TrialSummary:
+    base: dict[str, Any] = dict(
+        values=None, params={"lr": 0.00123456789, "act": "relu"}, duration_s=2.5,
+        last_step=4, error=None, host="alpha",
+    )  # fmt: skip
+    return TrialSummary(number=number, state=state, **{**base, **kw})
+
+
+def _render(renderable: Any) -> str:
+    console = Console(width=80, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+TRIALS = [
+    _trial(0, TrialState.COMPLETE, values=[0.123456789]),
+    _trial(1, TrialState.PRUNED, metrics={"loss": 0.9876543}),
+    _trial(2, TrialState.FAIL, error="Traceback (most recent call last):\n  ...\nValueError: nan"),
+]
+
+
+def test_results_name_failures_and_best_with_rounded_values() -> None:
+    summary = SweepSummary("s", ["loss"], ["minimize"], TRIALS)
+    table = _render(results_table(summary))
+    assert "worker" not in table, "one host: no worker column"
+    assert "lr=0.001235, act=relu" in table and "0.1235" in table
+    assert failure_lines(summary) == ["trial 2 failed: ValueError: nan"]
+    assert best_line(summary) == "best: trial 0, loss = 0.1235 (lr=0.001235, act=relu)"
+    two_hosts = [*TRIALS, _trial(3, TrialState.COMPLETE, values=[0.5], host="beta")]
+    table = _render(results_table(SweepSummary("s", ["loss"], ["minimize"], two_hosts)))
+    assert "worker" in table and "beta" in table
+
+
+@pytest.mark.parametrize(
+    ("trial", "line"),
+    [
+        (TRIALS[0], "trial 0  COMPLETE  loss=0.1235  lr=0.001235, act=relu  2.5s"),
+        (TRIALS[1], "trial 1  PRUNED  loss=0.9877 at step 4  lr=0.001235, act=relu  2.5s"),
+        (TRIALS[2], "trial 2  FAIL  lr=0.001235, act=relu  2.5s  ValueError: nan"),
+    ],
+)
+def test_trial_line(trial: TrialSummary, line: str) -> None:
+    assert trial_line(trial, ["loss"]) == line
+
+
+def test_pareto_table_rounds_values_and_writes_params() -> None:
+    front = [
+        _trial(0, TrialState.COMPLETE, values=[0.123456789, 1234.56789]),
+        _trial(1, TrialState.COMPLETE, values=[0.2, 5000.0], params={"n": 8}),
+    ]
+    summary = SweepSummary("s", ["loss", "speed"], ["minimize", "maximize"], front)
+    table = _render(pareto_table(summary))
+    assert "0.1235" in table and "1235" in table and "n=8" in table
+    assert "0.123456789" not in table and "{" not in table
