@@ -98,3 +98,33 @@ def test_pareto_table_rounds_values_and_writes_params() -> None:
     table = _render(pareto_table(summary))
     assert "0.1235" in table and "1235" in table and "n=8" in table
     assert "0.123456789" not in table and "{" not in table
+
+
+def test_live_view_fits_80_columns_with_best_steps_and_eta() -> None:
+    from hyperfleet.platform.controller import Progress
+    from hyperfleet.platform.sweeps.board import MAX_ROWS, board_view
+
+    wide = {f"a_rather_long_parameter_name_{i}": 0.000123456 * i for i in range(6)}
+    running = [
+        _trial(
+            n,
+            TrialState.RUNNING,
+            params=wide,
+            last_step=10 * n,
+            duration_s=None,
+            metrics={"loss": 1 / (n + 1)},
+            started_at=1000.0 - n,
+        )
+        for n in range(4, 4 + MAX_ROWS + 2)
+    ]
+    trials = [*TRIALS, *running]
+    view = board_view("long-sweep-name", "loss", "min", Progress(len(running), 3, 20), trials,
+                      elapsed=90.0, now=1065.0, width=80)  # fmt: skip
+    lines = _render("\n".join(view)).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0] == "sweep long-sweep-name: 3/20 ended, 12 running, 1:30 elapsed, ETA 8:30"
+    assert lines[1] == "best: loss=0.1235, trial 0 (lr=0.001235, act=relu)"
+    row = next(line for line in lines if line.split()[:1] == ["5"])
+    assert row.split()[1:4] == ["50", "0.1667", "1:10"], row  # step, loss, running for
+    assert "a_rather_long_parameter_name_0=0" in row and row.endswith("…"), row
+    assert lines[-1] == "… and 2 more running"

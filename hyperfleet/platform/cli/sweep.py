@@ -125,11 +125,13 @@ def _summary(console: Console, summary: Any) -> None:
 
 
 def _run_with_progress(runner: Any, console: Console) -> Any:
-    """Run the sweep with a progress bar on stderr when it is a terminal (gone once it ends:
-    errors and the results table follow without it), and one line per ended trial on
-    ``console`` when that is not a terminal (a pipe, a CI log)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Run the sweep with a live view on stderr when it is a terminal (the best so far, each
+    running trial's step and latest value, an ETA: :mod:`~hyperfleet.platform.sweeps.board`;
+    gone once it ends, so errors and the results table follow without it), and one line per
+    ended trial on ``console`` when that is not a terminal (a pipe, a CI log)."""
+    from rich.live import Live
 
+    from hyperfleet.platform.sweeps.board import Board
     from hyperfleet.platform.sweeps.display import TrialLines
 
     lines = None
@@ -138,25 +140,22 @@ def _run_with_progress(runner: Any, console: Console) -> Any:
     if not err.is_terminal:
         runner.on_progress = lines
         return _closing(lines, runner.run)
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[running]} running"),
-        TimeElapsedColumn(),
-    ]
-    # stdout is not redirected through the bar: the trial lines go to it as they are
-    bar = Progress(*columns, console=err, transient=True, redirect_stdout=lines is None)
-    with bar:
-        task = bar.add_task(runner.cfg.name, total=None, running=0)
+    board = Board(runner.cfg, runner.storage_url)
 
-        def update(p: Any) -> None:
-            bar.update(task, completed=p.finished, running=p.running, total=p.budget)
-            if lines is not None:
-                lines(p)
+    def update(p: Any) -> None:
+        board.update(p)
+        if lines is not None:
+            lines(p)
 
-        runner.on_progress = update
-        return _closing(lines, runner.run)
+    runner.on_progress = update
+    # stdout is not redirected through the view when the trial lines go to it as they come
+    live = Live(board, console=err, transient=True, refresh_per_second=2,
+                redirect_stdout=lines is None)  # fmt: skip
+    try:
+        with live:
+            return _closing(lines, runner.run)
+    finally:
+        board.close()
 
 
 def _printer(console: Console) -> Any:

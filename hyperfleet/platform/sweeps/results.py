@@ -34,6 +34,7 @@ class TrialSummary:
     worker: str | None = None
     host: str | None = None
     notes: str | None = None
+    started_at: float | None = None  # the latest launch's start (wall clock)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ def _summary(t: TrialRecord, metrics: list[str], searched: set[str]) -> TrialSum
         worker=t.worker,
         host=t.host,
         notes=t.notes,
+        started_at=t.started_at,
     )
 
 
