@@ -101,6 +101,9 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
     ]  # fmt: skip
     assert len(ended) == 4 and "x=0.31" in ended[0] and ended[0].endswith("s"), ended
     storage = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+    for label in ("Open MLflow:", "Open dashboard:"):  # a command on a line of its own
+        command = lines[lines.index(label) + 1]
+        assert command.startswith("  ") and f"--storage {storage}" in command, command
     listed = invoke("sweep", "list", "--storage", storage)
     assert listed.exit_code == 0, listed.output
     row = next(line for line in listed.stdout.splitlines() if " warm " in line)

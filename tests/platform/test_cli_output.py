@@ -128,3 +128,18 @@ def test_live_view_fits_80_columns_with_best_steps_and_eta() -> None:
     assert row.split()[1:4] == ["50", "0.1667", "1:10"], row  # step, loss, running for
     assert "a_rather_long_parameter_name_0=0" in row and row.endswith("…"), row
     assert lines[-1] == "… and 2 more running"
+
+
+def test_hints_are_absolute_and_each_command_is_a_line_of_its_own(workdir: Any) -> None:
+    from hyperfleet.platform.cli.sweep import _hints
+
+    console = Console(width=80, record=True, color_system=None)
+    summary = SweepSummary("s", ["loss"], ["minimize"], [], experiment_id="1")
+    relative = "sqlite:///runs/hf.db"
+    _hints(console, summary, relative, "sqlite:///runs/ml.db", "sqlite:///runs/ml.db")
+    lines = console.export_text().splitlines()
+    assert lines[0] == "Open MLflow:" and lines[2] == "Open dashboard:", lines
+    absolute = f"sqlite:///{workdir.resolve() / 'runs' / 'hf.db'}"
+    for command in (lines[1], lines[3]):
+        assert command.startswith("  ") and f"--storage {absolute}" in command, command
+        assert command.split()[0] == "hyperfleet" or command.split()[0].startswith("/")
