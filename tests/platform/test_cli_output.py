@@ -143,3 +143,41 @@ def test_hints_are_absolute_and_each_command_is_a_line_of_its_own(workdir: Any) 
     for command in (lines[1], lines[3]):
         assert command.startswith("  ") and f"--storage {absolute}" in command, command
         assert command.split()[0] == "hyperfleet" or command.split()[0].startswith("/")
+
+
+def test_trial_lines_come_as_trials_end_and_the_view_follows_the_sweep(tmp_path: Any) -> None:
+    """Simulated trials on a virtual clock, real storage: each trial's line is shown once,
+    the first ones while the sweep runs; the live view shows what storage holds."""
+    from hyperfleet.platform.launcher.simulated import curve
+    from hyperfleet.platform.sweeps.board import Board
+    from hyperfleet.platform.sweeps.display import TrialLines
+    from hyperfleet.testing.controller import Sim
+
+    script = curve(lambda params, step: float(params["x"]) / step, steps=5)
+    sim = Sim(tmp_path, script, {"budget": {"trials": 4, "max_concurrent": 2}})
+    shown: list[str] = []
+    lines = TrialLines(sim.cfg, str(sim.cfg.storage), shown.append)
+    board = Board(sim.cfg, str(sim.cfg.storage), every=0.0, wall=sim.clock.time)
+    controller = sim.controller()
+    watch = controller.on_progress
+    assert watch is not None
+
+    def progress(p: Any) -> None:
+        watch(p)
+        lines(p)
+        board.update(p)
+
+    controller.on_progress = progress
+    sim.run(controller)
+    during = len(shown)
+    lines.close()
+    view = board.view(width=80)
+    board.close()
+    # trials 0 and 1 end together, while 2 and 3 run; those end with the sweep
+    assert during == 2, "lines come while the sweep runs, not only at its end"
+    assert sorted(int(line.split()[1]) for line in shown) == [0, 1, 2, 3]
+    assert all(line.split()[2] == "COMPLETE" and line.endswith("s") for line in shown), shown
+    # the view as the last two trials ran (it is gone once the sweep ends)
+    assert view[0].startswith("sweep sim: 2/4 ended, 2 running"), view
+    assert view[1].startswith("best: loss=") and view[2].split()[:2] == ["trial", "step"], view
+    assert [row.split()[:2] for row in view[3:]] == [["2", "4"], ["3", "4"]], view

@@ -94,7 +94,7 @@ def board_view(
             str(t.number),
             "-" if t.last_step is None else str(t.last_step),
             "-" if value is None else compact(value),
-            "-" if t.started_at is None else _clock(now - t.started_at),
+            "-" if t.started_at is None else _clock(max(now - t.started_at, 0.0)),
         ])  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     left = width - sum(widths) - 2 * 4  # two spaces after each number column
@@ -118,11 +118,13 @@ class Board:
         storage_url: str,
         every: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.cfg = cfg
         self.storage_url = storage_url
         self.every = every
-        self.clock = clock
+        self.clock = clock  # elapsed time
+        self.wall = wall  # the time trials' starts are stamped with
         self.started = clock()
         objectives = cfg.all_objectives
         self.metric = objectives[0].metric
@@ -142,15 +144,18 @@ class Board:
                 self._storage = Storage.open_readonly(self.storage_url)
             self._trials = trial_summaries(self._storage, self.cfg)
 
+    def view(self, width: int) -> list[str]:
+        """The lines of the view as it stands (:func:`board_view`)."""
+        elapsed = self.clock() - self.started
+        return board_view(
+            self.cfg.name, self.metric, self.mode, self._progress, self._trials, elapsed,
+            now=self.wall(), width=width,
+        )  # fmt: skip
+
     def __rich_console__(
         self, console: Console, options: ConsoleOptions
     ) -> Iterator[RenderableType]:
-        elapsed = self.clock() - self.started
-        lines = board_view(
-            self.cfg.name, self.metric, self.mode, self._progress, self._trials, elapsed,
-            width=options.max_width,
-        )  # fmt: skip
-        for line in lines:
+        for line in self.view(options.max_width):
             yield Text(line, no_wrap=True, overflow="ellipsis")
 
     def close(self) -> None:
