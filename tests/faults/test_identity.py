@@ -134,6 +134,8 @@ def test_2_a_sweep_with_no_trial_complete_exits_4_with_the_reason(fault: FaultMa
         "the first, trial 0: RuntimeError: injected failure"
     )
     assert "FAIL" in result.stdout, "the results table is printed too"
+    for number in (0, 1):  # the summary names each failed trial with its reason
+        assert f"trial {number} failed: RuntimeError: injected failure" in result.stdout
     assert sorted(f.states().values()) == ["FAIL", "FAIL"]
     f.check_clean(budget=2)
 

@@ -36,6 +36,7 @@ def test_crashing_trial_is_fail_with_error_tail(
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 1}
+    assert "trial 0 failed: RuntimeError: injected failure in trial 0" in proc.stderr
     status = invoke(
         "sweep", "status", "crashy", "--storage", f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
     )

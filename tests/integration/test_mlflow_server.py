@@ -65,7 +65,9 @@ def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
     client = MlflowClient(mlflow_server.uri)
     exp_id = result["mlflow"]["experiment_id"]
     parent_id = result["mlflow"]["parent_run_id"]
-    assert f"Open MLflow:    {mlflow_server.uri}/#/experiments/{exp_id}" in err
+    lines = err.splitlines()
+    link = lines[lines.index("Open MLflow:") + 1]  # on a line of its own, to copy whole
+    assert link.strip().startswith(f"{mlflow_server.uri}/#/experiments/{exp_id}"), err[-2000:]
 
     experiment = client.get_experiment(exp_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"

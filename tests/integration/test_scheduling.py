@@ -65,7 +65,7 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
             **QUADRATIC,
             "name": "warm",
             "scheduler": {"type": "tpe", "seed": 0},
-            "budget": {"trials": 3, "max_concurrent": 1},
+            "budget": {"trials": 4, "max_concurrent": 1},
             "trial": {
                 **QUADRATIC["trial"],
                 "steps": 10,
@@ -91,7 +91,25 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("warm")
     assert [t.params["x"] for t in trials[:2]] == [0.31, 0.77]
-    assert len(trials) == 3 and all(t.state == "COMPLETE" for t in trials)
+    assert len(trials) == 4 and all(t.state == "COMPLETE" for t in trials)
+    # piped: one line per trial as it ends, before the results table
+    lines = proc.stderr.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.strip() == "sweep warm")
+    ended = [line for line in lines[:table] if line.startswith("trial ")]
+    assert [line.split()[:3] for line in ended[:2]] == [
+        ["trial", "0", "COMPLETE"], ["trial", "1", "COMPLETE"]
+    ]  # fmt: skip
+    assert len(ended) == 4 and "x=0.31" in ended[0] and ended[0].endswith("s"), ended
+    storage = f"sqlite:///{tmp_path / 'runs' / 'hf.db'}"
+    for label in ("Open MLflow:", "Open dashboard:"):  # a command on a line of its own
+        command = lines[lines.index(label) + 1]
+        assert command.startswith("  ") and f"--storage {storage}" in command, command
+    listed = invoke("sweep", "list", "--storage", storage)
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.stdout.splitlines() if " warm " in line)
+    assert "loss min" in row and "4/4" in row and "done" in row.lower(), listed.stdout
+    typo = invoke("sweep", "status", "wram", "--storage", storage)
+    assert typo.exit_code == 2 and "did you mean 'warm'?" in typo.stderr, typo.stderr
 
 
 def test_system_knob_breaking_the_layout_is_fail_with_reason(
@@ -195,6 +213,7 @@ def test_multi_objective_charlm_sweep_prints_a_pareto_front(
     )
     assert status.exit_code == 0, status.output
     assert "Pareto front" in status.stdout
+    assert "n_embd=" in status.stdout and "{'n_embd'" not in status.stdout, "params, not dicts"
     for point in front:  # no front point is dominated by another
         for other in front:
             assert not (

@@ -102,8 +102,7 @@ def _nested(sub: dict[str, Any]) -> dict[str, Any]:
         ),
         (
             _nested({"momentum": {**FLOAT, "hgih": 1}}),
-            "space.optimizer.choices.sgd.momentum.hgih: unknown key; remove it or check its "
-            "spelling",
+            "space.optimizer.choices.sgd.momentum.hgih: unknown key; did you mean 'high'?",
         ),
         (
             _nested({"momentum": {"type": "float", "low": 0.0}}),

@@ -74,6 +74,38 @@ CASES: list[tuple[str, str, str]] = [
         "budget.trails: unknown key",
     ),
     (
+        "misspelled-key",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"max_concurent": 2}})),
+        "budget.max_concurent: unknown key; did you mean 'max_concurrent'?",
+    ),
+    (
+        "misspelled-param-type",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"space": {"lr": {"type": "flaot"}}})),
+        "space.lr.type: unknown type 'flaot'; did you mean 'float'? expected one of float, int",
+    ),
+    (
+        "misspelled-scheduler-type",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"scheduler": {"type": "tpee"}})),
+        "scheduler.type: unknown type 'tpee'; did you mean 'tpe'?",
+    ),
+    (
+        "misspelled-pruner-type",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"pruner": {"type": "mediann"}})),
+        "pruner.type: unknown type 'mediann'; did you mean 'median'?",
+    ),
+    (
+        "misspelled-workload",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"workload": "digts"}})),
+        "trial.workload: unknown workload 'digts'; expected one of charlm, digits or "
+        "'package.module:function'; did you mean 'digits'?",
+    ),
+    (
+        "misspelled-workload-param",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"params": {"batch_sise": 64}}})),
+        "trial.params.batch_sise: unknown parameter of workload 'digits'; did you mean "
+        "'batch_size'?",
+    ),
+    (
         "wrong-type",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"steps": "many"}})),
         "trial.steps:",
@@ -99,14 +131,14 @@ CASES: list[tuple[str, str, str]] = [
     (
         "unknown-scheduler",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"scheduler": {"type": "magic"}})),
-        "scheduler:",
+        "scheduler.type: unknown type 'magic'; expected one of tpe, random,",
     ),
     (
         "unknown-param-type",
         yaml.safe_dump(
             deep_update(BASE_SWEEP, {"space": {"lr": {"type": "real", "low": 1, "high": 2}}})
         ),
-        "space.lr:",
+        "space.lr.type: unknown type 'real'; expected one of float, int, categorical",
     ),
     (
         "unknown-workload",

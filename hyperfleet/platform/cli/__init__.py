@@ -18,21 +18,36 @@ from hyperfleet import startup
 from hyperfleet.errors import HyperfleetError
 from hyperfleet.platform.cli import fleet as cli_fleet
 from hyperfleet.platform.cli import stack as cli_stack
-from hyperfleet.platform.cli.common import _guard, _state, err, out
+from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, _state, err, out
 from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.urls import DEFAULT_STORAGE
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=HELP_MARKUP
+)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(cli_stack.stack_app, name="stack")
+
+
+def _version(shown: bool) -> None:
+    """``--version``: the installed package's version, and exit."""
+    if shown:
+        from importlib.metadata import version
+
+        out.print(f"hyperfleet {version('hyperfleet')}", markup=False, highlight=False)
+        raise typer.Exit()
 
 
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what happens.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
 ) -> None:
     _state["debug"] = debug
     logging.basicConfig(

@@ -7,7 +7,7 @@ shows the traceback).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -18,6 +18,29 @@ out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 _state = {"debug": False}
+
+HELP_MARKUP: Literal["markdown"] = "markdown"
+"""How ``--help`` reads docstrings: as Markdown, so the ``double backticks`` of the project's
+docstrings show as code rather than as literal backticks."""
+
+
+def _no_type_on_flags() -> None:
+    """Leave a flag's type out of ``--help``: typer's rich help shows every option's type
+    (``<str>``), a flag's as ``<bool>``, as if it took a value; a flag takes none."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "flags_untyped", False):
+        return  # a typer without the type column, or already done
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.flags_untyped = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
+_no_type_on_flags()
 
 
 def _guard(fn: Callable[[], T]) -> T:

@@ -12,11 +12,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from hyperfleet.platform.cli.common import _guard, err, out
+from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, err, out
 from hyperfleet.platform.services import DEFAULT_ADDRESS, DEFAULT_STATE, DEFAULT_WORKERS, PORTS
 
 stack_app = typer.Typer(
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
     help="The shared stack as local processes: PostgreSQL, MLflow server, workers, dashboard.",
 )
 

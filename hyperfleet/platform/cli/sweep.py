@@ -5,68 +5,51 @@ sweeps of a storage (``sweep submit`` is the fleet's, :mod:`hyperfleet.platform.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.cli import fleet as cli_fleet
-from hyperfleet.platform.cli.common import _guard, err, out
+from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, err, out
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.urls import DEFAULT_STORAGE
 
-sweep_app = typer.Typer(no_args_is_help=True, help="Run and inspect sweeps.")
+sweep_app = typer.Typer(
+    no_args_is_help=True, help="Run and inspect sweeps.", rich_markup_mode=HELP_MARKUP
+)
 
 
 def _tool(name: str) -> str:
-    """The path of a console script installed beside this interpreter."""
+    """A console script installed beside this interpreter, as a user can type it anywhere:
+    its bare name when that is the one on ``PATH``, else its absolute path."""
     path = Path(sys.executable).parent / name
     if not path.exists():
         return name
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == path.resolve():
+        return name
+    return str(path.absolute())
 
 
-def _results_table(summary: Any) -> Table:
-    from hyperfleet.spec.states import TrialState
+def _hints(console: Console, summary: Any, storage_url: str, tracking: str, derived: str) -> None:
+    """How to open the sweep in MLflow and in the dashboard: each command on a line of its
+    own, with absolute paths, so that it can be copied whole and run from anywhere."""
+    from hyperfleet.platform.sweeps.ownership import absolute_uri
+    from hyperfleet.platform.tracking.server import ui_hint
 
-    table = Table(title=f"sweep {summary.sweep}")
-    for col in ("trial", "state", "value", "params", "steps", "seconds", "worker"):
-        table.add_column(col)
-    best = summary.best()
-    for t in summary.trials:
-        value = ", ".join(f"{v:.4g}" for v in t.values) if t.values else "-"
-        mark = " *" if best is not None and t.number == best.number else ""
-        params = ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()
-        )
-        table.add_row(
-            f"{t.number}{mark}",
-            t.state,
-            value,
-            params,
-            "-" if t.last_step is None else str(t.last_step),
-            "-" if t.duration_s is None else f"{t.duration_s:.1f}",
-            (t.worker or t.host or "-") if t.state == TrialState.RUNNING else "",
-        )
-    return table
-
-
-def _pareto_table(summary: Any) -> Table:
-    table = Table(title="Pareto front")
-    table.add_column("trial")
-    for metric, direction in zip(summary.metrics, summary.directions, strict=True):
-        table.add_column(f"{metric} ({direction[:3]})")
-    table.add_column("params")
-    for t in sorted(summary.pareto_front(), key=lambda t: t.values):
-        table.add_row(str(t.number), *(f"{v:.4g}" for v in t.values), str(t.params))
-    return table
+    storage_url, tracking, derived = map(absolute_uri, (storage_url, tracking, derived))
+    hint = ui_hint(_tool("hyperfleet"), storage_url, tracking, derived, summary.experiment_id)
+    dash = f"{_tool('hyperfleet')} dashboard --storage {masked(storage_url)}"
+    for label, line in (("Open MLflow:", hint), ("Open dashboard:", dash)):
+        console.print(label, markup=False, highlight=False)
+        console.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
 
 
 @sweep_app.command("run")
@@ -103,24 +86,10 @@ def sweep_run(
     runner = _guard(
         lambda: SweepRunner(cfg, storage_url, tracking, devices=devices, sweep_file=file)
     )
-    summary = _guard(lambda: _run_with_progress(runner))
     console = err if as_json else out
-    console.print(_results_table(summary))
-    best = summary.best()
-    if best is not None and best.values:
-        console.print(
-            f"best: trial {best.number}, {cfg.all_objectives[0].metric} = {best.values[0]:.4g}"
-        )
-    if len(summary.directions) > 1:
-        console.print(_pareto_table(summary))
-    from hyperfleet.platform.tracking.server import ui_hint
-
-    hint = ui_hint(
-        _tool("hyperfleet"), storage_url, tracking, default_tracking, summary.experiment_id
-    )
-    dash = f"{_tool('hyperfleet')} dashboard --storage {masked(storage_url)}"
-    console.print("Open MLflow:    " + hint, soft_wrap=True, markup=False, highlight=False)
-    console.print("Open dashboard: " + dash, soft_wrap=True, markup=False, highlight=False)
+    summary = _guard(lambda: _run_with_progress(runner, console))
+    _summary(console, summary)
+    _hints(console, summary, storage_url, tracking, default_tracking)
     if summary.interrupted:
         console.print("interrupted: run the same command again to continue the sweep")
     if as_json:
@@ -135,26 +104,79 @@ def sweep_run(
         raise typer.Exit(NO_COMPLETE_EXIT)
 
 
-def _run_with_progress(runner: Any) -> Any:
-    """Run the sweep with a progress bar on stderr (gone once it ends: errors and the results
-    table follow without it)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _summary(console: Console, summary: Any) -> None:
+    """The results table, the failed trials with their reasons, the best trial (or the
+    Pareto front)."""
+    from hyperfleet.platform.cli.render import (
+        best_line,
+        failure_lines,
+        pareto_table,
+        results_table,
+    )
 
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[running]} running"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(runner.cfg.name, total=None, running=0)
+    console.print(results_table(summary))
+    for line in failure_lines(summary):
+        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+    best = best_line(summary)
+    if best is not None:
+        console.print(best, markup=False, highlight=False, soft_wrap=True)
+    if len(summary.directions) > 1:
+        console.print(pareto_table(summary))
 
-        def update(p: Any) -> None:
-            bar.update(task, completed=p.finished, running=p.running, total=p.budget)
 
-        runner.on_progress = update
-        return runner.run()
+def _run_with_progress(runner: Any, console: Console) -> Any:
+    """Run the sweep with a live view on stderr when it is a terminal (the best so far, each
+    running trial's step and latest value, an ETA: :mod:`~hyperfleet.platform.sweeps.board`;
+    gone once it ends, so errors and the results table follow without it), and one line per
+    ended trial on ``console`` when that is not a terminal (a pipe, a CI log)."""
+    from rich.live import Live
+
+    from hyperfleet.platform.sweeps.board import Board
+    from hyperfleet.platform.sweeps.display import TrialLines
+
+    lines = None
+    if not console.is_terminal:
+        lines = TrialLines(runner.cfg, runner.storage_url, _printer(console))
+    if not err.is_terminal:
+        runner.on_progress = lines
+        return _closing(lines, runner.run)
+    board = Board(runner.cfg, runner.storage_url)
+
+    def update(p: Any) -> None:
+        board.update(p)
+        if lines is not None:
+            lines(p)
+
+    runner.on_progress = update
+    # stdout is not redirected through the view when the trial lines go to it as they come
+    live = Live(board, console=err, transient=True, refresh_per_second=2,
+                redirect_stdout=lines is None)  # fmt: skip
+    try:
+        with live:
+            return _closing(lines, runner.run)
+    finally:
+        board.close()
+
+
+def _printer(console: Console) -> Any:
+    def show(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.file.flush()
+
+    return show
+
+
+def _closing(lines: Any, run: Any) -> Any:
+    """``run()``, then the trial lines not shown yet (none if it raised)."""
+    if lines is None:
+        return run()
+    try:
+        summary = run()
+    except BaseException:
+        lines.close(show=False)
+        raise
+    lines.close()
+    return summary
 
 
 @sweep_app.command("status")
@@ -191,7 +213,9 @@ def sweep_status(
         data["unschedulable"] = reason
         print(json.dumps(data, default=str))
         return
-    out.print(_results_table(summary))
+    from hyperfleet.platform.cli.render import best_line, pareto_table, results_table
+
+    out.print(results_table(summary))
     if reason is not None:
         out.print(f"unschedulable: {reason}", style="bold red", markup=False, highlight=False)
     for t in summary.trials:
@@ -200,30 +224,31 @@ def sweep_status(
         if t.state == TrialState.FAIL and t.error:
             out.print(f"trial {t.number} failed:", style="bold red")
             out.print(t.error, markup=False, highlight=False)
-    best = summary.best()
-    if best is not None and best.values:
-        out.print(f"best: trial {best.number} = {best.values[0]:.4g} {best.params}")
+    best = best_line(summary)
+    if best is not None:
+        out.print(best, markup=False, highlight=False, soft_wrap=True)
     if len(summary.directions) > 1:
-        out.print(_pareto_table(summary))
+        out.print(pareto_table(summary))
 
 
 @sweep_app.command("list")
 def sweep_list(
     storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
 ) -> None:
-    """Sweeps in a storage."""
+    """Sweeps in a storage: objective, progress (ended/budget), best value, state."""
+    from hyperfleet.platform.cli.render import list_table
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.sweeps.ownership import absolute_uri
 
-    rows = _guard(lambda: Storage.open_readonly(storage).list_sweeps())
-    table = Table()
-    for col in ("sweep", "status", "created"):
-        table.add_column(col)
-    import datetime as dt
+    def read() -> Table:
+        st = Storage.open_readonly(storage)
+        try:
+            title = f"sweeps in {masked(absolute_uri(storage))}"
+            return list_table(st, st.list_sweeps(), title)
+        finally:
+            st.close()
 
-    for r in rows:
-        created = dt.datetime.fromtimestamp(r.created_at).isoformat(timespec="seconds")
-        table.add_row(r.name, r.status, created)
-    out.print(table)
+    out.print(_guard(read))
 
 
 @sweep_app.command("enqueue")
@@ -236,6 +261,7 @@ def sweep_enqueue(
     from hyperfleet.platform.config import load_sweep, parse_sweep
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.sweeps.enqueue import enqueue
+    from hyperfleet.platform.sweeps.results import no_sweep
     from hyperfleet.platform.sweeps.run import default_urls
 
     def run() -> int:
@@ -250,9 +276,11 @@ def sweep_enqueue(
             url = storage or default_urls(cfg)[0]
         else:
             url = keep(storage or DEFAULT_STORAGE)  # shown without its password
-            row = Storage.open_readonly(url).get_sweep(target)
+            st = Storage.open_readonly(url)
+            row = st.get_sweep(target)
             if row is None:
-                raise ConfigError(f"sweep: no sweep named {target!r} in {url}; give its file")
+                known = [r.name for r in st.list_sweeps()]
+                raise ConfigError(no_sweep(target, known, url) + "; or give its file")
             cfg = parse_sweep(row.stored_config)
         return enqueue(cfg, url, point)
 
@@ -271,13 +299,15 @@ def sweep_replay(
     from hyperfleet.platform.config import parse_sweep
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
+    from hyperfleet.platform.sweeps.results import no_sweep
     from hyperfleet.platform.sweeps.train import run_single
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
         st = Storage.open_readonly(storage)
         row = st.get_sweep(name)
         if row is None:
-            raise ConfigError(f"sweep: no sweep named {name!r} in {masked(storage)}")
+            known = [r.name for r in st.list_sweeps()]
+            raise ConfigError(no_sweep(name, known, masked(storage)))
         cfg = parse_sweep(row.stored_config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")

@@ -18,6 +18,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.space import CategoricalParam, is_conditional, space_problems
+from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.launcher.command import command_problems
 from hyperfleet.platform.pool import count_gpus
@@ -66,7 +67,8 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         try:
             fn = load_workload(trial.entry, trial.code)
         except ConfigError as exc:
-            return exc.problems
+            hint = "" if ":" in trial.entry else did_you_mean(trial.entry, BUILTIN)
+            return [f"{exc.problems[0]}; {hint}", *exc.problems[1:]] if hint else exc.problems
         entry = _entry_problem(fn, trial.entry)
         if entry is not None:
             return [entry]
@@ -87,11 +89,15 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
     for where, names in (("trial.params", list(trial.params)), ("space", searched)):
         problems += [
             f"{where}.{name}: unknown parameter of workload {trial.workload!r}; "
-            f"expected one of {expected}"
+            f"{_hint(did_you_mean(name, known))}expected one of {expected}"
             for name in names
             if name not in known
         ]
     return problems
+
+
+def _hint(text: str) -> str:
+    return f"{text} " if text else ""
 
 
 def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:

@@ -21,6 +21,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.checks import semantic_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.space import BRANCH_TAGS
+from hyperfleet.platform.config.suggest import did_you_mean, keys_at, quoted_names
 from hyperfleet.platform.config.values import finite_problems, shown
 from hyperfleet.platform.config.yaml_limits import MAX_BYTES, BoundedLoader
 
@@ -84,39 +85,68 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 _SECRET = ("storage", "tracking.uri")  # URLs that may hold a password: never echoed
 
 
-def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
-    """Dotted field path of a pydantic error, without discriminated-union tags."""
-    parts: list[str] = []
+def _walk(loc: tuple[Any, ...], data: Any) -> tuple[list[Any], Any]:
+    """The keys of a pydantic error's location, without discriminated-union tags, and the
+    value of the file found there (None when the file has none)."""
+    parts: list[Any] = []
     node = data
     for item in loc:
         if isinstance(node, Mapping) and item not in node and node.get("type") == item:
             continue  # the union's tag, not a field
         if item in BRANCH_TAGS and not (isinstance(node, Mapping) and item in node):
             continue  # the form of a categorical's choices (a list, or sub-spaces)
-        parts.append(shown(item))
+        parts.append(item)
         if isinstance(node, Mapping):
             node = node.get(item)
         elif isinstance(node, list) and isinstance(item, int) and item < len(node):
             node = node[item]
         else:
             node = None
-    return ".".join(parts) or "(file)"
+    return parts, node
+
+
+def _loc_path(loc: tuple[Any, ...], data: Any) -> str:
+    """Dotted field path of a pydantic error, without discriminated-union tags."""
+    return ".".join(shown(p) for p in _walk(loc, data)[0]) or "(file)"
+
+
+def _unknown_key(loc: tuple[Any, ...], data: Any) -> str:
+    """An unknown key's line: the closest key the mapping accepts, or how to fix it."""
+    parts, parent = _walk(loc[:-1], data)
+    path = ".".join(shown(p) for p in [*parts, loc[-1]])
+    hint = did_you_mean(loc[-1], keys_at(SweepConfig, parts, parent))
+    return f"{path}: unknown key; {hint or 'remove it or check its spelling'}"
+
+
+def _unknown_tag(err: Mapping[str, Any], data: Any) -> str:
+    """A tagged section whose ``type`` names no member: the value, the closest type, all."""
+    ctx = err.get("ctx") or {}
+    field = str(ctx.get("discriminator", "type")).strip("'")
+    path = ".".join([_loc_path(tuple(err["loc"]), data), field]).removeprefix("(file).")
+    expected = quoted_names(str(ctx.get("expected_tags", "")))
+    hint = did_you_mean(ctx.get("tag"), expected)
+    return (
+        f"{path}: unknown type {ctx.get('tag')!r}; {hint + ' ' if hint else ''}"
+        f"expected one of {', '.join(expected)}"
+    )
 
 
 def _problem(err: Mapping[str, Any], data: Any) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     if not err["loc"]:
         return msg  # a whole-file rule; its message starts with the field it is about
-    path = _loc_path(tuple(err["loc"]), data)
     kind = err["type"]
     if kind == "extra_forbidden":
-        return f"{path}: unknown key; remove it or check its spelling"
+        return _unknown_key(tuple(err["loc"]), data)
+    if kind == "union_tag_invalid":
+        return _unknown_tag(err, data)
+    path = _loc_path(tuple(err["loc"]), data)
     if kind == "missing":
         return f"{path}: required field is missing"
     value = err.get("input")
     quiet = isinstance(value, (dict, list)) or value is None or repr(value) in msg
-    shown = "" if quiet or path in _SECRET else f" (got {value!r})"
-    return f"{path}: {msg}{shown}"
+    got = "" if quiet or path in _SECRET else f" (got {value!r})"
+    return f"{path}: {msg}{got}"
 
 
 def parse_sweep(data: Mapping[str, Any]) -> SweepConfig:

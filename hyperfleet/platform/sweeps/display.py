@@ -1,19 +1,102 @@
-"""The progress of a sweep run from Python: one line that updates in a notebook, plain lines
-elsewhere.
+"""The progress of a sweep as text: one line per ended trial, and from Python one line that
+updates in a notebook, plain lines elsewhere.
+
+:class:`TrialLines` is what ``sweep run`` prints when its output is not a terminal (a pipe, a
+CI log): one line per trial as it ends (:func:`trial_line`: its number, state, value, params
+and duration), read from storage each time the controller's count of ended trials grows.
 
 In an IPython kernel (Jupyter, VS Code) the line is one display output updated in place
 (``IPython.display``'s display id), so a long sweep leaves one line, not hundreds. Anywhere
 else (a script, a plain REPL, a test) a line is printed to stderr each time the count of ended
-or running trials changes. Nothing is imported beyond IPython, which is there when it is used.
+or running trials changes. IPython is imported only in a kernel, where it is there.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.results import ENDINGS, TrialSummary, reason, trial_summaries
+from hyperfleet.spec.states import TrialState
+
+
+def compact(value: Any) -> str:
+    """A value as a table or a line shows it: a float to 4 significant digits."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """``lr=0.001, hidden=64``."""
+    return ", ".join(f"{k}={compact(v)}" for k, v in params.items())
+
+
+def trial_line(t: TrialSummary, metrics: list[str]) -> str:
+    """One ended trial: ``trial 3  COMPLETE  loss=0.1234  x=0.52  4.2s``; a pruned trial's
+    last report (``loss=0.8 at step 4``), a failed trial's reason last."""
+    parts = [f"trial {t.number}", str(t.state)]
+    if t.values:
+        parts.append(", ".join(f"{m}={v:.4g}" for m, v in zip(metrics, t.values, strict=True)))
+    elif t.state == TrialState.PRUNED:
+        last = ", ".join(f"{m}={compact(t.metrics[m])}" for m in metrics if m in t.metrics)
+        step = "" if t.last_step is None else f" at step {t.last_step}"
+        parts.append(f"{last or 'no report'}{step}")
+    if t.params:
+        parts.append(params_text(t.params))
+    if t.duration_s is not None:
+        parts.append(f"{t.duration_s:.1f}s")
+    if t.state == TrialState.FAIL:
+        parts.append(reason(t.error))
+    return "  ".join(parts)
+
+
+class TrialLines:
+    """A callable for the controller's ``on_progress`` that shows one line per trial as it
+    ends (``show(line)``); :meth:`close` shows those not shown yet, then closes its storage.
+    Trials that had ended before the first call (a continued sweep) are not shown."""
+
+    def __init__(self, cfg: SweepConfig, storage_url: str, show: Callable[[str], None]) -> None:
+        self.cfg = cfg
+        self.storage_url = storage_url
+        self.show = show
+        self._metrics = [o.metric for o in cfg.all_objectives]
+        self._storage: Storage | None = None
+        self._shown: set[int] | None = None
+        self._finished = 0
+
+    def __call__(self, p: Progress) -> None:
+        if self._shown is None:
+            self._shown = set() if p.finished else {t.number for t in self._ended()}
+        elif p.finished != self._finished:
+            self._show_new()
+        self._finished = p.finished
+
+    def _ended(self) -> list[TrialSummary]:
+        if self._storage is None:
+            self._storage = Storage.open_readonly(self.storage_url)
+        return [t for t in trial_summaries(self._storage, self.cfg) if t.state in ENDINGS]
+
+    def _show_new(self) -> None:
+        shown = self._shown if self._shown is not None else set()
+        for t in self._ended():
+            if t.number not in shown:
+                shown.add(t.number)
+                self.show(trial_line(t, self._metrics))
+        self._shown = shown
+
+    def close(self, show: bool = True) -> None:
+        """Show the trials that ended and were not shown yet (unless ``show`` is False: the
+        run failed), then close the storage."""
+        try:
+            if show:
+                self._show_new()
+        finally:
+            if self._storage is not None:
+                self._storage.close()
 
 
 def _kernel() -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.spec.states import TrialState
 
@@ -33,6 +34,7 @@ class TrialSummary:
     worker: str | None = None
     host: str | None = None
     notes: str | None = None
+    started_at: float | None = None  # the latest launch's start (wall clock)
 
 
 @dataclass(frozen=True)
@@ -130,22 +132,36 @@ def _summary(t: TrialRecord, metrics: list[str], searched: set[str]) -> TrialSum
         worker=t.worker,
         host=t.host,
         notes=t.notes,
+        started_at=t.started_at,
     )
+
+
+def no_sweep(name: str, known: list[str], where: str = "this storage") -> str:
+    """The line for a sweep name a storage does not hold: the closest it does, and all."""
+    hint = did_you_mean(name, known)
+    listed = ", ".join(known) or "none"
+    hint += " " if hint else ""
+    return f"sweep: no sweep named {name!r} in {where}; {hint}(known: {listed})"
+
+
+def trial_summaries(storage: Storage, config: SweepConfig) -> list[TrialSummary]:
+    """The summaries of a sweep's trials, in the order of their numbers."""
+    metrics, _ = _objectives(config)
+    searched = set(config.dims)
+    return [_summary(t, metrics, searched) for t in storage.trials(config.name)]
 
 
 def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSummary:
     row = storage.get_sweep(name)
     if row is None:
-        known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
-        raise ConfigError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
+        raise ConfigError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
     config = row.parsed()
     metrics, directions = _objectives(config)
-    searched = set(config.dims)
     return SweepSummary(
         sweep=name,
         metrics=metrics,
         directions=directions,
-        trials=[_summary(t, metrics, searched) for t in storage.trials(name)],
+        trials=trial_summaries(storage, config),
         experiment_id=row.mlflow_experiment_id,
         parent_run_id=row.mlflow_parent_run_id,
         interrupted=interrupted,
@@ -168,7 +184,12 @@ def none_complete(summary: SweepSummary) -> str | None:
     counts = ", ".join(f"{v} {k}" for k, v in summary.state_counts.items() if v) or "no trials"
     line = f"error: sweep {summary.sweep} ended with no trial COMPLETE ({counts})"
     if failed:
-        reason = [x.strip() for x in (failed[0].error or "").splitlines() if x.strip()]
-        line += f"; the first, trial {failed[0].number}: "
-        line += reason[-1] if reason else "no reason recorded"
+        line += f"; the first, trial {failed[0].number}: {reason(failed[0].error)}"
     return line
+
+
+def reason(error: str | None) -> str:
+    """Why a trial failed, in one line: the last line of its error (a traceback's ends with
+    the exception), or ``no reason recorded``."""
+    lines = [x.strip() for x in (error or "").splitlines() if x.strip()]
+    return lines[-1] if lines else "no reason recorded"
