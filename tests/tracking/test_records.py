@@ -33,8 +33,7 @@ def test_params_are_the_workload_params_and_sampled_knobs_only() -> None:
 
 
 def test_the_sweep_run_has_space_objective_scheduler_and_budget() -> None:
-    config = parse_sweep(BASE_SWEEP).model_dump(mode="json")
-    params = parent_params(config)
+    params = parent_params(parse_sweep(BASE_SWEEP))
     assert params["space.lr"] == "float [0.003, 0.03] log"
     assert params["space.hidden"] == "int [32, 64]"
     assert params["objective"] == "val_accuracy (max)"

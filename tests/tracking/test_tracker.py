@@ -7,9 +7,11 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.tracking.base import ChildRun
 from hyperfleet.platform.tracking.spool import Spool, is_pending
 from hyperfleet.platform.tracking.tracker import SweepTracker
+from hyperfleet.testing.sweeps import minimal_sweep
 
 
 def test_a_trial_launches_with_a_placeholder_and_learns_its_run(tmp_path: Path) -> None:
@@ -17,7 +19,7 @@ def test_a_trial_launches_with_a_placeholder_and_learns_its_run(tmp_path: Path) 
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = SweepTracker(uri, "child-runs", tmp_path / "runs")
-    config = {"name": "child-runs", "objective": {"metric": "loss", "mode": "min"}}
+    config = parse_sweep(minimal_sweep(name="child-runs"))
     parent = tracker.start_parent("child-runs", None, config)
     run = ChildRun(
         sweep="child-runs",
@@ -71,7 +73,7 @@ def test_the_best_so_far_curve_is_written_in_one_request_for_trials_ended_meanwh
     for path, level in [(tmp_path / "mlflow.db", 1), (tmp_path / "other.db", 2)]:
         with sa.create_engine(f"sqlite:///{path}").connect() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == level  # NORMAL, FULL
-    config = {"name": "best-curve", "objective": {"metric": "loss", "mode": "min"}}
+    config = parse_sweep(minimal_sweep(name="best-curve"))
     parent = tracker.start_parent("best-curve", None, config)
     busy = threading.Event()
     tracker.outbox.put("MLflow busy", lambda: busy.wait(10))
@@ -106,7 +108,7 @@ def test_a_pause_that_mlflow_had_no_time_to_see_costs_only_its_reports(tmp_path:
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = SweepTracker(uri, "pbt", tmp_path / "runs")
-    config = {"name": "pbt", "objective": {"metric": "loss", "mode": "min"}}
+    config = parse_sweep(minimal_sweep(name="pbt"))
     parent = tracker.start_parent("pbt", None, config)
     tracker.child(_member(parent, 0, None))
     assert tracker.wait()

@@ -79,7 +79,7 @@ def _open(
     assert stored is not None
     claim(cfg, stored.created_at, storage.url)  # its run directory: before any MLflow write
     scheduler = build_scheduler(cfg, storage, create=True)
-    parent = tracker.start_parent(name, row.mlflow_parent_run_id, config)
+    parent = tracker.start_parent(name, row.mlflow_parent_run_id, cfg)
     storage.update_sweep(
         name,
         status=SweepStatus.RUNNING,
@@ -103,7 +103,7 @@ def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
     if session.cfg.is_population and session.tracking_uri is not None and tracker.active:
         log_sweep_lineage(tracker, session.parent_run_id, session.storage, name)
     records = session.storage.trials(name)
-    view = SweepView(name, session.cfg.model_dump(mode="json"), records, interrupted)
+    view = SweepView(name, session.cfg, records, interrupted)
     status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
     _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view))
     session.storage.update_sweep(

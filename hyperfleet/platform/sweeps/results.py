@@ -7,7 +7,6 @@ samplers and PBT alike): state, params, the last report's metrics, timings and e
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,12 +97,6 @@ class SweepSummary:
                 for t in self.pareto_front()
             ]
         return data
-
-
-def stored_objectives(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """A stored sweep config's objectives: ``objectives``, else its one ``objective`` (what
-    ``SweepConfig.all_objectives`` is for a parsed config)."""
-    return list(config.get("objectives") or [config.get("objective") or {}])
 
 
 def _objectives(config: SweepConfig) -> tuple[list[str], list[str]]:

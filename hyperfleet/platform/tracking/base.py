@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.storage.records import TrialRecord
 
 
@@ -37,7 +38,7 @@ class SweepView:
     """The sweep as it closes: its config (as validated) and its trials."""
 
     name: str
-    config: Mapping[str, Any]
+    config: SweepConfig
     trials: Sequence[TrialRecord]  # as storage holds them
     interrupted: bool = False
 
@@ -52,7 +53,7 @@ class Tracker(Protocol):
         """Whether this session wrote to the sweep (created it, or ran one of its trials)."""
         ...
 
-    def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
+    def start_parent(self, sweep: str, run_id: str | None, config: SweepConfig) -> str:
         """The sweep's run (created, or ``run_id`` continued); ``config``: the sweep config."""
         ...
 
@@ -104,7 +105,7 @@ class NullTracker:
         self.calls.append((what, detail))
         return f"null-{self._runs}"
 
-    def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
+    def start_parent(self, sweep: str, run_id: str | None, config: SweepConfig) -> str:
         return run_id or self._run("start_parent", sweep)
 
     def child(self, run: ChildRun) -> str:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.client import is_transient, log_batches
 from hyperfleet.platform.tracking.outbox import Outbox
@@ -54,7 +55,7 @@ class ParentRun(Protocol):
     @property
     def sweep(self) -> str: ...
     @property
-    def config(self) -> Mapping[str, Any]: ...
+    def config(self) -> SweepConfig | None: ...
     @property
     def live(self) -> bool: ...
     @property
@@ -177,7 +178,8 @@ class LiveBest:
 
     def seed(self, run_id: str) -> None:
         """Continue the curve where an earlier session left it."""
-        metrics = [m for m, _ in objectives(self.tracker.config)]
+        config = self.tracker.config
+        metrics = [] if config is None else [m for m, _ in objectives(config)]
         if len(metrics) != 1:
             return
         history = self.tracker.client.get_metric_history(run_id, f"best/{metrics[0]}")
@@ -187,7 +189,10 @@ class LiveBest:
 
     def add(self, final: Mapping[str, float], now: int) -> None:
         """A trial completed with ``final`` at ``now`` (ms): one more point, written soon."""
-        (metric, mode), *more = objectives(self.tracker.config)
+        config = self.tracker.config
+        if config is None:
+            return
+        (metric, mode), *more = objectives(config)
         if more or metric not in final or not self.tracker.live:
             return
         k, best = self.last

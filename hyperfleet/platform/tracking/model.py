@@ -108,9 +108,8 @@ def export_best(tracker: ModelSource, view: SweepView) -> None:
     except Exception:
         logger.warning("could not check the best trial's run for a model", exc_info=True)
         return
-    trial = view.config.get("trial") or {}
-    workload = trial.get("workload")
-    if not may_export(workload, trial.get("code")):
+    workload = view.config.trial.workload
+    if not may_export(workload, view.config.trial.code):
         logger.info("workload %s has no export hook: no model logged", workload or "(a program)")
         return
     directory = tracker.trial_dir(number)

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hyperfleet.platform.sweeps.results import stored_objectives
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.spec.states import TrialState
 
 STATUS: dict[str, str] = {  # hyperfleet state -> MLflow run status
@@ -128,28 +128,28 @@ def _section(name: str, data: Mapping[str, Any] | None, out: dict[str, str]) -> 
         out[f"{name}.{key}"] = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def objectives(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+def objectives(config: SweepConfig) -> list[tuple[str, str]]:
     """``(metric, mode)`` of each objective of a sweep config."""
-    return [(str(o["metric"]), str(o["mode"])) for o in stored_objectives(config)]
+    return [(o.metric, o.mode) for o in config.all_objectives]
 
 
-def parent_params(config: Mapping[str, Any]) -> dict[str, str]:
+def parent_params(config: SweepConfig) -> dict[str, str]:
     """The sweep run's params (see the module docstring)."""
-    trial = config.get("trial", {})
+    trial = config.trial
     out = {
         "objective": ", ".join(f"{m} ({mode})" for m, mode in objectives(config)),
-        "workload": str(trial.get("workload")),
-        "trial.steps": str(trial.get("steps")),
-        "trial.devices": str(trial.get("resources", {}).get("devices")),
+        "workload": str(trial.workload),
+        "trial.steps": str(trial.steps),
+        "trial.devices": str(trial.resources.devices),
     }
-    _section("scheduler", config.get("scheduler"), out)
-    _section("pruner", config.get("pruner"), out)
-    for key, value in (config.get("budget") or {}).items():
+    _section("scheduler", config.scheduler.model_dump(mode="json"), out)
+    _section("pruner", config.pruner.model_dump(mode="json"), out)
+    for key, value in config.budget.model_dump(mode="json").items():
         if value is not None:
             out[f"budget.{key}"] = str(value)
-    for name, spec in (config.get("space") or {}).items():
-        out[f"space.{name}"] = describe_space(spec)
-    for name, value in (trial.get("params") or {}).items():
+    for name, spec in config.space.items():
+        out[f"space.{name}"] = describe_space(spec.model_dump(mode="json"))
+    for name, value in trial.params.items():
         out[f"fixed.{name}"] = str(value)
     return {k: v[:_PARAM_LIMIT] for k, v in out.items()}
 
@@ -225,17 +225,16 @@ def state_counts(states: Iterable[str]) -> dict[str, float]:
 
 def sweep_note(
     name: str,
-    config: Mapping[str, Any],
+    config: SweepConfig,
     counts: Mapping[str, float],
     marked: str,
     interrupted: bool,
 ) -> str:
     """The sweep run's description (markdown), shown on its page in MLflow."""
-    scheduler = (config.get("scheduler") or {}).get("type", "?")
     done = ", ".join(f"{int(v)} {k.split('/')[1]}" for k, v in counts.items() if v)
     lines = [
-        f"**hyperfleet sweep `{name}`**: {scheduler} over {len(config.get('space') or {})} "
-        f"parameters, workload `{(config.get('trial') or {}).get('workload')}`.",
+        f"**hyperfleet sweep `{name}`**: {config.scheduler.type} over {len(config.space)} "
+        f"parameters, workload `{config.trial.workload}`.",
         "",
         f"Trials: {done or 'none yet'}. {marked}",
     ]

@@ -80,19 +80,19 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
     row = storage.get_sweep(name)
     if row is None:
         raise ConfigError(f"--sweep: no sweep named {name!r} in {storage.url}")
-    cfg, config = row.parsed(), dict(row.stored_config)
+    cfg = row.parsed()
     uri, experiment, workdir = stores_of(cfg, tracking_uri)
     tracker = SweepTracker(uri, experiment, workdir, log_model=cfg.tracking.log_model, live=False)
-    tracker.sweep, tracker.config = name, config
+    tracker.sweep, tracker.config = name, cfg
     parent = row.mlflow_parent_run_id
     if parent is None:
-        parent = tracker.start_parent(name, None, config)
+        parent = tracker.start_parent(name, None, cfg)
         storage.update_sweep(
             name, mlflow_parent_run_id=parent, mlflow_experiment_id=tracker.experiment_id
         )
     tracker.parent_id = parent
     records = storage.trials(name)
-    metrics = [m for m, _ in objectives(config)]
+    metrics = [m for m, _ in objectives(cfg)]
     for r in records:
         tracker.adopt(_child(r, cfg, parent))
         if r.state in ENDED:
@@ -109,7 +109,7 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
         else:
             tracker.ship(r.number, r.mlflow_run_id)
     if row.status in (SweepStatus.DONE, SweepStatus.INTERRUPTED):
-        view = SweepView(name, config, records, row.status == SweepStatus.INTERRUPTED)
+        view = SweepView(name, cfg, records, row.status == SweepStatus.INTERRUPTED)
         status = "FINISHED" if row.status == SweepStatus.DONE else "SCHEDULED"
         complete = tracker.end_parent(parent, status, view)
     else:

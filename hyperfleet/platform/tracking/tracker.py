@@ -34,9 +34,9 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.tracking.artifacts import log_json, log_masked
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
@@ -115,7 +115,7 @@ class SweepTracker:
         self.outbox = Outbox(max_backoff_s)
         self.sweep = ""
         self.parent_id = ""
-        self.config: Mapping[str, Any] = {}
+        self.config: SweepConfig | None = None  # the sweep's, once its parent run starts
         self.shipped = 0  # points sent from trial spools by this tracker
         self._parent_active = False
         self._children: dict[int, ChildRun] = {}
@@ -135,7 +135,7 @@ class SweepTracker:
 
     # -- the sweep's run ---------------------------------------------------------------------
 
-    def start_parent(self, sweep: str, run_id: str | None, config: Mapping[str, Any]) -> str:
+    def start_parent(self, sweep: str, run_id: str | None, config: SweepConfig) -> str:
         self.sweep, self.config = sweep, config
         if run_id:
             check_run(self.client, self.uri, sweep, run_id)
@@ -163,10 +163,10 @@ class SweepTracker:
         self.outbox.put("the sweep file", lambda: self._sweep_files(self.parent_id, config))
         return self.parent_id
 
-    def _sweep_files(self, run_id: str, config: Mapping[str, Any]) -> None:
+    def _sweep_files(self, run_id: str, config: SweepConfig) -> None:
         if self.sweep_file is not None and self.sweep_file.is_file():
             log_masked(self.client, run_id, self.sweep_file, "sweep")
-        log_json(self.client, run_id, config, "sweep/resolved.json")
+        log_json(self.client, run_id, config.model_dump(mode="json"), "sweep/resolved.json")
 
     def _activate_parent(self) -> None:
         """The first trial of a continued sweep that runs: its run is RUNNING again."""
