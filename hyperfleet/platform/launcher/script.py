@@ -60,6 +60,7 @@ from hyperfleet.platform.launcher.torchrun import (
 )
 from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.tracking.spool import Spool, is_pending
+from hyperfleet.platform.urls import TRACKING_FILE
 from hyperfleet.spec.wire import TrialSpec
 
 RUNNER = "hyperfleet.platform.launcher.script_run"  # the runner's module
@@ -67,7 +68,7 @@ PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
 MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
-LOCAL_STORE = "program-mlflow.db"  # in the trial directory: the program's run while MLflow is away
+LOCAL_STORE = f"program-{TRACKING_FILE}"  # in the trial directory: its run while MLflow is away
 
 
 class ScriptLauncher(Launcher):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import Superseded
+from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
@@ -51,7 +52,7 @@ from hyperfleet.trials.workloads.registry import merged_params
 
 RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
 GANG_POLL_S = 1.0  # how often a following node reads the trial's record
-GANG_WAIT_S = 30.0  # how long a following node waits for the outcome once its ranks ended
+GANG_WAIT_S = STALE_AFTER_S  # a following node waits this long for the outcome once its ranks ended
 
 
 class StopRequestError(Exception):

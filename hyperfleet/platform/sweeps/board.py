@@ -37,31 +37,25 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{m:02d}:{s:02d}" if hours else f"{m}:{s:02d}"
 
 
-def _header(
-    name: str,
-    metric: str,
-    mode: str | None,
-    p: Progress,
-    trials: list[TrialSummary],
-    elapsed: float,
-) -> list[str]:
-    """``sweep NAME: 3/8 ended, 2 running, 1:30 elapsed, ETA 2:10`` and, once a trial is
-    COMPLETE, ``best: loss=0.1234, trial 2 (lr=0.01)``."""
+def _progress_line(name: str, p: Progress, trials: list[TrialSummary], elapsed: float) -> str:
+    """``sweep NAME: 3/8 ended, 2 running, 1:30 elapsed, ETA 2:10``."""
     ended = sum(t.state in ENDINGS for t in trials)
     of = "" if p.budget is None else f"/{p.budget}"
     line = f"sweep {name}: {ended}{of} ended, {p.running} running, {_clock(elapsed)} elapsed"
     if p.budget is not None and ended:
         line += f", ETA {_clock(elapsed / ended * max(p.budget - ended, 0))}"
-    lines = [line]
+    return line
+
+
+def _best_lines(metric: str, mode: str | None, trials: list[TrialSummary]) -> list[str]:
+    """Once a trial is COMPLETE: ``best: loss=0.1234, trial 2 (lr=0.01)``."""
     done = [t for t in trials if t.values]
-    if done and mode is not None:
-        pick = max if mode == "max" else min
-        best = pick(done, key=lambda t: (t.values or [0.0])[0])
-        value = (best.values or [0.0])[0]
-        lines.append(
-            f"best: {metric}={value:.4g}, trial {best.number} ({params_text(best.params)})"
-        )
-    return lines
+    if not done or mode is None:
+        return []
+    pick = max if mode == "max" else min
+    best = pick(done, key=lambda t: (t.values or [0.0])[0])
+    value = (best.values or [0.0])[0]
+    return [f"best: {metric}={value:.4g}, trial {best.number} ({params_text(best.params)})"]
 
 
 def _cut(text: str, width: int) -> str:
@@ -83,7 +77,8 @@ def board_view(
     is the objective's (``min``/``max``; None for several objectives: no best then); ``now``
     is the wall-clock time running durations are counted to."""
     now = time.time() if now is None else now
-    lines = [_cut(x, width) for x in _header(name, metric, mode, p, trials, elapsed)]
+    header = [_progress_line(name, p, trials, elapsed), *_best_lines(metric, mode, trials)]
+    lines = [_cut(x, width) for x in header]
     running = [t for t in trials if t.state == TrialState.RUNNING]
     if not running:
         return lines
