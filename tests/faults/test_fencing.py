@@ -34,7 +34,7 @@ from hyperfleet.testing.sweeps import minimal_sweep
 from tests.faults.conftest import Marks, alive, wait_dead, wait_until
 from tests.integration.cli import cli_env, invoke
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
 
 STALE_S = 4.0  # --stale-after of every worker here
 STEPS = 40

@@ -151,6 +151,7 @@ def lose_a_worker(
     assert {x.state for x in leases if x.worker == a_id} <= {"LOST", "COMPLETE"}
 
 
+@pytest.mark.long
 def test_a_killed_worker_costs_one_checkpoint(fleet: Fleet) -> None:
     fleet.submit(fleet.sweep(held(DIGITS, fleet)))
     a = fleet.start("a", "--devices", "cpu:2", "--exit-when-idle", "6s")

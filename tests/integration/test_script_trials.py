@@ -176,6 +176,7 @@ def test_program_logging_to_mlflow_reports_through_its_child_run(
     assert "training done" not in log
 
 
+@pytest.mark.long
 def test_mlflow_away_at_a_programs_start_loses_nothing(
     tmp_path: Path,
     mlflow_template: Path,
