@@ -87,11 +87,18 @@ def test_a_function_shipped_by_value_runs_in_process_trials(sweep: dict[str, Any
 
 
 def test_a_second_run_continues_the_sweep_to_a_larger_budget(sweep: dict[str, Any]) -> None:
+    from hyperfleet.platform.config import parse_sweep
+    from hyperfleet.platform.sweeps.run import ran_its_budget
     from hyperfleet.testing.sweeps import QUADRATIC
 
     first = hyperfleet.run(sweep, QUADRATIC, progress=False)
     assert len(first.trials) == 3
+    done = {**sweep, "trial": {**sweep["trial"], "workload": QUADRATIC}}
+    # the same sweep again starts no trial process; a larger budget does
+    assert ran_its_budget(parse_sweep(done), sweep["storage"])
     sweep["budget"]["trials"] = 4
+    assert not ran_its_budget(parse_sweep({**done, "budget": sweep["budget"]}), sweep["storage"])
+    assert not ran_its_budget(parse_sweep({**done, "name": "other"}), sweep["storage"])
     second = hyperfleet.run(sweep, QUADRATIC, progress=False)
     assert list(second.trials["number"]) == [0, 1, 2, 3]
     assert second.trials.iloc[:3].equals(first.trials), "COMPLETE trials are not run again"

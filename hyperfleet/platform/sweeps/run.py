@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from hyperfleet.errors import ConfigError
+from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.engine import sqlite_path
 from hyperfleet.platform.sweeps.ownership import (
     check_owner,
     check_same_store,
@@ -28,7 +29,7 @@ from hyperfleet.platform.sweeps.ownership import (
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
 from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
-from hyperfleet.spec.states import SweepStatus
+from hyperfleet.spec.states import FINISHED, SweepStatus
 
 __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
 
@@ -131,9 +132,11 @@ class SweepRunner:
         self.timing = timing
 
     def run(self) -> SweepSummary:
-        # the first trials' processes start (an interpreter, torch) while the sweep is opened
+        # the first trials' processes start (an interpreter, torch) while the sweep is opened;
+        # a sweep that has run its budget (the same command again) starts none
         launchers = Launchers(self.pool)
-        launchers.prestart(self.cfg)
+        if not ran_its_budget(self.cfg, self.storage_url):
+            launchers.prestart(self.cfg)
         try:
             _submit(self.cfg, self.storage_url, STALE_AFTER_S, self.sweep_file)
         except BaseException:
@@ -151,3 +154,25 @@ class SweepRunner:
             return summarize(storage, self.cfg.name, interrupted=signalled)
         finally:
             storage.close()
+
+
+def ran_its_budget(cfg: SweepConfig, storage_url: str) -> bool:
+    """Whether the stored sweep is done with every trial of its budget ended (none waiting):
+    running it again launches no trial. Asked of a SQLite file only (a server's outage is
+    for the sweep's own opening to report); False when unsure (no store yet, a population,
+    no trial budget, a larger budget than it ran, a store that does not open)."""
+    path = sqlite_path(storage_url)
+    if cfg.is_population or cfg.budget.trials is None or path is None or not path.is_file():
+        return False
+    try:
+        storage = Storage.open_readonly(storage_url)
+    except StorageError:
+        return False
+    try:
+        row = storage.get_sweep(cfg.name)
+        if row is None or row.status != SweepStatus.DONE:
+            return False
+        trials = storage.trials(cfg.name)
+    finally:
+        storage.close()
+    return all(t.state in FINISHED for t in trials) and len(trials) >= cfg.budget.trials
