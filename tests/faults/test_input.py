@@ -10,6 +10,7 @@ outage: one line at once, exit 2, instead of two minutes of retries.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import yaml
 
 from tests.conftest import deep_update
 from tests.faults.conftest import Fault, fault_sweep, one_line, wait_until
-from tests.integration.cli import cli, cli_env
+from tests.integration.cli import cli, cli_env, invoke
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -44,6 +45,23 @@ def refused(root: Path, *args: str, start: str) -> str:
     before = listing(root)
     result = cli(*args, cwd=root, timeout=120)
     assert result.returncode == 2, (args, result.stderr[-2000:])
+    one_line(result.stderr, start)
+    assert "Traceback" not in result.stderr + result.stdout
+    assert listing(root) == before, f"{args} wrote files"
+    return result.stderr.strip()
+
+
+def refused_here(root: Path, *args: str, start: str) -> str:
+    """:func:`refused` with the command run in this process (``invoke``) from ``root``: for a
+    refusal that starts no process, the same line and exit code without an interpreter's
+    start (:func:`refused` shows them from a real process for the other cases)."""
+    before, cwd = listing(root), os.getcwd()
+    os.chdir(root)
+    try:
+        result = invoke(*args)
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 2, (args, result.stderr[-2000:], result.exception)
     one_line(result.stderr, start)
     assert "Traceback" not in result.stderr + result.stdout
     assert listing(root) == before, f"{args} wrote files"
@@ -268,8 +286,9 @@ def test_5_bad_values_are_one_line_exit_2_and_nothing_written(
     if "space" in changes:
         data["space"] = changes["space"]
     path = write_sweep(tmp_path, data)
+    first = case == VALUES[0][0]  # one case from a real process, the others in this one
     for command in (("validate",), ("sweep", "run")):
-        line = refused(tmp_path, *command, str(path), start=start)
+        line = (refused if first else refused_here)(tmp_path, *command, str(path), start=start)
         assert "hunter2" not in line
 
 
