@@ -68,6 +68,7 @@ def test_a_bad_value_fails_its_trial_before_its_checkpoint_is_kept(fault: FaultM
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the rule's in-process case is in make test; this is its torchrun variant
 def test_a_bad_value_under_torchrun_fails_every_rank_together(fault: FaultMaker) -> None:
     f = values_fault(fault, "bad_value", {
         "budget": {"trials": 2, "max_concurrent": 1, "max_retries": 0},

@@ -118,6 +118,7 @@ def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Pa
     return Stopped(cmd, storage, release, mlflow_uri, first, interrupted)
 
 
+@pytest.mark.long  # SIGINT's test in make test shows the rule; SIGTERM is its second signal
 def test_sigterm_stops_the_sweep_as_an_interrupt_does(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -32,7 +32,7 @@ from tests.tracking.readback import (
 )
 from tests.tracking.server import MlflowServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # PBT's runs against a tracking server
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pbt_toy.yaml"
 
 

@@ -34,7 +34,8 @@ from tests.tracking.readback import (
 )
 from tests.tracking.server import MlflowServer
 
-pytestmark = pytest.mark.slow
+# the digits sweep's run against a tracking server: test_sweep_digits shows it with a local store
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_digits_sweep_in_mlflow_and_a_rerun_changes_nothing(
