@@ -3,10 +3,12 @@
 The trial runtime hands every report of rank 0 to this recorder, which writes it to storage
 (the trial's row and, through the scheduler, Optuna's intermediate values or the PBT member),
 queues its metrics for MLflow (batched, off the training thread, spooled through an outage:
-:mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's
-decision, which the runtime broadcasts to every rank. It is built from the trial's spec alone,
-so it works the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated
-trial inside the controller (it imports no torch).
+:mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's decision, which the
+runtime broadcasts to every rank. In a trial process each report also leaves one line in the
+trial's ``log.txt`` (:func:`report_line`: step, metrics, decision), so the log says what the
+trial reported without storage or MLflow. It is built from the trial's spec alone, so it works
+the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated trial inside
+the controller (it imports no torch; a simulated trial prints nothing).
 
 Fencing: every write carries the launch's attempt (``spec.attempt``) and storage refuses it
 once a newer attempt exists or the trial was requeued (:class:`~hyperfleet.errors.Superseded`),
@@ -48,6 +50,14 @@ def process_storage(url: str, retry_s: float) -> Storage:
     if key not in _OPEN:
         _OPEN[key] = Storage(url, create=False, retry_s=retry_s)
     return _OPEN[key]
+
+
+def report_line(step: int, metrics: Mapping[str, float], decision: Decision) -> str:
+    """The line a report leaves in the trial's ``log.txt``: ``report step 8: loss=0.1234
+    val_accuracy=0.91 -> continue`` (the scheduler's decision, with its reason if any)."""
+    shown = " ".join(f"{k}={v:.6g}" for k, v in metrics.items())
+    then = decision.kind.value + (f" ({decision.reason})" if decision.reason else "")
+    return f"report step {step}: {shown} -> {then}"
 
 
 class RankZeroRecorder:
@@ -167,6 +177,8 @@ class RankZeroRecorder:
             ), None
 
         decision, self._pinned = retrying(decide, retry_s)
+        if self.shared:  # a trial process: its stdout is the trial's log.txt
+            print(report_line(step, metrics, decision), flush=True)
         return decision
 
     def pinned_steps(self) -> set[int] | None:
