@@ -124,7 +124,7 @@ def test_trials_table_shows_pruned_steps_errors_and_mlflow_links(
     assert sweep is not None and record is not None
     assert failing.loc[1, "mlflow"] == (
         f"http://127.0.0.1:5000/#/experiments/{sweep.mlflow_experiment_id}"
-        f"/runs/{record.mlflow_run_id}"
+        f"/runs/{record.mlflow_run_id}?workflowType=machine_learning"
     )
     assert failing.loc[1, "host / devices"].endswith(": cpu:0")
 
