@@ -37,6 +37,7 @@ from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
+HP_TAG_PREFIX = "hp."  # a PBT member's current hyperparameters: ``hp.lr`` tags of its run
 
 _OPEN: dict[tuple[int, str, float], Storage] = {}
 
@@ -81,6 +82,7 @@ class RankZeroRecorder:
             spool = Path(spec.trial_dir) / "mlflow"
             self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
         self.params: Mapping[str, Any] = spec.params
+        self._searched = set(cfg.space)
         self._pinned: Pinned | None = None  # as the last decision saw them (PBT)
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
@@ -91,6 +93,7 @@ class RankZeroRecorder:
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1 if self.sink is None else self.sink.through
         self.closed = False  # set by finish: later reports change nothing
+        self._hp_tags()
         self._log_adopted(spec)
 
     def _hp_metrics(self) -> dict[str, float]:
@@ -102,6 +105,15 @@ class RankZeroRecorder:
             for k, v in self.params.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
+
+    def _hp_tags(self) -> None:
+        """A time-sharing member's current hyperparameters as ``hp.<name>`` tags of its run,
+        set as it starts or resumes and at each exploit: columns of MLflow's runs table that
+        follow the member (its params, which MLflow never changes, keep the initial values)."""
+        if self.sink is None or not self.scheduler.capabilities.time_sharing:
+            return
+        hps = {k: v for k, v in self.params.items() if k in self._searched}
+        self.sink.set_tags({f"{HP_TAG_PREFIX}{k}": str(v) for k, v in hps.items()})
 
     def _log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Log ``metrics`` and the hyperparameters at ``step`` if MLflow has no such step."""
@@ -204,6 +216,7 @@ class RankZeroRecorder:
         the member's point at ``step`` when it has no such step yet (a donor ahead); for a
         donor behind, the steps up to the member's own last one are not logged again."""
         self.params = params
+        self._hp_tags()
         self.reported_through = step
         fields: dict[str, Any] = {"params": dict(params), "last_step": step}
         theirs = self.storage.get_trial(self.sweep, donor)
