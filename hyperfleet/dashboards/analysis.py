@@ -83,8 +83,18 @@ def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
         )
 
 
+POPULATION_REASON = (
+    "Not drawn for a population-based sweep: its members change their hyperparameters while "
+    "they train, so their final values measure schedules, not the parameters they started "
+    "with. The Population page shows what each member ran with and when."
+)
+
+
 def render(data: SweepData, url: str) -> None:
     st.subheader("What matters")
+    if data.is_population:
+        st.info(POPULATION_REASON)
+        return
     done = [t for t in data.summary.trials if t.state == TrialState.COMPLETE and t.values]
     if len(done) < MIN_TRIALS:
         st.info(
