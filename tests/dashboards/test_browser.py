@@ -158,7 +158,7 @@ def page(browser: Any, shots: Path) -> Page:
 
 
 def test_sweeps_page(page: Page, server: str) -> None:
-    page.driver.get(server)
+    page.driver.get(f"{server}/sweeps")  # the root's page, by its name too
     page.title_is("Sweeps")
     links = [f"{name} — done" for name in (TPE, MULTI, PBT)]
     page.wait(lambda: all(link in page.text for link in links), "the sweep links")
