@@ -137,3 +137,37 @@ def mlflow_runs_anchor(experiment_id: str) -> str:
     """The runs table as a link relative to the MLflow UI that shows it (a run's description
     links there from whichever address the UI is served at)."""
     return f"#/experiments/{quote(str(experiment_id))}/runs?{MLFLOW_RUNS_VIEW}"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///").partition("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def started_from(opened: str, stored: str) -> Path | None:
+    """The directory a sweep was started from, when the storage it names (``stored``, e.g.
+    ``sqlite:///hyperfleet-runs/hyperfleet.db``) is relative and ``opened`` is that file
+    reached from elsewhere (``sqlite:////home/me/proj/hyperfleet-runs/hyperfleet.db`` ->
+    ``/home/me/proj``); else None. A reader started in another directory finds the sweep's
+    relative paths (workdir, logs, ``tracking.uri``) under it."""
+    own, here = _sqlite_file(stored), _sqlite_file(opened)
+    if own is None or here is None or own.is_absolute() or ".." in own.parts:
+        return None
+    here = here.resolve()
+    if here.parts[-len(own.parts) :] != own.parts:
+        return None
+    return here.parents[len(own.parts) - 1]
+
+
+def rebased(location: str, origin: Path | None) -> str:
+    """``location`` (a path or a ``sqlite:///`` URL) under ``origin`` when it is relative."""
+    if origin is None:
+        return location
+    db = _sqlite_file(location)
+    if db is not None:
+        return location if db.is_absolute() else f"sqlite:///{origin / db}"
+    if "://" in location or Path(location).is_absolute():
+        return location
+    return str(origin / location)

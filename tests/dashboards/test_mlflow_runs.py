@@ -48,9 +48,7 @@ def test_pbt_members_show_their_current_hyperparameters(filled: Filled) -> None:
     assert changed, "no member's hyperparameters changed: the tags show nothing params don't"
 
 
-def test_failed_runs_describe_their_error_from_a_line_start(
-    filled: Filled, tmp_path: Path
-) -> None:
+def test_failed_runs_describe_their_error_from_a_line_start(filled: Filled, tmp_path: Path) -> None:
     client, by_number = runs(filled, FAILING)
     trials = {t.number: t for t in Storage.open_readonly(filled.storage).trials(FAILING)}
     failed = [n for n, t in trials.items() if t.state == TrialState.FAIL]
