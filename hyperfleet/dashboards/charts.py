@@ -200,6 +200,27 @@ def contour(study: optuna.Study, pair: Sequence[str], objective: int, name: str)
     return _layout(fig, title, height=460)
 
 
+def edf(study: optuna.Study, objective: int, name: str) -> go.Figure:
+    """Optuna's empirical distribution of ``name`` over the completed trials: the share of
+    trials at or below each value (how often the search reaches a given quality)."""
+    fig = ov.plot_edf(study, target=_target(study, objective), target_name=name)
+    return _layout(fig, f"Empirical distribution of {name}", height=360)
+
+
+def rank(study: optuna.Study, pair: Sequence[str], objective: int, name: str) -> go.Figure:
+    """Optuna's rank plot over ``pair``: each trial coloured by its rank in ``name`` (robust
+    to outliers where a contour's colour scale is not), on at most ``CONTOUR_TRIALS``."""
+    small, kept = sample(study, CONTOUR_TRIALS, best=1)
+    params = list(dict.fromkeys(pair))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fig = ov.plot_rank(small, params=params, target=_target(small, objective), target_name=name)
+    title = f"Rank of {name} over {' and '.join(params)}"
+    if small is not study:
+        title += f" ({kept} of the trials, evenly spaced, and the best)"
+    return _layout(fig, title, height=460)
+
+
 FRONT = "Pareto front"
 
 

@@ -162,9 +162,10 @@ def test_selected_failed_trial_shows_its_error_and_log_tail(open_page: Open) -> 
 def test_sweep_page_draws_progress_curves_and_analysis(open_page: Open, filled: Filled) -> None:
     at = open_page("sweep", TPE)
     figs = figures(at)
-    assert {"history", "best-time", "curves", "importance", "parallel", "slice", "contour"} <= set(
-        figs
-    )
+    drawn = {"history", "best-time", "curves", "importance", "parallel", "slice", "contour"}
+    assert drawn | {"edf", "rank"} <= set(figs)
+    assert figs["edf"]["layout"]["title"]["text"] == "Empirical distribution of loss"
+    assert figs["rank"]["layout"]["title"]["text"] == "Rank of loss over lr and width"
     summary = summarize(stored(filled), TPE)
     best = summary.best()
     assert best is not None and best.values
