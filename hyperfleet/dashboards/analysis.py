@@ -1,5 +1,6 @@
-"""The Sweep page's "What matters" section: parameter importance, parallel coordinates, and a
-slice and contour plot for a chosen pair, all drawn by Optuna on the sweep's in-memory study
+"""The Sweep page's "What matters" section: parameter importance, parallel coordinates, a
+slice, contour and rank plot for a chosen pair and the objective's empirical distribution
+(EDF, as optuna-dashboard draws them), all drawn by Optuna on the sweep's in-memory study
 and cached until a trial finishes."""
 
 from __future__ import annotations
@@ -81,10 +82,24 @@ def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
             (objective, pair),
             lambda: charts.contour(study, pair, objective, name),
         )
+    st.markdown("**Distribution and rank**")
+    left, right = st.columns(2)
+    draw(left, "edf", (objective,), lambda: charts.edf(study, objective, name))
+    draw(right, "rank", (objective, pair), lambda: charts.rank(study, pair, objective, name))
+
+
+POPULATION_REASON = (
+    "Not drawn for a population-based sweep: its members change their hyperparameters while "
+    "they train, so their final values measure schedules, not the parameters they started "
+    "with. The Population page shows what each member ran with and when."
+)
 
 
 def render(data: SweepData, url: str) -> None:
     st.subheader("What matters")
+    if data.is_population:
+        st.info(POPULATION_REASON)
+        return
     done = [t for t in data.summary.trials if t.state == TrialState.COMPLETE and t.values]
     if len(done) < MIN_TRIALS:
         st.info(

@@ -4,7 +4,7 @@ and devices.
 Start it with ``hyperfleet dashboard --storage URL [--tracking-uri URI]``, which runs
 ``streamlit run`` on this file. Pages (``views/``):
 
-* **Sweeps** — every sweep at a glance; one click into a sweep;
+* **Sweeps** — every sweep at a glance; one click into a sweep (at ``/`` and ``/sweeps``);
 * **Sweep** — the trials table, progress, learning curves, Pareto front, what matters;
 * **Compare** — 2 to 8 trials side by side: the params that differ, their curves;
 * **Population** — a PBT/PB2 sweep's family tree and the winner's schedule;
@@ -28,14 +28,13 @@ VIEWS = Path(__file__).resolve().parent / "views"
 
 
 def _pages() -> list[st.Page]:
+    sweeps = str(VIEWS / "sweeps.py")
     return [
         st.Page(
-            str(VIEWS / "sweeps.py"),
-            title="Sweeps",
-            icon=":material/table_view:",
-            url_path="sweeps",
-            default=True,
+            sweeps, title="Sweeps", icon=":material/table_view:", url_path="home", default=True
         ),
+        # the default page is served at the root only: ``/sweeps`` is the same page, unlisted
+        st.Page(sweeps, title="Sweeps", url_path="sweeps", visibility="hidden"),
         st.Page(
             str(VIEWS / "sweep.py"), title="Sweep", icon=":material/monitoring:", url_path="sweep"
         ),

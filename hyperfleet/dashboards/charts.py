@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import optuna
 import optuna.visualization as ov
+import plotly.colors as pc
 import plotly.graph_objects as go
 
 from hyperfleet.dashboards.curves import Curve, downsample
@@ -29,6 +30,7 @@ X_LABELS: dict[str, str] = {
     "time": "wall clock",
 }
 HEIGHT = 380
+TRIAL_COLOURS = tuple(pc.qualitative.Plotly)  # plotly's own default sequence, ten colours
 
 
 def _layout(fig: go.Figure, title: str, height: int = HEIGHT) -> go.Figure:
@@ -95,6 +97,12 @@ def _x(curve: Curve, axis: str) -> list[Any]:
     return [_time(t) for t in curve.times]
 
 
+def trial_colour(number: int) -> str:
+    """Trial ``number``'s colour on every page: plotly's palette by the trial's number, not by
+    the order a figure drew it in."""
+    return TRIAL_COLOURS[number % len(TRIAL_COLOURS)]
+
+
 def learning_curves(
     curves: Mapping[int, Curve],
     states: Mapping[int, str],
@@ -103,8 +111,9 @@ def learning_curves(
     title: str | None = None,
     label: str = "trial",
 ) -> go.Figure:
-    """One line per trial (downsampled, see :func:`~.curves.downsample`); the last point of a
-    PRUNED trial is marked with an ✕, the best trial's line is thicker."""
+    """One line per trial (downsampled, see :func:`~.curves.downsample`) in the trial's own
+    colour (:func:`trial_colour`); the last point of a PRUNED trial is marked with an ✕ in
+    that colour, the best trial's line is thicker."""
     fig = go.Figure()
     metric = next(iter(curves.values())).metric if curves else ""
     for number in sorted(curves):
@@ -116,7 +125,7 @@ def learning_curves(
                 mode="lines",
                 name=f"{label} {number}" + (" ★" if number == best else ""),
                 legendgroup=str(number),
-                line={"width": 3.5 if number == best else 1.6},
+                line={"width": 3.5 if number == best else 1.6, "color": trial_colour(number)},
             )
         )
         if states.get(number) == TrialState.PRUNED and len(curve):
@@ -128,7 +137,7 @@ def learning_curves(
                     name=f"{label} {number} pruned",
                     legendgroup=str(number),
                     showlegend=False,
-                    marker={"symbol": "x", "size": 12, "color": "#d62728"},
+                    marker={"symbol": "x", "size": 12, "color": trial_colour(number)},
                     hovertext=f"trial {number} pruned at step {curve.steps[-1]}",
                 )
             )
@@ -186,6 +195,27 @@ def contour(study: optuna.Study, pair: Sequence[str], objective: int, name: str)
         small, params=list(pair), target=_target(small, objective), target_name=name
     )
     title = f"Contour of {name} over {pair[0]} and {pair[1]}"
+    if small is not study:
+        title += f" ({kept} of the trials, evenly spaced, and the best)"
+    return _layout(fig, title, height=460)
+
+
+def edf(study: optuna.Study, objective: int, name: str) -> go.Figure:
+    """Optuna's empirical distribution of ``name`` over the completed trials: the share of
+    trials at or below each value (how often the search reaches a given quality)."""
+    fig = ov.plot_edf(study, target=_target(study, objective), target_name=name)
+    return _layout(fig, f"Empirical distribution of {name}", height=360)
+
+
+def rank(study: optuna.Study, pair: Sequence[str], objective: int, name: str) -> go.Figure:
+    """Optuna's rank plot over ``pair``: each trial coloured by its rank in ``name`` (robust
+    to outliers where a contour's colour scale is not), on at most ``CONTOUR_TRIALS``."""
+    small, kept = sample(study, CONTOUR_TRIALS, best=1)
+    params = list(dict.fromkeys(pair))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fig = ov.plot_rank(small, params=params, target=_target(small, objective), target_name=name)
+    title = f"Rank of {name} over {' and '.join(params)}"
     if small is not study:
         title += f" ({kept} of the trials, evenly spaced, and the best)"
     return _layout(fig, title, height=460)

@@ -11,9 +11,8 @@ import datetime as dt
 import math
 import re
 from typing import Any
-from urllib.parse import quote
 
-from hyperfleet.platform.urls import MLFLOW_UI_PORT
+from hyperfleet.platform.urls import MLFLOW_UI_PORT, mlflow_run_link
 
 SIGNIFICANT = 3
 """Significant digits of every number the dashboard prints."""
@@ -102,8 +101,9 @@ def known_run(run_id: str | None) -> str | None:
 
 
 def run_link(ui: str | None, experiment_id: str | None, run_id: str | None) -> str | None:
-    """``<ui>/#/experiments/<id>/runs/<run>``, or None when any part is unknown."""
+    """``<ui>/#/experiments/<id>/runs/<run>?workflowType=machine_learning`` (the run's page
+    in MLflow's model-training view), or None when any part is unknown."""
     run_id = known_run(run_id)
     if not (ui and experiment_id and run_id):
         return None
-    return f"{ui}/#/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}"
+    return mlflow_run_link(ui, str(experiment_id), run_id)

@@ -33,7 +33,7 @@ from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.urls import DEFAULT_STORAGE, local_tracking
+from hyperfleet.platform.urls import DEFAULT_STORAGE, local_tracking, rebased, started_from
 
 TTL_S = 2.0
 REFRESH_CHOICES = (2, 5, 10, 30)
@@ -115,12 +115,17 @@ def derived(
 
 
 def tracking_uri(cfg: Settings, data: queries.SweepData) -> str:
-    """``--tracking-uri``, else the sweep's ``tracking.uri``, else its default store."""
+    """``--tracking-uri``, else the sweep's ``tracking.uri``, else its default store (a
+    relative one found from the directory the sweep was started in: :func:`local`)."""
     if cfg.tracking_uri:
         return cfg.tracking_uri
-    if data.config.tracking.uri:
-        return data.config.tracking.uri
-    return local_tracking(data.config.workdir)
+    return local(cfg, data, data.config.tracking.uri or local_tracking(data.config.workdir))
+
+
+def local(cfg: Settings, data: queries.SweepData, location: str) -> str:
+    """A path or SQLite URL the sweep stored relative to the directory it was started in,
+    as this dashboard reaches it (which may run in another directory)."""
+    return rebased(location, started_from(cfg.storage, data.config.storage_url))
 
 
 @st.cache_resource(show_spinner=False)

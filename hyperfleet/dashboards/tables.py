@@ -42,8 +42,9 @@ def _devices(data: SweepData) -> dict[int, str]:
 
 def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
     """One row per trial: state, the objectives by metric name, params, progress, where it
-    ran, its error's one-line summary and its MLflow run link. The best trial is marked ``★``
-    in the column ``best``; in a multi-objective sweep, the Pareto front in ``front``."""
+    ran, its error's one-line summary (no column when no trial has one) and its MLflow run
+    link. The best trial is marked ``★`` in the column ``best``; in a multi-objective sweep,
+    the Pareto front in ``front``."""
     best = data.best()
     front = {t.number for t in data.summary.pareto_front()} if data.multi_objective else set()
     ui = mlflow_ui(tracking_uri)
@@ -69,6 +70,8 @@ def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    if not frame["error"].astype(bool).any():  # no trial failed: a wide, empty column
+        frame = frame.drop(columns="error")
     return frame.astype({"steps": "Int64"})
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import charts
+from hyperfleet.dashboards import charts, state
 from hyperfleet.dashboards.format import duration, mlflow_ui, number, params_text, run_link
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import STATE_ORDER, number_format
@@ -141,12 +141,15 @@ def trial_details(data: SweepData, uri: str) -> None:
     if t.error:
         st.markdown("**error**")
         st.code(t.error, language=None)
-    tail = log_tail(record.log_path if record else None)
+    path = (
+        state.local(state.settings(), data, record.log_path) if record and record.log_path else None
+    )
+    tail = log_tail(path)
     if tail is not None:
-        with st.expander(f"log tail ({record.log_path if record else ''})", expanded=bool(t.error)):
+        with st.expander(f"log tail ({path})", expanded=bool(t.error)):
             st.code(tail or "(empty)", language=None)
-    elif record and record.log_path:
-        st.caption(f"log: {record.log_path} (not on this host)")
+    elif path:
+        st.caption(f"log: {path} (not on this host)")
 
 
 def default_trials(data: SweepData, count: int) -> list[int]:

@@ -3,10 +3,12 @@
 The trial runtime hands every report of rank 0 to this recorder, which writes it to storage
 (the trial's row and, through the scheduler, Optuna's intermediate values or the PBT member),
 queues its metrics for MLflow (batched, off the training thread, spooled through an outage:
-:mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's
-decision, which the runtime broadcasts to every rank. It is built from the trial's spec alone,
-so it works the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated
-trial inside the controller (it imports no torch).
+:mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's decision, which the
+runtime broadcasts to every rank. In a trial process each report also leaves one line in the
+trial's ``log.txt`` (:func:`report_line`: step, metrics, decision), so the log says what the
+trial reported without storage or MLflow. It is built from the trial's spec alone, so it works
+the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated trial inside
+the controller (it imports no torch; a simulated trial prints nothing).
 
 Fencing: every write carries the launch's attempt (``spec.attempt``) and storage refuses it
 once a newer attempt exists or the trial was requeued (:class:`~hyperfleet.errors.Superseded`),
@@ -35,6 +37,7 @@ from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
+HP_TAG_PREFIX = "hp."  # a PBT member's current hyperparameters: ``hp.lr`` tags of its run
 
 _OPEN: dict[tuple[int, str, float], Storage] = {}
 
@@ -48,6 +51,14 @@ def process_storage(url: str, retry_s: float) -> Storage:
     if key not in _OPEN:
         _OPEN[key] = Storage(url, create=False, retry_s=retry_s)
     return _OPEN[key]
+
+
+def report_line(step: int, metrics: Mapping[str, float], decision: Decision) -> str:
+    """The line a report leaves in the trial's ``log.txt``: ``report step 8: loss=0.1234
+    val_accuracy=0.91 -> continue`` (the scheduler's decision, with its reason if any)."""
+    shown = " ".join(f"{k}={v:.6g}" for k, v in metrics.items())
+    then = decision.kind.value + (f" ({decision.reason})" if decision.reason else "")
+    return f"report step {step}: {shown} -> {then}"
 
 
 class RankZeroRecorder:
@@ -71,6 +82,7 @@ class RankZeroRecorder:
             spool = Path(spec.trial_dir) / "mlflow"
             self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
         self.params: Mapping[str, Any] = spec.params
+        self._searched = set(cfg.space)
         self._pinned: Pinned | None = None  # as the last decision saw them (PBT)
         # Each store skips the steps it already holds from before an interruption: storage
         # is written at once, MLflow in batches, so the two can differ by a few reports.
@@ -81,6 +93,7 @@ class RankZeroRecorder:
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1 if self.sink is None else self.sink.through
         self.closed = False  # set by finish: later reports change nothing
+        self._hp_tags()
         self._log_adopted(spec)
 
     def _hp_metrics(self) -> dict[str, float]:
@@ -92,6 +105,15 @@ class RankZeroRecorder:
             for k, v in self.params.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
+
+    def _hp_tags(self) -> None:
+        """A time-sharing member's current hyperparameters as ``hp.<name>`` tags of its run,
+        set as it starts or resumes and at each exploit: columns of MLflow's runs table that
+        follow the member (its params, which MLflow never changes, keep the initial values)."""
+        if self.sink is None or not self.scheduler.capabilities.time_sharing:
+            return
+        hps = {k: v for k, v in self.params.items() if k in self._searched}
+        self.sink.set_tags({f"{HP_TAG_PREFIX}{k}": str(v) for k, v in hps.items()})
 
     def _log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Log ``metrics`` and the hyperparameters at ``step`` if MLflow has no such step."""
@@ -167,6 +189,8 @@ class RankZeroRecorder:
             ), None
 
         decision, self._pinned = retrying(decide, retry_s)
+        if self.shared:  # a trial process: its stdout is the trial's log.txt
+            print(report_line(step, metrics, decision), flush=True)
         return decision
 
     def pinned_steps(self) -> set[int] | None:
@@ -192,6 +216,7 @@ class RankZeroRecorder:
         the member's point at ``step`` when it has no such step yet (a donor ahead); for a
         donor behind, the steps up to the member's own last one are not logged again."""
         self.params = params
+        self._hp_tags()
         self.reported_through = step
         fields: dict[str, Any] = {"params": dict(params), "last_step": step}
         theirs = self.storage.get_trial(self.sweep, donor)

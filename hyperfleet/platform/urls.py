@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from hyperfleet.platform.credentials import masked
 
@@ -47,6 +47,18 @@ def local_tracking(workdir: str | Path = DEFAULT_WORKDIR) -> str:
 
 
 DEFAULT_STORAGE = local_storage()  # what commands read without --storage
+
+
+def absolute(url: str) -> str:
+    """``url`` with a relative SQLite file made absolute (``sqlite:///runs/hf.db`` ->
+    ``sqlite:////home/me/runs/hf.db``): a hint printed with it works from any directory.
+    Any other URL comes back as it is."""
+    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+        return url
+    path, sep, query = url.removeprefix("sqlite:///").partition("?")
+    if not path or path == ":memory:":
+        return url
+    return f"sqlite:///{Path(path).resolve()}{sep}{query}"
 
 
 def _database_problem(url: str) -> str | None:
@@ -97,3 +109,65 @@ def tracking_problem(uri: str) -> str | None:
         f"tracking.uri: {reason}; use {TRACKING_SCHEMES} (--tracking-uri or the sweep file's "
         f"tracking.uri)"
     )
+
+
+# MLflow 3 opens an experiment on its GenAI overview (traces, latency, tokens) unless the page's
+# ``workflowType`` query parameter asks for the model-training view: its router reads it on
+# every page (the ``mlflow.experimentKind`` tag does not change the first view). Every link the
+# platform prints to a sweep's runs carries it.
+MLFLOW_RUNS_VIEW = "workflowType=machine_learning"
+
+
+def mlflow_runs_link(ui: str, experiment_id: str | None) -> str:
+    """The experiment's training runs table in the MLflow UI at ``ui``:
+    ``http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning`` (the UI's
+    own address when the experiment is not known)."""
+    base = ui.rstrip("/")
+    return f"{base}/{mlflow_runs_anchor(experiment_id)}" if experiment_id else base
+
+
+def mlflow_run_link(ui: str, experiment_id: str, run_id: str) -> str:
+    """One run's page in the MLflow UI at ``ui``, in the model-training view:
+    ``http://127.0.0.1:5000/#/experiments/3/runs/RUN?workflowType=machine_learning``."""
+    experiment = quote(str(experiment_id))
+    return f"{ui.rstrip('/')}/#/experiments/{experiment}/runs/{quote(run_id)}?{MLFLOW_RUNS_VIEW}"
+
+
+def mlflow_runs_anchor(experiment_id: str) -> str:
+    """The runs table as a link relative to the MLflow UI that shows it (a run's description
+    links there from whichever address the UI is served at)."""
+    return f"#/experiments/{quote(str(experiment_id))}/runs?{MLFLOW_RUNS_VIEW}"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///").partition("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def started_from(opened: str, stored: str) -> Path | None:
+    """The directory a sweep was started from, when the storage it names (``stored``, e.g.
+    ``sqlite:///hyperfleet-runs/hyperfleet.db``) is relative and ``opened`` is that file
+    reached from elsewhere (``sqlite:////home/me/proj/hyperfleet-runs/hyperfleet.db`` ->
+    ``/home/me/proj``); else None. A reader started in another directory finds the sweep's
+    relative paths (workdir, logs, ``tracking.uri``) under it."""
+    own, here = _sqlite_file(stored), _sqlite_file(opened)
+    if own is None or here is None or own.is_absolute() or ".." in own.parts:
+        return None
+    here = here.resolve()
+    if here.parts[-len(own.parts) :] != own.parts:
+        return None
+    return here.parents[len(own.parts) - 1]
+
+
+def rebased(location: str, origin: Path | None) -> str:
+    """``location`` (a path or a ``sqlite:///`` URL) under ``origin`` when it is relative."""
+    if origin is None:
+        return location
+    db = _sqlite_file(location)
+    if db is not None:
+        return location if db.is_absolute() else f"sqlite:///{origin / db}"
+    if "://" in location or Path(location).is_absolute():
+        return location
+    return str(origin / location)

@@ -22,10 +22,13 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.results import summarize
 from tests.dashboards.server import start as start_dashboard
 from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
+from tests.integration.cli import invoke
+from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
 RENDER_TIMEOUT_S = 90
 SVG = ".js-plotly-plot .main-svg"
+EXPAND_RUN = "runnamecellrenderer"  # MLflow's runs table: the button that shows nested runs
 
 
 def _browser_binaries() -> tuple[str, str]:
@@ -111,6 +114,11 @@ class Page:
     def text(self) -> str:
         return str(self.css("[data-testid='stMain']")[0].text)
 
+    @property
+    def body(self) -> str:
+        """The text of the whole page (any page, not only the dashboard's)."""
+        return str(self.css("body")[0].text)
+
     def table_rows(self) -> list[list[str]]:
         """The first table's cells, row by row, as Streamlit's grid gives them to assistive
         technology (its visible cells are drawn on a canvas)."""
@@ -150,7 +158,7 @@ def page(browser: Any, shots: Path) -> Page:
 
 
 def test_sweeps_page(page: Page, server: str) -> None:
-    page.driver.get(server)
+    page.driver.get(f"{server}/sweeps")  # the root's page, by its name too
     page.title_is("Sweeps")
     links = [f"{name} — done" for name in (TPE, MULTI, PBT)]
     page.wait(lambda: all(link in page.text for link in links), "the sweep links")
@@ -226,3 +234,29 @@ def test_devices(page: Page, server: str) -> None:
     assert "Utilisation" in text and "paused stretches" in text, path
     assert "workers\n1" in text and "leases of this sweep" in text, path  # `sweep run`'s worker
     assert "paused · trial" in page.driver.page_source, path  # the paused members' lanes
+
+
+def test_the_mlflow_link_opens_the_trial_runs(page: Page, filled: Filled, tmp_path: Path) -> None:
+    """``hyperfleet mlflow --sweep`` on a tracking server prints the link ``sweep run`` prints
+    too; MLflow 3 opens it on the training runs table (the trials' runs, by name), not on its
+    GenAI overview of traces."""
+    store = Path(filled.tracking[TPE].removeprefix("sqlite:///"))
+    mlflow = MlflowServer(tmp_path / "mlflow", store)  # a copy of the sweep's store, served
+    mlflow.start()
+    try:
+        args = ["mlflow", "--storage", filled.storage, "--sweep", TPE]
+        result = invoke(*args, "--tracking-uri", mlflow.uri)
+        assert result.exit_code == 0, result.stderr
+        link = result.stdout.strip().removeprefix("MLflow: ")
+        page.driver.get(link)
+        trials = Storage.open_readonly(filled.storage).trials(TPE)
+        page.wait(lambda: f"{len(trials) + 1} matching runs" in page.body, "the runs table")
+        expand = page.css(f"button[data-component-id*='{EXPAND_RUN}']")  # the sweep's run
+        assert len(expand) == 1, page.shot("7-mlflow-runs")
+        expand[0].click()
+        names = [f"trial-{t.number:04d}" for t in trials]
+        page.wait(lambda: all(n in page.body for n in names), "every trial's run listed")
+        path = page.shot("7-mlflow-runs")
+        assert "/runs?workflowType=machine_learning" in page.driver.current_url, path
+    finally:
+        mlflow.stop()

@@ -6,6 +6,7 @@ The pages on no storage, no sweep and no finished trial: :mod:`tests.dashboards.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,15 +14,19 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from hyperfleet.dashboards.analysis import POPULATION_REASON
+from hyperfleet.dashboards.charts import trial_colour
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
 from hyperfleet.platform.sweeps.results import summarize
+from hyperfleet.spec.states import TrialState
 from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
 from tests.integration.cli import cli
 
 pytestmark = pytest.mark.slow  # the session's real sweeps (tests.dashboards.sweeps) run first
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 Open = Callable[..., AppTest]
+COMPLETE, PRUNED = TrialState.COMPLETE, TrialState.PRUNED
 
 
 @pytest.fixture
@@ -103,6 +108,10 @@ def test_trials_table_marks_the_sweeps_best(open_page: Open, filled: Filled, swe
     assert marked["loss"].iloc[0] == pytest.approx(best.values[0])
     assert metrics(at)["best loss"] == f"{best.values[0]:.4g}"
     assert {"param lr", "param width", "duration s", "host / devices", "mlflow"} <= set(table)
+    assert ("error" in table) == (sweep == FAILING), "an error column only where one failed"
+    if sweep == PBT:  # members change hyperparameters as they train: no importance of them
+        assert POPULATION_REASON in [i.value for i in at.info]
+        assert not {"importance", "parallel", "slice"} & set(figures(at))
 
 
 def test_trials_table_shows_pruned_steps_errors_and_mlflow_links(
@@ -124,7 +133,7 @@ def test_trials_table_shows_pruned_steps_errors_and_mlflow_links(
     assert sweep is not None and record is not None
     assert failing.loc[1, "mlflow"] == (
         f"http://127.0.0.1:5000/#/experiments/{sweep.mlflow_experiment_id}"
-        f"/runs/{record.mlflow_run_id}"
+        f"/runs/{record.mlflow_run_id}?workflowType=machine_learning"
     )
     assert failing.loc[1, "host / devices"].endswith(": cpu:0")
 
@@ -153,9 +162,10 @@ def test_selected_failed_trial_shows_its_error_and_log_tail(open_page: Open) -> 
 def test_sweep_page_draws_progress_curves_and_analysis(open_page: Open, filled: Filled) -> None:
     at = open_page("sweep", TPE)
     figs = figures(at)
-    assert {"history", "best-time", "curves", "importance", "parallel", "slice", "contour"} <= set(
-        figs
-    )
+    drawn = {"history", "best-time", "curves", "importance", "parallel", "slice", "contour"}
+    assert drawn | {"edf", "rank"} <= set(figs)
+    assert figs["edf"]["layout"]["title"]["text"] == "Empirical distribution of loss"
+    assert figs["rank"]["layout"]["title"]["text"] == "Rank of loss over lr and width"
     summary = summarize(stored(filled), TPE)
     best = summary.best()
     assert best is not None and best.values
@@ -215,6 +225,23 @@ def test_compare_shows_only_differing_params_and_shared_curves(
     assert set(diff.index) == differing
     curves = figures(at)["compare-curves"]["data"]
     assert [d["name"] for d in curves if not d["name"].endswith("pruned")] == ["trial 1", "trial 2"]
+
+
+def test_compare_highlights_only_what_differs_in_each_trials_colour(
+    open_page: Open, filled: Filled
+) -> None:
+    trials = summarize(stored(filled), TPE).trials
+    pair = [next(t.number for t in trials if t.state == s) for s in (COMPLETE, PRUNED)]
+    at = open_page("compare", TPE)
+    at.multiselect(key=f"compare-trials-{TPE}").set_value(pair).run()
+    outcome = at.table[0]
+    marked = re.findall(r"_row(\d+)_col1\b", outcome.proto.arrow_data.styler.styles)
+    rows = outcome.value.index.tolist()
+    assert {rows[int(r)] for r in marked} == {"state", "steps"}, "a metric differs always"
+    for trace in figures(at)["compare-curves"]["data"]:  # the line and the pruned mark
+        number = int(trace["name"].split()[1])
+        colour = (trace.get("line") or {}).get("color") or trace["marker"]["color"]
+        assert colour == trial_colour(number), trace["name"]
 
 
 def test_compare_asks_for_two_trials(open_page: Open) -> None:

@@ -45,8 +45,8 @@ def test_error_summary_is_the_exception_line() -> None:
 
 
 def test_run_link() -> None:
-    assert (
-        run_link("http://mlflow:5000", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
+    assert run_link("http://mlflow:5000", "3", "abc") == (
+        "http://mlflow:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
     )
     assert run_link("http://mlflow:5000", None, "abc") is None
     assert run_link("http://mlflow:5000", "3", "pending:7") is None, "no run yet: no link"

@@ -22,6 +22,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.tracking.artifacts import line_tail
 from tests.conftest import deep_update
 from tests.faults.conftest import Fault
 from tests.integration.cli import cli
@@ -148,7 +149,8 @@ def test_a_failure_reason_holds_no_terminal_escape_codes(fault: FaultMaker) -> N
     assert "do those steps only if you trust the source" in error  # the words torch made bold
     assert "\x1b" not in error and "\x9b" not in error
     client = MlflowClient(tracking_uri=str(f.data["tracking"]["uri"]))
-    assert client.get_run(t.mlflow_run_id).data.tags["hyperfleet.error"] == error[-4000:]
+    tag = client.get_run(t.mlflow_run_id).data.tags["hyperfleet.error"]
+    assert tag == line_tail(error, 4000), "the error's last whole lines"
     assert "\x1b" in Path(t.log_path).read_text(), "the log itself keeps what the trial wrote"
     assert f.trials()[1].state == "COMPLETE"
     f.check_clean(budget=2)

@@ -3,7 +3,8 @@ devices back once, and the next trial runs in the group they left.
 
 Real ``hyperfleet sweep run`` subprocesses on CPU slots. A lease released twice would stop the
 controller (the pool asserts it), so a sweep that ends 0 with every ``hf_leases`` row closed
-once, one per launch, is the check; the trials' logs show which ran in a group used before.
+once, one per launch, is the check; the trials' logs show which ran in a group used before,
+and hold one line per report after the sweep's temporary files are gone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.integration.cli import ROOT, cli
 
 pytestmark = pytest.mark.slow
 REUSED = re.compile(r"# hyperfleet launch: warm group \d+ .*, trial ([2-9]|\d\d+) in it")
+REPORT = re.compile(r"^report step (\d+): loss=\S+ .*-> (?:continue|prune)", re.M)
 
 
 def leases_closed_once(storage: Storage, sweep: str) -> None:
@@ -55,6 +57,11 @@ def test_pruned_trials_leave_their_group_to_the_next(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     leases_closed_once(storage, "warm-prune")
     assert reused(storage, "warm-prune") >= 3, "trials did not run in warm groups"
+    for t in storage.trials("warm-prune"):  # the sweep's temporary directory is gone by now
+        text = Path(str(t.log_path)).read_text()
+        steps = [int(s) for s in REPORT.findall(text)]
+        assert steps == list(range(1, t.last_step + 1)), (t.number, text[-2000:])
+        assert "hf-warm-" not in text, "a trial's log points at the launcher's temporary files"
 
 
 def test_paused_and_exploiting_members_resume_in_warm_groups(tmp_path: Path) -> None:

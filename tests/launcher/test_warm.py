@@ -26,6 +26,7 @@ from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
 
 ROOT = Path(__file__).resolve().parents[2]
+AGENT_FAILURE = "ChildFailedError"  # torchrun's agent, when a rank of its group failed
 FINAL = re.compile(r"^run complete at step \d+: (\{.*\})$", re.M)
 pytestmark = pytest.mark.slow
 
@@ -114,12 +115,19 @@ def test_a_failed_trial_takes_its_group_down(
 ) -> None:
     failed = spec(tmp_path, 0, 2, fail=True)
     assert finish(warm, warm.launch(failed, lease(2))) != 0
-    assert "injected failure" in failed.log_path.read_text()
     after = spec(tmp_path, 1, 2, seed=8, lr=0.1)
     assert finish(warm, warm.launch(after, lease(2))) == 0
     assert warm.started == 2, "the trial after a failure ran in the failed trial's group"
     assert metrics(after)["leaks"] == 0.0
     assert close_to(metrics(after), twins[8])
+    warm.close()  # the groups' own logs go with the launcher's temporary directory
+    assert not warm.directory.exists()
+    # each trial's log holds what every rank said, and the failed one what the agent said
+    logs = {s.number: s.log_path.read_text() for s in (failed, after)}
+    for text in logs.values():
+        assert all(f"probe: rank {r} of 2" in text for r in (0, 1)), text[-3000:]
+    assert "injected failure" in logs[0] and AGENT_FAILURE in logs[0], logs[0][-3000:]
+    assert len(re.findall(r"^step 5: loss=", logs[1], re.M)) == 1, logs[1][-3000:]
 
 
 def test_a_layout_change_or_reuse_false_gets_fresh_processes(

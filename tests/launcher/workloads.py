@@ -15,7 +15,8 @@ import hyperfleet
 
 def probe(ctx: hyperfleet.TrialContext) -> None:
     """Report what this trial found (``leaks``: 0 when the process looked fresh) and a DDP
-    loss from ``params.seed``; then leave changed state behind, and raise if ``params.fail``."""
+    loss from ``params.seed`` (each rank says its rank in the log); then leave changed state
+    behind, and raise if ``params.fail``."""
     leaks = sum([
         "HF_TEST_LEAK" in os.environ,
         os.getcwd() == "/",
@@ -24,6 +25,7 @@ def probe(ctx: hyperfleet.TrialContext) -> None:
         any(isinstance(h, logging.NullHandler) for h in logging.getLogger().handlers),
         torch.initial_seed() == 12345,
     ])  # fmt: skip
+    print(f"probe: rank {ctx.rank} of {ctx.world_size}", flush=True)
     torch.manual_seed(int(ctx.params["seed"]))
     model = ctx.wrap(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
                                          torch.nn.Linear(8, 1)))  # fmt: skip

@@ -9,7 +9,8 @@ import pytest
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.tracking.client import experiment_location
-from hyperfleet.platform.tracking.server import ui_command, ui_hint
+from hyperfleet.platform.tracking.server import experiment_url, ui_command, ui_hint
+from hyperfleet.platform.urls import absolute
 from tests.integration.cli import cli
 from tests.tracking.server import free_port
 
@@ -33,13 +34,20 @@ def test_artifact_locations_are_the_servers_or_beside_a_local_store(tmp_path: Pa
     assert local == (tmp_path / "a" / "mlartifacts").as_uri()
 
 
-def test_the_hint_is_one_line_to_copy() -> None:
+def test_the_hint_is_one_line_to_copy_from_any_directory() -> None:
+    here = Path.cwd()
     assert ui_hint("hyperfleet", "sqlite:///h.db", "sqlite:///m.db", "sqlite:///m.db", "3") == (
-        "hyperfleet mlflow --storage sqlite:///h.db"
+        f"hyperfleet mlflow --storage sqlite:///{here / 'h.db'}"
     )
-    given = ui_hint("hyperfleet", "sqlite:///h.db", "sqlite:///x.db", "sqlite:///m.db", "3")
-    assert given == "hyperfleet mlflow --storage sqlite:///h.db --tracking-uri sqlite:///x.db"
-    assert ui_hint("hf", "s", "http://h:5000/", "d", "7") == "http://h:5000/#/experiments/7"
+    given = ui_hint("hyperfleet", "sqlite:////a/h.db", "sqlite:///x.db", "sqlite:///m.db", "3", "s")
+    assert given == (
+        f"hyperfleet mlflow --storage sqlite:////a/h.db --sweep s --tracking-uri "
+        f"sqlite:///{here / 'x.db'}"
+    )
+    runs = "http://h:5000/#/experiments/7/runs?workflowType=machine_learning"
+    assert ui_hint("hf", "s", "http://h:5000/", "d", "7") == runs  # MLflow's training runs view
+    assert experiment_url("http://h:5000", None) == "http://h:5000"
+    assert absolute("postgresql://u@h/db") == "postgresql://u@h/db"
 
 
 def test_a_storage_without_sweeps_is_one_line_and_exit_2(tmp_path: Path) -> None:

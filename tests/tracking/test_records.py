@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.tracking.artifacts import TAG_LIMIT, failure_note, line_tail
 from hyperfleet.platform.tracking.records import (
     STATUS,
     Done,
@@ -14,6 +17,7 @@ from hyperfleet.platform.tracking.records import (
     pareto,
     run_name,
     state_counts,
+    sweep_note,
 )
 from tests.conftest import BASE_SWEEP
 
@@ -85,3 +89,22 @@ def test_pareto_front_and_its_size_per_completed_trial() -> None:
     assert sorted(pareto(done, ["min", "max"])) == [3]
     sizes = [p.value for p in parent_series(done, ["loss", "speed"], ["min", "max"])]
     assert sizes == [1.0, 2.0, 2.0, 1.0]
+
+
+def test_a_failed_runs_description_starts_at_a_line_and_fits_a_tag(tmp_path: Path) -> None:
+    error = "Traceback (most recent call last):\n" + "".join(
+        f'  File "train.py", line {i}, in step_{i}\n    loss = model(batch)\n' for i in range(400)
+    ) + "RuntimeError: diverged at step 7"  # fmt: skip
+    (tmp_path / "log.txt").write_text("".join(f"report step {i}: loss=0.5\n" for i in range(900)))
+    note = failure_note(error, tmp_path)
+    assert len(note) < TAG_LIMIT, "MLflow would cut it, with a warning"
+    shown = note.split("```\n")[1]
+    assert shown.startswith('  File "train.py"') and shown.endswith("diverged at step 7\n")
+    assert note.split("```\n")[3].startswith("report step "), "the log's tail: whole lines"
+    assert line_tail("x" * 50, 10) == "…" + "x" * 9
+    assert line_tail("short\nerror", 100) == "short\nerror"
+
+
+def test_the_sweep_runs_description_links_to_its_trials_runs() -> None:
+    note = sweep_note("s", parse_sweep(BASE_SWEEP), {}, "", False, "4")
+    assert note.endswith("[The trials' runs](#/experiments/4/runs?workflowType=machine_learning)")

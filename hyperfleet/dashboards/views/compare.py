@@ -1,9 +1,10 @@
 """Compare: 2 to 8 trials side by side — what they reached, the parameters in which they
-differ (each value that differs from the first trial's highlighted) and their learning curves
-on shared axes."""
+differ (each value that differs from the first trial's highlighted; of the outcome, only state
+and steps, since every metric differs) and their learning curves on shared axes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -33,10 +34,13 @@ def _outcomes(data: SweepData, chosen: list[int]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"trial {n}" for n in chosen])
 
 
-def _highlight(frame: pd.DataFrame) -> Any:
-    """A Styler that marks each cell differing from the row's first cell."""
+def _highlight(frame: pd.DataFrame, rows: Sequence[str] | None = None) -> Any:
+    """A Styler that marks each cell differing from its row's first cell, in ``rows`` (all
+    rows when None): a continuous metric differs in every trial, so marking it says nothing."""
 
     def row(values: pd.Series) -> list[str]:
+        if rows is not None and values.name not in rows:
+            return [""] * len(values)
         first = values.iloc[0]
         return ["" if i == 0 or v == first else HIGHLIGHT for i, v in enumerate(values)]
 
@@ -59,7 +63,7 @@ def body(url: str, name: str) -> None:
         st.info(f"Pick {MIN_TRIALS} to {MAX_TRIALS} trials to compare.")
         return
     st.subheader("Outcome")
-    st.table(_highlight(_outcomes(data, chosen)))
+    st.table(_highlight(_outcomes(data, chosen), rows=("state", "steps")))
     st.subheader("Parameters that differ")
     diff = param_diff({n: dict(trials[n].params) for n in chosen})
     if diff.empty:

@@ -58,7 +58,8 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port to serve on.")] = MLFLOW_UI_PORT,
     ) -> None:
-        """Open the MLflow UI on the stores a sweep used (Ctrl-C stops it)."""
+        """Open the MLflow UI on the stores a sweep used and print the link to its runs
+        table (Ctrl-C stops it)."""
         if ctx.invoked_subcommand is not None:
             return
         from hyperfleet.platform.tracking.client import is_server
@@ -69,7 +70,8 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
             out.print(f"MLflow: {masked(experiment_url(uri, experiment_id))}", soft_wrap=True)
             return
         cmd = guard(lambda: ui_command(uri, workdir, host, port))
-        err.print(f"MLflow UI: http://{host}:{port} (Ctrl-C stops it)", soft_wrap=True)
+        link = experiment_url(f"http://{host}:{port}", experiment_id)
+        err.print(f"MLflow UI: {link} (Ctrl-C stops it)", soft_wrap=True)
         os.execvpe(cmd[0], cmd, {**server_env(), **libpq_env(uri)})  # no password in cmd
 
     @app.command("sync")

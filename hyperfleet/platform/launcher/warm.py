@@ -11,7 +11,11 @@ ranks (a single process without an agent when the trial has one device), started
 * a task names the trial's spec and log; every rank sends its output to that trial's log,
   puts back the process state a trial may change (:class:`hyperfleet.trials.baseline.Baseline`)
   and runs the trial runtime with the process group kept, then answers with its exit code;
-* each trial is still its own trial in storage, its own MLflow run and its own log;
+* each trial is still its own trial in storage, its own MLflow run and its own log: what the
+  group itself says (torchrun's agent, the ranks' start-up) goes to the group's log in the
+  launcher's temporary directory and is copied into the log of the trial it concerns (the
+  next trial's, or the one that ended with the group), so a trial's ``log.txt`` is complete
+  once the temporary directory is gone;
 * the group is idle when every rank answered 0, and the next trial that needs the same layout
   (same devices, same ``data x pipeline``, hence the same backend) runs in it.
 
@@ -118,6 +122,7 @@ class WarmGroup:
         self.channel = GroupChannel(directory / f"g{index}.sock")
         self.log_path = directory / f"group-{index}.log"
         self._log: IO[bytes] = self.log_path.open("ab")
+        self._copied = 0  # how much of the group's log the trials' logs already hold
         env = trial_env(lease, threads)
         self.tag = uuid.uuid4().hex  # HYPERFLEET_LAUNCH of every process of the group
         env[LAUNCH_VAR] = self.tag
@@ -154,9 +159,10 @@ class WarmGroup:
         with spec.log_path.open("ab") as log:
             log.write(
                 f"# hyperfleet launch: warm group {self.index} (pid {self.proc.pid}, {self.nproc} "
-                f"rank(s) on {', '.join(self.key.devices)}), trial {self.trials_run} in it; "
-                f"the group's own log: {self.log_path}\n".encode()
-            )
+                f"rank(s) on {', '.join(self.key.devices)}), trial {self.trials_run} in it\n"
+                .encode()
+            )  # fmt: skip
+        self.copy_output(spec.log_path)  # the group's start-up, or what it said between trials
         self._pump()
         return WarmHandle(self, self.task)
 
@@ -208,6 +214,24 @@ class WarmGroup:
         self._close_log()
         return task.code
 
+    def copy_output(self, log_path: Path) -> None:
+        """Append to the trial's log what the group's own log (the agent's output, the ranks'
+        output outside a trial) got since the last copy: the trial's log stays complete when
+        the launcher's temporary directory is gone."""
+        with contextlib.suppress(OSError):
+            if not self._log.closed:
+                self._log.flush()
+            with self.log_path.open("rb") as group:
+                group.seek(self._copied)
+                new = group.read()
+            if not new:
+                return
+            self._copied += len(new)
+            with log_path.open("ab") as log:
+                log.write(f"# warm group {self.index}'s own output:\n".encode() + new)
+                if not new.endswith(b"\n"):
+                    log.write(b"\n")
+
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
@@ -248,32 +272,38 @@ class WarmHandle(TrialHandle):
         self.task = task
         self.log_path: Path = task.spec.log_path
         self.fail_grace = fail_grace
+        self._copied = False
+
+    def _ended(self, code: int | None) -> int | None:
+        """``code``; once the trial ended, its log gets what the group said meanwhile (a
+        group that ended with the trial: the agent says which rank died of what)."""
+        if code is not None and not self._copied:
+            self._copied = True
+            self.group.copy_output(self.log_path)
+        return code
 
     def poll(self) -> int | None:
-        return self.group.poll_task(self.task, self.fail_grace)
+        return self._ended(self.group.poll_task(self.task, self.fail_grace))
 
     def stop(self, grace: float = STOP_GRACE_S) -> int:
         code = self.poll()
         if code is not None:
             return code
-        self.task.code = self.group.stop(grace)
-        return self.task.code
+        code = self.task.code = self.group.stop(grace)
+        self._ended(code)
+        return code
 
     def kill(self) -> int:
         code = self.poll()
         if code is not None:
             return code
-        self.task.code = self.group.kill()
-        return self.task.code
+        code = self.task.code = self.group.kill()
+        self._ended(code)
+        return code
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The trial's log; when its group ended with it, the group's log too (the agent says
-        which rank died of what)."""
-        own = read_tail(self.log_path, lines)
-        if self.group.alive and not self.group.leaving:
-            return own
-        group = read_tail(self.group.log_path, lines)
-        return f"{own}\n# warm group {self.group.index}:\n{group}" if group else own
+        """The trial's log (which holds the group's output once the trial ended)."""
+        return read_tail(self.log_path, lines)
 
 
 class WarmTorchrunLauncher(Launcher):

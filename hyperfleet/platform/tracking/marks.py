@@ -150,7 +150,9 @@ def render_parent(tracker: ParentRun, run_id: str, status: str, view: SweepView)
     ended = [t.ended_at for t in view.trials if t.ended_at is not None]
     end_ms = int(max(ended) * 1000) if ended else int(time.time() * 1000)
     tags[STATE_TAG] = "INTERRUPTED" if view.interrupted else TrialState.COMPLETE
-    tags[NOTE_TAG] = sweep_note(view.name, view.config, counts, line, view.interrupted)
+    tags[NOTE_TAG] = sweep_note(
+        view.name, view.config, counts, line, view.interrupted, tracker.experiment_id
+    )
     run = client.get_run(run_id)
     tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
     points = _new_points(client, run_id, parent_series(completed(view), metrics, modes))

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.urls import mlflow_runs_anchor
 from hyperfleet.spec.states import TrialState
 
 STATUS: dict[str, str] = {  # hyperfleet state -> MLflow run status
@@ -229,8 +230,11 @@ def sweep_note(
     counts: Mapping[str, float],
     marked: str,
     interrupted: bool,
+    experiment_id: str | None = None,
 ) -> str:
-    """The sweep run's description (markdown), shown on its page in MLflow."""
+    """The sweep run's description (markdown), shown on its page in MLflow; with
+    ``experiment_id``, it links to the trials' runs table (relative: whatever address the UI
+    is served at)."""
     done = ", ".join(f"{int(v)} {k.split('/')[1]}" for k, v in counts.items() if v)
     lines = [
         f"**hyperfleet sweep `{name}`**: {config.scheduler.type} over {len(config.space)} "
@@ -238,6 +242,8 @@ def sweep_note(
         "",
         f"Trials: {done or 'none yet'}. {marked}",
     ]
+    if experiment_id:
+        lines += ["", f"[The trials' runs]({mlflow_runs_anchor(experiment_id)})"]
     if interrupted:
         lines += ["", "Interrupted: run the same `hyperfleet sweep run` again to continue."]
     return "\n".join(lines)

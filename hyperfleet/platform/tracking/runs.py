@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.tracking.artifacts import failure_note, log_trial_files
+from hyperfleet.platform.credentials import mask_text
+from hyperfleet.platform.tracking.artifacts import (
+    ERROR_FILE,
+    failure_note,
+    line_tail,
+    log_trial_files,
+)
 from hyperfleet.platform.tracking.client import is_transient, log_batches, unreachable
 from hyperfleet.platform.tracking.records import (
     KIND,
@@ -24,6 +30,10 @@ from hyperfleet.platform.tracking.records import (
 )
 from hyperfleet.platform.tracking.spool import Spool
 from hyperfleet.spec.states import TrialState
+
+PRUNED_SUFFIX = " (pruned)"  # a pruned trial's run name ends with it: MLflow shows it FINISHED
+RUN_NAME_TAG = "mlflow.runName"  # setting it renames the run
+ERROR_TAG_LIMIT = 4000
 
 EXPERIMENT_NOTE = (
     "Sweeps run by **hyperfleet**: one run per sweep (its search space, scheduler and best "
@@ -106,6 +116,7 @@ def end_trial_run(
     from mlflow.entities import Metric
 
     last_step = -1 if spool is None else spool.through("report")
+    run = None
     if fresh:
         have: Mapping[str, float] = {}
         held_tags, held_status = {STATE_TAG: TrialState.RUNNING}, RUN_RUNNING
@@ -114,8 +125,12 @@ def end_trial_run(
         have, held_tags, held_status = run.data.metrics, run.data.tags, run.info.status
     tags = {STATE_TAG: tracked_state(state)}
     if state == TrialState.FAIL and error:
-        tags["hyperfleet.error"] = error[-4000:]
+        tags["hyperfleet.error"] = line_tail(error, ERROR_TAG_LIMIT)
         tags[NOTE_TAG] = failure_note(error, trial_dir)
+    if tracked_state(state) == TrialState.PRUNED:  # the runs table shows the name, not the tag
+        name = (run or client.get_run(run_id)).info.run_name or ""
+        if not name.endswith(PRUNED_SUFFIX):
+            tags[RUN_NAME_TAG] = name + PRUNED_SUFFIX
     tags = {k: v for k, v in tags.items() if held_tags.get(k) != v}
     metrics = [
         Metric(f"final/{k}", float(v), now, 0)
@@ -138,6 +153,8 @@ def end_trial_run(
         log_batches(client, run_id, tags=tags, metrics=metrics)
     if trial_dir is not None and (tags or held_status != status):  # not if done before
         log_trial_files(client, run_id, trial_dir)
+    if NOTE_TAG in tags:  # the whole error, which the description shows the end of
+        client.log_text(run_id, mask_text(error), ERROR_FILE)
     if held_status != status:
         client.set_terminated(run_id, status, end_time=now)
     return shipped

@@ -1,5 +1,8 @@
 """``hyperfleet mlflow``: the MLflow UI on the stores a sweep used, and the hint that names it.
 
+Every link to a sweep opens its experiment's training runs table
+(:func:`hyperfleet.platform.urls.mlflow_runs_link`), not MLflow 3's GenAI overview.
+
 A sweep's tracking store is its ``tracking.uri``, else ``<workdir>/mlflow.db``. A tracking
 server needs nothing started: the UI is the server's address. A local store is served by
 ``mlflow server`` with its artifacts folder beside it (``<store dir>/mlartifacts``, see
@@ -21,6 +24,7 @@ from pathlib import Path
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.credentials import masked, public
 from hyperfleet.platform.tracking.client import artifact_root, is_server, sqlite_path
+from hyperfleet.platform.urls import absolute, mlflow_runs_link
 
 
 def mlflow_executable() -> str:
@@ -61,8 +65,9 @@ def ui_command(tracking_uri: str, workdir: str | Path, host: str, port: int) -> 
 
 
 def experiment_url(tracking_uri: str, experiment_id: str | None) -> str:
-    base = tracking_uri.rstrip("/")
-    return f"{base}/#/experiments/{experiment_id}" if experiment_id else base
+    """The experiment's training runs table on the MLflow UI at ``tracking_uri`` (a server,
+    or the address ``hyperfleet mlflow`` serves a local store at)."""
+    return mlflow_runs_link(tracking_uri, experiment_id)
 
 
 def ui_hint(
@@ -71,11 +76,16 @@ def ui_hint(
     tracking_uri: str,
     derived_uri: str,
     experiment_id: str | None,
+    sweep: str | None = None,
 ) -> str:
-    """One line to open the sweep in MLflow: the server's page, or ``hyperfleet mlflow``."""
+    """One line to open the sweep's runs in MLflow: the server's runs table, or the
+    ``hyperfleet mlflow`` command (absolute paths, so it works from any directory; with
+    ``--sweep`` when ``sweep`` is given) that serves it and prints the link."""
     if is_server(tracking_uri):
         return masked(experiment_url(tracking_uri, experiment_id))
-    hint = f"{hyperfleet} mlflow --storage {masked(storage_url)}"
+    hint = f"{hyperfleet} mlflow --storage {masked(absolute(storage_url))}"
+    if sweep is not None:
+        hint += f" --sweep {sweep}"
     if tracking_uri != derived_uri:  # given on the command line: not in the stored sweep
-        hint += f" --tracking-uri {masked(tracking_uri)}"
+        hint += f" --tracking-uri {masked(absolute(tracking_uri))}"
     return hint
