@@ -25,7 +25,9 @@ from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
 from tests.integration.cli import invoke
 from tests.tracking.server import MlflowServer
 
-pytestmark = pytest.mark.slow
+# a real browser (Chromium) on the pages and on MLflow's UI: the pages' logic is tested through
+# AppTest in make test
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 RENDER_TIMEOUT_S = 90
 SVG = ".js-plotly-plot .main-svg"
 EXPAND_RUN = "runnamecellrenderer"  # MLflow's runs table: the button that shows nested runs

@@ -11,7 +11,7 @@ import pytest
 from hyperfleet.platform.services import ports
 from tests.tracking.server import MlflowServer
 
-pytestmark = pytest.mark.slow  # real servers, three starts
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # real servers, three starts
 
 
 def test_a_port_taken_before_the_bind_costs_one_more_try(
