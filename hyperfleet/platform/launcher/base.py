@@ -121,10 +121,17 @@ class NoProcess(TrialHandle):
         return ""
 
 
-def read_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log file ("" if it can't be read)."""
+def read_tail(path: Path, lines: int = LOG_TAIL_LINES, end: int | None = None) -> str:
+    """The last ``lines`` lines of a log file, or of its first ``end`` bytes ("" if it can't
+    be read)."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open("rb") as f:
+            data = f.read() if end is None else f.read(end)
     except OSError:
         return ""
+    return last_lines(data.decode(errors="replace"), lines)
+
+
+def last_lines(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of ``text``."""
     return "\n".join(text.splitlines()[-lines:])

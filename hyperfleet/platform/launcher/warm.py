@@ -53,6 +53,7 @@ from hyperfleet.platform.launcher.base import (
     STOP_GRACE_S,
     Launcher,
     TrialHandle,
+    last_lines,
     read_tail,
 )
 from hyperfleet.platform.launcher.channel import GroupChannel
@@ -214,10 +215,11 @@ class WarmGroup:
         self._close_log()
         return task.code
 
-    def copy_output(self, log_path: Path) -> None:
+    def copy_output(self, log_path: Path) -> str:
         """Append to the trial's log what the group's own log (the agent's output, the ranks'
         output outside a trial) got since the last copy: the trial's log stays complete when
-        the launcher's temporary directory is gone."""
+        the launcher's temporary directory is gone. Returns what it copied."""
+        new = b""
         with contextlib.suppress(OSError):
             if not self._log.closed:
                 self._log.flush()
@@ -225,12 +227,13 @@ class WarmGroup:
                 group.seek(self._copied)
                 new = group.read()
             if not new:
-                return
+                return ""
             self._copied += len(new)
             with log_path.open("ab") as log:
                 log.write(f"# warm group {self.index}'s own output:\n".encode() + new)
                 if not new.endswith(b"\n"):
                     log.write(b"\n")
+        return new.decode(errors="replace")
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -273,13 +276,17 @@ class WarmHandle(TrialHandle):
         self.log_path: Path = task.spec.log_path
         self.fail_grace = fail_grace
         self._copied = False
+        self._own_end: int | None = None  # the size of the trial's own output, once it ended
+        self._group_said = ""  # what the group said meanwhile, copied into the log at the end
 
     def _ended(self, code: int | None) -> int | None:
         """``code``; once the trial ended, its log gets what the group said meanwhile (a
         group that ended with the trial: the agent says which rank died of what)."""
         if code is not None and not self._copied:
             self._copied = True
-            self.group.copy_output(self.log_path)
+            with contextlib.suppress(OSError):
+                self._own_end = self.log_path.stat().st_size
+            self._group_said = self.group.copy_output(self.log_path)
         return code
 
     def poll(self) -> int | None:
@@ -302,8 +309,13 @@ class WarmHandle(TrialHandle):
         return code
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The trial's log (which holds the group's output once the trial ended)."""
-        return read_tail(self.log_path, lines)
+        """The end of the trial's own output and, after it, of what its group said meanwhile
+        (both are in the trial's log once it ended: the group's copied after the trial's
+        own, whose last lines hold the workload's error)."""
+        own = read_tail(self.log_path, lines, self._own_end)
+        if not self._group_said.strip():
+            return own
+        return f"{own}\n# warm group {self.group.index}:\n{last_lines(self._group_said, lines)}"
 
 
 class WarmTorchrunLauncher(Launcher):
