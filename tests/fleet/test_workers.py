@@ -175,7 +175,8 @@ def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet:
     fleet.wait(lambda: any(t.worker == b_id for t in fleet.trials("elastic").values()),
                120, "worker b to take a trial")  # fmt: skip
     first = min(t.started_at for t in fleet.trials("elastic").values() if t.worker == b_id)
-    assert first - registered <= 1.0, "claimed within one heartbeat interval (1 s)"
+    # at its first polls, not after a stale timeout (30 s); 1.9 s once under the long lane's load
+    assert first - registered <= 5.0, "claimed within a few poll intervals of registering"
     handed = {n: t.last_step or 0 for n, t in fleet.trials("elastic").items()
               if t.worker == a_id and t.state == "RUNNING"}  # fmt: skip
     a.proc.send_signal(signal.SIGTERM)
