@@ -53,12 +53,11 @@ def absolute(url: str) -> str:
     """``url`` with a relative SQLite file made absolute (``sqlite:///runs/hf.db`` ->
     ``sqlite:////home/me/runs/hf.db``): a hint printed with it works from any directory.
     Any other URL comes back as it is."""
-    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+    db = _sqlite_file(url)
+    if db is None or db.is_absolute():
         return url
-    path, sep, query = url.removeprefix("sqlite:///").partition("?")
-    if not path or path == ":memory:":
-        return url
-    return f"sqlite:///{Path(path).resolve()}{sep}{query}"
+    _, sep, query = url.partition("?")
+    return f"sqlite:///{db.resolve()}{sep}{query}"
 
 
 def _database_problem(url: str) -> str | None:
