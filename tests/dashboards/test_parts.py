@@ -184,6 +184,24 @@ def test_a_host_with_several_workers_has_a_lane_per_worker_and_device() -> None:
     ]
 
 
+def test_a_shared_device_has_a_lane_per_share() -> None:
+    def lease(i: int, share: int, start: float, end: float) -> LeaseRecord:
+        return LeaseRecord(i, "s", i, "h", 7, ["cuda:0"], start, end, "COMPLETE", None, share, 2)
+
+    leases = [lease(1, 0, 0.0, 10.0), lease(2, 1, 0.0, 6.0), lease(3, 1, 6.0, 10.0)]
+    whole = LeaseRecord(4, "s", 4, "h", 7, ["cuda:1"], 0.0, 10.0, "COMPLETE")
+    bars = timeline.bars([*leases, whole], now=10.0)
+    assert [(b.lane, b.trial, b.share, b.of) for b in bars] == [
+        ("h · cuda:0 · share 0", 1, 0, 2),
+        ("h · cuda:0 · share 1", 2, 1, 2),
+        ("h · cuda:0 · share 1", 3, 1, 2),
+        ("h · cuda:1", 4, 0, 1),
+    ]
+    uses = {u.lane: u for u in timeline.utilisation(bars, 0.0, 10.0)}
+    assert uses["h · cuda:0 · share 1"].leases == 2 and uses["h · cuda:0 · share 1"].busy_s == 10
+    assert len(timeline.figure(bars, []).data[0].y) == 4
+
+
 # -- the in-memory study -------------------------------------------------------------------------
 
 

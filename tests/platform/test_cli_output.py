@@ -181,3 +181,28 @@ def test_trial_lines_come_as_trials_end_and_the_view_follows_the_sweep(tmp_path:
     assert view[0].startswith("sweep sim: 2/4 ended, 2 running"), view
     assert view[1].startswith("best: loss=") and view[2].split()[:2] == ["trial", "step"], view
     assert [row.split()[:2] for row in view[3:]] == [["2", "4"], ["3", "4"]], view
+
+
+def test_workers_count_a_device_held_in_shares_once(tmp_path: Any) -> None:
+    import json
+    import time
+
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.records import WorkerRecord
+    from hyperfleet.spec.states import WorkerState
+
+    url = f"sqlite:///{tmp_path / 'hf.db'}"
+    st = Storage(url)
+    st.create_sweep("shared", {})
+    now = time.time()
+    devices = ["cpu:0", "cpu:1"]
+    st.register_worker(
+        WorkerRecord("h-1-a", "h", 1, "default", devices, None, None, now, now, WorkerState.ACTIVE)
+    )
+    for trial in range(3):  # three quarters of cpu:0
+        st.open_lease("shared", trial, ["cpu:0"], "h-1-a", share=trial, per_device=4)
+    st.close()
+    result = CliRunner().invoke(app, ["workers", "--storage", url, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["busy"] == "1" and row["trials"] == "shared/0, shared/1, shared/2"

@@ -111,12 +111,12 @@ def workers(
         limit = _duration(stale_after, "--stale-after") or STALE_AFTER_S
         now = time.time()
         running: dict[str, list[str]] = {}
-        busy: dict[str, int] = {}
+        busy: dict[str, set[str]] = {}  # devices held, whole or in shares
         for s in st.list_sweeps():
             for lease in st.leases(s.name):
                 if lease.ended_at is None and lease.worker:
                     running.setdefault(lease.worker, []).append(f"{s.name}/{lease.trial}")
-                    busy[lease.worker] = busy.get(lease.worker, 0) + len(lease.devices)
+                    busy.setdefault(lease.worker, set()).update(lease.devices)
         table = []
         for w in st.workers():
             age = now - w.heartbeat_at
@@ -125,7 +125,7 @@ def workers(
                 continue
             table.append([
                 w.id, w.host, w.pool, ",".join(w.devices) or "-",
-                str(busy.get(w.id, 0)), ", ".join(running.get(w.id, [])) or "-",
+                str(len(busy.get(w.id, ()))), ", ".join(running.get(w.id, [])) or "-",
                 f"{age:.0f}s", state,
             ])  # fmt: skip
         st.close()

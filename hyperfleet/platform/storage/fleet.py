@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
@@ -43,6 +43,7 @@ class FleetStore:
     """Workers, leases and gangs (see the module docstring); needs the ``Storage`` basics."""
 
     retry_s: float
+    _lease_columns: frozenset[str] | None = None  # hf_leases' columns, looked up once
 
     if TYPE_CHECKING:  # provided by Storage
 
@@ -114,13 +115,16 @@ class FleetStore:
 
     @retried
     def open_lease(
-        self, sweep: str, trial: int, devices: list[str], worker: str | None = None
-    ) -> int:
-        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
+        self, sweep: str, trial: int, devices: list[str], worker: str | None = None,
+        share: int = 0, per_device: int = 1,
+    ) -> int:  # fmt: skip
+        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on
+        (``share``: its lane on a device shared ``per_device`` ways)."""
         with self.session() as s:
             row = LeaseRow(
                 sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
                 devices=list(devices), started_at=self.now(), worker=worker,
+                share=share, per_device=per_device,
             )  # fmt: skip
             s.add(row)
             s.flush()
@@ -147,11 +151,19 @@ class FleetStore:
 
     @retried
     def leases(self, sweep: str | None = None) -> list[LeaseRecord]:
+        """Every lease (of ``sweep``), oldest first; read with the columns the database has,
+        so a reader of a database an older hyperfleet wrote sees its leases as whole."""
+        table = cast(sa.Table, LeaseRow.__table__)
         with self.session() as s:
-            q = sa.select(LeaseRow).order_by(LeaseRow.id)
+            if self._lease_columns is None:
+                self._lease_columns = frozenset(
+                    c["name"] for c in sa.inspect(s.connection()).get_columns(table.name)
+                )
+            have = [c for c in table.c if c.name in self._lease_columns]
+            q = sa.select(*have).order_by(table.c.id)
             if sweep is not None:
-                q = q.where(LeaseRow.sweep == sweep)
-            return [LeaseRecord.of(r) for r in s.scalars(q)]
+                q = q.where(table.c.sweep == sweep)
+            return [LeaseRecord.of_mapping(r._mapping) for r in s.execute(q)]
 
     # -- stale trials ---------------------------------------------------------------------
 
