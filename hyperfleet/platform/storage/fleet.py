@@ -103,12 +103,28 @@ class FleetStore:
             return [WorkerRecord.of(r) for r in s.scalars(q)]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
+        """Workers that run and heartbeat (a batch job still pending is not one)."""
         now = self.now()
         return [
             w
             for w in self.workers()
-            if w.state != WorkerState.STOPPED and now - w.heartbeat_at <= stale_after
+            if w.state == WorkerState.ACTIVE and now - w.heartbeat_at <= stale_after
         ]
+
+    @retried
+    def set_job(self, job_id: str, job_state: str, reason: str | None, ended: bool = False) -> None:
+        """Stamp what the batch scheduler says of job ``job_id`` on every row that names it
+        (the pool's row of a pending job, and the row of the worker that runs in it); the
+        pending row ends (``stopped``) once the job ended or its worker registered."""
+        with self.session() as s:
+            rows = list(s.scalars(sa.select(WorkerRow).where(WorkerRow.job_id == job_id)))
+            started = any(r.state != WorkerState.PENDING for r in rows)
+            for row in rows:
+                row.job_state, row.job_reason = job_state, reason
+                if row.state == WorkerState.PENDING:
+                    row.heartbeat_at = self.now()
+                    if ended or started:
+                        row.state = WorkerState.STOPPED
 
     # -- leases ---------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ the platform keeps what it must survive a crash with:
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.storage.population` reads and writes them);
 * ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
-  heartbeat, state); trials and leases name the worker that holds them;
+  heartbeat, state); trials and leases name the worker that holds them. A worker started by a
+  batch job carries the job's id, and its state and reason as the scheduler last said them
+  (``job_id``, ``job_state``, ``job_reason``); an elastic pool's job whose worker has not
+  registered yet has a row of its own (state ``pending``, ``host`` empty);
 * ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
   joined as its nodes;
 * ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
@@ -34,8 +37,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from hyperfleet.errors import StorageError
 
-SCHEMA_VERSION = 2
-"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases."""
+SCHEMA_VERSION = 3
+"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases;
+3: ``hf_workers.job_id``, ``job_state``, ``job_reason`` (a version-2 database gains them the
+first time a writer opens it, :func:`create_schema`)."""
 
 
 class Base(DeclarativeBase):
@@ -94,7 +99,10 @@ class WorkerRow(Base):
     sweeps: Mapped[list[str] | None] = mapped_column(sa.JSON, nullable=True)  # None: all
     started_at: Mapped[float] = mapped_column(sa.Float)
     heartbeat_at: Mapped[float] = mapped_column(sa.Float)
-    state: Mapped[str] = mapped_column(sa.String(16))  # active | draining | stopped
+    state: Mapped[str] = mapped_column(sa.String(16))  # WorkerState
+    job_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    job_state: Mapped[str | None] = mapped_column(sa.String(32), nullable=True)  # JobState
+    job_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
 class GangRow(Base):
@@ -206,8 +214,16 @@ def create_schema(engine: Engine) -> None:
             if not raced or attempt == _CREATE_ATTEMPTS - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
+    _add_columns(engine)
     with engine.begin() as conn:
         found = schema_version(conn)
+        if found is not None and found < SCHEMA_VERSION:
+            conn.execute(
+                sa.update(meta_table)
+                .where(meta_table.c.key == "schema_version")
+                .values(value=str(SCHEMA_VERSION))
+            )
+            found = SCHEMA_VERSION
         if found is None:
             try:
                 with conn.begin_nested():
@@ -217,6 +233,24 @@ def create_schema(engine: Engine) -> None:
             except sa.exc.IntegrityError:
                 found = schema_version(conn)
         _check_version(found, engine.url)
+
+
+def _add_columns(engine: Engine) -> None:
+    """Add the columns a table of an older version lacks (``ALTER TABLE ... ADD COLUMN``, all
+    nullable; a racing process that added one first is fine)."""
+    for table in (metadata.tables[WorkerRow.__tablename__],):
+        have = {c["name"] for c in sa.inspect(engine).get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            ddl = f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"
+            try:
+                with engine.begin() as conn:
+                    conn.execute(sa.text(ddl))
+            except (sa.exc.OperationalError, sa.exc.ProgrammingError) as exc:
+                if "duplicate" not in str(exc.orig) and "already exists" not in str(exc.orig):
+                    raise
 
 
 def schema_version(conn: Connection) -> int | None:
@@ -237,7 +271,14 @@ def check_readable(engine: Engine) -> None:
                 f"storage: {engine.url.render_as_string(hide_password=True)} holds no "
                 f"hyperfleet sweeps; check the URL or run a sweep first"
             )
-        _check_version(schema_version(conn), engine.url)
+        found = schema_version(conn)
+        _check_version(found, engine.url)
+        if found is not None and found < SCHEMA_VERSION:
+            raise StorageError(
+                f"storage: {engine.url.render_as_string(hide_password=True)} has schema "
+                f"version {found}, older than this hyperfleet's {SCHEMA_VERSION}; run a worker "
+                f"or `hyperfleet sweep submit` on it once to upgrade it"
+            )
 
 
 def _check_version(found: int | None, url: Any) -> None:
