@@ -219,6 +219,7 @@ def worker_record(
         started_at=now,
         heartbeat_at=now,
         state=WorkerState.ACTIVE,
+        job_id=os.environ.get("SLURM_JOB_ID"),  # a worker a Slurm job runs: the pool's row
     )
 
 

@@ -43,7 +43,7 @@ class FleetStore:
     """Workers, leases and gangs (see the module docstring); needs the ``Storage`` basics."""
 
     retry_s: float
-    _lease_columns: frozenset[str] | None = None  # hf_leases' columns, looked up once
+    _present: dict[str, frozenset[str]] | None = None  # each table's columns, looked up once
 
     if TYPE_CHECKING:  # provided by Storage
 
@@ -98,18 +98,45 @@ class FleetStore:
             return {(str(name), int(number)) for name, number in owned}
 
     @retried
+    def _columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
+        """The columns of ``table`` the database has: a reader of a database an older
+        hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``)."""
+        if self._present is None:
+            self._present = {}
+        if table.name not in self._present:
+            found = sa.inspect(s.connection()).get_columns(table.name)
+            self._present[table.name] = frozenset(c["name"] for c in found)
+        return [c for c in table.c if c.name in self._present[table.name]]
+
     def workers(self) -> list[WorkerRecord]:
+        table = cast(sa.Table, WorkerRow.__table__)
         with self.session() as s:
-            q = sa.select(WorkerRow).order_by(WorkerRow.started_at)
-            return [WorkerRecord.of(r) for r in s.scalars(q)]
+            q = sa.select(*self._columns(s, table)).order_by(table.c.started_at)
+            return [WorkerRecord.of_mapping(r._mapping) for r in s.execute(q)]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
+        """Workers that run and heartbeat (a batch job still pending is not one)."""
         now = self.now()
         return [
             w
             for w in self.workers()
-            if w.state != WorkerState.STOPPED and now - w.heartbeat_at <= stale_after
+            if w.state == WorkerState.ACTIVE and now - w.heartbeat_at <= stale_after
         ]
+
+    @retried
+    def set_job(self, job_id: str, job_state: str, reason: str | None, ended: bool = False) -> None:
+        """Stamp what the batch scheduler says of job ``job_id`` on every row that names it
+        (the pool's row of a pending job, and the row of the worker that runs in it); the
+        pending row ends (``stopped``) once the job ended or its worker registered."""
+        with self.session() as s:
+            rows = list(s.scalars(sa.select(WorkerRow).where(WorkerRow.job_id == job_id)))
+            started = any(r.state != WorkerState.PENDING for r in rows)
+            for row in rows:
+                row.job_state, row.job_reason = job_state, reason
+                if row.state == WorkerState.PENDING:
+                    row.heartbeat_at = self.now()
+                    if ended or started:
+                        row.state = WorkerState.STOPPED
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -155,12 +182,7 @@ class FleetStore:
         so a reader of a database an older hyperfleet wrote sees its leases as whole."""
         table = cast(sa.Table, LeaseRow.__table__)
         with self.session() as s:
-            if self._lease_columns is None:
-                self._lease_columns = frozenset(
-                    c["name"] for c in sa.inspect(s.connection()).get_columns(table.name)
-                )
-            have = [c for c in table.c if c.name in self._lease_columns]
-            q = sa.select(*have).order_by(table.c.id)
+            q = sa.select(*self._columns(s, table)).order_by(table.c.id)
             if sweep is not None:
                 q = q.where(table.c.sweep == sweep)
             return [LeaseRecord.of_mapping(r._mapping) for r in s.execute(q)]

@@ -202,10 +202,19 @@ class WorkerRecord:
     started_at: float
     heartbeat_at: float
     state: WorkerState
+    job_id: str | None = None
+    """The batch job that runs it (Slurm's ``SLURM_JOB_ID``), if any."""
+    job_state: str | None = None
+    """The job's state as the scheduler last said it (:class:`~hyperfleet.spec.states.JobState`
+    values, kept as written)."""
+    job_reason: str | None = None
+    """Why the job waits or ended, as the scheduler says it (``squeue -o %r``)."""
 
     @classmethod
-    def of(cls, row: Any) -> WorkerRecord:
-        return copy(cls, row, state=WorkerState(row.state))
+    def of_mapping(cls, row: Mapping[str, Any]) -> WorkerRecord:
+        """From a row's columns; those a database of an older schema lacks keep defaults."""
+        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        return cls(**{**values, "state": WorkerState(values["state"])})
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ the platform keeps what it must survive a crash with:
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.storage.population` reads and writes them);
 * ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
-  heartbeat, state); trials and leases name the worker that holds them;
+  heartbeat, state); trials and leases name the worker that holds them. A worker started by a
+  batch job carries the job's id, and its state and reason as the scheduler last said them
+  (``job_id``, ``job_state``, ``job_reason``); an elastic pool's job whose worker has not
+  registered yet has a row of its own (state ``pending``, ``host`` empty);
 * ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
   joined as its nodes;
 * ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
@@ -39,7 +42,8 @@ from hyperfleet.errors import StorageError
 
 SCHEMA_VERSION = 3
 """1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases;
-3: hf_leases.share and hf_leases.per_device (devices shared among small trials)."""
+3: hf_leases.share and hf_leases.per_device (devices shared among small trials),
+hf_workers.job_id, job_state and job_reason (a batch job's worker)."""
 
 
 class Base(DeclarativeBase):
@@ -98,7 +102,10 @@ class WorkerRow(Base):
     sweeps: Mapped[list[str] | None] = mapped_column(sa.JSON, nullable=True)  # None: all
     started_at: Mapped[float] = mapped_column(sa.Float)
     heartbeat_at: Mapped[float] = mapped_column(sa.Float)
-    state: Mapped[str] = mapped_column(sa.String(16))  # active | draining | stopped
+    state: Mapped[str] = mapped_column(sa.String(16))  # WorkerState
+    job_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    job_state: Mapped[str | None] = mapped_column(sa.String(32), nullable=True)  # JobState
+    job_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
 class GangRow(Base):
@@ -143,6 +150,9 @@ UPGRADES: dict[int, list[tuple[str, str, str]]] = {
     3: [
         ("hf_leases", "share", "INTEGER NOT NULL DEFAULT 0"),
         ("hf_leases", "per_device", "INTEGER NOT NULL DEFAULT 1"),
+        ("hf_workers", "job_id", "VARCHAR(64)"),
+        ("hf_workers", "job_state", "VARCHAR(32)"),
+        ("hf_workers", "job_reason", "TEXT"),
     ],
 }
 
