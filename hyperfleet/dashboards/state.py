@@ -147,12 +147,12 @@ def _final_curves(uri: str, runs: tuple[tuple[int, str], ...], metric: str) -> d
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def system_metrics(uri: str, run: str) -> dict[str, Curve]:
     """A trial's system metrics as MLflow recorded them (see ``CurveSource.system``); empty
-    after a warning when MLflow cannot be read."""
+    when MLflow cannot be read (said once in the log: the pages' curves warn on screen, and
+    the Devices page reads a run per lease)."""
     try:
         return _curve_source(uri).system(run)
     except StorageError as exc:
         report_once(str(exc))
-        st.warning(f"System metrics come from MLflow, which cannot be read: {exc}")
         return {}
 
 

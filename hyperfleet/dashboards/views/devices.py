@@ -64,7 +64,7 @@ LOAD_HELP = (
     "in MLflow (a GPU's own, the host's CPU for a CPU device)"
 )
 LOAD_RUNS = 200
-"""At most this many trials' system metrics are read (the latest leases')."""
+"""The device load is read over at most this many leases (the latest), a trial's run each."""
 
 
 def _load(data: SweepData, now: float) -> str:

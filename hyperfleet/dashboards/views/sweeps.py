@@ -57,7 +57,7 @@ def body(url: str) -> None:
         on_select="rerun",
         selection_mode="single-row",
     )
-    st.caption("Click a row to open its sweep.")
+    st.caption("Select a row (its box at the left) to open its sweep.")
     picked = event.selection.rows
     if picked:
         st.switch_page(
