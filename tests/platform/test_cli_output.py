@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
@@ -143,6 +144,47 @@ def test_hints_are_absolute_and_each_command_is_a_line_of_its_own(workdir: Any) 
     for command in (lines[1], lines[3]):
         assert command.startswith("  ") and f"--storage {absolute}" in command, command
         assert command.split()[0] == "hyperfleet" or command.split()[0].startswith("/")
+
+
+class _SimRunner:
+    """What ``sweep run``'s progress uses of its ``SweepRunner`` (``cfg``, ``storage_url``,
+    ``on_progress``, ``run``), over a simulated sweep's controller."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim, self.cfg, self.storage_url = sim, sim.cfg, str(sim.cfg.storage)
+        self.on_progress: Any = None
+
+    def run(self) -> Any:
+        controller = self.sim.controller()
+        watch = controller.on_progress
+
+        def both(p: Any) -> None:
+            watch(p)
+            self.on_progress(p)
+
+        controller.on_progress = both
+        return self.sim.run(controller)
+
+
+def test_the_live_view_keeps_its_last_frame(tmp_path: Any, monkeypatch: Any) -> None:
+    """In a terminal the view stays on screen when the sweep ends, drawn from storage as it
+    ended (every trial ended, none running, the best), not as the last count saw it."""
+    import io
+
+    from hyperfleet.platform.cli import sweep as sweep_cli
+    from hyperfleet.platform.launcher.simulated import curve
+    from hyperfleet.testing.controller import Sim
+
+    script = curve(lambda params, step: float(params["x"]) / step, steps=5)
+    sim = Sim(tmp_path, script, {"budget": {"trials": 4, "max_concurrent": 2}})
+    screen = io.StringIO()
+    monkeypatch.setattr(sweep_cli, "err", Console(file=screen, force_terminal=True, width=80))
+    summary = sweep_cli._run_with_progress(_SimRunner(sim), Console(force_terminal=True))
+    assert len(summary.trials) == 4
+    frames = screen.getvalue().split("sweep sim: ")
+    last = Text.from_ansi(frames[-1]).plain
+    assert last.startswith("4/4 ended, 0 running"), repr(frames[-1])
+    assert "best: loss=" in last, repr(frames[-1])
 
 
 def test_trial_lines_come_as_trials_end_and_the_view_follows_the_sweep(tmp_path: Any) -> None:
