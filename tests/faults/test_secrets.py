@@ -311,6 +311,7 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
 # -- an object store replica's keys ------------------------------------------------------------
 
 
+@pytest.mark.long  # a sweep end to end; the replica's own writes: tests/trials/test_replica.py
 def test_8_s3_keys_come_from_the_environment_and_are_written_nowhere(
     fault: Callable[..., Fault], s3_bucket: str
 ) -> None:

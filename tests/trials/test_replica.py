@@ -6,6 +6,7 @@ configuration's checks (a bucket, no credentials in the URL, a known scheme)."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -152,3 +153,23 @@ def test_a_scheme_whose_package_is_missing_says_what_to_install() -> None:
         pytest.skip("gcsfs is installed here")
     with pytest.raises(ValidationError, match="gs:// needs the gcsfs package"):
         CheckpointConfig(replica="gs://bucket/x")
+
+
+def test_keys_come_from_the_environment_and_no_write_holds_them(
+    tmp_path: Path, s3_bucket: str
+) -> None:
+    """The keys reach the store through the AWS environment (the upload and the download
+    work) and neither the local files nor the objects hold the secret key."""
+    from s3fs import S3FileSystem
+
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"].encode()
+    url = f"{s3_bucket}/trial-0006"
+    mgr = CheckpointManager(tmp_path / "ck", replica=url)
+    mgr.save(1, _state(1))
+    mgr.close()
+    shutil.rmtree(tmp_path / "ck")
+    assert CheckpointManager(tmp_path / "ck", replica=url).load_latest() is not None
+    fs = S3FileSystem()
+    objects = [fs.cat_file(p) for p in fs.find(url.removeprefix("s3://"))]
+    assert len(objects) == 2 and not [o for o in objects if secret in o]
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and secret in p.read_bytes()]
