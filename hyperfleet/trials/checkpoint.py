@@ -107,15 +107,20 @@ class CheckpointManager:
         keep: int = 2,
         replica: str | os.PathLike[str] | None = None,
         protect: Callable[[], Iterable[int] | None] | None = None,
+        cache: bool = False,
     ) -> None:
         """``protect``: asked before pruning, the steps that must stay (older than the last
         ``keep``), e.g. a PBT member's checkpoint another member will still load; None when
-        it cannot tell (its store is unreachable): then nothing is pruned."""
+        it cannot tell (its store is unreachable): then nothing is pruned. ``cache``: the
+        directory is this host's copy of *another* trial's checkpoints (a PBT donor's), so an
+        object store replica's copy of a step wins when its checksum differs (the donor may
+        have written that step again elsewhere since)."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
         self.keep = keep
         self._protect = protect
+        self._cache = cache
         self._primary = _Location(self.directory)
         self._replica: _Location | ObjectReplica | None = None
         if replica is not None and replica_is_remote(replica):
@@ -239,11 +244,20 @@ class CheckpointManager:
         )
         return self._primary
 
+    def _stale(self, replica: ObjectReplica, step: int) -> bool:
+        """Whether this host's cached copy of ``step`` differs from the object store's."""
+        if not self._cache:
+            return False
+        stored = replica.checksum(step)
+        local = self.path(step).with_suffix(".sha256").read_text().strip()
+        return stored is not None and stored != local
+
     def _intact(self, step: int) -> _Location | None:
-        if self._primary.verify(step):
+        remote = self._replica if isinstance(self._replica, ObjectReplica) else None
+        if self._primary.verify(step) and not (remote and self._stale(remote, step)):
             return self._primary
-        if isinstance(self._replica, ObjectReplica):
-            return self._fetched(self._replica, step)
+        if remote is not None:
+            return self._fetched(remote, step)
         if self._replica and self._replica.verify(step):
             logger.warning(
                 "checkpoint %s is missing or corrupt; using the replica in %s",

@@ -163,7 +163,9 @@ def checkpoints_of(
         return FencedCheckpoints(
             directory / "checkpoints", keep=keep, replica=replica, protect=protect, fence=fence
         )
-    return CheckpointManager(directory / "checkpoints", keep=keep, replica=replica, protect=protect)
+    return CheckpointManager(
+        directory / "checkpoints", keep=keep, replica=replica, protect=protect, cache=not own
+    )
 
 
 def _adopt_donor(

@@ -132,6 +132,21 @@ def test_a_donors_step_in_flight_is_waited_for(tmp_path: Path, s3_bucket: str) -
     assert reader.load_at(12, wait=0.5)[0] == 8, "a step that never comes: the latest"  # type: ignore[index]
 
 
+def test_a_cached_copy_of_a_donors_step_written_again_elsewhere_is_read_afresh(
+    tmp_path: Path, s3_bucket: str
+) -> None:
+    url = f"{s3_bucket}/trial-0007"
+    donor = CheckpointManager(tmp_path / "donor-host" / "ck", keep=3, replica=url)
+    donor.save(4, _state(4))
+    donor.close()
+    cached = CheckpointManager(tmp_path / "other-host" / "ck", replica=url, cache=True)
+    assert cached.load_at(4)[1]["step"] == 4  # type: ignore[index]  # now cached on this host
+    donor.discard_after(3)  # the donor exploited at step 4: other weights at the same step
+    donor.save(4, _state(44))
+    donor.close()
+    assert cached.load_at(4)[1]["step"] == 44, "the bucket's copy wins"  # type: ignore[index]
+
+
 def test_config_takes_object_store_urls_and_refuses_bad_ones() -> None:
     assert CheckpointConfig(replica="s3://bucket/prefix").replica == "s3://bucket/prefix"
     cases = {
