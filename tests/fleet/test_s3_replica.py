@@ -44,7 +44,7 @@ def _cannot_make_mount_namespaces() -> str | None:
 
 
 @pytest.fixture
-def hosts(fleet: Fleet) -> dict[str, Path]:
+def disks(fleet: Fleet) -> dict[str, Path]:
     """Each host's own disk (``root/host-X``), mounted over the sweep's workdir by its worker."""
     why = _cannot_make_mount_namespaces()
     if why is not None:
@@ -76,7 +76,7 @@ def s3_steps(url: str, trial: int) -> list[int]:
 
 
 def test_a_trial_of_a_lost_host_resumes_from_s3_on_the_other(
-    fleet: Fleet, hosts: dict[str, Path], s3_bucket: str
+    fleet: Fleet, disks: dict[str, Path], s3_bucket: str
 ) -> None:
     replica = f"{s3_bucket}/replicas"
     release = fleet.root / "release"
@@ -92,8 +92,8 @@ def test_a_trial_of_a_lost_host_resumes_from_s3_on_the_other(
                   "checkpoint": {"every": 10, "keep": 2, "replica": replica}},
     }  # fmt: skip
     fleet.submit(fleet.sweep(sweep))
-    a = start_on(fleet, hosts["a"], "a")
-    b = start_on(fleet, hosts["b"], "b")
+    a = start_on(fleet, disks["a"], "a")
+    b = start_on(fleet, disks["b"], "b")
     a_id = a.id(fleet)
 
     def a_holds_a_trial_with_step_20_in_s3_and_mlflow() -> bool:
@@ -110,7 +110,7 @@ def test_a_trial_of_a_lost_host_resumes_from_s3_on_the_other(
     a.proc.send_signal(signal.SIGKILL)  # the host is lost, and its disk with it
     a.proc.wait()
     fleet.workers.remove(a)
-    shutil.rmtree(hosts["a"])
+    shutil.rmtree(disks["a"])
     release.touch()
     fleet.finish()
 
@@ -124,13 +124,13 @@ def test_a_trial_of_a_lost_host_resumes_from_s3_on_the_other(
         assert after.mlflow_run_id == before.mlflow_run_id, "one MLflow run"
         steps = _mlflow_steps(fleet, after.mlflow_run_id or "", "loss")
         assert sorted(steps) == list(range(5, 31, 5)), f"a step twice or missing: {steps}"
-        log = (hosts["b"] / "s3-kill" / f"trial-{n:04d}" / "log.txt").read_text()
+        log = (disks["b"] / "s3-kill" / f"trial-{n:04d}" / "log.txt").read_text()
         assert f"using the replica in {replica}/" in log
         assert "resumes from its checkpoint at step 20" in log
 
 
 def test_a_population_over_two_hosts_exploits_across_them_through_s3(
-    fleet: Fleet, hosts: dict[str, Path], s3_bucket: str
+    fleet: Fleet, disks: dict[str, Path], s3_bucket: str
 ) -> None:
     """Members 0 and 1 run on host a, 2 and 3 on host b (each holds at its first report until
     the population is placed): the seeded population's bottom members exploit its top ones,
@@ -152,7 +152,7 @@ def test_a_population_over_two_hosts_exploits_across_them_through_s3(
     fleet.submit(fleet.sweep(pbt))
     placed = {"a": (0, 1), "b": (2, 3)}
     for name, members in placed.items():  # two CPU slots each: two members each
-        start_on(fleet, hosts[name], name, "--devices", "cpu:2", "--exit-when-idle", "8s")
+        start_on(fleet, disks[name], name, "--devices", "cpu:2", "--exit-when-idle", "8s")
         marks = [held_marker(release, n) for n in members]
         fleet.wait(lambda m=marks: all(p.exists() for p in m), 300, f"{members} held on {name}")
     release.touch()
@@ -173,6 +173,9 @@ def test_a_population_over_two_hosts_exploits_across_them_through_s3(
     assert across, f"no exploit across hosts: {[(e.member, e.donor) for e in exploits]}"
     for e in across:
         (host,) = [n for n, members in placed.items() if e.member in members]
-        log = (hosts[host] / "s3-pbt" / f"trial-{e.member:04d}" / "log.txt").read_text()
-        assert "(downloaded, checksum verified)" in log
-        assert f"exploit: continues from trial {e.donor}" in log
+        logs = {n: (disks[host] / "s3-pbt" / f"trial-{n:04d}" / "log.txt").read_text()
+                for n in placed[host]}  # fmt: skip
+        assert f"exploit: continues from trial {e.donor}" in logs[e.member]
+        # downloaded by this member, or by the other one on its host (then its host's copy)
+        fetched = f"/trial-{e.donor:04d} (downloaded, checksum verified)"
+        assert any(fetched in log for log in logs.values()), logs[e.member][-3000:]
