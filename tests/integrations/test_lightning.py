@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from hyperfleet.errors import ConfigError
+from hyperfleet.errors import ConfigError, HyperfleetError
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind, RestorePoint, TrialSpec
@@ -136,3 +136,29 @@ def test_restore_point_of_a_paused_member(tmp_path: Path) -> None:
     rec = run(member)
     assert [s for s, _ in rec.reports] == [6]
     assert lr_log(Path(member.trial_dir))[0]["evals"] == [(6, 0.004)]
+
+
+def test_trainer_kwargs_map_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperfleet.integrations.lightning import HyperfleetCallback
+    from hyperfleet.trials.checkpoint import CheckpointManager
+    from hyperfleet.trials.context import TrialContext
+    from hyperfleet.trials.distributed import DistEnv
+
+    trial = TrialConfig.model_validate({
+        "workload": WORKLOAD, "steps": 10, "eval_every": 5, "precision": "bf16",
+        "grad_accum": 2, "grad_clip": 1.0,
+    })  # fmt: skip
+    ctx = TrialContext(
+        params={"seed": 7}, env=DistEnv(0, 1, 0, torch.device("cpu"), "gloo"), max_steps=10,
+        eval_every=5, trial_number=0, sweep="t", config=trial, workdir=tmp_path,
+        checkpoints=CheckpointManager(tmp_path / "ck"),
+    )  # fmt: skip
+    kw = HyperfleetCallback(ctx).trainer_kwargs()
+    assert kw["precision"] == "bf16-mixed" and kw["accumulate_grad_batches"] == 2
+    assert kw["gradient_clip_val"] == 1.0 and kw["val_check_interval"] == 10  # 5 steps of 2
+    assert kw["devices"] == 1 and kw["enable_checkpointing"] is False
+    assert torch.initial_seed() == 7  # params.seed through seed_everything
+
+    monkeypatch.delenv("HYPERFLEET_SPEC", raising=False)
+    with pytest.raises(HyperfleetError, match="HYPERFLEET_SPEC"):
+        HyperfleetCallback()  # a script trial's program asks hyperfleet.trial() for its context
