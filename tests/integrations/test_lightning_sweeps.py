@@ -53,11 +53,11 @@ def test_asha_over_ddp_trials_prunes_at_rungs(tmp_path: Path, mlflow_template: P
     # the shipped example (examples/lightning/), smaller, with a grid that has poor lrs
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), {
         "name": "lit-asha",
-        "scheduler": {"type": "grid"},
         "pruner": {"type": "asha", "min_resource": 5, "reduction_factor": 2},
         "budget": {"trials": 4, "max_concurrent": 1},
         "trial": {"params": {"hidden": 16, "batch_size": 16}, "steps": 20, "eval_every": 5},
     })  # fmt: skip
+    data["scheduler"] = {"type": "grid"}
     data["space"] = {"lr": {"type": "categorical", "choices": [0.03, 0.00001, 0.01, 0.000003]}}
     runs = tmp_path / "runs"
     runs.mkdir()
