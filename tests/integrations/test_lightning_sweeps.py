@@ -3,8 +3,8 @@
 * ASHA over 2-process trials (the shipped example, smaller): Lightning's DDP joins the trial's
   process group (the model sees a world size of 2), and a pruned trial stops at its rung and
   is PRUNED.
-* A trial stopped by SIGTERM to ``sweep run`` and continued by running it again goes on from
-  its Lightning checkpoint on the curve of an uninterrupted trial with the same params.
+* A 2-process trial stopped by SIGTERM to ``sweep run`` and continued by running it again goes
+  on from its Lightning checkpoint on the curve of an uninterrupted trial with the same params.
 * PBT of 4 members: after every exploit, the learning rate the optimizer steps with (logged by
   the model at each validation) is the member's explored value the platform recorded, and the
   weights right after the exploit equal the donor's checkpoint exactly.
@@ -97,11 +97,11 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
             "workload": "tests.integrations.lightning_workloads:held",
             "params": {"hidden": 16, "batch_size": 16, "hold_file": str(release),
                        "hold_at": 10, "hold_trial": 1},
-            "steps": 16, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
+            "steps": 16, "eval_every": 2, "resources": {"devices": 2}, "parallel": {"data": 2},
             "checkpoint": {"every": 4, "keep": 2},
         },
     })  # fmt: skip
-    proc = subprocess.Popen(sweep_cmd(path, "cpu:1"), env=ENV, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(sweep_cmd(path, "cpu:2"), env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     wait_until(held_marker(release, 1).exists, "trial 1 held after its report at step 10", proc)
@@ -114,7 +114,7 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     assert storage.get_trial("lit-resume", 1).last_step == 10
 
     release.touch()
-    run(path, "cpu:1")
+    run(path, "cpu:2")
     resumed = storage.get_trial("lit-resume", 1)
     assert resumed.state == TrialState.COMPLETE and resumed.attempts == 2
     assert "resumes from its checkpoint at step 8" in Path(resumed.log_path or "").read_text()
