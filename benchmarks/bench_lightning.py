@@ -10,9 +10,10 @@ process, validating every ``--eval-every`` steps and keeping a checkpoint there:
   recorder that only keeps the reports): the callback reports at every validation and its
   checkpoints go through the trial's checkpoint manager (atomic, checksummed, ``keep: 2``).
 
-They alternate for ``--rounds`` rounds; the table gives each one's median steps/s, the ratio
-of the medians (hyperfleet / lightning) and the median of each round's ratio (its two runs
-back to back, so a change of the machine's load between rounds cancels). The hyperfleet time
+They alternate for ``--rounds`` rounds; the table gives each one's median steps per second
+and per CPU second of the process (torch on one thread; on a shared machine the CPU time is
+what the other processes' load disturbs least), the ratio of the medians (hyperfleet /
+lightning) and the median of each round's ratio (its two runs back to back). The hyperfleet time
 includes the trial runtime's start (loading the workload, its context), so the ratio is a
 lower bound of the callback's own.
 
@@ -68,9 +69,10 @@ class KeepReports:
         pass
 
 
-def plain(steps: int, every: int, root: Path) -> float:
-    """Steps/s of the trainer without hyperfleet (its own ModelCheckpoint)."""
-    start = time.perf_counter()
+def plain(steps: int, every: int, root: Path) -> tuple[float, float]:
+    """Steps per second and per CPU second of the trainer without hyperfleet (its own
+    ModelCheckpoint)."""
+    start, cpu = time.perf_counter(), time.process_time()
     torch.manual_seed(0)
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=root, every_n_train_steps=every, save_top_k=1)
     trainer = pl.Trainer(
@@ -81,11 +83,12 @@ def plain(steps: int, every: int, root: Path) -> float:
     )  # fmt: skip
     trainer.fit(DigitsModule(**PARAMS))  # type: ignore[arg-type]
     assert trainer.global_step == steps
-    return steps / (time.perf_counter() - start)
+    return steps / (time.perf_counter() - start), steps / (time.process_time() - cpu)
 
 
-def with_callback(steps: int, every: int, root: Path) -> float:
-    """Steps/s of the same trainer with the callback, in the trial runtime."""
+def with_callback(steps: int, every: int, root: Path) -> tuple[float, float]:
+    """Steps per second and per CPU second of the same trainer with the callback, in the
+    trial runtime."""
     trial = TrialConfig.model_validate({
         "workload": "examples.lightning.digits:main", "steps": steps, "eval_every": every,
         "resources": {"devices": 0}, "checkpoint": {"keep": 2},
@@ -98,11 +101,11 @@ def with_callback(steps: int, every: int, root: Path) -> float:
         recorders.append(KeepReports(s))
         return recorders[-1]
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run_trial(spec, factory)
-    elapsed = time.perf_counter() - start
+    elapsed, used = time.perf_counter() - start, time.process_time() - cpu
     assert recorders[0].reports == list(range(every, steps + 1, every)), recorders[0].reports
-    return steps / elapsed
+    return steps / elapsed, steps / used
 
 
 def main() -> None:
@@ -117,28 +120,31 @@ def main() -> None:
     if args.quick:
         steps, every, rounds = 60, 20, 2
     torch.set_num_threads(1)
-    times: dict[str, list[float]] = {"lightning": [], "hyperfleet": []}
+    runs: dict[str, list[tuple[float, float]]] = {"lightning": [], "hyperfleet": []}
     with tempfile.TemporaryDirectory() as d:
         plain(every, every, Path(d) / "warm")  # imports and first-call costs out of the way
         for r in range(rounds):
-            times["lightning"].append(plain(steps, every, Path(d) / f"pl-{r}"))
-            times["hyperfleet"].append(with_callback(steps, every, Path(d) / f"hf-{r}"))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    ratio = med["hyperfleet"] / med["lightning"]
-    pairs = [h / p for h, p in zip(times["hyperfleet"], times["lightning"], strict=True)]
+            runs["lightning"].append(plain(steps, every, Path(d) / f"pl-{r}"))
+            runs["hyperfleet"].append(with_callback(steps, every, Path(d) / f"hf-{r}"))
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
           f"{platform.node()}, load {os.getloadavg()[0]:.2f}, lightning {lightning.__version__}, "
           f"torch {torch.__version__}; {steps} steps, eval+checkpoint every {every}, "
           f"{rounds} rounds alternated")  # fmt: skip
-    print("| contender | median steps/s | rounds (steps/s) |")
-    print("| --- | --- | --- |")
-    for name, values in times.items():
-        print(f"| {name} | {med[name]:.1f} | {', '.join(f'{v:.1f}' for v in values)} |")
-    print(f"ratio hyperfleet / lightning: {ratio:.3f} of the medians, "
-          f"{statistics.median(pairs):.3f} the median of the rounds' "
-          f"({', '.join(f'{r:.3f}' for r in pairs)})")  # fmt: skip
+    print("| measure | lightning (median) | hyperfleet (median) | ratio of medians | "
+          "median of the rounds' ratios |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
+    result: dict[str, Any] = {"runs": runs, "steps": steps, "every": every}
+    for i, name in enumerate(("steps/s", "steps per CPU s")):
+        pl_, hf = ([r[i] for r in runs[k]] for k in ("lightning", "hyperfleet"))
+        pairs = [h / p for h, p in zip(hf, pl_, strict=True)]
+        ratio = statistics.median(hf) / statistics.median(pl_)
+        print(f"| {name} | {statistics.median(pl_):.1f} | {statistics.median(hf):.1f} | "
+              f"{ratio:.3f} | {statistics.median(pairs):.3f} |")  # fmt: skip
+        result[name] = {"ratio": ratio, "round_ratios": pairs}
+    for k, values in runs.items():
+        print(f"{k} rounds (steps/s, per CPU s): "
+              + ", ".join(f"{w:.1f}/{c:.1f}" for w, c in values))  # fmt: skip
     if args.json:
-        result = {"times": times, "ratio": ratio, "round_ratios": pairs, "steps": steps}
         args.json.write_text(json.dumps(result))
 
 
