@@ -33,7 +33,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.fabric.plugins.environments import ClusterEnvironment
+from lightning.fabric.plugins.environments.cluster_environment import ClusterEnvironment
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 

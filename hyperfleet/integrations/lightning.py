@@ -84,7 +84,9 @@ class HyperfleetCallback(pl.Callback):
     (default: every one-element metric).
     """
 
-    def __init__(self, ctx: TrialContext | None = None, *, metrics: Sequence[str] | None = None):
+    def __init__(
+        self, ctx: TrialContext | None = None, *, metrics: Sequence[str] | None = None
+    ) -> None:
         super().__init__()
         if ctx is None:
             import hyperfleet
