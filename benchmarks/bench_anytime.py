@@ -48,7 +48,7 @@ from benchmarks.side_by_side import ROOT, machine, mlflow_template
 RESULTS = ROOT / "benchmarks" / "results"
 #: (workloads, seeds, wall budget per workload in s, systems; None: every system)
 SIZES: dict[str, tuple[list[str], list[int], dict[str, float], list[str] | None]] = {
-    "smallest": (["digits"], [0], {"digits": 30.0}, ["hf-tpe-asha", "optuna-tpe-hyperband"]),
+    "smallest": (["digits"], [0], {"digits": 45.0}, ["hf-tpe-asha", "optuna-tpe-hyperband"]),
     "quick": (["digits"], [0], {"digits": 15.0},
               ["hf-random", "hf-tpe-asha", "optuna-tpe-hyperband"]),
     "full": (["digits", "charlm"], [0, 1, 2], {"digits": 12.0, "charlm": 25.0}, None),
