@@ -8,7 +8,8 @@ so every system is read alike: the best model found at each moment. Systems:
 
 - hyperfleet (``hyperfleet sweep run``, warm torchrun trials, one CPU slot each): ``random``,
   ``tpe``, ``tpe`` with ASHA and with Hyperband, ``gp`` and ``skopt`` with ASHA, ``pbt``; and
-  ``tpe`` with ASHA as in-process trials (``devices: 0``);
+  ``tpe`` with ASHA whose first rung is the first report (``min_resource`` = the evaluation
+  interval, not ``auto``), and as in-process trials (``devices: 0``);
 - Ray Tune (:mod:`benchmarks.peers.ray_anytime`): ASHA with random search, ASHA with
   ``OptunaSearch``, PBT; plain Optuna (:mod:`benchmarks.peers.optuna_anytime`): TPE with its
   Hyperband pruner, ``n_jobs=2``; SMAC3 (:mod:`benchmarks.peers.smac_anytime`): its
@@ -20,7 +21,8 @@ per workload the median best-so-far over seeds against time with the spread (min
 a table of each system's median best at 25, 50 and 100 % of the budget and the time its
 median curve needs to reach the best peer's final median.
 
-Usage: ``python benchmarks/bench_anytime.py [--size quick|full|smallest] [--systems a,b]``.
+Usage: ``python benchmarks/bench_anytime.py [--size quick|full|smallest] [--systems a,b]
+[--workloads digits,charlm] [--budget S] [--seeds N]``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ SIZES: dict[str, tuple[list[str], list[int], dict[str, float], list[str] | None]
               ["hf-random", "hf-tpe-asha", "optuna-tpe-hyperband"]),
     "full": (["digits", "charlm"], [0, 1, 2], {"digits": 12.0, "charlm": 25.0}, None),
 }  # fmt: skip
+FIRST_REPORT = "first-report"  # a pruner's min_resource: the step of a trial's first report
 #: hyperfleet's systems: the sweep file's ``scheduler`` and ``pruner``
 HYPERFLEET: dict[str, dict[str, Any]] = {
     "hf-random": {"scheduler": {"type": "random"}},
@@ -62,6 +65,8 @@ HYPERFLEET: dict[str, dict[str, Any]] = {
     "hf-gp-asha": {"scheduler": {"type": "gp"}, "pruner": {"type": "asha"}},
     "hf-skopt-asha": {"scheduler": {"type": "skopt"}, "pruner": {"type": "asha"}},
     "hf-pbt": {"scheduler": {"type": "pbt", "population": 4}},
+    "hf-tpe-asha-first": {"scheduler": {"type": "tpe"},
+                          "pruner": {"type": "asha", "min_resource": FIRST_REPORT}},
     "hf-tpe-asha-inprocess": {"scheduler": {"type": "tpe"}, "pruner": {"type": "asha"},
                               "devices": 0},
 }  # fmt: skip
@@ -85,12 +90,15 @@ def hyperfleet_command(name: str, workload: str, seed: int, budget: float,
     if scheduler["type"] == "pbt":
         scheduler["perturbation_interval"] = 2 * EVAL_EVERY[workload]
         params["checkpoints"] = True
+    pruner = dict(system.get("pruner", {}))
+    if pruner.get("min_resource") == FIRST_REPORT:
+        pruner["min_resource"] = EVAL_EVERY[workload]
     shutil.copy(mlflow_template(work.parent), work / "mlflow.db")
     sweep = {
         "name": f"{name}-{workload}-{seed}",
         "objective": {"metric": "val_loss", "mode": "min"},
         "scheduler": scheduler,
-        **({"pruner": system["pruner"]} if "pruner" in system else {}),
+        **({"pruner": pruner} if pruner else {}),
         "budget": {"max_concurrent": 2, "timeout": budget, "stop_at_timeout": True},
         "space": SPACES[workload],
         "trial": {"workload": f"benchmarks.anytime_workloads:hyperfleet_{workload}",
@@ -203,9 +211,10 @@ def plot(workload: str, runs: dict[str, list[list[tuple[float, float]]]], summar
         (line,) = ax.plot(grid, summary["medians"][n], style, label=n)
         ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.12)
     finite = [v for m in summary["medians"].values() for v in m if math.isfinite(v)]
-    if finite:
-        low = min(finite)
-        ax.set_ylim(low - 0.02 * abs(low), statistics.median(finite) * 1.5)
+    finals = [m[-1] for m in summary["medians"].values() if math.isfinite(m[-1])]
+    if finite and min(finite) > 0:  # log scale, every system's final median in view
+        ax.set_yscale("log")
+        ax.set_ylim(min(finite) * 0.9, max(finals) * 2)
     ax.set_xlabel("wall seconds from the command's start")
     ax.set_ylabel("best val_loss so far (median over seeds; band: min-max)")
     ax.set_title(f"anytime: {workload}")
@@ -234,11 +243,13 @@ def main() -> None:
     ap.add_argument("--systems", help="comma-separated subset (default: the size's)")
     ap.add_argument("--budget", type=float, help="wall budget in s (default: the size's)")
     ap.add_argument("--seeds", type=int, help="seeds 0..N-1 (default: the size's)")
+    ap.add_argument("--workloads", help="comma-separated: digits, charlm (default: the size's)")
     ap.add_argument("--out", default=str(RESULTS), help="directory of the results")
     args = ap.parse_args()
     workloads, seeds, budgets, names = SIZES[args.size]
     names = args.systems.split(",") if args.systems else names or [*HYPERFLEET, *PEERS]
     seeds = list(range(args.seeds)) if args.seeds else seeds
+    workloads = args.workloads.split(",") if args.workloads else workloads
     missing = [n for n in names if not available(n)]
     for n in missing:
         print(f"{n}: left out ({PEERS[n][2]} is not installed: pip install -e '.[bench]')")
@@ -250,7 +261,7 @@ def main() -> None:
     report: dict[str, Any] = {"machine": machine(), "size": args.size, "workloads": {}}
     text = []
     for workload in workloads:
-        budget = args.budget or budgets[workload]
+        budget = args.budget or budgets.get(workload) or SIZES["full"][2][workload]
         runs: dict[str, list[list[tuple[float, float]]]] = {n: [] for n in names}
         for seed in seeds:  # systems alternate within each seed
             for n in names:
