@@ -53,7 +53,7 @@ SIZES: dict[str, tuple[list[str], list[int], dict[str, float], list[str] | None]
     "smallest": (["digits"], [0], {"digits": 45.0}, ["hf-tpe-asha", "optuna-tpe-hyperband"]),
     "quick": (["digits"], [0], {"digits": 15.0},
               ["hf-random", "hf-tpe-asha", "optuna-tpe-hyperband"]),
-    "full": (["digits", "charlm"], [0, 1, 2], {"digits": 12.0, "charlm": 25.0}, None),
+    "full": (["digits", "charlm"], [0, 1, 2], {"digits": 10.0, "charlm": 18.0}, None),
 }  # fmt: skip
 FIRST_REPORT = "first-report"  # a pruner's min_resource: the step of a trial's first report
 #: hyperfleet's systems: the sweep file's ``scheduler`` and ``pruner``
