@@ -48,14 +48,8 @@ class Lease:
         if self.kind == "cuda":
             visible = ",".join(str(d.index) for d in self.devices)
             return {"CUDA_VISIBLE_DEVICES": visible}
-        return {"CUDA_VISIBLE_DEVICES": "", **thread_cap(threads_per_process)}
-
-
-def thread_cap(threads: int) -> dict[str, str]:
-    """The environment that caps a trial process's torch (OpenMP, MKL) at ``threads``
-    intra-op threads (at least 1); the trial runtime applies it (``torch.set_num_threads``)."""
-    n = str(max(1, threads))
-    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+        n = str(max(1, threads_per_process))
+        return {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
 
 def count_gpus() -> int:

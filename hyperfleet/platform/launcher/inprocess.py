@@ -64,7 +64,7 @@ from hyperfleet.platform.launcher.trial_process import (
     preload,
     run_task,
 )
-from hyperfleet.platform.pool import Lease, thread_cap
+from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
 
 _FORKS = mp.get_context("forkserver")
@@ -223,6 +223,14 @@ class InProcessHandle(TrialHandle):
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         return read_tail(self.log_path, lines)
+
+
+def thread_cap(threads: int) -> dict[str, str]:
+    """The environment that caps a worker's torch (OpenMP, MKL) at ``threads`` intra-op
+    threads (at least 1), as a CPU lease's environment caps a torchrun rank's; the trial
+    runtime applies it (``torch.set_num_threads``)."""
+    n = str(max(1, threads))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
 
 
 class InProcessLauncher(Launcher):
