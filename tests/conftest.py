@@ -193,8 +193,9 @@ def _worker_group(item: pytest.Item) -> str | None:
     Module-scoped fixtures (a trained model, a warm group, a browser) and the dashboard's
     session of real sweeps are made once per worker that needs them; keeping their tests in
     one worker makes them once, as a serial run does; so does the session's MLflow server
-    (``tests.tracking.server``: two processes and ~7 s of CPU to start). The network-namespace
-    test uses fixed subnets, so two of it must not run at once.
+    (``tests.tracking.server``: two processes and ~7 s of CPU to start), and the one-node
+    Slurm of ``tests/platform/elastic``. The network-namespace test uses fixed subnets, so two
+    of it must not run at once.
     """
     if "filled" in item.fixturenames:
         return "dashboard-sweeps"
@@ -202,6 +203,8 @@ def _worker_group(item: pytest.Item) -> str | None:
         return "mlflow-server"
     if "hosts" in item.fixturenames:  # tests/fleet/test_hosts.py's network namespaces
         return "network-namespaces"
+    if "slurm_cluster" in item.fixturenames:  # one Slurm (three daemons) per session
+        return "slurm"
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     if any(d and d[-1].scope == "module" for d in defs.values()):
         return item.nodeid.split("::", 1)[0]

@@ -143,6 +143,12 @@ class Resources(_Section):
     pool: str | None = Field(
         None, description="only workers started with --pool NAME run it; None: any worker"
     )
+    per_device: int = Field(
+        1,
+        ge=1,
+        description="trials that may share one device (a GPU or a CPU slot); each holds a "
+        "share and, on a GPU, at most 1/per_device of its memory; for trials of devices: 1",
+    )
 
     @field_validator("gang_timeout", mode="before")
     @classmethod
@@ -155,6 +161,21 @@ class Resources(_Section):
             raise ValueError(
                 f"devices ({self.devices}) must be a positive multiple of nodes ({self.nodes}): "
                 f"each node runs devices / nodes processes"
+            )
+        if self.per_device > 1 and self.nodes > 1:
+            raise ValueError(
+                f"per_device ({self.per_device}) shares one device among small trials; a trial "
+                f"over {self.nodes} nodes needs whole devices: use per_device: 1"
+            )
+        if self.per_device > 1 and self.devices != 1:
+            what = (
+                "in-process trials (devices: 0) hold no device"
+                if self.devices == 0
+                else (f"a trial of {self.devices} processes needs whole devices")
+            )
+            raise ValueError(
+                f"per_device ({self.per_device}) shares one device among trials of one process; "
+                f"{what}: use devices: 1 or per_device: 1"
             )
         return self
 

@@ -312,6 +312,7 @@ def run_trial(
     if install_signals:
         exit_on_sigterm()
     env = distributed.init()
+    distributed.cap_memory(env, spec.trial.resources.per_device)
     _setup_logging(env.rank)
     recorder = (recorder_factory or PrintRecorder)(spec) if env.is_main else None
     run = _Run(spec, env, recorder)
