@@ -165,7 +165,8 @@ class Launchers:
 
             if cfg.name not in self._inprocess:
                 most = min(cfg.budget.max_concurrent, self.pool.size)
-                self._inprocess[cfg.name] = InProcessLauncher(most)
+                threads = self.pool.threads_per_process()
+                self._inprocess[cfg.name] = InProcessLauncher(most, threads=threads)
             return cast(Launcher, self._inprocess[cfg.name])
         if r.nodes > 1:
             if self._torchrun is None:
@@ -196,7 +197,8 @@ class Launchers:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
             most = min(cfg.budget.max_concurrent, self.pool.size)
-            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True)
+            threads = self.pool.threads_per_process()
+            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True, threads=threads)
             return
         launcher = self(cfg)
         if r.nodes == 1:  # the first trials' leases, one node each
