@@ -1,0 +1,423 @@
+"""The scale harness: many real worker control loops, simulated trials, one real PostgreSQL.
+
+:func:`run_case` starts ``workers`` controllers (``platform/controller/loop.py``), each a
+thread with the parts a ``hyperfleet worker`` has: its own registered worker row and heartbeat
+thread, its own open session of the sweep (storage, scheduler), one device, and the real
+claim (the sweep's claim lock, the scheduler's suggestion, the RUNNING record), launch, report
+and reap path. Only the trials are simulated (:mod:`hyperfleet.platform.launcher.simulated`
+on the system clock): each reports twice over ``trial_s`` seconds of wall time through the
+platform's rank-0 recorder and ends, so every write a real trial makes is made.
+
+What it measures, per case:
+
+* **claims**: the time of each claim (waiting for the sweep's claim lock, the scheduler's
+  suggestion, the RUNNING record), median and p99; how many trials were claimed twice
+  (more than one start of a trial: a trial is started once unless it is requeued);
+* **PostgreSQL**: transactions per second (``pg_stat_database.xact_commit`` deltas),
+  connections held (``pg_stat_activity``), lock waits (``pg_locks`` not granted and
+  ``wait_event_type = 'Lock'``), sampled every ``sample_s`` by a connection of its own
+  (not counted);
+* **suggestion time** against the sweep's length (the scheduler's ``suggest`` alone);
+* **platform time per trial**: claim + preparation + start + each report's recording and
+  decision + the end's records, by the worker's thread, for the first and the last
+  ``window`` trials of the sweep;
+* **waiting share**: the share of the workers' time spent in those platform calls.
+
+The harness times the driver's own methods with thin wrappers (:class:`Timers`); nothing of
+the claim, heartbeat or report path is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from hyperfleet.platform.clock import SystemClock
+from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
+from hyperfleet.platform.controller import driver as driver_mod
+from hyperfleet.platform.launcher.simulated import SimulatedLauncher, curve
+from hyperfleet.platform.pool import Device, LocalPool
+from hyperfleet.platform.recorder import RankZeroRecorder
+from hyperfleet.platform.schedulers.base import Scheduler
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.platform.worker import worker_record
+from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.sweeps import minimal_sweep
+
+SCHEDULERS = ("random", "tpe", "gp", "pbt")
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server (as the tests' ``postgres_server`` fixture starts it);
+    yields its base URL (no database)."""
+    from hyperfleet.platform.services.postgres import throwaway
+
+    with throwaway(prefix="hyperfleet-scale-") as pg:
+        yield f"postgresql://hf@127.0.0.1:{pg.port}"
+
+
+def new_database(server: str) -> str:
+    """A fresh database on ``server``; its URL."""
+    name = f"scale_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return f"{server}/{name}"
+
+
+def sweep_config(scheduler: str, trials: int, workers: int, workdir: Path) -> dict[str, Any]:
+    """The sweep of a case: ``trials`` trials of one float and one log-float dimension, every
+    worker busy (``max_concurrent``), two reports a trial. PBT: a population of
+    ``min(workers, 32)`` members (at least 2) whose segments (a launch up to its next ready
+    check) add up to about ``trials``."""
+    space = {
+        "x": {"type": "float", "low": 0.0, "high": 1.0},
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+    }
+    sched: dict[str, Any] = {"type": scheduler, "seed": 0}
+    budget: dict[str, Any] = {"trials": trials, "max_concurrent": workers}
+    steps = 2
+    if scheduler == "pbt":
+        population = max(2, min(workers, 32))
+        segments = max(1, trials // population)
+        steps = 2 * segments
+        sched.update(population=population, perturbation_interval=2)
+        budget = {"max_concurrent": min(workers, population)}
+    return minimal_sweep(
+        name=f"scale-{scheduler}",
+        space=space,
+        scheduler=sched,
+        budget=budget,
+        trial={"steps": steps, "eval_every": 1, "resources": {"devices": 1}},
+        storage="sqlite:///unused.db",
+        workdir=str(workdir),
+    )
+
+
+@dataclass
+class Timers:
+    """Durations of the platform's calls, by trial number, from every worker thread."""
+
+    claims: list[tuple[float, float]] = field(default_factory=list)  # (start, seconds) won
+    empty_claims: int = 0  # claims that got no trial (nothing to run now)
+    suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
+    platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    live: set[int] = field(default_factory=set)  # trials whose launch has not ended
+    twice: set[int] = field(default_factory=set)  # trials started while a launch of it ran
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, number: int, seconds: float) -> None:
+        self.platform[number] += seconds
+
+
+@contextlib.contextmanager
+def timed_driver(t: Timers) -> Iterator[None]:
+    """Wrap the driver's claim, preparation, start and end, and the schedulers' ``suggest``,
+    with timers (restored on exit)."""
+    drv = driver_mod.SweepDriver
+    saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
+
+    def claim(self: Any) -> Any:
+        t0 = time.perf_counter()
+        s = saved[0](self)
+        dt = time.perf_counter() - t0
+        if s is None:
+            t.empty_claims += 1
+        else:
+            t.claims.append((t0, dt))
+            t.add(s.trial_number, dt)
+        return s
+
+    def start(self: Any, p: Any, lease: Any, pool: Any) -> Any:
+        t0 = time.perf_counter()
+        r = saved[1](self, p, lease, pool)
+        t.add(p.number, time.perf_counter() - t0)
+        with t.lock:
+            if p.number in t.live:
+                t.twice.add(p.number)
+            t.live.add(p.number)
+        return r
+
+    def end(self: Any, r: Any, *args: Any) -> None:
+        t0 = time.perf_counter()
+        saved[2](self, r, *args)
+        t.add(r.number, time.perf_counter() - t0)
+        with t.lock:
+            t.live.discard(r.number)
+
+    def prepare(session: Any, suggestion: Any) -> Any:
+        t0 = time.perf_counter()
+        p = saved[3](session, suggestion)
+        t.add(suggestion.trial_number, time.perf_counter() - t0)
+        return p
+
+    suggests: dict[type, Callable[..., Any]] = {}
+    for cls in _scheduler_classes():
+        suggests[cls] = cls.suggest
+        cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
+    drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
+    driver_mod.prepare = prepare  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
+        for cls, fn in suggests.items():
+            cls.suggest = fn  # type: ignore[method-assign]
+
+
+def _scheduler_classes() -> list[type[Scheduler]]:
+    from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler
+    from hyperfleet.platform.schedulers.pbt.population_scheduler import PopulationScheduler
+    from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
+
+    found = [OptunaScheduler, PopulationScheduler, PBTScheduler]
+    return [cls for cls in found if "suggest" in cls.__dict__]
+
+
+def _timed_suggest(fn: Callable[..., Any], t: Timers) -> Callable[..., Any]:
+    def suggest(self: Any) -> Any:
+        t0 = time.perf_counter()
+        s = fn(self)
+        if s is not None:
+            t.suggest.append((s.trial_number, time.perf_counter() - t0))
+        return s
+
+    return suggest
+
+
+class TimedRecorder:
+    """Rank 0's recorder of a simulated trial, its building and every call timed."""
+
+    def __init__(self, spec: Any, clock: Any, t: Timers) -> None:
+        t0 = time.perf_counter()
+        self.inner = RankZeroRecorder(spec, clock=clock)
+        self.number, self.t = spec.number, t
+        t.add(self.number, time.perf_counter() - t0)
+
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.t.add(self.number, time.perf_counter() - t0)
+
+    def __call__(self, step: int, metrics: dict[str, float]) -> Any:
+        return self._timed(self.inner, step, metrics)
+
+    def finish(self, outcome: str) -> None:
+        self._timed(self.inner.finish, outcome)
+
+    def rewind(self, *args: Any) -> None:
+        self._timed(self.inner.rewind, *args)
+
+
+class Sampler(threading.Thread):
+    """PostgreSQL's own counters for one database, every ``every`` seconds."""
+
+    def __init__(self, url: str, every: float) -> None:
+        super().__init__(name="pg-sampler", daemon=True)
+        self.db = url.rsplit("/", 1)[1]
+        self.engine = sa.create_engine(url.rsplit("/", 1)[0] + "/postgres", pool_size=1)
+        self.every = every
+        self.samples: list[dict[str, float]] = []
+        self._halt = threading.Event()
+
+    def sample(self) -> dict[str, float]:
+        q = """SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database
+                       WHERE datname = :db) AS xacts,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db) AS conns,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND wait_event_type = 'Lock') AS lock_waits,
+                      (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
+                       WHERE d.datname = :db AND NOT l.granted) AS ungranted"""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.text(q), {"db": self.db}).one()
+        return {"at": time.monotonic(), **{k: float(v or 0) for k, v in row._mapping.items()}}
+
+    def run(self) -> None:
+        while not self._halt.wait(self.every):
+            self.samples.append(self.sample())
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+        self.samples.append(self.sample())
+        self.engine.dispose()
+
+
+@dataclass
+class CaseResult:
+    scheduler: str
+    workers: int
+    trials: int
+    wall_s: float
+    trials_done: int
+    claimed_twice: int
+    claim_p50_ms: float
+    claim_p99_ms: float
+    claims: int
+    empty_claims: int
+    xact_per_s: float
+    connections_max: int
+    connections_per_worker: float
+    lock_wait_samples: float  # share of samples with a session waiting on a lock
+    lock_waits_max: int
+    suggest_first_ms: float  # mean over the first ``window`` trials
+    suggest_last_ms: float  # mean over the last ``window`` trials
+    platform_first_ms: float
+    platform_last_ms: float
+    waiting_share: float
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
+    ordered = sorted(pairs)
+    part = ordered[:window] if first else ordered[-window:]
+    return 1000 * statistics.fmean(v for _, v in part) if part else float("nan")
+
+
+def run_case(
+    server: str,
+    scheduler: str,
+    workers: int,
+    trials: int,
+    *,
+    trial_s: float = 1.0,
+    ramp_s: float = 1.0,
+    window: int = 100,
+    sample_s: float = 0.5,
+    timeout_s: float = 900.0,
+) -> CaseResult:
+    """One sweep of ``trials`` simulated trials (each ``trial_s`` seconds of wall time, with a
+    spread of +-50 %) on ``workers`` worker loops that start over ``ramp_s`` seconds, on a new
+    database of ``server``; what it measured (see the module docstring)."""
+    url = new_database(server)
+    scratch = Path(tempfile.mkdtemp(prefix="hyperfleet-scale-"))
+    data = sweep_config(scheduler, trials, workers, scratch / "runs")
+    data["storage"] = url
+    cfg = parse_sweep(data)
+    timers = Timers()
+    clock = SystemClock()
+
+    def length(number: int) -> float:
+        return trial_s * (0.5 + ((number * 7919) % 1000) / 1000)
+
+    def script(sim: Any) -> Any:
+        per = length(sim.number) / 2
+        return curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=sim.start_step + 2,
+                     seconds_per_step=per)(sim)  # fmt: skip
+
+    if cfg.is_population:
+        steps = cfg.trial.steps
+
+        def script(sim: Any) -> Any:
+            per = length(sim.number) / 2
+            return curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=steps,
+                         seconds_per_step=per)(sim)  # fmt: skip
+
+    first = Storage(url)
+    open_session(cfg, first, NullTracker(), None)  # submitted: every worker continues it
+    controllers: list[Controller] = []
+    for i in range(workers):  # the schema is made: the workers' storages open without DDL
+        storage = Storage(url, create=False, clock=clock)
+        session = open_session(cfg, storage, NullTracker(), None)
+        pool = LocalPool([Device("cpu", i)])
+        launcher = SimulatedLauncher(
+            clock, script, recorder_factory=lambda spec: TimedRecorder(spec, clock, timers)
+        )
+        record = worker_record(pool, "default", None, [cfg.name], clock.time())
+        registry = Storage(url, create=False)
+        controller = Controller(
+            pool, FixedSweeps([session]), lambda _, la=launcher: la, clock=clock,
+            timing=Timing(), worker=record, registry=registry, until=Until(done=True),
+        )  # fmt: skip
+        controllers.append(controller)
+    sampler = Sampler(url, sample_s)
+    errors: list[BaseException] = []
+
+    def serve(c: Controller) -> None:
+        try:
+            c.run()
+        except BaseException as exc:  # noqa: BLE001 - reported after the case
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in controllers]
+    with timed_driver(timers):
+        sampler.start()
+        t0 = time.monotonic()
+        for th in threads:
+            th.start()
+            time.sleep(ramp_s / workers)
+        deadline = t0 + timeout_s
+        for th in threads:
+            th.join(max(0.0, deadline - time.monotonic()))
+        wall = time.monotonic() - t0
+        for c in controllers:
+            c.request_stop()
+        sampler.stop()
+    if errors:
+        raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
+    records = first.trials(cfg.name)
+    first.close()
+    return _result(cfg, scheduler, workers, trials, wall, timers, sampler.samples, records,
+                   window)  # fmt: skip
+
+
+def _result(
+    cfg: Any, scheduler: str, workers: int, trials: int, wall: float, t: Timers,
+    samples: list[dict[str, float]], records: list[Any], window: int,
+) -> CaseResult:  # fmt: skip
+    done = sum(r.state == TrialState.COMPLETE for r in records)
+    twice = len(t.twice)
+    claims = [d for _, d in t.claims]
+    span = (samples[-1]["at"] - samples[0]["at"]) if len(samples) > 1 else float("nan")
+    xacts = (samples[-1]["xacts"] - samples[0]["xacts"]) / span if len(samples) > 1 else 0.0
+    conns = max((int(s["conns"]) for s in samples), default=0)
+    waits = [s["lock_waits"] for s in samples]
+    platform = sorted(t.platform.items())
+    return CaseResult(
+        scheduler=scheduler,
+        workers=workers,
+        trials=trials,
+        wall_s=round(wall, 2),
+        trials_done=done,
+        claimed_twice=twice,
+        claim_p50_ms=round(1000 * _pct(claims, 0.5), 2),
+        claim_p99_ms=round(1000 * _pct(claims, 0.99), 2),
+        claims=len(claims),
+        empty_claims=t.empty_claims,
+        xact_per_s=round(xacts, 1),
+        connections_max=conns,
+        connections_per_worker=round(conns / workers, 3),
+        lock_wait_samples=round(sum(w > 0 for w in waits) / max(1, len(waits)), 3),
+        lock_waits_max=int(max(waits, default=0)),
+        suggest_first_ms=round(_mean_ms(t.suggest, True, window), 2),
+        suggest_last_ms=round(_mean_ms(t.suggest, False, window), 2),
+        platform_first_ms=round(_mean_ms(platform, True, window), 2),
+        platform_last_ms=round(_mean_ms(platform, False, window), 2),
+        waiting_share=round(sum(t.platform.values()) / (workers * wall), 4),
+    )
