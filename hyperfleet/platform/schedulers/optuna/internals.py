@@ -20,10 +20,13 @@ them shows here, in one file, and in the tests of the samplers that use it
   ``optuna.study._constrained_optimization``: the GP sampler's fitting and acquisition hooks —
   ``GPSamplerHooks``, ``believer_gp``, ``log_ei``, ``ucb``, ``is_constrained``.
 * ``BaseSampler._raise_error_if_multi_objective`` — ``reject_multi_objective``.
+* ``Study._get_trials``, what samplers read the history through: a study whose history a
+  sampler sees capped — ``HistoryView``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -229,3 +232,32 @@ def ucb(model: Any, space: Any, beta: float) -> Any:
     from optuna._gp import acqf
 
     return acqf.UCB(gpr=model, search_space=space, beta=beta)
+
+
+class HistoryView:
+    """``study`` as a sampler sees it with its history passed through ``keep`` (a function of
+    the trials read, in order of number, to those the sampler is given): what
+    ``Study._get_trials`` and ``Study.get_trials`` return; everything else is the study's."""
+
+    def __init__(
+        self, study: Study, keep: Callable[[list[FrozenTrial]], list[FrozenTrial]]
+    ) -> None:
+        self._study = study
+        self._keep = keep
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(
+        self,
+        deepcopy: bool = True,
+        states: Container[optuna.trial.TrialState] | None = None,
+        use_cache: bool = False,
+    ) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        return self._keep(trials)
+
+    def get_trials(
+        self, deepcopy: bool = True, states: Container[optuna.trial.TrialState] | None = None
+    ) -> list[FrozenTrial]:
+        return self._keep(self._study.get_trials(deepcopy=deepcopy, states=states))
