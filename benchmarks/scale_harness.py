@@ -1,18 +1,20 @@
 """The scale harness: many real worker control loops, simulated trials, one real PostgreSQL.
 
-:func:`run_case` starts ``workers`` controllers (``platform/controller/loop.py``), each a
-thread with the parts a ``hyperfleet worker`` has: its own registered worker row and heartbeat
-thread, its own open session of the sweep (storage, scheduler), one device, and the real
-claim (the sweep's claim lock, the scheduler's suggestion, the RUNNING record), launch, report
-and reap path. Only the trials are simulated (:mod:`hyperfleet.platform.launcher.simulated`
-on the system clock): each reports twice over ``trial_s`` seconds of wall time through the
-platform's rank-0 recorder and ends, so every write a real trial makes is made.
+:func:`run_case` starts ``workers`` controllers (``platform/controller/loop.py``), each a thread
+(``PER_PROCESS`` threads to a process, the processes spawned: one interpreter's lock would
+otherwise be what is measured) with the parts a ``hyperfleet worker`` has: its own registered
+worker row and heartbeat thread, its own open session of the sweep (storage, scheduler), one
+device, and the real claim (the sweep's claim lock, the scheduler's suggestion, the RUNNING
+record), launch, report and reap path. Only the trials are simulated
+(:mod:`hyperfleet.platform.launcher.simulated` on the system clock): each reports twice over
+``trial_s`` seconds of wall time through the platform's rank-0 recorder and ends, so every
+write a real trial makes is made.
 
 What it measures, per case:
 
 * **claims**: the time of each claim (waiting for the sweep's claim lock, the scheduler's
   suggestion, the RUNNING record), median and p99; how many trials were claimed twice
-  (more than one start of a trial: a trial is started once unless it is requeued);
+  (held by two launches at once: their lease rows in ``hf_leases`` overlap);
 * **PostgreSQL**: transactions per second (``pg_stat_database.xact_commit`` deltas),
   connections held (``pg_stat_activity``), lock waits (``pg_locks`` not granted and
   ``wait_event_type = 'Lock'``), sampled every ``sample_s`` by a connection of its own
@@ -30,6 +32,8 @@ the claim, heartbeat or report path is replaced.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import shutil
 import statistics
 import tempfile
 import threading
@@ -97,7 +101,7 @@ def sweep_config(scheduler: str, trials: int, workers: int, workdir: Path) -> di
         segments = max(1, trials // population)
         steps = 2 * segments
         sched.update(population=population, perturbation_interval=2)
-        budget = {"max_concurrent": min(workers, population)}
+        budget = {"trials": population, "max_concurrent": min(workers, population)}
     return minimal_sweep(
         name=f"scale-{scheduler}",
         space=space,
@@ -117,9 +121,6 @@ class Timers:
     empty_claims: int = 0  # claims that got no trial (nothing to run now)
     suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    live: set[int] = field(default_factory=set)  # trials whose launch has not ended
-    twice: set[int] = field(default_factory=set)  # trials started while a launch of it ran
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, number: int, seconds: float) -> None:
         self.platform[number] += seconds
@@ -147,18 +148,12 @@ def timed_driver(t: Timers) -> Iterator[None]:
         t0 = time.perf_counter()
         r = saved[1](self, p, lease, pool)
         t.add(p.number, time.perf_counter() - t0)
-        with t.lock:
-            if p.number in t.live:
-                t.twice.add(p.number)
-            t.live.add(p.number)
         return r
 
     def end(self: Any, r: Any, *args: Any) -> None:
         t0 = time.perf_counter()
         saved[2](self, r, *args)
         t.add(r.number, time.perf_counter() - t0)
-        with t.lock:
-            t.live.discard(r.number)
 
     def prepare(session: Any, suggestion: Any) -> Any:
         t0 = time.perf_counter()
@@ -300,6 +295,112 @@ def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
     return 1000 * statistics.fmean(v for _, v in part) if part else float("nan")
 
 
+PER_PROCESS = 125  # worker loops per process: more, and one interpreter's lock is the limit
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The case every process of it runs its share of worker loops for."""
+
+    url: str
+    data: dict[str, Any]
+    trial_s: float
+    ramp_s: float
+    timeout_s: float
+
+
+def _script(cfg: Any, trial_s: float) -> Callable[[Any], Any]:
+    """Two reports over about ``trial_s`` seconds (+-50 %, by trial number); PBT: to the
+    sweep's last step, an interval at a time."""
+
+    def script(sim: Any) -> Any:
+        per = trial_s * (0.5 + ((sim.number * 7919) % 1000) / 1000) / 2
+        steps = cfg.trial.steps if cfg.is_population else sim.start_step + 2
+        value = curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=steps, seconds_per_step=per)
+        return value(sim)
+
+    return script
+
+
+def _controllers(plan: Plan, first: int, count: int, timers: Timers) -> list[Controller]:
+    cfg = parse_sweep(plan.data)
+    clock = SystemClock()
+    script = _script(cfg, plan.trial_s)
+    out = []
+    for i in range(first, first + count):  # the schema is made: storages open without DDL
+        storage = Storage(plan.url, create=False, clock=clock)
+        session = open_session(cfg, storage, NullTracker(), None)
+        pool = LocalPool([Device("cpu", i)])
+        launcher = SimulatedLauncher(
+            clock, script, recorder_factory=lambda spec: TimedRecorder(spec, clock, timers)
+        )
+        record = worker_record(pool, "default", None, [cfg.name], clock.time())
+        registry = Storage(plan.url, create=False)
+        controller = Controller(
+            pool, FixedSweeps([session]), lambda _, la=launcher: la, clock=clock,
+            timing=Timing(), worker=record, registry=registry, until=Until(done=True),
+        )  # fmt: skip
+        out.append(controller)
+    return out
+
+
+def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict[str, Any]:
+    """Run ``count`` worker loops (threads of this process) until the sweep is done; after
+    they are built, ``start()`` waits for the other processes. What their timers took."""
+    timers = Timers()
+    controllers = _controllers(plan, first, count, timers)
+    errors: list[BaseException] = []
+
+    def loop(c: Controller) -> None:
+        try:
+            c.run()
+        except BaseException as exc:  # noqa: BLE001 - reported after the case
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in controllers]
+    with timed_driver(timers):
+        start()
+        t0 = time.monotonic()
+        for th in threads:
+            th.start()
+            time.sleep(plan.ramp_s / count)
+        for th in threads:
+            th.join(max(0.0, t0 + plan.timeout_s - time.monotonic()))
+        for c in controllers:
+            c.request_stop()
+    if errors:
+        raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
+    return {"claims": [d for _, d in timers.claims], "empty": timers.empty_claims,
+            "suggest": timers.suggest, "platform": dict(timers.platform)}  # fmt: skip
+
+
+def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
+    try:
+        results.put(serve(plan, first, count, lambda: barrier.wait()))
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it
+        results.put({"error": repr(exc)})
+        barrier.abort()
+
+
+def _spread(plan: Plan, workers: int, processes: int, sampler: Sampler) -> list[dict[str, Any]]:
+    """The worker loops over ``processes`` processes (spawned: a fresh interpreter each, as
+    separate workers are), started together once every process has built its loops."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes + 1), ctx.Queue()
+    share = [workers // processes + (i < workers % processes) for i in range(processes)]
+    firsts = [sum(share[:i]) for i in range(processes)]
+    procs = [ctx.Process(target=_child, args=(plan, f, n, barrier, results))
+             for f, n in zip(firsts, share, strict=True)]  # fmt: skip
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=plan.timeout_s)
+    sampler.start()
+    parts = [results.get(timeout=plan.timeout_s + 60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    return parts
+
+
 def run_case(
     server: str,
     scheduler: str,
@@ -311,113 +412,93 @@ def run_case(
     window: int = 100,
     sample_s: float = 0.5,
     timeout_s: float = 900.0,
+    processes: int | None = None,
 ) -> CaseResult:
     """One sweep of ``trials`` simulated trials (each ``trial_s`` seconds of wall time, with a
     spread of +-50 %) on ``workers`` worker loops that start over ``ramp_s`` seconds, on a new
-    database of ``server``; what it measured (see the module docstring)."""
+    database of ``server``; what it measured (see the module docstring). ``processes``: how
+    many processes run the loops (default: one per ``PER_PROCESS``; 1 runs them in this one)."""
     url = new_database(server)
     scratch = Path(tempfile.mkdtemp(prefix="hyperfleet-scale-"))
     data = sweep_config(scheduler, trials, workers, scratch / "runs")
     data["storage"] = url
     cfg = parse_sweep(data)
-    timers = Timers()
-    clock = SystemClock()
-
-    def length(number: int) -> float:
-        return trial_s * (0.5 + ((number * 7919) % 1000) / 1000)
-
-    def script(sim: Any) -> Any:
-        per = length(sim.number) / 2
-        return curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=sim.start_step + 2,
-                     seconds_per_step=per)(sim)  # fmt: skip
-
-    if cfg.is_population:
-        steps = cfg.trial.steps
-
-        def script(sim: Any) -> Any:
-            per = length(sim.number) / 2
-            return curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=steps,
-                         seconds_per_step=per)(sim)  # fmt: skip
-
+    plan = Plan(url, data, trial_s, ramp_s, timeout_s)
     first = Storage(url)
     open_session(cfg, first, NullTracker(), None)  # submitted: every worker continues it
-    controllers: list[Controller] = []
-    for i in range(workers):  # the schema is made: the workers' storages open without DDL
-        storage = Storage(url, create=False, clock=clock)
-        session = open_session(cfg, storage, NullTracker(), None)
-        pool = LocalPool([Device("cpu", i)])
-        launcher = SimulatedLauncher(
-            clock, script, recorder_factory=lambda spec: TimedRecorder(spec, clock, timers)
-        )
-        record = worker_record(pool, "default", None, [cfg.name], clock.time())
-        registry = Storage(url, create=False)
-        controller = Controller(
-            pool, FixedSweeps([session]), lambda _, la=launcher: la, clock=clock,
-            timing=Timing(), worker=record, registry=registry, until=Until(done=True),
-        )  # fmt: skip
-        controllers.append(controller)
+    processes = processes or -(-workers // PER_PROCESS)
     sampler = Sampler(url, sample_s)
-    errors: list[BaseException] = []
-
-    def serve(c: Controller) -> None:
-        try:
-            c.run()
-        except BaseException as exc:  # noqa: BLE001 - reported after the case
-            errors.append(exc)
-
-    threads = [threading.Thread(target=serve, args=(c,), daemon=True) for c in controllers]
-    with timed_driver(timers):
-        sampler.start()
-        t0 = time.monotonic()
-        for th in threads:
-            th.start()
-            time.sleep(ramp_s / workers)
-        deadline = t0 + timeout_s
-        for th in threads:
-            th.join(max(0.0, deadline - time.monotonic()))
+    t0 = time.monotonic()
+    try:
+        if processes == 1:
+            parts = [serve(plan, 0, workers, sampler.start)]
+        else:
+            parts = _spread(plan, workers, processes, sampler)
+    finally:
         wall = time.monotonic() - t0
-        for c in controllers:
-            c.request_stop()
-        sampler.stop()
-    if errors:
-        raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
+        if sampler.is_alive():
+            sampler.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    failed = [p["error"] for p in parts if "error" in p]
+    if failed:
+        raise RuntimeError(f"a process of worker loops failed: {failed[0]}")
     records = first.trials(cfg.name)
+    leases = first.leases(cfg.name)
     first.close()
-    return _result(cfg, scheduler, workers, trials, wall, timers, sampler.samples, records,
-                   window)  # fmt: skip
+    return _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
+                   leases, window)  # fmt: skip
+
+
+def claimed_twice(leases: list[Any]) -> int:
+    """Trials held by two launches at once (their lease rows overlap): the platform's own
+    record, whichever process claimed them."""
+    by_trial: dict[int, list[Any]] = defaultdict(list)
+    for lease in leases:
+        by_trial[lease.trial].append(lease)
+    twice = 0
+    for held in by_trial.values():
+        held.sort(key=lambda x: x.started_at)
+        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
+        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
+    return twice
 
 
 def _result(
-    cfg: Any, scheduler: str, workers: int, trials: int, wall: float, t: Timers,
-    samples: list[dict[str, float]], records: list[Any], window: int,
+    cfg: Any, scheduler: str, workers: int, trials: int, wall: float,
+    parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
+    leases: list[Any], window: int,
 ) -> CaseResult:  # fmt: skip
+    claims = [d for p in parts for d in p["claims"]]
+    suggest = [tuple(x) for p in parts for x in p["suggest"]]
+    platform_by: dict[int, float] = defaultdict(float)
+    for p in parts:
+        for number, seconds in p["platform"].items():
+            platform_by[int(number)] += seconds
     done = sum(r.state == TrialState.COMPLETE for r in records)
-    twice = len(t.twice)
-    claims = [d for _, d in t.claims]
     span = (samples[-1]["at"] - samples[0]["at"]) if len(samples) > 1 else float("nan")
     xacts = (samples[-1]["xacts"] - samples[0]["xacts"]) / span if len(samples) > 1 else 0.0
-    conns = max((int(s["conns"]) for s in samples), default=0)
+    conns = max((int(s["conns"]) - 1 for s in samples), default=0)  # not the sampler's own
     waits = [s["lock_waits"] for s in samples]
-    platform = sorted(t.platform.items())
+    platform = sorted(platform_by.items())
     return CaseResult(
         scheduler=scheduler,
         workers=workers,
         trials=trials,
         wall_s=round(wall, 2),
         trials_done=done,
-        claimed_twice=twice,
+        claimed_twice=claimed_twice(leases),
         claim_p50_ms=round(1000 * _pct(claims, 0.5), 2),
         claim_p99_ms=round(1000 * _pct(claims, 0.99), 2),
         claims=len(claims),
-        empty_claims=t.empty_claims,
+        empty_claims=sum(int(p["empty"]) for p in parts),
         xact_per_s=round(xacts, 1),
         connections_max=conns,
         connections_per_worker=round(conns / workers, 3),
         lock_wait_samples=round(sum(w > 0 for w in waits) / max(1, len(waits)), 3),
         lock_waits_max=int(max(waits, default=0)),
-        suggest_first_ms=round(_mean_ms(t.suggest, True, window), 2),
-        suggest_last_ms=round(_mean_ms(t.suggest, False, window), 2),
+        suggest_first_ms=round(_mean_ms(suggest, True, window), 2),  # type: ignore[arg-type]
+        suggest_last_ms=round(_mean_ms(suggest, False, window), 2),  # type: ignore[arg-type]
         platform_first_ms=round(_mean_ms(platform, True, window), 2),
         platform_last_ms=round(_mean_ms(platform, False, window), 2),
-        waiting_share=round(sum(t.platform.values()) / (workers * wall), 4),
+        waiting_share=round(sum(platform_by.values()) / (workers * wall), 4),
     )
