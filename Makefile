@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(3, min(8, len(os.sched_getaffinity(0)) + 1)))")
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 
-.PHONY: sweep test test-long test-fast stack stack-down install lint typecheck bench bench-full bench-components clean
+.PHONY: sweep test test-long test-fast stack stack-down install lint typecheck bench bench-full bench-components bench-scale clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -75,6 +75,11 @@ bench-full: install
 
 bench-components: install
 	$(PY) benchmarks/run_all.py --quick --components
+
+# Scale: 1 to 1,000 simulated workers on one PostgreSQL, sweeps of 1,000 and 10,000 trials
+# (BENCHMARKS.md "Scale"; estimated 15-20 minutes on an idle 2-core machine: not yet run in full).
+bench-scale: install
+	$(PY) benchmarks/bench_scale.py --full --json benchmarks/results/scale.json
 
 clean:
 	rm -rf hyperfleet-runs

@@ -112,11 +112,15 @@ class SweepDriver(SweepSeat):
 
     def _claim(self) -> Suggestion | None:
         """Ask the scheduler for a trial and record it RUNNING with this worker, under the
-        sweep's claim lock, unless the sweep already has ``max_concurrent`` trials running."""
+        sweep's claim lock, unless the sweep already has ``max_concurrent`` trials running
+        (counted by the database; once before the lock too, so that workers with nothing to
+        run now do not queue for it)."""
         s, storage = self.session, self.session.storage
+        limit = self.cfg.budget.max_concurrent
+        if storage.running_elsewhere(s.name, None) >= limit:
+            return None
         with storage.claim_lock(s.name):
-            busy = sum(t.state == TrialState.RUNNING for t in storage.trials(s.name))
-            if busy >= self.cfg.budget.max_concurrent:
+            if storage.running_elsewhere(s.name, None) >= limit:
                 return None
             suggestion = s.scheduler.suggest()
             if suggestion is not None:

@@ -42,7 +42,6 @@ from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.sweeps.results import SweepSummary
-from hyperfleet.spec.states import TrialState
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +119,7 @@ class Controller:
         self._launchers: list[Launcher] = []
         self._stop = threading.Event()
         self._idle_since = 0.0
+        self._look_again: dict[str, float] = {}  # sweep -> when _close_over looks at it again
         self._beat: Heartbeat | None = None
 
     def request_stop(self) -> None:
@@ -173,8 +173,9 @@ class Controller:
             if not self._stop.is_set():
                 d.gangs.join_open(self.pool)
 
-    def _recover(self) -> None:
-        """Requeue the trials of workers that went silent (every few heartbeats). This worker
+    def _recover(self, always: bool = True) -> None:
+        """Requeue the trials of workers that went silent (every few heartbeats; not
+        ``always``: only when one looks stale, :func:`.recovery.recover`). This worker
         beats first, and stops its copies of trials another worker took over meanwhile (no
         retry counted): one that was paused itself (SIGSTOP, a long stall) judges with a
         fresh heartbeat of its own, and keeps its trials that are still its own."""
@@ -187,7 +188,8 @@ class Controller:
             self._fence()
         me = self.worker.id if self.worker else None
         for d in self._ordered():
-            if d._db(functools.partial(recover, d.session, self.timing.stale_after, me)):
+            look = functools.partial(recover, d.session, self.timing.stale_after, me, always)
+            if d._db(look):
                 d.ask_now()  # requeued trials wait: not "nothing to run" any more
 
     def _timed_out(self, d: SweepDriver) -> bool:
@@ -195,13 +197,19 @@ class Controller:
         return timeout is not None and self.clock.monotonic() - self._started[d.name] > timeout
 
     def _close_over(self) -> None:
-        """Close the drivers whose sweep is over here and runs nowhere else."""
+        """Close the drivers whose sweep is over here and runs nowhere else. A sweep over here
+        whose trials still run elsewhere is looked at again after ``ask_every``, not every
+        tick: a fleet's idle workers would otherwise query the database ten times a second
+        each."""
+        now = self.clock.monotonic()
         for d in list(self.drivers.values()):
-            if not d.over(self._timed_out(d)):
+            if now < self._look_again.get(d.name, 0.0) or not d.over(self._timed_out(d)):
                 continue
-            busy = any(t.state == TrialState.RUNNING for t in d.session.storage.trials(d.name))
+            busy = d._db(functools.partial(d.session.storage.running_elsewhere, d.name, None))
             if busy and not self._timed_out(d):
-                continue  # other workers still run its trials: stay, to take over if they die
+                # other workers still run its trials: stay, to take over if they die
+                self._look_again[d.name] = now + self.timing.ask_every
+                continue
             self.summaries[d.name] = d.close(interrupted=False)
             del self.drivers[d.name]
 
@@ -320,7 +328,7 @@ class Controller:
                 self._rescan()
                 last_scan = now
             if now - last_recovery >= self.timing.stale_after / 3:
-                self._recover()
+                self._recover(always=False)
                 last_recovery = now
             self._progress()
             self._wait()

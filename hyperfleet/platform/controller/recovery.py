@@ -82,9 +82,7 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     that asked for them died between the two (the claim lock, held by the caller, keeps live
     controllers out of that window). They go back in the queue and are reused, so the budget
     counts only trials that exist."""
-    recorded = {
-        t.number for t in session.storage.trials(session.name) if t.state == TrialState.RUNNING
-    }
+    recorded = {t.number for t in session.storage.trials(session.name, TrialState.RUNNING)}
     phantoms = sorted(session.scheduler.running() - recorded)
     for number in phantoms:
         logger.warning(
@@ -101,8 +99,18 @@ def requeue_phantoms_locked(session: SweepSession) -> list[int]:
         return requeue_phantoms(session)
 
 
-def recover(session: SweepSession, stale_after: float, worker: str | None = None) -> int:
-    """Requeue stale and phantom trials, under the sweep's claim lock; how many."""
+def recover(
+    session: SweepSession, stale_after: float, worker: str | None = None, always: bool = True
+) -> int:
+    """Requeue stale and phantom trials, under the sweep's claim lock; how many. Not
+    ``always`` (the periodic look of every worker): only when a trial of another worker looks
+    stale, read without the lock, so a fleet's looks cost one short query each; phantoms are
+    then found when a sweep seems to be over (:func:`requeue_phantoms_locked`) or by a look
+    that takes the lock."""
+    if not always:
+        seen = session.storage.stale_running(session.name, stale_after)
+        if not any(worker is None or t.worker != worker for t in seen):
+            return 0
     with session.storage.claim_lock(session.name):
         stale = requeue_stale(session, stale_after, worker)
         return len(stale) + len(requeue_phantoms(session))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperfleet.errors import Superseded
-from hyperfleet.platform.clock import VirtualClock
+from hyperfleet.platform.clock import Clock
 from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Launcher, TrialHandle
 from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.states import Outcome
@@ -161,7 +161,9 @@ class SimulatedHandle(TrialHandle):
 
 
 class SimulatedLauncher(Launcher):
-    """Launches simulated trials that follow ``script`` on ``clock`` (see the module doc).
+    """Launches simulated trials that follow ``script`` on ``clock`` (see the module doc):
+    a :class:`~hyperfleet.platform.clock.VirtualClock`, or the system's clock to run the
+    scripts in wall time beside real worker loops (the scale harness).
 
     ``recorder_factory(spec)`` builds rank 0's recorder; by default the platform's
     :class:`~hyperfleet.platform.recorder.RankZeroRecorder` on the virtual clock.
@@ -169,7 +171,7 @@ class SimulatedLauncher(Launcher):
 
     def __init__(
         self,
-        clock: VirtualClock,
+        clock: Clock,
         script: Script,
         recorder_factory: Callable[[TrialSpec], Any] | None = None,
     ) -> None:

@@ -57,6 +57,10 @@ class TPEConfig(_Frozen):
     branches of a conditional space); None: on for a conditional space, off otherwise."""
     constant_liar: bool = True
     """Treat running trials as bad results so concurrent suggestions spread out."""
+    max_history: int | None = Field(500, ge=2)
+    """At most this many finished trials are given to TPE at a suggestion (the best half of
+    them plus the most recent ones; every running trial too): a suggestion's cost stops
+    growing with the sweep's length. None: all."""
 
 
 class RandomConfig(_Frozen):
@@ -148,6 +152,10 @@ class GPConfig(_Frozen):
     value_transform: Literal["yeo-johnson", "standardize"] = "yeo-johnson"
     """As skopt's: the GP (single objective) is fitted to the values Yeo-Johnson transformed and
     standardised, or only standardised (Optuna's; a long tail of bad values sets its scale)."""
+    max_history: int | None = Field(200, ge=2)
+    """At most this many finished trials are fitted (the best half of them plus the most
+    recent ones): the fit costs O(n^3), so it stops growing with the sweep's length. None:
+    all."""
 
 
 class NSGA2Config(_Frozen):

@@ -9,10 +9,20 @@ A *read-only* engine (``sweep status``, ``sweep list``, the dashboard) never cre
 database file and cannot write: SQLite is opened with ``mode=rw`` (a missing file is an error,
 not a new empty database) and ``query_only``; PostgreSQL sessions start with
 ``default_transaction_read_only``.
+
+**One pool per process.** Every ``Storage`` of one process on one PostgreSQL URL (a worker's
+registry, its heartbeat, each sweep it serves, rank 0's recorders of its simulated or
+in-process trials, many workers run as threads) shares one engine (:func:`shared_engine`):
+one bounded pool of at most ``POOL_SIZE + POOL_OVERFLOW`` connections, of which ``POOL_SIZE``
+stay open when idle. A process therefore holds a few connections however many of them it
+opens; the database's ``max_connections`` must exceed the processes' pools together
+(``docs/scale.md``: sizing, and PgBouncer).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,11 @@ from hyperfleet.platform.credentials import mask_text, masked
 from hyperfleet.platform.urls import storage_problem
 
 SQLITE_TIMEOUT_S = 60
+POOL_SIZE = 5  # PostgreSQL connections an engine keeps open (SQLAlchemy's default)
+POOL_OVERFLOW = 10  # more while it is busy, closed when given back
+
+_SHARED: dict[tuple[int, str, bool], list[Any]] = {}  # (pid, url, readonly) -> [engine, users]
+_SHARED_LOCK = threading.Lock()
 
 
 def parse_url(url: str) -> URL:
@@ -72,7 +87,9 @@ def engine_kwargs(url: str, readonly: bool = False) -> dict[str, Any]:
     """``create_engine`` arguments for ``url`` (also given to Optuna's RDBStorage)."""
     if parse_url(url).get_backend_name() == "sqlite":
         return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {
+        "pool_pre_ping": True, "pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW,
+    }  # fmt: skip
     if readonly:
         kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
     return kwargs
@@ -109,4 +126,32 @@ def configure_sqlite(engine: Engine, readonly: bool = False) -> None:
     if engine.dialect.name != "sqlite":
         return
     event.listen(engine, "connect", _on_sqlite_connect(readonly))
+    engine.dispose()
+
+
+def shared_engine(url: str, readonly: bool = False) -> Engine:
+    """PostgreSQL: this process's one engine for ``url`` (see the module docstring), made on
+    first use; SQLite: a new engine (:func:`create_engine`). Give it back with
+    :func:`release_engine`."""
+    if parse_url(url).get_backend_name() != "postgresql":
+        return create_engine(url, readonly)
+    key = (os.getpid(), url, readonly)  # a forked child makes its own: sockets aren't shared
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is None:
+            entry = _SHARED[key] = [create_engine(url, readonly), 0]
+        entry[1] += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+
+def release_engine(engine: Engine) -> None:
+    """One user of ``engine`` is done with it: closed when it was the last (or not shared)."""
+    with _SHARED_LOCK:
+        for key, entry in _SHARED.items():
+            if entry[0] is engine:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _SHARED[key]
+                break
     engine.dispose()

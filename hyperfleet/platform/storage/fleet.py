@@ -53,7 +53,7 @@ class FleetStore:
         def now(self) -> float:
             raise NotImplementedError
 
-        def trials(self, sweep: str) -> list[TrialRecord]:
+        def trials(self, sweep: str, state: TrialState | None = None) -> list[TrialRecord]:
             raise NotImplementedError
 
     # -- workers --------------------------------------------------------------------------
@@ -197,14 +197,28 @@ class FleetStore:
         until the trial itself is silent too."""
         host, now = socket.gethostname(), self.now()
         stale = []
-        for t in self.trials(sweep):
-            if t.state != TrialState.RUNNING:
-                continue
+        for t in self._stale_candidates(sweep, host, now - heartbeat_timeout_s):
             dead = t.host == host and t.pid is not None and not pid_alive(t.pid)
             silent = t.heartbeat_at is None or now - t.heartbeat_at > heartbeat_timeout_s
             if dead or silent:
                 stale.append(t)
         return stale
+
+    @retried
+    def _stale_candidates(self, sweep: str, host: str, silent_since: float) -> list[TrialRecord]:
+        """The sweep's RUNNING trials that are silent since ``silent_since`` or run by another
+        process of ``host`` (whose pid may be dead), read by the database: a worker asks every
+        few seconds, so it reads what may be stale, not every running trial of the fleet."""
+        beat = TrialRow.heartbeat_at
+        q = sa.select(TrialRow).where(
+            TrialRow.sweep == sweep, TrialRow.state == TrialState.RUNNING,
+            sa.or_(
+                beat.is_(None), beat < silent_since,
+                sa.and_(TrialRow.host == host, TrialRow.pid != os.getpid()),
+            ),
+        )  # fmt: skip
+        with self.session() as s:
+            return [TrialRecord.of(r) for r in s.scalars(q.order_by(TrialRow.number))]
 
     @retried
     def take_over(self, t: TrialRecord, retry: bool = True) -> bool:

@@ -7,13 +7,19 @@ its own connections (Optuna's storage) while the lock is held, and SQLite has a 
 so a transaction held across those writes would deadlock. Instead:
 
 * PostgreSQL (many hosts): a session-level advisory lock (``pg_advisory_lock``) on a dedicated
-  connection, keyed by the sweep's name; the server releases it if the holder dies.
+  connection, keyed by the sweep's name; the server releases it if the holder dies. The
+  threads of one process (workers run in threads share one connection pool:
+  :mod:`.engine`) queue on a lock of the process first, so at most one connection of a
+  process waits for a sweep's lock, however many of its threads ask: waiters cannot take
+  every pooled connection from the holder, which needs some for its own queries.
 * SQLite (one host): an OS file lock beside the database file (``filelock``), released by the
   kernel if the holder dies.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,11 +36,23 @@ def _key(sweep: str) -> int:
     return (zlib.crc32(b"hyperfleet-claim") << 31) ^ zlib.crc32(sweep.encode())
 
 
+_LOCAL: dict[tuple[int, str, str], threading.RLock] = {}
+_LOCAL_GUARD = threading.Lock()
+
+
+def _local(engine: Engine, sweep: str) -> threading.RLock:
+    """This process's lock in front of the sweep's advisory lock (a forked child has its
+    own: a lock held by another thread at the fork would never be released in the child)."""
+    key = (os.getpid(), engine.url.render_as_string(hide_password=True), sweep)
+    with _LOCAL_GUARD:
+        return _LOCAL.setdefault(key, threading.RLock())
+
+
 @contextmanager
 def claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[None]:
     """Hold the sweep's claim lock for the duration of the block (see the module docstring)."""
     if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
+        with _local(engine, sweep), engine.connect() as conn:
             conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _key(sweep)})
             conn.commit()
             try:

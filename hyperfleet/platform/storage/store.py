@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -36,9 +37,10 @@ from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.credentials import keep, reveal
 from hyperfleet.platform.storage.engine import (
     configure_sqlite,
-    create_engine,
     engine_kwargs,
     readonly_url,
+    release_engine,
+    shared_engine,
 )
 from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock
@@ -83,6 +85,52 @@ def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
     )
 
 
+_OPTUNA: dict[tuple[int, str, bool, bool], list[Any]] = {}  # key -> [RDBStorage, users]
+_OPTUNA_LOCK = threading.Lock()
+
+
+def _new_optuna(url: str, readonly: bool, create: bool) -> Any:
+    import optuna
+
+    where = readonly_url(url) if readonly else url
+    rdb = optuna.storages.RDBStorage(
+        reveal(where),
+        engine_kwargs=engine_kwargs(url, readonly),
+        skip_compatibility_check=not create,
+        skip_table_creation=not create,
+    )
+    configure_sqlite(rdb.engine, readonly)
+    return rdb
+
+
+def shared_optuna(url: str, readonly: bool, create: bool) -> Any:
+    """Optuna's ``RDBStorage`` on ``url``: on PostgreSQL one per process (thread-safe, as
+    Optuna's threaded ``optimize`` uses it), so its pool is shared as the platform's engine
+    is (:mod:`.engine`); on SQLite a new one. Give it back with :func:`release_optuna`."""
+    if not url.startswith("postgresql"):
+        return _new_optuna(url, readonly, create)
+    key = (os.getpid(), url, readonly, create)
+    with _OPTUNA_LOCK:
+        entry = _OPTUNA.get(key)
+        if entry is None:
+            entry = _OPTUNA[key] = [_new_optuna(url, readonly, create), 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def release_optuna(rdb: Any) -> None:
+    """One user of ``rdb`` is done with it: its engine closed when it was the last."""
+    with _OPTUNA_LOCK:
+        for key, entry in _OPTUNA.items():
+            if entry[0] is rdb:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _OPTUNA[key]
+                break
+    rdb.engine.dispose()
+
+
 def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
@@ -108,23 +156,24 @@ class Storage(FleetStore):
         self.clock = clock
         self.create = create and not readonly
         self.readonly = readonly
-        self.engine = create_engine(reveal(self.url), readonly=readonly)
+        self.engine = shared_engine(reveal(self.url), readonly=readonly)
         try:
             if self.create:
                 create_schema(self.engine)
             elif readonly:
                 check_readable(self.engine)
         except sa.exc.OperationalError as exc:
-            self.engine.dispose()
+            release_engine(self.engine)
             reason = login_refused(exc)
             if reason is not None:
                 raise StorageError(refused_message(reason, url)) from None
             raise StorageError(f"storage: cannot open {masked(url)!r}: {exc.orig}") from None
         except StorageError:
-            self.engine.dispose()
+            release_engine(self.engine)
             raise
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._optuna: Any = None
+        self._closed = False
 
     @classmethod
     def open_readonly(cls, url: str) -> Storage:
@@ -139,16 +188,7 @@ class Storage(FleetStore):
     def optuna(self) -> Any:
         """Optuna's ``RDBStorage`` on the same database (created on first use)."""
         if self._optuna is None:
-            import optuna
-
-            url = readonly_url(self.url) if self.readonly else self.url
-            self._optuna = optuna.storages.RDBStorage(
-                reveal(url),
-                engine_kwargs=engine_kwargs(self.url, self.readonly),
-                skip_compatibility_check=not self.create,
-                skip_table_creation=not self.create,
-            )
-            configure_sqlite(self._optuna.engine, self.readonly)
+            self._optuna = shared_optuna(self.url, self.readonly, self.create)
         return self._optuna
 
     def claim_lock(self, sweep: str) -> AbstractContextManager[None]:
@@ -166,10 +206,16 @@ class Storage(FleetStore):
             yield s
 
     def close(self) -> None:
-        self.engine.dispose()
+        """Give back the engine and Optuna's storage (closed when no other ``Storage`` of
+        the process uses them; a closed storage still works, on connections of its own)."""
+        if self._closed:
+            return
+        self._closed = True
+        release_engine(self.engine)
         if self._optuna is not None:
             self._optuna.remove_session()
-            self._optuna.engine.dispose()
+            release_optuna(self._optuna)
+            self._optuna = None
 
     # -- sweeps ------------------------------------------------------------------------
 
@@ -223,9 +269,12 @@ class Storage(FleetStore):
             return TrialRecord.of(row) if row else None
 
     @_retried
-    def trials(self, sweep: str) -> list[TrialRecord]:
+    def trials(self, sweep: str, state: TrialState | None = None) -> list[TrialRecord]:
+        """The sweep's trials by number (``state``: only those in it, read by the database)."""
         with self.session() as s:
             q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
+            if state is not None:
+                q = q.where(TrialRow.state == state)
             return [TrialRecord.of(r) for r in s.scalars(q)]
 
     @_retried

@@ -10,6 +10,7 @@ import pytest
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.history import HistoryCappedSampler
 from hyperfleet.platform.schedulers.optuna.samplers import (
     AskTellGridSampler,
     build_pruner,
@@ -99,6 +100,9 @@ def test_build_sampler_covers_every_type(kind: str) -> None:
         "nsga2": optuna.samplers.NSGAIISampler,
         "skopt": SkoptSampler,
     }[kind]
+    if kind == "tpe":  # TPE given at most max_history finished trials
+        assert type(sampler) is HistoryCappedSampler
+        sampler = sampler.inner
     assert type(sampler) is expected
 
 

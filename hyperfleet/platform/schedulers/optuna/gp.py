@@ -59,6 +59,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
+from hyperfleet.platform.schedulers.optuna.history import capped
 from hyperfleet.platform.schedulers.optuna.skopt_support import finite, transformed
 from hyperfleet.platform.schedulers.optuna.startup import model_ready
 
@@ -80,6 +81,7 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
         n_trials: int | None = None,
         final_kappa: float = FINAL_KAPPA,
         value_transform: str = "yeo-johnson",
+        max_history: int | None = None,
         **kwargs: Any,
     ) -> None:
         if pending not in PENDING:
@@ -96,6 +98,7 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
         self._final_kappa = final_kappa
         self._final = False  # the trial being sampled is in the budget's final batch
         self._transform = value_transform
+        self._max_history = max_history  # finished trials fitted at most (history.capped)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -111,6 +114,8 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
         return super().sample_relative(study, trial, search_space)
 
     def fit_trials(self, study: Study, completed: list[FrozenTrial]) -> list[FrozenTrial]:
+        if self._max_history is not None:
+            completed = capped(completed, self._max_history, list(study.directions))
         # Optuna standardises the values it is given: give it them transformed.
         if self._transform == "yeo-johnson" and len(study.directions) == 1 and completed:
             return _transformed_trials(completed, study.direction)

@@ -20,10 +20,16 @@ them shows here, in one file, and in the tests of the samplers that use it
   ``optuna.study._constrained_optimization``: the GP sampler's fitting and acquisition hooks —
   ``GPSamplerHooks``, ``believer_gp``, ``log_ei``, ``ucb``, ``is_constrained``.
 * ``BaseSampler._raise_error_if_multi_objective`` — ``reject_multi_objective``.
+* ``Study._get_trials``, what samplers read the history through: a study whose history a
+  sampler sees capped — ``HistoryView``.
+* ``optuna.storages._cached_storage`` (``_CachedStorage``, ``_StudyInfo``, its
+  ``_read_trials_from_remote_storage``) and ``RDBStorage._get_trials``: a cache that re-reads
+  an unfinished trial only when its state changed — ``LeanCachedStorage``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +37,7 @@ import numpy as np
 import optuna
 import sqlalchemy as sa
 from optuna.samplers._lazy_random_state import LazyRandomState
+from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
 from optuna.study._constrained_optimization import _is_constrained_optimization
 
 if TYPE_CHECKING:
@@ -229,3 +236,98 @@ def ucb(model: Any, space: Any, beta: float) -> Any:
     from optuna._gp import acqf
 
     return acqf.UCB(gpr=model, search_space=space, beta=beta)
+
+
+class HistoryView:
+    """``study`` as a sampler sees it with its history passed through ``keep`` (a function of
+    the trials read, in order of number, to those the sampler is given): what
+    ``Study._get_trials`` and ``Study.get_trials`` return; everything else is the study's."""
+
+    def __init__(
+        self, study: Study, keep: Callable[[list[FrozenTrial]], list[FrozenTrial]]
+    ) -> None:
+        self._study = study
+        self._keep = keep
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(
+        self,
+        deepcopy: bool = True,
+        states: Container[optuna.trial.TrialState] | None = None,
+        use_cache: bool = False,
+    ) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        return self._keep(trials)
+
+    def get_trials(
+        self, deepcopy: bool = True, states: Container[optuna.trial.TrialState] | None = None
+    ) -> list[FrozenTrial]:
+        return self._keep(self._study.get_trials(deepcopy=deepcopy, states=states))
+
+
+class LeanCachedStorage(_CachedStorage):
+    """Optuna's cache of a study's trials (what ``optuna.load_study`` wraps an RDB storage
+    in) that re-reads a trial it holds unfinished only when its state changed.
+
+    Optuna's re-reads every unfinished trial in full (params, attributes, intermediate
+    values) at every read of the history, and a suggestion reads it two or three times: with
+    a fleet's hundreds of trials running, that is most of a claim's time, under the sweep's
+    claim lock. This one asks the database for the states of the unfinished trials it holds
+    (one light query), and reads in full only those that changed and the trials it has not
+    seen. A running trial's params are final when it is first read (they are sampled under
+    the claim lock, as it is created); what may change while it runs (its intermediate values)
+    is read from storage by ``get_trial``, which never answers an unfinished trial from the
+    cache."""
+
+    def __init__(self, backend: optuna.storages.RDBStorage) -> None:
+        super().__init__(backend)
+        self._seen: dict[int, int] = {}  # study id -> the highest trial id read
+
+    def _read_trials_from_remote_storage(self, study_id: int) -> None:
+        with self._lock:
+            study = self._studies.setdefault(study_id, _StudyInfo())
+            seen = self._seen.get(study_id, -1)
+            changed = self._changed(study, seen)
+            trials = self._backend._get_trials(
+                study_id, states=None, included_trial_ids=changed, trial_id_greater_than=seen
+            )
+            if not trials:
+                return
+            self._add_trials_to_cache(study_id, trials)
+            for trial in trials:
+                tid = trial._trial_id
+                self._seen[study_id] = max(self._seen.get(study_id, -1), tid)
+                if trial.state.is_finished():
+                    study.unfinished_trial_ids.discard(tid)
+                    study.last_finished_trial_id = max(study.last_finished_trial_id, tid)
+                else:
+                    study.unfinished_trial_ids.add(tid)
+
+    def _changed(self, study: _StudyInfo, seen: int) -> set[int]:
+        """The unfinished trials held (ids up to ``seen``) whose state is not the cached one."""
+        from optuna.storages._rdb import models
+
+        ids = sorted(i for i in study.unfinished_trial_ids if i <= seen)
+        if not ids:
+            return set()
+        trials = models.TrialModel.__table__
+        with self._backend.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(trials.c.trial_id, trials.c.state).where(trials.c.trial_id.in_(ids))
+            ).all()
+        changed = set()
+        for tid, state in rows:
+            _, number = self._trial_id_to_study_id_and_number[tid]
+            if study.trials[number].state != state:
+                changed.add(int(tid))
+        return changed
+
+
+def lean_storage(storage: Any) -> Any:
+    """``storage`` (given to ``optuna.load_study``/``create_study``) in a
+    :class:`LeanCachedStorage` when it is an RDB storage; else as it is."""
+    if isinstance(storage, optuna.storages.RDBStorage):
+        return LeanCachedStorage(storage)
+    return storage

@@ -41,6 +41,7 @@ from hyperfleet.platform.schedulers.configs import (
 )
 from hyperfleet.platform.schedulers.optuna.delegating import DelegatingSampler
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
+from hyperfleet.platform.schedulers.optuna.history import HistoryCappedSampler
 from hyperfleet.platform.schedulers.optuna.internals import LazyRandomState, random_states
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
 from hyperfleet.platform.schedulers.optuna.skopt_support import derive_seed
@@ -124,7 +125,10 @@ def _make(
     quiet = {"warn_independent_sampling": False}
     if isinstance(cfg, TPEConfig):
         group = cfg.group if cfg.group is not None else cells is not None and cfg.multivariate
-        return optuna.samplers.TPESampler(**_options(cfg, group=group))
+        options = _options(cfg, group=group)
+        cap = options.pop("max_history")
+        tpe = optuna.samplers.TPESampler(**options)
+        return tpe if cap is None else HistoryCappedSampler(tpe, cap)
     if isinstance(cfg, RandomConfig):
         return optuna.samplers.RandomSampler(**_options(cfg))
     if isinstance(cfg, GridConfig) and cells:

@@ -61,6 +61,7 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
         cells=(space_mod.cells(cfg.space) or []) if conditional else None,
     )
     pruner = build_pruner(cfg.pruner)
+    storage = internals.lean_storage(storage)  # a claim re-reads running trials only if changed
     if create:
         return optuna.create_study(
             storage=storage,

@@ -1,0 +1,130 @@
+"""Scale: claims, PostgreSQL load and scheduler cost with up to 1,000 workers and 10,000-trial
+sweeps, on one real PostgreSQL, with simulated trials (:mod:`benchmarks.scale_harness`).
+
+Each case runs real worker control loops (threads of this process: the claim under the sweep's
+lock, the heartbeat, the reports through rank 0's recorder) against a throwaway PostgreSQL
+server, and reports claim latency (p50, p99), trials claimed twice, transactions per second,
+connections held (and per worker), lock waits, suggestion time and the platform's own time per
+trial for the first and the last 100 trials of the sweep, and the share of the workers' time
+spent in the platform.
+
+    python benchmarks/bench_scale.py --full         # the sizes of BENCHMARKS.md "Scale"
+    python benchmarks/bench_scale.py --quick        # a few minutes: 1-16 workers, 100-1,000
+    python benchmarks/bench_scale.py --case random:64:1000  # one case (scheduler:workers:trials)
+    python benchmarks/bench_scale.py --full --json benchmarks/results/scale.json
+
+Trial length: each case's trials last about ``--trial-per-worker`` x workers seconds (a
+spread of +-50 %), so every case keeps its workers busy for about the same wall time and the
+claim rate stays near ``1 / --trial-per-worker`` (12.5) trials per second whatever the fleet's
+size (a larger fleet runs longer trials, as a real one does); ``--trial-s`` fixes it instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scale_harness import SCHEDULERS, CaseResult, postgres, run_case
+
+# (scheduler, workers, trials, trial seconds or None: --trial-per-worker x workers): the
+# fleet's sizes on a 1,000-trial random sweep, then the sweep's length with each scheduler
+FULL: list[tuple[str, int, int, float | None]] = [
+    *[("random", w, 1000, None) for w in (1, 16, 64, 256, 1000)],
+    ("random", 16, 10000, 0.2),
+    ("tpe", 16, 10000, 0.2),
+    ("gp", 16, 300, 0.2),
+    ("pbt", 16, 1000, 0.2),
+]
+QUICK: list[tuple[str, int, int, float | None]] = [
+    ("random", 1, 100, None),
+    ("random", 16, 100, None),
+    ("random", 64, 200, None),
+    ("tpe", 16, 300, 0.2),
+    ("gp", 4, 60, 0.2),
+    ("pbt", 8, 100, 0.2),
+]
+SMALLEST: list[tuple[str, int, int, float | None]] = [("random", 2, 6, 0.1)]
+
+
+def parse_case(text: str) -> tuple[str, int, int, float | None]:
+    scheduler, workers, trials = text.split(":")
+    if scheduler not in SCHEDULERS:
+        raise SystemExit(f"--case: scheduler {scheduler!r}; use one of {', '.join(SCHEDULERS)}")
+    return scheduler, int(workers), int(trials), None
+
+
+def trial_length(args: argparse.Namespace, workers: int, given: float | None) -> float:
+    if args.trial_s:
+        return float(args.trial_s)
+    return given if given is not None else max(0.02, args.trial_per_worker * workers)
+
+
+def table(results: list[CaseResult]) -> str:
+    head = (
+        "| scheduler | workers | trials | wall | claim p50 | claim p99 | claimed twice "
+        "| xact/s | connections (per worker) | lock waits | suggest first/last 100 "
+        "| platform per trial first/last 100 | in platform |"
+    )
+    rows = [head, "|" + " --- |" * 13]
+    for r in results:
+        ratio = r.platform_last_ms / r.platform_first_ms if r.platform_first_ms else float("nan")
+        rows.append(
+            f"| {r.scheduler} | {r.workers:,} | {r.trials:,} | {r.wall_s:.0f} s "
+            f"| {r.claim_p50_ms:.1f} ms | {r.claim_p99_ms:.1f} ms | {r.claimed_twice} "
+            f"| {r.xact_per_s:,.0f} | {r.connections_max} ({r.connections_per_worker:.2f}) "
+            f"| {100 * r.lock_wait_samples:.0f} % of samples, max {r.lock_waits_max} "
+            f"| {r.suggest_first_ms:.1f} / {r.suggest_last_ms:.1f} ms "
+            f"| {r.platform_first_ms:.1f} / {r.platform_last_ms:.1f} ms ({ratio:.2f}x) "
+            f"| {100 * r.waiting_share:.1f} % |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="every size of BENCHMARKS.md Scale")
+    size.add_argument("--quick", action="store_true", help="small sizes (default)")
+    size.add_argument("--smallest", action="store_true", help="one tiny case (the test)")
+    size.add_argument("--case", action="append", type=parse_case, help="scheduler:workers:trials")
+    ap.add_argument("--trial-per-worker", type=float, default=0.08, help="seconds (see above)")
+    ap.add_argument("--trial-s", type=float, default=None, help="every trial's length, seconds")
+    ap.add_argument("--json", type=Path, default=None, help="write the raw results here")
+    args = ap.parse_args(argv)
+    cases = args.case or (FULL if args.full else SMALLEST if args.smallest else QUICK)
+    results: list[CaseResult] = []
+    started = time.time()
+    with postgres() as server:
+        for scheduler, workers, trials, given in cases:
+            r = run_case(server, scheduler, workers, trials,
+                         trial_s=trial_length(args, workers, given),
+                         ramp_s=min(10.0, 0.01 * workers))  # fmt: skip
+            results.append(r)
+            print(json.dumps(r.row()), flush=True)
+    print(table(results))
+    if args.json:
+        raw: dict[str, Any] = {
+            "command": " ".join(sys.argv),
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "machine": {
+                "cores": len(os.sched_getaffinity(0)),
+                "python": platform.python_version(),
+                "load_at_start": os.getloadavg()[0],
+            },
+            "results": [r.row() for r in results],
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(raw, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

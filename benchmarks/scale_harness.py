@@ -1,0 +1,360 @@
+"""The scale harness: many real worker control loops, simulated trials, one real PostgreSQL.
+
+:func:`run_case` starts ``workers`` controllers (``platform/controller/loop.py``), each a thread
+(``PER_PROCESS`` threads to a process, the processes spawned: one interpreter's lock would
+otherwise be what is measured) with the parts a ``hyperfleet worker`` has: its own registered
+worker row and heartbeat thread, its own open session of the sweep (storage, scheduler), one
+device, and the real claim (the sweep's claim lock, the scheduler's suggestion, the RUNNING
+record), launch, report and reap path. Only the trials are simulated
+(:mod:`hyperfleet.platform.launcher.simulated` on the system clock): each reports twice over
+``trial_s`` seconds of wall time through the platform's rank-0 recorder and ends, so every
+write a real trial makes is made.
+
+What it measures, per case:
+
+* **claims**: the time of each claim (waiting for the sweep's claim lock, the scheduler's
+  suggestion, the RUNNING record), median and p99; how many trials were claimed twice
+  (held by two launches at once: their lease rows in ``hf_leases`` overlap);
+* **PostgreSQL**: transactions per second (``pg_stat_database.xact_commit`` deltas),
+  connections held (``pg_stat_activity``), lock waits (``pg_locks`` not granted and
+  ``wait_event_type = 'Lock'``), sampled every ``sample_s`` by a connection of its own
+  (not counted);
+* **suggestion time** against the sweep's length (the scheduler's ``suggest`` alone);
+* **platform time per trial**: claim + preparation + start + each report's recording and
+  decision + the end's records, by the worker's thread, for the first and the last
+  ``window`` trials of the sweep;
+* **waiting share**: the share of the workers' time spent in those platform calls.
+
+The harness times the driver's own methods with thin wrappers
+(:mod:`benchmarks.scale_measures`); nothing of the claim, heartbeat or report path is replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from benchmarks.scale_measures import Sampler, TimedRecorder, Timers, timed_driver
+from hyperfleet.platform.clock import SystemClock
+from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
+from hyperfleet.platform.launcher.simulated import SimulatedLauncher, curve
+from hyperfleet.platform.pool import Device, LocalPool
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.platform.worker import worker_record
+from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.sweeps import minimal_sweep
+
+SCHEDULERS = ("random", "tpe", "gp", "pbt")
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server (as the tests' ``postgres_server`` fixture starts it);
+    yields its base URL (no database)."""
+    from hyperfleet.platform.services.postgres import throwaway
+
+    with throwaway(prefix="hyperfleet-scale-") as pg:
+        yield f"postgresql://hf@127.0.0.1:{pg.port}"
+
+
+def new_database(server: str) -> str:
+    """A fresh database on ``server``; its URL."""
+    name = f"scale_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return f"{server}/{name}"
+
+
+def sweep_config(scheduler: str, trials: int, workers: int, workdir: Path) -> dict[str, Any]:
+    """The sweep of a case: ``trials`` trials of one float and one log-float dimension, every
+    worker busy (``max_concurrent``), two reports a trial. PBT: a population of
+    ``min(workers, 32)`` members (at least 2) whose segments (a launch up to its next ready
+    check) add up to about ``trials``."""
+    space = {
+        "x": {"type": "float", "low": 0.0, "high": 1.0},
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+    }
+    sched: dict[str, Any] = {"type": scheduler, "seed": 0}
+    budget: dict[str, Any] = {"trials": trials, "max_concurrent": workers}
+    steps = 2
+    if scheduler == "pbt":
+        population = max(2, min(workers, 32))
+        segments = max(1, trials // population)
+        steps = 2 * segments
+        sched.update(population=population, perturbation_interval=2)
+        budget = {"trials": population, "max_concurrent": min(workers, population)}
+    return minimal_sweep(
+        name=f"scale-{scheduler}",
+        space=space,
+        scheduler=sched,
+        budget=budget,
+        trial={"steps": steps, "eval_every": 1, "resources": {"devices": 1}},
+        storage="sqlite:///unused.db",
+        workdir=str(workdir),
+    )
+
+
+@dataclass
+class CaseResult:
+    scheduler: str
+    workers: int
+    trials: int
+    wall_s: float
+    trials_done: int
+    claimed_twice: int
+    claim_p50_ms: float
+    claim_p99_ms: float
+    claims: int
+    empty_claims: int
+    xact_per_s: float
+    connections_max: int
+    connections_per_worker: float
+    lock_wait_samples: float  # share of samples with a session waiting on a lock
+    lock_waits_max: int
+    suggest_first_ms: float  # mean over the first ``window`` trials
+    suggest_last_ms: float  # mean over the last ``window`` trials
+    platform_first_ms: float
+    platform_last_ms: float
+    waiting_share: float
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
+    ordered = sorted(pairs)
+    part = ordered[:window] if first else ordered[-window:]
+    return 1000 * statistics.fmean(v for _, v in part) if part else float("nan")
+
+
+PER_PROCESS = 125  # worker loops per process: more, and one interpreter's lock is the limit
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The case every process of it runs its share of worker loops for."""
+
+    url: str
+    data: dict[str, Any]
+    trial_s: float
+    ramp_s: float
+    timeout_s: float
+
+
+def _script(cfg: Any, trial_s: float) -> Callable[[Any], Any]:
+    """Two reports over about ``trial_s`` seconds (+-50 %, by trial number); PBT: to the
+    sweep's last step, an interval at a time."""
+
+    def script(sim: Any) -> Any:
+        per = trial_s * (0.5 + ((sim.number * 7919) % 1000) / 1000) / 2
+        steps = cfg.trial.steps if cfg.is_population else sim.start_step + 2
+        value = curve(lambda p, s: float(p["x"]) + 1.0 / s, steps=steps, seconds_per_step=per)
+        return value(sim)
+
+    return script
+
+
+def _controllers(plan: Plan, first: int, count: int, timers: Timers) -> list[Controller]:
+    cfg = parse_sweep(plan.data)
+    clock = SystemClock()
+    script = _script(cfg, plan.trial_s)
+    out = []
+    for i in range(first, first + count):  # the schema is made: storages open without DDL
+        storage = Storage(plan.url, create=False, clock=clock)
+        session = open_session(cfg, storage, NullTracker(), None)
+        pool = LocalPool([Device("cpu", i)])
+        launcher = SimulatedLauncher(
+            clock, script, recorder_factory=lambda spec: TimedRecorder(spec, clock, timers)
+        )
+        record = worker_record(pool, "default", None, [cfg.name], clock.time())
+        registry = Storage(plan.url, create=False)
+        controller = Controller(
+            pool, FixedSweeps([session]), lambda _, la=launcher: la, clock=clock,
+            timing=Timing(), worker=record, registry=registry, until=Until(done=True),
+        )  # fmt: skip
+        out.append(controller)
+    return out
+
+
+def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict[str, Any]:
+    """Run ``count`` worker loops (threads of this process) until the sweep is done; after
+    they are built, ``start()`` waits for the other processes. What their timers took."""
+    timers = Timers()
+    controllers = _controllers(plan, first, count, timers)
+    errors: list[BaseException] = []
+
+    def loop(c: Controller) -> None:
+        try:
+            c.run()
+        except BaseException as exc:  # noqa: BLE001 - reported after the case
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in controllers]
+    with timed_driver(timers):
+        start()
+        t0 = time.monotonic()
+        for th in threads:
+            th.start()
+            time.sleep(plan.ramp_s / count)
+        for th in threads:
+            th.join(max(0.0, t0 + plan.timeout_s - time.monotonic()))
+        for c in controllers:
+            c.request_stop()
+    if errors:
+        raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
+    return {"claims": [d for _, d in timers.claims], "empty": timers.empty_claims,
+            "suggest": timers.suggest, "platform": dict(timers.platform)}  # fmt: skip
+
+
+def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
+    try:
+        results.put(serve(plan, first, count, lambda: barrier.wait()))
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it
+        results.put({"error": repr(exc)})
+        barrier.abort()
+
+
+def _spread(plan: Plan, workers: int, processes: int, sampler: Sampler) -> list[dict[str, Any]]:
+    """The worker loops over ``processes`` processes (spawned: a fresh interpreter each, as
+    separate workers are), started together once every process has built its loops."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes + 1), ctx.Queue()
+    share = [workers // processes + (i < workers % processes) for i in range(processes)]
+    firsts = [sum(share[:i]) for i in range(processes)]
+    procs = [ctx.Process(target=_child, args=(plan, f, n, barrier, results))
+             for f, n in zip(firsts, share, strict=True)]  # fmt: skip
+    for p in procs:
+        p.start()
+    barrier.wait(timeout=plan.timeout_s)
+    sampler.start()
+    parts = [results.get(timeout=plan.timeout_s + 60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    return parts
+
+
+def run_case(
+    server: str,
+    scheduler: str,
+    workers: int,
+    trials: int,
+    *,
+    trial_s: float = 1.0,
+    ramp_s: float = 1.0,
+    window: int = 100,
+    sample_s: float = 0.5,
+    timeout_s: float = 900.0,
+    processes: int | None = None,
+) -> CaseResult:
+    """One sweep of ``trials`` simulated trials (each ``trial_s`` seconds of wall time, with a
+    spread of +-50 %) on ``workers`` worker loops that start over ``ramp_s`` seconds, on a new
+    database of ``server``; what it measured (see the module docstring). ``processes``: how
+    many processes run the loops (default: one per ``PER_PROCESS``; 1 runs them in this one)."""
+    url = new_database(server)
+    scratch = Path(tempfile.mkdtemp(prefix="hyperfleet-scale-"))
+    data = sweep_config(scheduler, trials, workers, scratch / "runs")
+    data["storage"] = url
+    cfg = parse_sweep(data)
+    plan = Plan(url, data, trial_s, ramp_s, timeout_s)
+    first = Storage(url)
+    open_session(cfg, first, NullTracker(), None)  # submitted: every worker continues it
+    processes = processes or -(-workers // PER_PROCESS)
+    sampler = Sampler(url, sample_s)
+    t0 = time.monotonic()
+    try:
+        if processes == 1:
+            parts = [serve(plan, 0, workers, sampler.start)]
+        else:
+            parts = _spread(plan, workers, processes, sampler)
+    finally:
+        wall = time.monotonic() - t0
+        if sampler.is_alive():
+            sampler.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    failed = [p["error"] for p in parts if "error" in p]
+    if failed:
+        raise RuntimeError(f"a process of worker loops failed: {failed[0]}")
+    records = first.trials(cfg.name)
+    leases = first.leases(cfg.name)
+    first.close()
+    return _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
+                   leases, window)  # fmt: skip
+
+
+def claimed_twice(leases: list[Any]) -> int:
+    """Trials held by two launches at once (their lease rows overlap): the platform's own
+    record, whichever process claimed them."""
+    by_trial: dict[int, list[Any]] = defaultdict(list)
+    for lease in leases:
+        by_trial[lease.trial].append(lease)
+    twice = 0
+    for held in by_trial.values():
+        held.sort(key=lambda x: x.started_at)
+        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
+        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
+    return twice
+
+
+def _result(
+    cfg: Any, scheduler: str, workers: int, trials: int, wall: float,
+    parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
+    leases: list[Any], window: int,
+) -> CaseResult:  # fmt: skip
+    claims = [d for p in parts for d in p["claims"]]
+    suggest = [tuple(x) for p in parts for x in p["suggest"]]
+    platform_by: dict[int, float] = defaultdict(float)
+    for p in parts:
+        for number, seconds in p["platform"].items():
+            platform_by[int(number)] += seconds
+    done = sum(r.state == TrialState.COMPLETE for r in records)
+    span = (samples[-1]["at"] - samples[0]["at"]) if len(samples) > 1 else float("nan")
+    xacts = (samples[-1]["xacts"] - samples[0]["xacts"]) / span if len(samples) > 1 else 0.0
+    conns = max((int(s["conns"]) - 1 for s in samples), default=0)  # not the sampler's own
+    waits = [s["lock_waits"] for s in samples]
+    platform = sorted(platform_by.items())
+    return CaseResult(
+        scheduler=scheduler,
+        workers=workers,
+        trials=trials,
+        wall_s=round(wall, 2),
+        trials_done=done,
+        claimed_twice=claimed_twice(leases),
+        claim_p50_ms=round(1000 * _pct(claims, 0.5), 2),
+        claim_p99_ms=round(1000 * _pct(claims, 0.99), 2),
+        claims=len(claims),
+        empty_claims=sum(int(p["empty"]) for p in parts),
+        xact_per_s=round(xacts, 1),
+        connections_max=conns,
+        connections_per_worker=round(conns / workers, 3),
+        lock_wait_samples=round(sum(w > 0 for w in waits) / max(1, len(waits)), 3),
+        lock_waits_max=int(max(waits, default=0)),
+        suggest_first_ms=round(_mean_ms(suggest, True, window), 2),  # type: ignore[arg-type]
+        suggest_last_ms=round(_mean_ms(suggest, False, window), 2),  # type: ignore[arg-type]
+        platform_first_ms=round(_mean_ms(platform, True, window), 2),
+        platform_last_ms=round(_mean_ms(platform, False, window), 2),
+        waiting_share=round(sum(platform_by.values()) / (workers * wall), 4),
+    )

@@ -1,0 +1,162 @@
+"""What the scale harness measures with (:mod:`benchmarks.scale_harness`): timers around the
+driver's own claim, preparation, start and end, the schedulers' ``suggest`` and rank 0's
+recorder (thin wrappers, restored after a case: nothing of the path is replaced), and a
+sampler of PostgreSQL's own counters."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from hyperfleet.platform.controller import driver as driver_mod
+from hyperfleet.platform.recorder import RankZeroRecorder
+from hyperfleet.platform.schedulers.base import Scheduler
+
+
+@dataclass
+class Timers:
+    """Durations of the platform's calls, by trial number, from every worker thread."""
+
+    claims: list[tuple[float, float]] = field(default_factory=list)  # (start, seconds) won
+    empty_claims: int = 0  # claims that got no trial (nothing to run now)
+    suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
+    platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+
+    def add(self, number: int, seconds: float) -> None:
+        self.platform[number] += seconds
+
+
+@contextlib.contextmanager
+def timed_driver(t: Timers) -> Iterator[None]:
+    """Wrap the driver's claim, preparation, start and end, and the schedulers' ``suggest``,
+    with timers (restored on exit)."""
+    drv = driver_mod.SweepDriver
+    saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
+
+    def claim(self: Any) -> Any:
+        t0 = time.perf_counter()
+        s = saved[0](self)
+        dt = time.perf_counter() - t0
+        if s is None:
+            t.empty_claims += 1
+        else:
+            t.claims.append((t0, dt))
+            t.add(s.trial_number, dt)
+        return s
+
+    def start(self: Any, p: Any, lease: Any, pool: Any) -> Any:
+        t0 = time.perf_counter()
+        r = saved[1](self, p, lease, pool)
+        t.add(p.number, time.perf_counter() - t0)
+        return r
+
+    def end(self: Any, r: Any, *args: Any) -> None:
+        t0 = time.perf_counter()
+        saved[2](self, r, *args)
+        t.add(r.number, time.perf_counter() - t0)
+
+    def prepare(session: Any, suggestion: Any) -> Any:
+        t0 = time.perf_counter()
+        p = saved[3](session, suggestion)
+        t.add(suggestion.trial_number, time.perf_counter() - t0)
+        return p
+
+    suggests: dict[type, Callable[..., Any]] = {}
+    for cls in _scheduler_classes():
+        suggests[cls] = cls.suggest
+        cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
+    drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
+    driver_mod.prepare = prepare  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
+        for cls, fn in suggests.items():
+            cls.suggest = fn  # type: ignore[method-assign]
+
+
+def _scheduler_classes() -> list[type[Scheduler]]:
+    from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler
+    from hyperfleet.platform.schedulers.pbt.population_scheduler import PopulationScheduler
+    from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
+
+    found = [OptunaScheduler, PopulationScheduler, PBTScheduler]
+    return [cls for cls in found if "suggest" in cls.__dict__]
+
+
+def _timed_suggest(fn: Callable[..., Any], t: Timers) -> Callable[..., Any]:
+    def suggest(self: Any) -> Any:
+        t0 = time.perf_counter()
+        s = fn(self)
+        if s is not None:
+            t.suggest.append((s.trial_number, time.perf_counter() - t0))
+        return s
+
+    return suggest
+
+
+class TimedRecorder:
+    """Rank 0's recorder of a simulated trial, its building and every call timed."""
+
+    def __init__(self, spec: Any, clock: Any, t: Timers) -> None:
+        t0 = time.perf_counter()
+        self.inner = RankZeroRecorder(spec, clock=clock)
+        self.number, self.t = spec.number, t
+        t.add(self.number, time.perf_counter() - t0)
+
+    def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.t.add(self.number, time.perf_counter() - t0)
+
+    def __call__(self, step: int, metrics: dict[str, float]) -> Any:
+        return self._timed(self.inner, step, metrics)
+
+    def finish(self, outcome: str) -> None:
+        self._timed(self.inner.finish, outcome)
+
+    def rewind(self, *args: Any) -> None:
+        self._timed(self.inner.rewind, *args)
+
+
+class Sampler(threading.Thread):
+    """PostgreSQL's own counters for one database, every ``every`` seconds."""
+
+    def __init__(self, url: str, every: float) -> None:
+        super().__init__(name="pg-sampler", daemon=True)
+        self.db = url.rsplit("/", 1)[1]
+        self.engine = sa.create_engine(url.rsplit("/", 1)[0] + "/postgres", pool_size=1)
+        self.every = every
+        self.samples: list[dict[str, float]] = []
+        self._halt = threading.Event()
+
+    def sample(self) -> dict[str, float]:
+        q = """SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database
+                       WHERE datname = :db) AS xacts,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db) AS conns,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND wait_event_type = 'Lock') AS lock_waits,
+                      (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
+                       WHERE d.datname = :db AND NOT l.granted) AS ungranted"""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.text(q), {"db": self.db}).one()
+        return {"at": time.monotonic(), **{k: float(v or 0) for k, v in row._mapping.items()}}
+
+    def run(self) -> None:
+        while not self._halt.wait(self.every):
+            self.samples.append(self.sample())
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+        self.samples.append(self.sample())
+        self.engine.dispose()

@@ -1,0 +1,42 @@
+"""The lean cache of a study's trials (``internals.LeanCachedStorage``): another worker's new
+trials, state changes (ended, requeued) are seen; a running trial that did not change is not
+read again in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import RDBStorage
+from optuna.trial import TrialState
+
+from hyperfleet.platform.schedulers.optuna.internals import LeanCachedStorage
+
+
+def test_a_lean_cache_sees_changes_and_rereads_only_them(tmp_path: Path) -> None:
+    rdb = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}")
+    mine = optuna.create_study(storage=LeanCachedStorage(rdb), study_name="s")
+    cache = LeanCachedStorage(rdb)
+    other = optuna.load_study(storage=cache, study_name="s")
+    running = [mine.ask() for _ in range(3)]
+    for t in running:
+        t.suggest_float("x", 0.0, 1.0)
+    assert [t.state for t in other.get_trials()] == [TrialState.RUNNING] * 3
+    read: list[Any] = []
+    full = rdb._get_trials
+
+    def spy(study_id: int, states: Any, included_trial_ids: set[int], **kw: Any) -> Any:
+        out = full(study_id, states, included_trial_ids, **kw)
+        read.append(sorted(t.number for t in out))
+        return out
+
+    rdb._get_trials = spy  # type: ignore[method-assign]
+    assert other.get_trials()[0].params  # nothing changed: nothing read in full
+    mine.tell(running[0], 1.0)
+    rdb.set_trial_state_values(running[1]._trial_id, TrialState.WAITING)  # requeued
+    states = [t.state for t in other.get_trials()]
+    assert states == [TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING]
+    assert read == [[], [0, 1]]
+    popped = other.ask()
+    assert popped.number == 1 and popped.params == running[1].params

@@ -1,0 +1,81 @@
+"""Scale: the harness's smallest case on real PostgreSQL, and the rules that keep a fleet's cost
+gentle -- one bounded connection pool per process, the claim lock's queue inside a process,
+stale and running trials read by the database (the cap on what TPE and the GP read of a long
+sweep: tests/platform/schedulers/test_history.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from benchmarks.scale_harness import run_case
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.engine import POOL_OVERFLOW, POOL_SIZE
+from hyperfleet.spec.states import TrialState
+
+
+@pytest.mark.postgres
+def test_the_harness_smallest_case_claims_each_trial_once(postgres_server: str) -> None:
+    r = run_case(postgres_server, "random", 2, 6, trial_s=0.1, ramp_s=0.0, window=3,
+                 sample_s=0.1)  # fmt: skip
+    assert r.trials_done == 6 and r.claims == 6 and r.claimed_twice == 0
+    assert 1 <= r.connections_max <= POOL_SIZE + POOL_OVERFLOW + 3  # two pools, the sampler
+    assert r.xact_per_s > 0 and r.claim_p99_ms >= r.claim_p50_ms > 0
+    assert r.platform_first_ms > 0 and 0 < r.waiting_share < 1
+
+
+@pytest.mark.postgres
+def test_storages_of_one_process_share_one_pool(postgres_url: str) -> None:
+    a, b = Storage(postgres_url), Storage(postgres_url)
+    assert a.engine is b.engine and a.optuna is b.optuna
+    a.close()
+    assert b.trials("none") == []  # still open for the other user
+    c = Storage(postgres_url, create=False)
+    assert c.engine is b.engine
+    b.close()
+    c.close()
+    d = Storage(postgres_url, create=False)
+    assert d.engine is not c.engine  # the last user closed it: a new one
+    d.close()
+
+
+@pytest.mark.postgres
+def test_more_threads_than_pooled_connections_take_the_claim_lock_in_turn(
+    postgres_url: str,
+) -> None:
+    storage = Storage(postgres_url)
+    inside, most, done = [0], [0], []
+    guard = threading.Lock()
+
+    def claim() -> None:
+        with storage.claim_lock("s"):
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            storage.running_elsewhere("s", None)  # the holder needs a connection of its own
+            time.sleep(0.01)
+            with guard:
+                inside[0] -= 1
+        done.append(1)
+
+    threads = [threading.Thread(target=claim) for _ in range(POOL_SIZE + POOL_OVERFLOW + 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    storage.close()
+    assert len(done) == len(threads) and most[0] == 1
+
+
+def test_stale_trials_are_read_by_the_database(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    storage = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+    now = storage.now()
+    for n, beat in enumerate([now, now - 100, None]):
+        storage.upsert_trial("s", n, state=TrialState.RUNNING, worker="w", host="elsewhere",
+                             pid=1, heartbeat_at=beat)  # fmt: skip
+    storage.upsert_trial("s", 3, state=TrialState.COMPLETE, heartbeat_at=now - 100)
+    assert [t.number for t in storage.stale_running("s", 30)] == [1, 2]
+    assert [t.number for t in storage.trials("s", TrialState.RUNNING)] == [0, 1, 2]
+    storage.close()
