@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -38,8 +39,41 @@ SQLITE_TIMEOUT_S = 60
 POOL_SIZE = 5  # PostgreSQL connections an engine keeps open (SQLAlchemy's default)
 POOL_OVERFLOW = 10  # more while it is busy, closed when given back
 
-_SHARED: dict[tuple[int, str, bool], list[Any]] = {}  # (pid, url, readonly) -> [engine, users]
-_SHARED_LOCK = threading.Lock()
+T = TypeVar("T")
+
+
+class Shared(Generic[T]):
+    """Objects a process shares among its users under a key, each counted: made on first use,
+    closed when the last user gives it back. The key holds the pid: a forked child makes its
+    own (sockets are not shared across processes)."""
+
+    def __init__(self, close: Callable[[T], None]) -> None:
+        self._close = close
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, list[Any]] = {}  # key -> [object, users]
+
+    def take(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            entry = self._entries.get((os.getpid(), key))
+            if entry is None:
+                entry = self._entries[(os.getpid(), key)] = [make(), 0]
+            entry[1] += 1
+            return entry[0]  # type: ignore[no-any-return]
+
+    def give_back(self, obj: T) -> None:
+        """One user is done with ``obj``: closed when it was the last (or never shared)."""
+        with self._lock:
+            for key, entry in self._entries.items():
+                if entry[0] is obj:
+                    entry[1] -= 1
+                    if entry[1] > 0:
+                        return
+                    del self._entries[key]
+                    break
+        self._close(obj)
+
+
+_ENGINES: Shared[Engine] = Shared(lambda engine: engine.dispose())
 
 
 def parse_url(url: str) -> URL:
@@ -135,23 +169,9 @@ def shared_engine(url: str, readonly: bool = False) -> Engine:
     :func:`release_engine`."""
     if parse_url(url).get_backend_name() != "postgresql":
         return create_engine(url, readonly)
-    key = (os.getpid(), url, readonly)  # a forked child makes its own: sockets aren't shared
-    with _SHARED_LOCK:
-        entry = _SHARED.get(key)
-        if entry is None:
-            entry = _SHARED[key] = [create_engine(url, readonly), 0]
-        entry[1] += 1
-        return entry[0]  # type: ignore[no-any-return]
+    return _ENGINES.take((url, readonly), lambda: create_engine(url, readonly))
 
 
 def release_engine(engine: Engine) -> None:
     """One user of ``engine`` is done with it: closed when it was the last (or not shared)."""
-    with _SHARED_LOCK:
-        for key, entry in _SHARED.items():
-            if entry[0] is engine:
-                entry[1] -= 1
-                if entry[1] > 0:
-                    return
-                del _SHARED[key]
-                break
-    engine.dispose()
+    _ENGINES.give_back(engine)

@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -36,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.credentials import keep, reveal
 from hyperfleet.platform.storage.engine import (
+    Shared,
     configure_sqlite,
     engine_kwargs,
     readonly_url,
@@ -85,8 +85,7 @@ def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
     )
 
 
-_OPTUNA: dict[tuple[int, str, bool, bool], list[Any]] = {}  # key -> [RDBStorage, users]
-_OPTUNA_LOCK = threading.Lock()
+_OPTUNA: Shared[Any] = Shared(lambda rdb: rdb.engine.dispose())  # Optuna's RDBStorage
 
 
 def _new_optuna(url: str, readonly: bool, create: bool) -> Any:
@@ -109,26 +108,12 @@ def shared_optuna(url: str, readonly: bool, create: bool) -> Any:
     is (:mod:`.engine`); on SQLite a new one. Give it back with :func:`release_optuna`."""
     if not url.startswith("postgresql"):
         return _new_optuna(url, readonly, create)
-    key = (os.getpid(), url, readonly, create)
-    with _OPTUNA_LOCK:
-        entry = _OPTUNA.get(key)
-        if entry is None:
-            entry = _OPTUNA[key] = [_new_optuna(url, readonly, create), 0]
-        entry[1] += 1
-        return entry[0]
+    return _OPTUNA.take((url, readonly, create), lambda: _new_optuna(url, readonly, create))
 
 
 def release_optuna(rdb: Any) -> None:
     """One user of ``rdb`` is done with it: its engine closed when it was the last."""
-    with _OPTUNA_LOCK:
-        for key, entry in _OPTUNA.items():
-            if entry[0] is rdb:
-                entry[1] -= 1
-                if entry[1] > 0:
-                    return
-                del _OPTUNA[key]
-                break
-    rdb.engine.dispose()
+    _OPTUNA.give_back(rdb)
 
 
 def worker_identity() -> tuple[str, int]:
