@@ -1,0 +1,1 @@
+"""Callbacks that connect trainers (Lightning, Transformers) to a hyperfleet trial."""
