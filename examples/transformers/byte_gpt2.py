@@ -107,6 +107,7 @@ def trainer(
         per_device_train_batch_size=int(p["batch_size"]),
         per_device_eval_batch_size=int(p["batch_size"]),
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # every parameter of GPT-2 gets a gradient
         **cb.training_args(),
     )
     callbacks: list[TrainerCallback] = [*(extra or []), cb]

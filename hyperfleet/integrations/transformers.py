@@ -42,6 +42,7 @@ How the Trainer's own machinery is driven:
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,8 @@ class HyperfleetCallback(TrainerCallback):
         ctx = self.ctx
         cfg = ctx.config
         cpu = ctx.device.type == "cpu"
+        if not ctx.env.distributed:
+            _one_process()
         args: dict[str, Any] = {
             "max_steps": ctx.max_steps,
             "gradient_accumulation_steps": cfg.grad_accum,
@@ -228,3 +231,13 @@ class HyperfleetCallback(TrainerCallback):
             import torch.distributed as dist
 
             dist.barrier()
+
+
+def _one_process() -> None:
+    """A trial of one process under torchrun has ``LOCAL_RANK`` set, from which accelerate
+    infers a distributed run and starts a process group of one (on CPU it then fails without
+    ``MASTER_ADDR``). The trial is not distributed: the variable goes, so the Trainer trains
+    in this process alone (the runtime puts the environment back before a warm group's next
+    trial)."""
+    if os.environ.get("WORLD_SIZE", "1") == "1":
+        os.environ.pop("LOCAL_RANK", None)

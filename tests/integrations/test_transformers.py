@@ -182,10 +182,30 @@ def test_new_lr_keeps_a_schedules_position() -> None:
     assert opt.param_groups[0]["lr"] == pytest.approx(0.4 * 4 / 10)
 
 
-def test_training_args_from_the_trial(tmp_path: Path) -> None:
+def test_training_args_from_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trial's knobs; and a trial of one process under torchrun (``LOCAL_RANK`` set) is no
+    distributed run for the Trainer (accelerate would start a process group of one)."""
+    from transformers import TrainingArguments
+    from transformers.training_args import ParallelMode
+
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
     ctx = context(tmp_path, Reporter(), lr=1e-3, precision="bf16", grad_accum=4, grad_clip=0.5)
     args = HyperfleetCallback(ctx).training_args()
     assert args["bf16"] is True and args["fp16"] is False
     assert args["gradient_accumulation_steps"] == 4 and args["max_grad_norm"] == 0.5
     assert args["max_steps"] == 6 and args["seed"] == 0 and args["use_cpu"] is True
     assert "ddp_backend" not in args  # one process: no DDP
+    fp32 = {**args, "bf16": False}
+    built = TrainingArguments(output_dir=str(tmp_path / "out"), **fp32)
+    assert built.parallel_mode != ParallelMode.DISTRIBUTED and built.world_size == 1
+
+
+def test_without_ctx_it_is_the_script_trials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HyperfleetCallback()`` asks ``hyperfleet.trial()``: outside a script trial, its error."""
+    from hyperfleet.errors import HyperfleetError
+
+    monkeypatch.delenv("HYPERFLEET_SPEC", raising=False)
+    with pytest.raises(HyperfleetError, match="not started by a sweep"):
+        HyperfleetCallback()
