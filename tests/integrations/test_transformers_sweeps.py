@@ -28,6 +28,7 @@ pytest.importorskip("transformers")
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore
+from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
 from hyperfleet.testing.workloads import held_marker
 from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
@@ -65,7 +66,7 @@ def test_asha_with_ddp_of_2_prunes_at_its_decisions(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     trials = storage.trials("tf-asha")
     assert len(trials) == 3
-    pruned = [t for t in trials if t.state == "PRUNED"]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
     assert pruned, [(t.number, t.state, t.params) for t in trials]
     for t in trials:
         lines = probe_lines(trial_dir(tmp_path / "runs", "tf-asha", t.number))
@@ -74,7 +75,7 @@ def test_asha_with_ddp_of_2_prunes_at_its_decisions(
         evals = [x["step"] for x in lines if x["event"] == "eval"]
         end = [x["step"] for x in lines if x["event"] == "end"]
         assert evals == list(range(2, t.last_step + 1, 2)) and end == [t.last_step]
-        if t.state == "COMPLETE":
+        if t.state == TrialState.COMPLETE:
             assert t.last_step == 8
     assert all(t.last_step < 8 for t in pruned)
 
@@ -112,7 +113,7 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
     release.touch()
     run_sweep(path, 1)
     resumed = storage.get_trial("tf-resume", 1)
-    assert resumed.state == "COMPLETE" and resumed.last_step == 8 and resumed.attempts == 2
+    assert resumed.state == TrialState.COMPLETE and resumed.last_step == 8 and resumed.attempts == 2
     lines = probe_lines(trial_dir(tmp_path / "runs", "tf-resume", 1))
     assert [x["step"] for x in lines if x["event"] == "begin"] == [0, 4]
 
