@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,13 +28,21 @@ from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import TrialContext
 from hyperfleet.trials.distributed import DistEnv
 
-pytest.importorskip("transformers")
-
-from examples.transformers import byte_gpt2
-from hyperfleet.integrations import _hf_state
-from hyperfleet.integrations.transformers import HyperfleetCallback
-
+# transformers' Trainer is imported by the fixture ``tf`` (seconds of CPU): collecting this
+# module in every test process must not pay for it.
 SMALL = {"corpus_bytes": 1 << 18, "seq_len": 32, "n_embd": 32, "batch_size": 4, "eval_windows": 8}
+
+
+@pytest.fixture(scope="module")
+def tf() -> SimpleNamespace:
+    """The example's workload module, the callback and its state helpers."""
+    from examples.transformers import byte_gpt2
+    from hyperfleet.integrations import _hf_state
+    from hyperfleet.integrations.transformers import HyperfleetCallback
+
+    return SimpleNamespace(
+        byte_gpt2=byte_gpt2, state=_hf_state, Callback=HyperfleetCallback, Probe=probe_class()
+    )
 
 
 class Reporter:
@@ -51,34 +60,43 @@ class Reporter:
 
 
 def context(
-    root: Path, reporter: Reporter, lr: float, restore_step: int | None = None, **trial: Any
+    tf: SimpleNamespace,
+    root: Path,
+    reporter: Reporter,
+    lr: float,
+    restore_step: int | None = None,
+    **trial: Any,
 ) -> TrialContext:
     config = TrialConfig.model_validate({
         "workload": "examples.transformers.byte_gpt2:main", "steps": 6, "eval_every": 2,
         "resources": {"devices": 0}, "checkpoint": {"keep": 2}, **trial,
     })  # fmt: skip
     return TrialContext(
-        params={**byte_gpt2.PARAMS, **SMALL, "lr": lr}, env=DistEnv(0, 1, 0, torch.device("cpu"),
+        params={**tf.byte_gpt2.PARAMS, **SMALL, "lr": lr}, env=DistEnv(0, 1, 0, torch.device("cpu"),
         "gloo"), max_steps=config.steps, eval_every=config.eval_every, trial_number=0, sweep="t",
         config=config, workdir=root, checkpoints=CheckpointManager(root / "checkpoints", keep=2),
         reporter=reporter, restore_step=restore_step, fresh=restore_step is None,
     )  # fmt: skip
 
 
-class Probe(byte_gpt2.TrainerCallback):
-    """After the Trainer's restore (it runs after ``HyperfleetCallback``): the weights' digest
-    and the learning rate of every optimizer step."""
+def probe_class() -> type:
+    """A callback that records, after the Trainer's restore (it runs after
+    ``HyperfleetCallback``), the weights' digest and the learning rate of every optimizer step."""
+    from transformers import TrainerCallback
 
-    def __init__(self) -> None:
-        self.weights: str | None = None
-        self.names: list[str] | None = None
-        self.lrs: list[float] = []
+    class Probe(TrainerCallback):
+        def __init__(self) -> None:
+            self.weights: str | None = None
+            self.names: list[str] | None = None
+            self.lrs: list[float] = []
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.weights = digest(kw["model"].state_dict(), self.names)
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.weights = digest(kw["model"].state_dict(), self.names)
 
-    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.lrs.append(kw["optimizer"].param_groups[0]["lr"])
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.lrs.append(kw["optimizer"].param_groups[0]["lr"])
+
+    return Probe
 
 
 def digest(tensors: Mapping[str, torch.Tensor], names: Any = None) -> str:
@@ -92,13 +110,15 @@ def digest(tensors: Mapping[str, torch.Tensor], names: Any = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrialContext, Reporter]:
+def first_run(
+    tf: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[TrialContext, Reporter]:
     root = tmp_path_factory.mktemp("trial")
     reporter = Reporter()
-    ctx = context(root, reporter, lr=1e-3)
-    cb = HyperfleetCallback(ctx)
+    ctx = context(tf, root, reporter, lr=1e-3)
+    cb = tf.Callback(ctx)
     assert cb.ckpt_path is None
-    byte_gpt2.trainer(ctx, cb).train(resume_from_checkpoint=cb.ckpt_path)
+    tf.byte_gpt2.trainer(ctx, cb).train(resume_from_checkpoint=cb.ckpt_path)
     return ctx, reporter
 
 
@@ -110,21 +130,21 @@ def test_eval_metrics_reported_at_the_trainers_steps(first_run: Any) -> None:
     assert reporter.reports[-1][1]["eval_loss"] < reporter.reports[0][1]["eval_loss"]
 
 
-def test_trainer_checkpoints_are_the_trials_with_keep(first_run: Any) -> None:
+def test_trainer_checkpoints_are_the_trials_with_keep(tf: SimpleNamespace, first_run: Any) -> None:
     ctx, _ = first_run
     assert ctx.checkpoints.steps() == [4, 6]  # keep: 2
     state = ctx.checkpoints.load(6)
-    assert _hf_state.packed_step(state) == 6
-    files = set(state[_hf_state.FILES])
+    assert tf.state.packed_step(state) == 6
+    files = set(state[tf.state.FILES])
     assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json"} <= files
-    assert not list(Path(HyperfleetCallback(ctx).output_dir).glob("checkpoint-*"))
+    assert not list(Path(tf.Callback(ctx).output_dir).glob("checkpoint-*"))
 
 
-def test_prune_stops_training_at_its_step(tmp_path: Path) -> None:
+def test_prune_stops_training_at_its_step(tf: SimpleNamespace, tmp_path: Path) -> None:
     reporter = Reporter(prune_at=4)
-    ctx = context(tmp_path, reporter, lr=1e-3, steps=8)
-    cb = HyperfleetCallback(ctx)
-    trainer = byte_gpt2.trainer(ctx, cb)
+    ctx = context(tf, tmp_path, reporter, lr=1e-3, steps=8)
+    cb = tf.Callback(ctx)
+    trainer = tf.byte_gpt2.trainer(ctx, cb)
     with pytest.raises(TrialPruned, match="pruned at step 4"):
         trainer.train()
     assert [s for s, _ in reporter.reports] == [2, 4]
@@ -132,15 +152,15 @@ def test_prune_stops_training_at_its_step(tmp_path: Path) -> None:
 
 
 def test_resume_with_a_new_lr_steps_with_it_from_the_checkpoints_weights(
-    first_run: Any, tmp_path: Path
+    tf: SimpleNamespace, first_run: Any, tmp_path: Path
 ) -> None:
     """An exploited member: the donor's checkpoint of step 4 (lr 1e-3), the member's lr 5e-3."""
     donor, _ = first_run
     own = CheckpointManager(tmp_path / "checkpoints", keep=2)
     own.save(4, donor.checkpoints.load(4))
     reporter = Reporter()
-    ctx = context(tmp_path, reporter, lr=5e-3, restore_step=4)
-    cb, probe = HyperfleetCallback(ctx), Probe()
+    ctx = context(tf, tmp_path, reporter, lr=5e-3, restore_step=4)
+    cb, probe = tf.Callback(ctx), tf.Probe()
     folder = Path(cb.ckpt_path or "")
     assert folder.name == "checkpoint-4"
     from safetensors.torch import load_file
@@ -148,7 +168,7 @@ def test_resume_with_a_new_lr_steps_with_it_from_the_checkpoints_weights(
     saved_tensors = load_file(folder / "model.safetensors")
     saved = digest(saved_tensors)
     probe.names = sorted(saved_tensors)
-    trainer = byte_gpt2.trainer(ctx, cb, extra=None)
+    trainer = tf.byte_gpt2.trainer(ctx, cb, extra=None)
     trainer.add_callback(probe)  # after HyperfleetCallback: sees what it set
     trainer.train(resume_from_checkpoint=cb.ckpt_path)
     assert probe.weights == saved
@@ -156,7 +176,7 @@ def test_resume_with_a_new_lr_steps_with_it_from_the_checkpoints_weights(
     assert [s for s, _ in reporter.reports] == [6]
 
 
-def test_new_lr_keeps_a_schedules_position() -> None:
+def test_new_lr_keeps_a_schedules_position(tf: SimpleNamespace) -> None:
     """A linear decay restored at step 5 of 10 from lr 0.1, applied with 0.4: lr 0.2 (the
     schedule's factor 0.5 of the new rate), base rates the new one."""
     from transformers import TrainingArguments, get_linear_schedule_with_warmup
@@ -174,7 +194,7 @@ def test_new_lr_keeps_a_schedules_position() -> None:
     sched.load_state_dict(donor_sched.state_dict())
     assert opt.param_groups[0]["lr"] == pytest.approx(0.05)  # the donor's, as restored
     args = TrainingArguments(output_dir="unused", learning_rate=0.4, weight_decay=0.2)
-    _hf_state.apply_hyperparameters(opt, sched, args)
+    tf.state.apply_hyperparameters(opt, sched, args)
     assert opt.param_groups[0]["lr"] == pytest.approx(0.2)
     assert opt.param_groups[0]["weight_decay"] == 0.2
     assert sched.get_last_lr() == [pytest.approx(0.2)]
@@ -182,7 +202,9 @@ def test_new_lr_keeps_a_schedules_position() -> None:
     assert opt.param_groups[0]["lr"] == pytest.approx(0.4 * 4 / 10)
 
 
-def test_training_args_from_the_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_args_from_the_trial(
+    tf: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The trial's knobs; and a trial of one process under torchrun (``LOCAL_RANK`` set) is no
     distributed run for the Trainer (accelerate would start a process group of one)."""
     from transformers import TrainingArguments
@@ -191,8 +213,8 @@ def test_training_args_from_the_trial(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.delenv("MASTER_ADDR", raising=False)
-    ctx = context(tmp_path, Reporter(), lr=1e-3, precision="bf16", grad_accum=4, grad_clip=0.5)
-    args = HyperfleetCallback(ctx).training_args()
+    ctx = context(tf, tmp_path, Reporter(), lr=1e-3, precision="bf16", grad_accum=4, grad_clip=0.5)
+    args = tf.Callback(ctx).training_args()
     assert args["bf16"] is True and args["fp16"] is False
     assert args["gradient_accumulation_steps"] == 4 and args["max_grad_norm"] == 0.5
     assert args["max_steps"] == 6 and args["seed"] == 0 and args["use_cpu"] is True
@@ -202,10 +224,12 @@ def test_training_args_from_the_trial(tmp_path: Path, monkeypatch: pytest.Monkey
     assert built.parallel_mode != ParallelMode.DISTRIBUTED and built.world_size == 1
 
 
-def test_without_ctx_it_is_the_script_trials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``HyperfleetCallback()`` asks ``hyperfleet.trial()``: outside a script trial, its error."""
+def test_without_ctx_it_is_the_script_trials(
+    tf: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tf.Callback()`` asks ``hyperfleet.trial()``: outside a script trial, its error."""
     from hyperfleet.errors import HyperfleetError
 
     monkeypatch.delenv("HYPERFLEET_SPEC", raising=False)
     with pytest.raises(HyperfleetError, match="not started by a sweep"):
-        HyperfleetCallback()
+        tf.Callback()

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -24,18 +25,16 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("transformers")
-
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore
 from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
 from hyperfleet.testing.workloads import held_marker
 from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
-from tests.integrations.transformers_workload import probe_lines
 
 pytestmark = pytest.mark.long
 WORKLOAD = "tests.integrations.transformers_workload:main"
+PROBE = "probe.jsonl"  # what the workload's probe writes in the trial's directory
 ENV = cli_env(HF_HUB_OFFLINE="1")
 
 
@@ -170,6 +169,11 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
                 and x["time"] < begin["time"]
             ]  # fmt: skip
             assert saved and begin["weights"] == saved[-1]
+
+
+def probe_lines(directory: Path) -> list[dict[str, Any]]:
+    path = directory / PROBE
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def split_at_begin(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

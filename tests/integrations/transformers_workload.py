@@ -106,8 +106,3 @@ def main(ctx: Any) -> None:
 
 
 main.hyperfleet_params = {**byte_gpt2.PARAMS, **SMALL, **HOLD_PARAMS}  # type: ignore[attr-defined]
-
-
-def probe_lines(trial_dir: Path) -> list[dict[str, Any]]:
-    path = trial_dir / PROBE
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
