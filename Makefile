@@ -59,13 +59,19 @@ typecheck: install
 # The side-by-side suite of trial start-up (BENCHMARKS.md, benchmarks/results/*.json) and a
 # smoke run of the Bayesian schedulers with trials in flight (its full grid takes an hour or
 # more: python benchmarks/bench_parallel_bo.py); bench-full: the sizes of issue #15;
-# bench-components: the per-component scripts too.
+# bench-components: the per-component scripts too. Both install the `bench` extra (Ray Tune,
+# SMAC3, matplotlib) for the anytime benchmark (benchmarks/bench_anytime.py; its full size
+# is estimated at ~25 min).
 bench: install
 	$(PY) benchmarks/run_all.py --quick
 	$(PY) benchmarks/bench_parallel_bo.py --quick
+	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) benchmarks/bench_anytime.py --size quick
 
 bench-full: install
 	$(PY) benchmarks/run_all.py
+	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) benchmarks/bench_anytime.py --size full
 
 bench-components: install
 	$(PY) benchmarks/run_all.py --quick --components

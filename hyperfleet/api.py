@@ -86,6 +86,23 @@ def _urls(cfg: SweepConfig, storage: str | None, tracking_uri: str | None) -> tu
     return storage or default_storage, tracking_uri or default_tracking
 
 
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _both(trials: Any, line: Any) -> Any:
+    """The controller's ``on_progress``: the trial lines first (they learn the best so far),
+    then the progress line; None without progress."""
+    if trials is None or line is None:
+        return None
+
+    def on_progress(p: Any) -> None:
+        trials(p)
+        line(p)
+
+    return on_progress
+
+
 def run(
     config: Config,
     workload: Workload = None,
@@ -103,7 +120,7 @@ def run(
     Raises ``ConfigError`` before anything is written when the config is invalid, and
     ``KeyboardInterrupt`` once an interrupt has requeued the running trials."""
     from hyperfleet.platform.pool import parse_devices
-    from hyperfleet.platform.sweeps.display import ProgressLine
+    from hyperfleet.platform.sweeps.display import ProgressLine, TrialLines
     from hyperfleet.platform.sweeps.outcome import SweepResult
     from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.sweeps.results import none_complete
@@ -116,11 +133,24 @@ def run(
     check_env()
     parse_devices(devices)
     storage_url, tracking = _urls(cfg, storage, tracking_uri)
-    line = ProgressLine(cfg.name) if progress else None
+    # a line per ended trial, as `sweep run` prints them piped, and the count with the best
+    trials: TrialLines | None = None
+    line: ProgressLine | None = None
+    if progress:
+        lines = trials = TrialLines(cfg, storage_url, _stderr)
+        line = ProgressLine(cfg.name, best=lambda: lines.best)
     runner = SweepRunner(
-        cfg, storage_url, tracking, devices=devices, on_progress=line, sweep_file=path
-    )
-    summary = runner.run()
+        cfg, storage_url, tracking, devices=devices, on_progress=_both(trials, line),
+        sweep_file=path,
+    )  # fmt: skip
+    try:
+        summary = runner.run()
+    except BaseException:
+        if trials is not None:
+            trials.close(show=False)
+        raise
+    if trials is not None:
+        trials.close()
     result = SweepResult(name=cfg.name, storage=storage_url, summary=summary)
     if summary.interrupted:
         if line is not None:

@@ -184,6 +184,49 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+# -- S3 --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A real S3 API server on loopback for this test session (moto's server mode, in a
+    thread of the test process); yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    from hyperfleet.platform.services.ports import free_port as free
+
+    port = free()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket on the session's S3 server, as ``s3://bucket``. The standard AWS
+    environment names the server (``AWS_ENDPOINT_URL``) and a fresh random key pair (the
+    secret key: ``os.environ["AWS_SECRET_ACCESS_KEY"]``, for tests that look for it), as a
+    user's would; the processes the test starts inherit it."""
+    import secrets
+
+    from s3fs import S3FileSystem
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + secrets.token_hex(8).upper())
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sk" + secrets.token_hex(16))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)  # none of the machine's own
+    S3FileSystem.clear_instance_cache()  # a cached client would keep an earlier test's keys
+    bucket = f"hf-{secrets.token_hex(6)}"
+    S3FileSystem().mkdir(bucket)
+    return f"s3://{bucket}"
+
+
 # -- parallel runs (pytest-xdist) ------------------------------------------------------------
 
 
@@ -193,8 +236,9 @@ def _worker_group(item: pytest.Item) -> str | None:
     Module-scoped fixtures (a trained model, a warm group, a browser) and the dashboard's
     session of real sweeps are made once per worker that needs them; keeping their tests in
     one worker makes them once, as a serial run does; so does the session's MLflow server
-    (``tests.tracking.server``: two processes and ~7 s of CPU to start). The network-namespace
-    test uses fixed subnets, so two of it must not run at once.
+    (``tests.tracking.server``: two processes and ~7 s of CPU to start), and the one-node
+    Slurm of ``tests/platform/elastic``. The network-namespace test uses fixed subnets, so two
+    of it must not run at once.
     """
     if "filled" in item.fixturenames:
         return "dashboard-sweeps"
@@ -202,6 +246,10 @@ def _worker_group(item: pytest.Item) -> str | None:
         return "mlflow-server"
     if "hosts" in item.fixturenames:  # tests/fleet/test_hosts.py's network namespaces
         return "network-namespaces"
+    if "slurm_cluster" in item.fixturenames:  # one Slurm (three daemons) per session
+        return "slurm"
+    if "s3_server" in item.fixturenames:  # one S3 server (moto) per session
+        return "s3-server"
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     if any(d and d[-1].scope == "module" for d in defs.values()):
         return item.nodeid.split("::", 1)[0]

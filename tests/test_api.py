@@ -66,9 +66,17 @@ def test_importing_hyperfleet_imports_neither_the_platform_nor_pandas() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_a_function_shipped_by_value_runs_in_process_trials(sweep: dict[str, Any]) -> None:
-    result = hyperfleet.run(sweep, closure_workload(0.25), progress=False)
+def test_a_function_shipped_by_value_runs_in_process_trials(
+    sweep: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = hyperfleet.run(sweep, closure_workload(0.25))
     frame = result.trials
+    shown = capsys.readouterr().err.splitlines()  # the progress, as `sweep run` piped shows it
+    trial_lines = [n for n, line in enumerate(shown) if line.startswith("trial ")]
+    assert [shown[n].split()[1:3] for n in trial_lines] == [[str(t), "COMPLETE"] for t in range(3)]
+    assert shown[-1].startswith("sweep api: SweepResult(") and trial_lines[-1] < len(shown) - 1
+    counts = [line for line in shown if "trials ended" in line]
+    assert any(", best loss=" in line for line in counts), shown  # the best so far
     assert list(frame.columns) == [
         "number", "state", "value", "params_x", "duration", "last_step",
     ]  # fmt: skip

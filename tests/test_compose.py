@@ -258,10 +258,9 @@ def test_the_readme_snippets_are_valid() -> None:
     section = readme_section()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
     yamls = [yaml.safe_load(body) for lang, body in blocks if lang == "yaml"]
-    assert [doc.get("kind") for doc in yamls] == [None, "Job"]
+    assert [doc.get("kind") for doc in yamls] == [None]  # Kubernetes: deploy/kubernetes/
     assert schema_errors(yamls[0]) == []  # the compose override for remote workers
-    job = yamls[1]["spec"]["template"]["spec"]["containers"][0]
-    assert job["args"][0] == "worker"
+    assert "kubectl apply -f deploy/kubernetes/" in section
     commands = [
         line.split("#")[0].strip()
         for lang, body in blocks
@@ -273,7 +272,7 @@ def test_the_readme_snippets_are_valid() -> None:
     for command in commands:
         words = command.removeprefix("exec ").split()[1:]
         sub = [w for w in words[:2] if re.fullmatch(r"[a-z]+", w) and w not in ("FILE",)]
-        sub = sub[:2] if sub[:1] in (["sweep"], ["stack"]) else sub[:1]
+        sub = sub[:2] if sub[:1] in (["sweep"], ["stack"], ["pool"]) else sub[:1]
         help_run = CliRunner().invoke(app, [*sub, "--help"])
         assert help_run.exit_code == 0, (command, help_run.output)
         for option in (w.split("=")[0] for w in words if w.startswith("--")):

@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from hyperfleet.dashboards.curves import Curve, downsample
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.study import sample
+from hyperfleet.dashboards.ticks import readable_log_axes
 from hyperfleet.spec.states import TrialState
 
 XAxis = Literal["step", "elapsed", "time"]
@@ -180,7 +181,7 @@ def slice_plot(study: optuna.Study, params: Sequence[str], objective: int, name:
     fig = ov.plot_slice(
         study, params=list(params), target=_target(study, objective), target_name=name
     )
-    return _layout(fig, "Slice", height=360)
+    return _layout(readable_log_axes(fig), "Slice", height=360)
 
 
 CONTOUR_TRIALS = 300
@@ -197,7 +198,7 @@ def contour(study: optuna.Study, pair: Sequence[str], objective: int, name: str)
     title = f"Contour of {name} over {pair[0]} and {pair[1]}"
     if small is not study:
         title += f" ({kept} of the trials, evenly spaced, and the best)"
-    return _layout(fig, title, height=460)
+    return _layout(readable_log_axes(fig), title, height=460)
 
 
 def edf(study: optuna.Study, objective: int, name: str) -> go.Figure:
@@ -218,7 +219,7 @@ def rank(study: optuna.Study, pair: Sequence[str], objective: int, name: str) ->
     title = f"Rank of {name} over {' and '.join(params)}"
     if small is not study:
         title += f" ({kept} of the trials, evenly spaced, and the best)"
-    return _layout(fig, title, height=460)
+    return _layout(readable_log_axes(fig), title, height=460)
 
 
 FRONT = "Pareto front"

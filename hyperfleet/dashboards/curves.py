@@ -60,7 +60,15 @@ class CurveSource(Protocol):
         trials without a point are left out."""
         ...
 
+    def system(self, run: str) -> dict[str, Curve]:
+        """The run's system metrics (MLflow's ``system/...`` keys, sampled while the trial
+        ran), by key without the prefix; empty when none were recorded."""
+        ...
+
     def close(self) -> None: ...
+
+
+SYSTEM_PREFIX = "system/"
 
 
 def _curve(trial: int, metric: str, points: Sequence[tuple[int, int, float]]) -> Curve:
@@ -118,6 +126,18 @@ class SqlCurves:
                     points.setdefault(run, []).append((step, stamp, value))
         return {trial_of[run]: _curve(trial_of[run], metric, p) for run, p in points.items()}
 
+    def system(self, run: str) -> dict[str, Curve]:
+        query = sa.text(
+            "SELECT key, step, timestamp, value FROM metrics "
+            "WHERE run_uuid = :run AND key LIKE :prefix AND is_nan = :nan"
+        )
+        points: dict[str, list[tuple[int, int, float]]] = {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(query, {"run": run, "prefix": f"{SYSTEM_PREFIX}%", "nan": False})
+            for key, step, stamp, value in rows:
+                points.setdefault(key.removeprefix(SYSTEM_PREFIX), []).append((step, stamp, value))
+        return {key: _curve(0, key, p) for key, p in sorted(points.items())}
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -154,6 +174,20 @@ class RestCurves:
                 points = [(m.step, m.timestamp, m.value) for m in history]
                 out[trial] = _curve(trial, metric, points)
         return out
+
+    def system(self, run: str) -> dict[str, Curve]:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            keys = [k for k in self.client.get_run(run).data.metrics if k.startswith(SYSTEM_PREFIX)]
+            histories = {k: self.client.get_metric_history(run, k) for k in sorted(keys)}
+        except MlflowException as exc:
+            first = str(exc.message).splitlines()[0][:200]
+            raise StorageError(f"tracking: {self.description}: {first}") from None
+        return {
+            k.removeprefix(SYSTEM_PREFIX): _curve(0, k, [(m.step, m.timestamp, m.value) for m in h])
+            for k, h in histories.items()
+        }
 
     def close(self) -> None:
         pass

@@ -30,7 +30,7 @@ from hyperfleet.platform.storage.population import (
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, no_sweep, summarize
 from hyperfleet.spec.states import SweepStatus, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -212,8 +212,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
     """
     row = storage.get_sweep(name)
     if row is None:
-        known = ", ".join(r.name for r in storage.list_sweeps()) or "none"
-        raise StorageError(f"sweep: no sweep named {name!r} in this storage (known: {known})")
+        raise StorageError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
     records = storage.trials(name)
     summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
     leases = storage.leases(name)

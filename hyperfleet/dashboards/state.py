@@ -33,6 +33,7 @@ from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.results import no_sweep
 from hyperfleet.platform.urls import DEFAULT_STORAGE, local_tracking, rebased, started_from
 
 TTL_S = 2.0
@@ -143,6 +144,18 @@ def _final_curves(uri: str, runs: tuple[tuple[int, str], ...], metric: str) -> d
     return _curve_source(uri).histories(dict(runs), metric)
 
 
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def system_metrics(uri: str, run: str) -> dict[str, Curve]:
+    """A trial's system metrics as MLflow recorded them (see ``CurveSource.system``); empty
+    when MLflow cannot be read (said once in the log: the pages' curves warn on screen, and
+    the Devices page reads a run per lease)."""
+    try:
+        return _curve_source(uri).system(run)
+    except StorageError as exc:
+        report_once(str(exc))
+        return {}
+
+
 def curves(uri: str, data: queries.SweepData, trials: list[int], metric: str) -> dict[int, Curve]:
     """``metric``'s curves of ``trials``; empty after a caption saying why when MLflow cannot
     be read. Curves of finished trials no longer change: they are kept until evicted, so a
@@ -175,6 +188,8 @@ def pick_sweep(names: list[str]) -> str | None:
     wanted = st.query_params.get("sweep")
     if wanted in names and wanted != st.session_state.get("_url_sweep"):
         st.session_state["sweep"] = wanted
+    elif wanted is not None and wanted not in names:  # a link or a typed URL with a typo
+        st.sidebar.warning(no_sweep(wanted, names) + "; showing another one")
     if st.session_state.get("sweep") not in names:
         st.session_state["sweep"] = names[-1]
     chosen = st.sidebar.selectbox("Sweep", names, key="sweep")

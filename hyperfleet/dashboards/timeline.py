@@ -8,7 +8,9 @@ and gets a new lease when it resumes, so it has several.
 * A **bar** is one device of one lease: a lane per ``host · device`` — per
   ``host · worker · device`` on a host where several workers (``hyperfleet worker``
   processes, each with devices of its own) ran the sweep's trials, so two workers' ``cpu:0``
-  slots are two lanes.
+  slots are two lanes. A device shared among small trials (``trial.resources.per_device``)
+  has a lane per share, ``host · device · share i``, so trials that held it together show
+  side by side instead of over each other.
 * A **pause** is the time between a PAUSED lease's end and the same trial's next lease (or
   now, or the end of the sweep): a lane per paused trial, so members waiting for a device
   show beside the devices they wait for.
@@ -55,6 +57,8 @@ class Bar:
     end: float
     state: str  # how the lease ended; RUNNING while open; "paused" for a pause
     worker: str = ""  # the worker's label on a host with several workers, else ""
+    share: int = 0  # the lane's share of a device shared ``of`` ways (0 of 1: held whole)
+    of: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,10 +101,11 @@ def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
         state = lease.state or (TrialState.RUNNING if lease.ended_at is None else "ENDED")
         worker = worker_label(lease) if lease.host in shared else ""
         prefix = f"{lease.host} · {worker}" if worker else lease.host
+        suffix = f" · share {lease.share}" if lease.per_device > 1 else ""
         for device in lease.devices or ["(no device)"]:
             out.append(
                 Bar(
-                    f"{prefix} · {device}",
+                    f"{prefix} · {device}{suffix}",
                     lease.host,
                     device,
                     lease.trial,
@@ -108,6 +113,8 @@ def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
                     max(end, lease.started_at),
                     state,
                     worker,
+                    lease.share,
+                    lease.per_device,
                 )
             )
     return out

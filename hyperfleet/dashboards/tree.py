@@ -36,6 +36,31 @@ from hyperfleet.platform.storage.population import LineageEvent
 
 MAX_LABELS = 60
 """Above this many segments the parameters are shown on hover only, not as text."""
+LABEL_CHAR_PX = 6.5
+"""Width of one character of a lane's parameter label (10 px font)."""
+PLOT_PX = 900
+"""The narrowest plot width the labels are spaced for (a wide page's chart is wider)."""
+
+
+def label_steps(text: str, first: float, last: float) -> float:
+    """How many steps ``text`` covers on a lane drawn from step ``first`` to ``last``."""
+    return len(text) * LABEL_CHAR_PX * max(1.0, last - first) / PLOT_PX
+
+
+def spaced_labels(segs: Sequence[Segment]) -> list[str]:
+    """Each segment's parameter label, or ``""`` where it would run into the label before it
+    on the same lane (labels start at the segment's start and run right)."""
+    texts = [_short(s.params) for s in segs]
+    first = min((s.start for s in segs), default=0)
+    last = max((s.end for s in segs), default=0)
+    shown = [""] * len(segs)
+    free: dict[int, float] = {}  # lane -> the first step after its last label
+    for i in sorted(range(len(segs)), key=lambda i: (segs[i].member, segs[i].start)):
+        s = segs[i]
+        if s.start >= free.get(s.member, -math.inf):
+            shown[i] = texts[i]
+            free[s.member] = s.start + label_steps(texts[i], first, last)
+    return shown
 
 
 @dataclass(frozen=True)
@@ -212,7 +237,7 @@ def _start_markers(segs: Sequence[Segment], colour_by: str | None, log: bool) ->
         x=[s.start for s in segs],
         y=[s.member for s in segs],
         mode="markers+text" if show_text else "markers",
-        text=[_short(s.params) for s in segs] if show_text else None,
+        text=spaced_labels(segs) if show_text else None,
         textposition="top right",
         textfont={"size": 10},
         name="hyperparameters from here",

@@ -12,7 +12,15 @@ import pandas as pd
 import streamlit as st
 
 from hyperfleet.dashboards import charts, state
-from hyperfleet.dashboards.format import duration, mlflow_ui, number, params_text, run_link
+from hyperfleet.dashboards.curves import Curve
+from hyperfleet.dashboards.format import (
+    duration,
+    known_run,
+    mlflow_ui,
+    number,
+    params_text,
+    run_link,
+)
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import STATE_ORDER, number_format
 from hyperfleet.platform.sweeps.results import TrialSummary
@@ -116,6 +124,37 @@ def log_tail(path: str | None, lines: int = LOG_LINES) -> str | None:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def _last_report(t: TrialSummary) -> str:
+    if t.last_step is None:
+        return "none (it reported nothing)"
+    return f"{params_text(t.metrics) or '-'} at step {t.last_step}"
+
+
+def system_frame(found: dict[str, Curve]) -> pd.DataFrame:
+    """One row per system metric: its mean, peak and last sample, and how many there were."""
+    return pd.DataFrame(
+        [
+            {
+                "metric": key,
+                "mean": number(sum(c.values) / len(c.values)),
+                "peak": number(max(c.values)),
+                "last": number(c.values[-1]),
+                "samples": len(c.values),
+            }
+            for key, c in found.items()
+            if len(c)
+        ]
+    )
+
+
+def _system_metrics(found: dict[str, Curve]) -> None:
+    if not found:
+        st.caption("system metrics: none recorded in MLflow for this trial")
+        return
+    with st.expander(f"system metrics ({len(found)}, from MLflow)"):
+        st.table(system_frame(found).set_index("metric"))
+
+
 def trial_details(data: SweepData, uri: str) -> None:
     """A trial's params, metrics, where it ran, its MLflow run, error and log tail."""
     trials = {t.number: t for t in data.summary.trials}
@@ -130,7 +169,7 @@ def trial_details(data: SweepData, uri: str) -> None:
     t, record = trials[pick], data.records.get(pick)
     left, right = st.columns(2)
     left.markdown(f"**params** {params_text(t.params)}")
-    left.markdown(f"**last report** {params_text(t.metrics) or '-'} at step {t.last_step}")
+    left.markdown(f"**last report** {_last_report(t)}")
     right.markdown(
         f"**state** {t.state} · **duration** {duration(t.duration_s)} · "
         f"**attempts** {record.attempts if record else '-'}"
@@ -138,6 +177,9 @@ def trial_details(data: SweepData, uri: str) -> None:
     link = run_link(mlflow_ui(uri), data.experiment_id, record.mlflow_run_id if record else None)
     if link:
         right.markdown(f"**MLflow** [{record.mlflow_run_id}]({link})" if record else "")
+    run = known_run(record.mlflow_run_id) if record else None
+    if run:
+        _system_metrics(state.system_metrics(uri, run))
     if t.error:
         st.markdown("**error**")
         st.code(t.error, language=None)

@@ -13,6 +13,12 @@ The password travels in the environment, which only the same user (and root) can
 made. A URL with a user and no password that no process kept is left to the client's own
 sources: libpq reads ``PGPASSWORD`` and ``~/.pgpass``, MLflow ``MLFLOW_TRACKING_PASSWORD``.
 Files that must hold a password are written by :func:`write_private` (mode 0600).
+
+Object store keys (``trial.checkpoint.replica: s3://bucket/prefix``) never pass through
+hyperfleet at all: the store's own client reads them from its standard environment or files
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, ``~/.aws/credentials``, an
+instance role), in the trial processes, which inherit the worker's environment. A replica URL
+with credentials in it is refused, without echoing it (``config/loading.py``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
 from hyperfleet.platform.launcher.base import Launcher
-from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
@@ -165,7 +165,8 @@ class Launchers:
 
             if cfg.name not in self._inprocess:
                 most = min(cfg.budget.max_concurrent, self.pool.size)
-                self._inprocess[cfg.name] = InProcessLauncher(most)
+                threads = self.pool.threads_per_process()
+                self._inprocess[cfg.name] = InProcessLauncher(most, threads=threads)
             return cast(Launcher, self._inprocess[cfg.name])
         if r.nodes > 1:
             if self._torchrun is None:
@@ -196,13 +197,12 @@ class Launchers:
             from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 
             most = min(cfg.budget.max_concurrent, self.pool.size)
-            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True)
+            threads = self.pool.threads_per_process()
+            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True, threads=threads)
             return
         launcher = self(cfg)
         if r.nodes == 1:  # the first trials' leases, one node each
-            k = r.devices
-            slots = min(cfg.budget.max_concurrent, self.pool.size // k)
-            first = [Lease(tuple(self.pool.devices[i * k : (i + 1) * k]), 0) for i in range(slots)]
+            first = self.pool.first_leases(r.devices, r.per_device, cfg.budget.max_concurrent)
             launcher.prestart(first, cfg.trial)
 
 
@@ -221,6 +221,7 @@ def worker_record(
         started_at=now,
         heartbeat_at=now,
         state=WorkerState.ACTIVE,
+        job_id=os.environ.get("SLURM_JOB_ID"),  # a worker a Slurm job runs: the pool's row
     )
 
 

@@ -7,7 +7,9 @@ its value, so the rows written before these enums read the same.
 * :class:`SweepStatus` — ``hf_sweeps.status``;
 * :class:`WorkerState` — ``hf_workers.state``;
 * :class:`GangState` — ``hf_gangs.state``;
-* :class:`MemberState` — ``hf_pbt_members.state`` (a PBT member's own life, lower case).
+* :class:`MemberState` — ``hf_pbt_members.state`` (a PBT member's own life, lower case);
+* :class:`JobState` — ``hf_workers.job_state``: a batch job's state as Slurm names it
+  (``squeue``'s ``%T``), for workers an elastic pool submitted.
 
 This module imports nothing, so storage, schedulers, dashboards and trials may all import it.
 No other module spells a trial state as a string (``tests/test_states.py``).
@@ -19,7 +21,9 @@ import enum
 
 __all__ = [
     "FINISHED",
+    "JOB_ENDED",
     "GangState",
+    "JobState",
     "MemberState",
     "Outcome",
     "SweepStatus",
@@ -81,6 +85,7 @@ class WorkerState(enum.StrEnum):
 
     ACTIVE = "active"
     STOPPED = "stopped"
+    PENDING = "pending"  # a batch job submitted for it; its worker has not registered yet
 
 
 class GangState(enum.StrEnum):
@@ -98,3 +103,41 @@ class MemberState(enum.StrEnum):
     RUNNING = "running"  # has processes
     PAUSED = "paused"  # checkpointed and gave its devices back; resumed by suggest()
     DONE = "done"  # reached its step budget (or ended for good)
+
+
+class JobState(enum.StrEnum):
+    """A Slurm job's state, Slurm's own names (``squeue -o %T``; ``man squeue``, JOB STATE
+    CODES). A state this list does not know is kept as Slurm wrote it and counts as alive."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    SUSPENDED = "SUSPENDED"
+    REQUEUED = "REQUEUED"
+    RESIZING = "RESIZING"
+    SIGNALING = "SIGNALING"
+    STAGE_OUT = "STAGE_OUT"
+    STOPPED = "STOPPED"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    PREEMPTED = "PREEMPTED"
+    NODE_FAIL = "NODE_FAIL"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REVOKED = "REVOKED"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    GONE = "GONE"  # not hyperfleet's nor Slurm's: the job left squeue's list (MinJobAge)
+
+
+JOB_ENDED = frozenset(
+    {
+        JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.TIMEOUT,
+        JobState.PREEMPTED, JobState.NODE_FAIL, JobState.BOOT_FAIL, JobState.DEADLINE,
+        JobState.OUT_OF_MEMORY, JobState.REVOKED, JobState.SPECIAL_EXIT, JobState.GONE,
+    }
+)  # fmt: skip
+"""Job states after which the job holds no node (a job in any other state is alive)."""

@@ -102,6 +102,17 @@ class SyncConfig(_Section):
     )
 
 
+#: URL schemes of object stores a replica may name, each served by its fsspec package
+#: (``s3fs``: S3 and compatible stores such as MinIO; ``gcsfs``; ``adlfs``)
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
+
+
+def replica_is_remote(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` names an object store (``s3://bucket/prefix``) rather than a
+    directory (a plain path or a ``file://`` URI)."""
+    return urlparse(os.fspath(location)).scheme.lower() in OBJECT_STORE_SCHEMES
+
+
 def replica_path(location: str | os.PathLike[str]) -> Path:
     """The directory a replica location names: a plain path or a ``file://`` URI."""
     text = os.fspath(location)
@@ -112,7 +123,47 @@ def replica_path(location: str | os.PathLike[str]) -> Path:
                 raise ValueError(f"file URI with a host is not supported: {text!r}")
             return Path(unquote(parsed.path))
         return Path(text)
-    raise ValueError(f"expected a directory or a file:// URI for the replica, got {text!r}")
+    raise ValueError(
+        f"expected a directory, a file:// URI or an object store URL "
+        f"({', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}), got scheme {parsed.scheme!r}"
+    )
+
+
+def check_replica(location: str) -> None:
+    """Raise ``ValueError`` (one line, never echoing a secret) unless ``location`` is a usable
+    replica: a directory, a ``file://`` URI, or an object store URL with a bucket, no
+    credentials in it (they come from the store's standard environment or files, e.g.
+    ``AWS_ACCESS_KEY_ID`` or ``~/.aws/credentials``) and its fsspec package installed."""
+    if not replica_is_remote(location):
+        replica_path(location)
+        return
+    parsed = urlparse(location)
+    if "@" in parsed.netloc:
+        raise ValueError(
+            "credentials in the URL are refused: give them through the store's standard "
+            "environment or files (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws)"
+        )
+    if not parsed.netloc:
+        raise ValueError(f"{location!r} names no bucket; expected {parsed.scheme}://bucket/prefix")
+    import importlib.util
+
+    from fsspec.registry import known_implementations
+
+    known = known_implementations.get(parsed.scheme.lower(), {})
+    module = str(known.get("class", "")).split(".")[0]
+    if not module or importlib.util.find_spec(module) is None:
+        hint = known.get("err") or f"install the fsspec package for {parsed.scheme}://"
+        extra = " (pip install 'hyperfleet[s3]')" if module == "s3fs" else ""
+        raise ValueError(
+            f"{parsed.scheme}:// needs the {module or 'fsspec'} package: {hint}{extra}"
+        )
+
+
+def replica_join(location: str, name: str) -> str:
+    """``location``/``name``: a URL stays a URL, a directory a path."""
+    if replica_is_remote(location):
+        return f"{location.rstrip('/')}/{name}"
+    return str(replica_path(location) / name)
 
 
 class CheckpointConfig(_Section):
@@ -120,13 +171,17 @@ class CheckpointConfig(_Section):
 
     every: int | None = Field(None, ge=1, description="steps between checkpoints")
     keep: int = Field(2, ge=1, description="checkpoints kept (newest), in each location")
-    replica: str | None = Field(None, description="second location: a directory or file:// URI")
+    replica: str | None = Field(
+        None,
+        description="second location: a directory, a file:// URI or an object store URL "
+        "(s3://bucket/prefix, gs://, az://; uploaded in the background)",
+    )
 
     @field_validator("replica")
     @classmethod
     def _replica(cls, v: str | None) -> str | None:
         if v is not None:
-            replica_path(v)
+            check_replica(v)
         return v
 
 
@@ -143,6 +198,12 @@ class Resources(_Section):
     pool: str | None = Field(
         None, description="only workers started with --pool NAME run it; None: any worker"
     )
+    per_device: int = Field(
+        1,
+        ge=1,
+        description="trials that may share one device (a GPU or a CPU slot); each holds a "
+        "share and, on a GPU, at most 1/per_device of its memory; for trials of devices: 1",
+    )
 
     @field_validator("gang_timeout", mode="before")
     @classmethod
@@ -155,6 +216,21 @@ class Resources(_Section):
             raise ValueError(
                 f"devices ({self.devices}) must be a positive multiple of nodes ({self.nodes}): "
                 f"each node runs devices / nodes processes"
+            )
+        if self.per_device > 1 and self.nodes > 1:
+            raise ValueError(
+                f"per_device ({self.per_device}) shares one device among small trials; a trial "
+                f"over {self.nodes} nodes needs whole devices: use per_device: 1"
+            )
+        if self.per_device > 1 and self.devices != 1:
+            what = (
+                "in-process trials (devices: 0) hold no device"
+                if self.devices == 0
+                else (f"a trial of {self.devices} processes needs whole devices")
+            )
+            raise ValueError(
+                f"per_device ({self.per_device}) shares one device among trials of one process; "
+                f"{what}: use devices: 1 or per_device: 1"
             )
         return self
 

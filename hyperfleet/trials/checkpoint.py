@@ -10,9 +10,12 @@ whose checksum doesn't match is skipped with a warning and the previous one is u
 
 Replication: with ``replica`` (a directory or a ``file://`` URI, for example on a shared file
 system) every save is also copied there, again under a temporary name then renamed, with its
-checksum. Restoring takes, newest step first, the primary copy if it is intact, else the
-replica's (and copies it back to the primary); so deleting or corrupting the primary directory
-of a paused trial loses nothing.
+checksum. With an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://``) it is
+uploaded in the background instead, and downloads are verified
+(:mod:`hyperfleet.trials.replica`); :meth:`CheckpointManager.close` waits for the uploads.
+Restoring takes, newest step first, the primary copy if it is intact, else the replica's (and
+copies it back to the primary); so deleting or corrupting the primary directory of a paused
+trial, or losing its host, loses nothing.
 
 RNG state: :func:`capture_rng_state` turns the Python, NumPy, torch CPU and CUDA generator
 states into tensors and plain numbers (what ``weights_only`` loading accepts), and
@@ -35,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from hyperfleet.spec.trial import CheckpointConfig, replica_path
+from hyperfleet.spec.trial import CheckpointConfig, replica_is_remote, replica_path
 from hyperfleet.trials.files import atomic_write_bytes, sha256_file
+from hyperfleet.trials.replica import ObjectReplica, ReplicaChecksumError
 from hyperfleet.trials.values import loadable
 
 logger = logging.getLogger(__name__)
@@ -103,17 +107,26 @@ class CheckpointManager:
         keep: int = 2,
         replica: str | os.PathLike[str] | None = None,
         protect: Callable[[], Iterable[int] | None] | None = None,
+        cache: bool = False,
     ) -> None:
         """``protect``: asked before pruning, the steps that must stay (older than the last
         ``keep``), e.g. a PBT member's checkpoint another member will still load; None when
-        it cannot tell (its store is unreachable): then nothing is pruned."""
+        it cannot tell (its store is unreachable): then nothing is pruned. ``cache``: the
+        directory is this host's copy of *another* trial's checkpoints (a PBT donor's), so an
+        object store replica's copy of a step wins when its checksum differs (the donor may
+        have written that step again elsewhere since)."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
         self.keep = keep
         self._protect = protect
+        self._cache = cache
         self._primary = _Location(self.directory)
-        self._replica = _Location(replica_path(replica)) if replica is not None else None
+        self._replica: _Location | ObjectReplica | None = None
+        if replica is not None and replica_is_remote(replica):
+            self._replica = ObjectReplica(os.fspath(replica), self.directory / ".upload")
+        elif replica is not None:
+            self._replica = _Location(replica_path(replica))
 
     @classmethod
     def from_config(
@@ -122,7 +135,8 @@ class CheckpointManager:
         return cls(directory, keep=cfg.keep, replica=cfg.replica)
 
     @property
-    def replica(self) -> Path | None:
+    def replica(self) -> Path | str | None:
+        """The replica's directory, or its object store URL."""
         return self._replica.directory if self._replica else None
 
     def steps(self) -> list[int]:
@@ -155,7 +169,9 @@ class CheckpointManager:
         digest = sha256_file(tmp)
         os.replace(tmp, path)
         atomic_write_bytes(path.with_suffix(".sha256"), digest.encode())
-        if self._replica:
+        if isinstance(self._replica, ObjectReplica):
+            self._replica.put(path, step)  # uploaded in the background
+        elif self._replica:
             try:
                 self._replica.copy_from(self._primary, step)
             except OSError as exc:  # the trial goes on; the primary copy is intact
@@ -197,9 +213,51 @@ class CheckpointManager:
         loc = self._replica if replica else self._primary
         return loc is not None and loc.verify(step)
 
+    def flush(self) -> None:
+        """Wait for the replica's uploads in flight (an object store's; a directory's copies
+        are made during the save)."""
+        if isinstance(self._replica, ObjectReplica):
+            self._replica.flush()
+
+    def close(self) -> None:
+        """:meth:`flush`, and end the replica's uploading thread (the trial's end)."""
+        if isinstance(self._replica, ObjectReplica):
+            self._replica.close()
+
+    def _fetched(self, replica: ObjectReplica, step: int) -> _Location | None:
+        """The primary copy of ``step`` downloaded from the object store, verified."""
+        try:
+            replica.fetch(step, self.path(step))
+        except FileNotFoundError:
+            return None
+        except ReplicaChecksumError as exc:
+            logger.warning("%s; using an older checkpoint", exc)
+            return None
+        except OSError as exc:
+            logger.warning("could not read checkpoint step %d from %s: %s", step, replica.url, exc)
+            return None
+        logger.warning(
+            "checkpoint %s is missing or corrupt; using the replica in %s (downloaded, checksum "
+            "verified)",
+            self.path(step),
+            replica.url,
+        )
+        return self._primary
+
+    def _stale(self, replica: ObjectReplica, step: int) -> bool:
+        """Whether this host's cached copy of ``step`` differs from the object store's."""
+        if not self._cache:
+            return False
+        stored = replica.checksum(step)
+        local = self.path(step).with_suffix(".sha256").read_text().strip()
+        return stored is not None and stored != local
+
     def _intact(self, step: int) -> _Location | None:
-        if self._primary.verify(step):
+        remote = self._replica if isinstance(self._replica, ObjectReplica) else None
+        if self._primary.verify(step) and not (remote and self._stale(remote, step)):
             return self._primary
+        if remote is not None:
+            return self._fetched(remote, step)
         if self._replica and self._replica.verify(step):
             logger.warning(
                 "checkpoint %s is missing or corrupt; using the replica in %s",
@@ -240,9 +298,17 @@ class CheckpointManager:
         step = self.latest_step()
         return None if step is None else (step, self.load(step))
 
-    def load_at(self, step: int | None) -> tuple[int, dict[str, Any]] | None:
+    def load_at(self, step: int | None, wait: float = 0.0) -> tuple[int, dict[str, Any]] | None:
         """``(step, state)`` of ``step`` (None: the latest); if no copy of that step is
-        intact, the latest one with a warning."""
+        intact, the latest one with a warning. ``wait``: seconds to wait for ``step`` to
+        reach an object store replica when no copy is there yet (another host's upload of a
+        PBT donor's checkpoint, still in flight)."""
+        remote = self._replica if isinstance(self._replica, ObjectReplica) else None
+        waits = step is not None and wait > 0 and remote is not None
+        if waits and not self._primary.verify(step) and not remote.wait_for(step, wait):
+            logger.warning(
+                "checkpoint of step %d did not reach %s in %.0f s", step, remote.url, wait
+            )
         if step is not None:
             try:
                 return step, self.load(step)

@@ -288,6 +288,11 @@ class TrialContext:
         logger.info("trial %s resumes from its checkpoint at step %d", self.trial_number, step)
         return state
 
+    def checkpoint_due(self, step: int) -> bool:
+        """Whether a report at ``step`` keeps its checkpoint (``trial.checkpoint.every``): a
+        loop whose checkpoint is costly to build (a trainer's) builds it only then."""
+        return self._checkpoint_due(step)
+
     def _checkpoint_due(self, step: int) -> bool:
         if self.checkpoint_every is None:
             return True

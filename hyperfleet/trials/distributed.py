@@ -4,6 +4,13 @@ torchrun sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MA
 ``init`` reads them once, picks the device (``cuda:LOCAL_RANK`` under CUDA, else CPU) and the
 backend (NCCL on CUDA, gloo on CPU), and starts the default process group when there is more
 than one process. ``teardown`` destroys it. Everything else asks ``DistEnv``.
+
+``cap_memory`` keeps a trial that shares its GPU with others (``trial.resources.per_device:
+K``) to its share: PyTorch's caching allocator refuses an allocation that would take this
+process past ``1/K`` of the device's memory, with the same out-of-memory error as a full
+device, so the trial that over-allocates fails alone while the others on the device go on.
+(The cap covers what the allocator hands out; the CUDA context itself, a few hundred MB per
+process, comes on top of it.)
 """
 
 from __future__ import annotations
@@ -50,6 +57,13 @@ def init() -> DistEnv:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group(backend=backend, device_id=device if backend == "nccl" else None)
     return DistEnv(rank, world, local, device, backend)
+
+
+def cap_memory(env: DistEnv, per_device: int) -> None:
+    """Cap this process's GPU memory at ``1/per_device`` of its device (every trial sets it:
+    a warm process may have run a trial with another share). Nothing on CPU."""
+    if env.device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(1.0 / per_device, env.device)
 
 
 def broadcast_object(obj: Any, env: DistEnv) -> Any:

@@ -29,6 +29,7 @@ class ProgramTrial:
     def __init__(self, spec: TrialSpec, recorder_factory: RecorderFactory) -> None:
         self.spec = spec
         self.env = distributed.init()
+        distributed.cap_memory(self.env, spec.trial.resources.per_device)
         _setup_logging(self.env.rank)
         self.recorder = recorder_factory(spec) if self.env.is_main else None
         self.run = _Run(spec, self.env, self.recorder)

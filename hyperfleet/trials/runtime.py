@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from hyperfleet.errors import Superseded, TrialPruned
 from hyperfleet.spec.states import Outcome
+from hyperfleet.spec.trial import replica_join
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
@@ -52,6 +53,10 @@ from hyperfleet.trials.fencing import FencedCheckpoints
 from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
 logger = logging.getLogger("hyperfleet.trial")
+
+#: seconds an exploiting member waits for its donor's checkpoint to reach an object store
+#: replica (uploaded in the background on the donor's host) before it takes the latest one
+DONOR_WAIT_S = 60.0
 
 
 class Recorder(Protocol):
@@ -152,13 +157,15 @@ def checkpoints_of(
     before each save (:mod:`~hyperfleet.trials.fencing`)."""
     own = spec.number == number
     directory = Path(spec.trial_dir) if own else trial_dir(spec.workdir, spec.sweep, number)
-    replica = None if spec.replica is None else Path(spec.replica) / directory.name
+    replica = None if spec.replica is None else replica_join(spec.replica, directory.name)
     keep = spec.trial.checkpoint.keep
     if fence is not None:
         return FencedCheckpoints(
             directory / "checkpoints", keep=keep, replica=replica, protect=protect, fence=fence
         )
-    return CheckpointManager(directory / "checkpoints", keep=keep, replica=replica, protect=protect)
+    return CheckpointManager(
+        directory / "checkpoints", keep=keep, replica=replica, protect=protect, cache=not own
+    )
 
 
 def _adopt_donor(
@@ -171,7 +178,7 @@ def _adopt_donor(
     """
     step = -1
     if env.is_main:
-        found = donor.load_at(donor_step)
+        found = donor.load_at(donor_step, wait=DONOR_WAIT_S)
         if found is None:
             raise RuntimeError(f"exploit: the donor has no checkpoint in {donor.directory}")
         step, state = found
@@ -312,6 +319,7 @@ def run_trial(
     if install_signals:
         exit_on_sigterm()
     env = distributed.init()
+    distributed.cap_memory(env, spec.trial.resources.per_device)
     _setup_logging(env.rank)
     recorder = (recorder_factory or PrintRecorder)(spec) if env.is_main else None
     run = _Run(spec, env, recorder)
@@ -333,11 +341,21 @@ def run_trial(
         logger.warning("trial %s %s; stopping", spec.number, exc)
         outcome = Outcome.SUPERSEDED
     finally:
+        _close_checkpoints(run.own)  # the trial ends once its checkpoints are replicated
         if not keep_process_group:
             distributed.teardown()
         if recorder is not None:
             _finish(recorder, spec, outcome)  # a failed trial keeps the metrics it reported
     return outcome
+
+
+def _close_checkpoints(own: CheckpointManager) -> None:
+    """Wait for the checkpoints' uploads to an object store replica (see
+    :mod:`hyperfleet.trials.replica`); a failure is logged, the outcome still recorded."""
+    try:
+        own.close()
+    except (Exception, Stopped):  # the local copies are intact; the outcome must still be told
+        logger.exception("trial's checkpoint uploads did not finish")
 
 
 def _finish(recorder: Recorder, spec: TrialSpec, outcome: str) -> None:

@@ -14,6 +14,7 @@ Optuna), which running them at once on two cores only makes slower.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ class Filled:
     root: Path
     storage: str
     tracking: dict[str, str]  # sweep -> its MLflow tracking URI
+    mlflow_warnings: tuple[str, ...] = ()  # what MLflow's loggers warned while they ran
 
 
 def write_sweep(root: Path, mlflow_template: Path, data: dict[str, Any]) -> Path:
@@ -103,8 +105,28 @@ def run(root: Path, mlflow_template: Path) -> Filled:
 
     root.mkdir(parents=True, exist_ok=True)
     cfgs = [parse_sweep(c) for c in configs(root)]
-    for cfg in cfgs:
-        shutil.copy(mlflow_template, root / f"mlflow-{cfg.name}.db")
-        assert cfg.storage is not None and cfg.tracking.uri is not None
-        SweepRunner(cfg, cfg.storage, cfg.tracking.uri).run()
-    return Filled(root, str(cfgs[0].storage), {c.name: str(c.tracking.uri) for c in cfgs})
+    import mlflow  # noqa: F401 - its import sets up its loggers (dropping handlers added before)
+
+    heard = _Heard(logging.WARNING)
+    mlflow_logger = logging.getLogger("mlflow")
+    mlflow_logger.addHandler(heard)
+    try:
+        for cfg in cfgs:
+            shutil.copy(mlflow_template, root / f"mlflow-{cfg.name}.db")
+            assert cfg.storage is not None and cfg.tracking.uri is not None
+            SweepRunner(cfg, cfg.storage, cfg.tracking.uri).run()
+    finally:
+        mlflow_logger.removeHandler(heard)
+    tracking = {c.name: str(c.tracking.uri) for c in cfgs}
+    return Filled(root, str(cfgs[0].storage), tracking, tuple(heard.messages))
+
+
+class _Heard(logging.Handler):
+    """Keeps the messages of the records it gets."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.results import summarize
 from tests.dashboards.server import start as start_dashboard
-from tests.dashboards.sweeps import MULTI, PBT, TPE, Filled
+from tests.dashboards.sweeps import MULTI, PBT, TPE, WORKLOAD, Filled
 from tests.integration.cli import invoke
 from tests.tracking.server import MlflowServer
 
@@ -31,6 +32,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.long]
 RENDER_TIMEOUT_S = 90
 SVG = ".js-plotly-plot .main-svg"
 EXPAND_RUN = "runnamecellrenderer"  # MLflow's runs table: the button that shows nested runs
+LINKED = {  # two in-process trials, run by `sweep run` against a tracking server
+    "name": "linked",
+    "objective": {"metric": "loss", "mode": "min"},
+    "scheduler": {"type": "random", "seed": 0},
+    "budget": {"trials": 2, "max_concurrent": 2},
+    "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True}},
+    "trial": {"workload": WORKLOAD, "steps": 4, "eval_every": 2, "resources": {"devices": 0}},
+    "tracking": {"log_model": False},
+}
 
 
 def _browser_binaries() -> tuple[str, str]:
@@ -172,6 +182,24 @@ def test_sweeps_page(page: Page, server: str) -> None:
     assert "sweeps\n4" in text and "running trials\n0" in text, path
 
 
+ROW_PX = 35  # Streamlit's grid: the header's and each row's height
+
+
+def test_a_click_on_a_row_of_the_sweeps_table_opens_the_sweep(page: Page, server: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    page.driver.get(f"{server}/sweeps")
+    page.title_is("Sweeps")
+    page.wait(lambda: len(page.table_rows()) == 5, "the sweeps table's 4 rows")
+    row = next(i for i, r in enumerate(page.table_rows()[1:]) if MULTI in r)
+    (canvas,) = page.css("[data-testid='stDataFrame'] canvas[data-testid='data-grid-canvas']")
+    size = canvas.size  # a click on the row's selection box, the grid's first column
+    x, y = 18 - size["width"] // 2, ROW_PX + ROW_PX * row + ROW_PX // 2 - size["height"] // 2
+    ActionChains(page.driver).move_to_element_with_offset(canvas, x, y).click().perform()
+    page.title_is(f"Sweep {MULTI}")
+    assert f"sweep={MULTI}" in page.driver.current_url, page.shot("1-sweeps-row-click")
+
+
 def test_one_click_into_a_sweep(page: Page, server: str, filled: Filled) -> None:
     page.driver.get(server)
     page.title_is("Sweeps")
@@ -238,20 +266,28 @@ def test_devices(page: Page, server: str) -> None:
     assert "paused · trial" in page.driver.page_source, path  # the paused members' lanes
 
 
-def test_the_mlflow_link_opens_the_trial_runs(page: Page, filled: Filled, tmp_path: Path) -> None:
-    """``hyperfleet mlflow --sweep`` on a tracking server prints the link ``sweep run`` prints
-    too; MLflow 3 opens it on the training runs table (the trials' runs, by name), not on its
-    GenAI overview of traces."""
-    store = Path(filled.tracking[TPE].removeprefix("sqlite:///"))
-    mlflow = MlflowServer(tmp_path / "mlflow", store)  # a copy of the sweep's store, served
+def test_the_mlflow_link_sweep_run_prints_opens_the_trial_runs(
+    page: Page, tmp_path: Path, mlflow_template: Path
+) -> None:
+    """The link ``sweep run`` prints under "Open MLflow:" for a tracking server (taken from
+    its output; ``hyperfleet mlflow --sweep`` prints the same one): MLflow 3 opens it on the
+    training runs table, with the trials' runs by name, not on its GenAI overview of traces."""
+    mlflow = MlflowServer(tmp_path / "mlflow", mlflow_template)
     mlflow.start()
     try:
-        args = ["mlflow", "--storage", filled.storage, "--sweep", TPE]
-        result = invoke(*args, "--tracking-uri", mlflow.uri)
-        assert result.exit_code == 0, result.stderr
-        link = result.stdout.strip().removeprefix("MLflow: ")
+        storage = f"sqlite:///{tmp_path / 'hf.db'}"
+        path = tmp_path / "linked.yaml"
+        path.write_text(yaml.safe_dump({**LINKED, "storage": storage, "workdir": str(tmp_path)}))
+        run = invoke("sweep", "run", str(path), "--tracking-uri", mlflow.uri)
+        assert run.exit_code == 0, run.stderr[-3000:]
+        lines = run.stdout.splitlines()  # the summary and its hints (stderr with --json)
+        link = lines[lines.index("Open MLflow:") + 1].strip()  # on a line of its own
+        assert link.startswith(f"{mlflow.uri}/#/experiments/"), run.stdout[-2000:]
+        args = ["mlflow", "--storage", storage, "--sweep", LINKED["name"]]
+        shown = invoke(*args, "--tracking-uri", mlflow.uri)
+        assert shown.exit_code == 0 and shown.stdout.strip() == f"MLflow: {link}", shown.stderr
         page.driver.get(link)
-        trials = Storage.open_readonly(filled.storage).trials(TPE)
+        trials = Storage.open_readonly(storage).trials(LINKED["name"])
         page.wait(lambda: f"{len(trials) + 1} matching runs" in page.body, "the runs table")
         expand = page.css(f"button[data-component-id*='{EXPAND_RUN}']")  # the sweep's run
         assert len(expand) == 1, page.shot("7-mlflow-runs")

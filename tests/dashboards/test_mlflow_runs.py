@@ -68,3 +68,25 @@ def test_no_tag_is_cut_by_mlflow(filled: Filled) -> None:
         for run in by_number.values():
             longest = max(len(v) for v in run.data.tags.values())
             assert longest < TAG_LIMIT, (sweep, run.info.run_name)
+
+
+def test_mlflow_warned_of_no_truncated_value(filled: Filled) -> None:
+    errors = [t.error or "" for t in Storage.open_readonly(filled.storage).trials(FAILING)]
+    assert max(len(e) for e in errors) > TAG_LIMIT, "no error as long as MLflow's tag limit"
+    assert not [m for m in filled.mlflow_warnings if "truncat" in m.lower()]
+    logs = list(filled.root.rglob("log.txt"))  # what MLflow warned inside the trials
+    assert logs and not [p for p in logs if "truncated" in p.read_text(errors="replace")]
+
+
+@pytest.mark.parametrize("command", [["mlflow"], ["mlflow", "sync"]])
+def test_a_misspelled_sweep_gets_the_closest_name(filled: Filled, command: list[str]) -> None:
+    from typer.testing import CliRunner
+
+    from hyperfleet.platform.cli import app
+
+    result = CliRunner().invoke(
+        app, [*command, "--storage", filled.storage, "--sweep", "tpe-prund"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--sweep: no sweep named 'tpe-prund'" in result.output
+    assert "did you mean 'tpe-pruned'?" in result.output

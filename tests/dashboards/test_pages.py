@@ -5,15 +5,20 @@ The pages on no storage, no sweep and no finished trial: :mod:`tests.dashboards.
 
 from __future__ import annotations
 
+import base64
+import itertools
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 from streamlit.testing.v1 import AppTest
 
+from hyperfleet.dashboards import tree
 from hyperfleet.dashboards.analysis import POPULATION_REASON
 from hyperfleet.dashboards.charts import trial_colour
 from hyperfleet.platform.storage import Storage
@@ -27,6 +32,7 @@ pytestmark = pytest.mark.slow  # the session's real sweeps (tests.dashboards.swe
 APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 Open = Callable[..., AppTest]
 COMPLETE, PRUNED = TrialState.COMPLETE, TrialState.PRUNED
+SWEEPS_TABLE = "sweeps-table"  # the key of the Sweeps page's table
 
 
 @pytest.fixture
@@ -54,6 +60,13 @@ def open_page(filled: Filled, monkeypatch: pytest.MonkeyPatch) -> Open:
 def figures(at: AppTest) -> dict[str, dict[str, Any]]:
     """The page's plotly figures (as plotly JSON) by the key they were drawn with."""
     return {e.proto.id.split("-", 2)[2]: json.loads(e.proto.spec) for e in at.get("plotly_chart")}
+
+
+def array(data: Any) -> list[float]:
+    """A plotly JSON array: a list, or a typed array (``{"dtype": "f8", "bdata": base64}``)."""
+    if isinstance(data, dict):
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"]).tolist()
+    return list(data)
 
 
 def stored(filled: Filled) -> Storage:
@@ -151,12 +164,32 @@ def test_filter_by_state_and_param_range(open_page: Open, filled: Filled) -> Non
     assert set(shown["state"]) <= {"COMPLETE", "FAIL"} and len(shown) < 6
 
 
+def test_a_trials_details_show_its_system_metrics_from_mlflow(
+    open_page: Open, filled: Filled
+) -> None:
+    record = stored(filled).get_trial(TPE, 1)
+    assert record is not None
+    client = MlflowClient(filled.tracking[TPE])
+    keys = [k for k in client.get_run(str(record.mlflow_run_id)).data.metrics if "system/" in k]
+    assert "system/cpu_utilization_percentage" in keys, keys
+    at = open_page("sweep", TPE)
+    at.selectbox(key=f"detail-{TPE}").set_value(1).run()
+    (table,) = [t.value for t in at.table if t.value.index.name == "metric"]
+    assert sorted(table.index) == sorted(k.removeprefix("system/") for k in keys)
+    for key in keys:
+        samples = len(client.get_metric_history(str(record.mlflow_run_id), key))
+        assert table.loc[key.removeprefix("system/"), "samples"] == samples, key
+
+
 def test_selected_failed_trial_shows_its_error_and_log_tail(open_page: Open) -> None:
     at = open_page("sweep", FAILING)
-    at.selectbox(key=f"detail-{FAILING}").set_value(0).run()
+    at.selectbox(key=f"detail-{FAILING}").set_value(0).run()  # failed before its first report
     codes = [c.value for c in at.code]
     assert any("Traceback" in c and "RuntimeError: diverged" in c for c in codes)  # error, log
     assert len(codes) == 2
+    shown = [m.value for m in (*at.markdown, *at.caption)]
+    assert "**last report** none (it reported nothing)" in shown
+    assert not [text for text in shown if "None" in text]
 
 
 def test_sweep_page_draws_progress_curves_and_analysis(open_page: Open, filled: Filled) -> None:
@@ -167,11 +200,45 @@ def test_sweep_page_draws_progress_curves_and_analysis(open_page: Open, filled: 
     assert figs["edf"]["layout"]["title"]["text"] == "Empirical distribution of loss"
     assert figs["rank"]["layout"]["title"]["text"] == "Rank of loss over lr and width"
     summary = summarize(stored(filled), TPE)
+    complete = {t.number: t for t in summary.trials if t.state == COMPLETE and t.values}
+    (line,) = figs["edf"]["data"]  # the share of completed trials at or below each x
+    values = sorted(t.values[0] for t in complete.values())
+    xs, ys = array(line["x"]), array(line["y"])
+    assert (min(xs), max(xs)) == pytest.approx((values[0], values[-1]))
+    assert ys == pytest.approx(
+        [sum(v <= x * (1 + 1e-12) for v in values) / len(values) for x in xs]
+    )
+    points = next(d for d in figs["rank"]["data"] if d.get("mode") == "markers")
+    for axis, param in (("x", "lr"), ("y", "width")):
+        searched = sorted(t.params[param] for t in complete.values())
+        assert sorted(array(points[axis])) == pytest.approx(searched), param
     best = summary.best()
     assert best is not None and best.values
     best_line = next(d for d in figs["best-time"]["data"] if d["name"] == "best so far")
     assert best_line["y"][-1] == pytest.approx(best.values[0])
     assert any("matters most for loss" in m.value for m in at.markdown)
+
+
+CHAR_PX, PLOT_PX = 7, 700  # a tick label's character; a narrow page's chart
+
+
+def test_log_axis_tick_labels_fit_their_axis(open_page: Open) -> None:
+    figs = figures(open_page("sweep", TPE))
+    for key in ("slice", "contour", "rank"):
+        layout = figs[key]["layout"]
+        axes = {n: a for n, a in layout.items() if n[1:5] == "axis" and a.get("type") == "log"}
+        assert len(axes) >= 2, key  # lr and width are searched on a log scale
+        for name, axis in axes.items():
+            low, high = axis.get("domain", [0.0, 1.0])
+            labels = axis["ticktext"]
+            assert 2 <= len(labels) <= 8, (key, name, labels)
+            if name.startswith("x"):  # side by side: their widths add up
+                assert sum(len(t) + 2 for t in labels) * CHAR_PX <= (high - low) * PLOT_PX
+
+
+def trial_colours(traces: list[dict[str, Any]]) -> dict[str, str]:
+    """Each trace's colour (its line's, else its markers') by the trace's name."""
+    return {d["name"]: (d.get("line") or {}).get("color") or d["marker"]["color"] for d in traces}
 
 
 def test_learning_curves_mark_where_a_trial_was_pruned(open_page: Open, filled: Filled) -> None:
@@ -186,6 +253,24 @@ def test_learning_curves_mark_where_a_trial_was_pruned(open_page: Open, filled: 
     assert line["x"][0] == 0 and line["x"][-1] > 0
     at.selectbox(key=f"sweep-metric-{TPE}").set_value("accuracy").run()
     assert figures(at)["curves"]["layout"]["yaxis"]["title"]["text"] == "accuracy"
+
+
+def test_a_trial_has_one_colour_on_every_page(open_page: Open, filled: Filled) -> None:
+    pruned = [t.number for t in summarize(stored(filled), TPE).trials if t.state == PRUNED]
+    at = open_page("sweep", TPE)
+    at.multiselect(key=f"sweep-trials-{TPE}").set_value([0, 1, *pruned[:2]]).run()
+    on_sweep = trial_colours(figures(at)["curves"]["data"])
+    at = open_page("compare", TPE)
+    at.multiselect(key=f"compare-trials-{TPE}").set_value([1, *pruned[:2]]).run()
+    on_compare = trial_colours(figures(at)["compare-curves"]["data"])
+    on_population = trial_colours(figures(open_page("population", PBT))["member-curves"]["data"])
+    shown = 0
+    for colours in (on_sweep, on_compare, on_population):
+        for name, colour in colours.items():  # "trial 3", "trial 3 ★", "member 2 pruned"
+            assert colour == trial_colour(int(name.split()[1])), name
+            shown += 1
+    assert {n.removesuffix(" ★") for n in on_sweep} >= {f"trial {n} pruned" for n in pruned[:2]}
+    assert shown >= 10
 
 
 def test_pareto_points_equal_sweep_status_front(open_page: Open, filled: Filled) -> None:
@@ -270,6 +355,16 @@ def test_family_tree_edges_equal_the_stored_lineage(open_page: Open, filled: Fil
         (e.member, e.donor, e.donor_step) for e in exploits
     ]
     assert metrics(at)["exploits"] == str(len(exploits))
+    markers = next(d for d in figures(at)["tree"]["data"] if d["name"].startswith("hyperparam"))
+    lanes: dict[int, list[tuple[float, str]]] = {}
+    for x, y, text in zip(markers["x"], markers["y"], markers["text"], strict=True):
+        lanes.setdefault(y, []).extend([(x, text)] if text else [])
+    first = min(markers["x"])
+    last = max(x for x in figures(at)["tree"]["data"][0]["x"] if x is not None)
+    assert all(lanes.values()), "a lane without any parameter label"
+    for labels in lanes.values():  # each label ends before the next one on its lane starts
+        for (x, text), (next_x, _) in itertools.pairwise(sorted(labels)):
+            assert next_x - x >= tree.label_steps(text, first, last), (x, text, next_x)
 
 
 def test_population_shows_the_winners_full_schedule(open_page: Open, filled: Filled) -> None:
@@ -302,6 +397,8 @@ def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Fi
     assert sum(len(d["y"]) for d in bars) == sum(len(lease.devices) for lease in leases)
     paused = [d for d in figures(at)["timeline"]["data"] if d["name"] == "paused"]
     assert paused and all(y.startswith("paused · trial") for y in paused[0]["y"])
+    shown = metrics(at)  # leased time as such; the load from the trials' system metrics
+    assert shown["leased time"].endswith("%") and shown["device load"].endswith("%"), shown
     lanes = at.table[0].value
     assert set(lanes.index) == {f"{lease.host} · {d}" for lease in leases for d in lease.devices}
     assert all(cell.endswith("%") for cell in lanes["busy"])
@@ -311,6 +408,31 @@ def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Fi
 
 
 # -- errors --------------------------------------------------------------------------------------
+
+
+def test_a_misspelled_sweep_in_the_url_gets_the_closest_name(
+    filled: Filled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYPERFLEET_STORAGE", filled.storage)
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params["sweep"] = "tpe-prund"
+    at.run()
+    assert not at.exception, at.exception
+    warned = [w.value for w in at.sidebar.warning]
+    assert any(
+        "no sweep named 'tpe-prund'" in w and "did you mean 'tpe-pruned'?" in w for w in warned
+    )
+
+
+def test_a_click_on_a_sweeps_row_opens_the_sweep(open_page: Open) -> None:
+    at = open_page("sweeps")
+    shown = at.dataframe[0].value
+    row = list(shown["sweep"]).index(MULTI)
+    at.session_state[SWEEPS_TABLE] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    assert at.query_params["sweep"] in (MULTI, [MULTI])
+    assert at.title[0].value.endswith(MULTI), [t.value for t in at.title]
 
 
 def test_unreadable_mlflow_store_is_a_warning_not_an_error(

@@ -8,12 +8,13 @@ import math
 
 import pytest
 
-from hyperfleet.dashboards import timeline, tree
+from hyperfleet.dashboards import load, timeline, tree
 from hyperfleet.dashboards.curves import Curve, downsample
 from hyperfleet.dashboards.format import error_summary, number, run_link
 from hyperfleet.dashboards.queries import PopulationData, PopulationSnapshot
 from hyperfleet.dashboards.study import distribution
 from hyperfleet.dashboards.tables import number_format, param_diff
+from hyperfleet.dashboards.ticks import log_ticks, tick_label
 from hyperfleet.platform.storage import LeaseRecord
 from hyperfleet.platform.storage.population import (
     LineageEvent,
@@ -184,6 +185,24 @@ def test_a_host_with_several_workers_has_a_lane_per_worker_and_device() -> None:
     ]
 
 
+def test_a_shared_device_has_a_lane_per_share() -> None:
+    def lease(i: int, share: int, start: float, end: float) -> LeaseRecord:
+        return LeaseRecord(i, "s", i, "h", 7, ["cuda:0"], start, end, "COMPLETE", None, share, 2)
+
+    leases = [lease(1, 0, 0.0, 10.0), lease(2, 1, 0.0, 6.0), lease(3, 1, 6.0, 10.0)]
+    whole = LeaseRecord(4, "s", 4, "h", 7, ["cuda:1"], 0.0, 10.0, "COMPLETE")
+    bars = timeline.bars([*leases, whole], now=10.0)
+    assert [(b.lane, b.trial, b.share, b.of) for b in bars] == [
+        ("h · cuda:0 · share 0", 1, 0, 2),
+        ("h · cuda:0 · share 1", 2, 1, 2),
+        ("h · cuda:0 · share 1", 3, 1, 2),
+        ("h · cuda:1", 4, 0, 1),
+    ]
+    uses = {u.lane: u for u in timeline.utilisation(bars, 0.0, 10.0)}
+    assert uses["h · cuda:0 · share 1"].leases == 2 and uses["h · cuda:0 · share 1"].busy_s == 10
+    assert len(timeline.figure(bars, []).data[0].y) == 4
+
+
 # -- the in-memory study -------------------------------------------------------------------------
 
 
@@ -195,3 +214,32 @@ def test_distributions_cover_every_stored_value() -> None:
     assert (ints.low, ints.high, ints.step) == (2, 8, 1)
     cats = distribution({"type": "categorical", "choices": ["a", "b"]}, ["c"])
     assert cats.choices == ("a", "b", "c")
+
+
+# -- log-axis ticks and device load --------------------------------------------------------------
+
+
+def test_log_ticks_fit_the_room_they_get() -> None:
+    assert log_ticks(1e-4, 1e-1, 8) == [1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1]
+    assert log_ticks(1e-4, 1e-1, 4) == [1e-4, 1e-3, 0.01, 0.1]
+    assert log_ticks(16, 256, 4) == [20, 50, 100, 200]
+    assert log_ticks(1e-9, 1e3, 4) == [1e-9, 1e-5, 0.1, 1e3]  # every 4th decade
+    assert [tick_label(v) for v in (1e-5, 0.001, 20, 5000, 2e6)] == [
+        "1e-05", "0.001", "20", "5000", "2e+06",
+    ]  # fmt: skip
+
+
+def test_device_load_is_the_samples_taken_while_leased() -> None:
+    def samples(*points: tuple[float, float]) -> Curve:
+        return Curve(0, "load", list(range(len(points))), [v for _, v in points],
+                     [t for t, _ in points])  # fmt: skip
+
+    gpu = _lease(1, 0, "cuda:0", 100.0, 200.0, "COMPLETE")
+    run = {"gpu_0_utilization_percentage": samples((50.0, 10.0), (150.0, 80.0), (200.0, 60.0))}
+    assert load.lease_load(gpu, run, now=300.0) == pytest.approx(0.7)  # not the sample at 50
+    cpu = _lease(2, 1, "cpu:0", 0.0, 100.0, "COMPLETE")
+    host = {load.CPU_KEY: samples((10.0, 20.0), (90.0, 40.0))}
+    metrics = {"run-0": run, "run-1": host}
+    found = load.sweep_load([gpu, cpu], {0: "run-0", 1: "run-1"}, metrics.__getitem__, 300.0)
+    assert found == pytest.approx((0.7 * 100 + 0.3 * 100) / 200)
+    assert load.sweep_load([gpu], {0: "run-0"}, lambda _: {}, 300.0) is None  # none recorded

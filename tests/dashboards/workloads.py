@@ -10,8 +10,9 @@ def curve(ctx: Any) -> None:
     """A learning curve that converges to a loss set by ``lr`` and ``width``.
 
     Reports ``loss`` (lower is better), ``accuracy`` and ``cost`` (grows with ``width``) at
-    every evaluation step; ``fail_at`` > 0 makes trials whose number is a multiple of it raise
-    half-way, so a sweep has failed trials with a real traceback.
+    every evaluation step; ``fail_at`` > 0 makes trials whose number is a multiple of it raise,
+    so a sweep has failed trials with a real traceback: trial 0 at its first step, before any
+    report, the others half-way, with an error text longer than MLflow's tag limit.
     """
     lr = float(ctx.params["lr"])
     width = float(ctx.params.get("width", 64))
@@ -21,12 +22,21 @@ def curve(ctx: Any) -> None:
     floor = (math.log10(lr) + 2.5) ** 2 * 0.1 + 8.0 / width
     while step < ctx.max_steps:
         step += 1
-        if fail_at and ctx.trial_number % fail_at == 0 and step > ctx.max_steps // 2:
+        if fail_at and ctx.trial_number == 0:
             raise RuntimeError(f"diverged: loss is nan at step {step} (lr={lr:.3g})")
+        if fail_at and ctx.trial_number % fail_at == 0 and step > ctx.max_steps // 2:
+            raise RuntimeError(f"diverged: loss is nan at step {step} (lr={lr:.3g})\n{_dump()}")
         if ctx.should_eval(step):
             loss = floor + 2.0 * math.exp(-step * lr * 20)
             metrics = {"loss": loss, "accuracy": 1.0 / (1.0 + loss), "cost": width / 64.0}
             ctx.report(step, metrics, checkpoint={"step": step})
+
+
+def _dump() -> str:
+    """A long error text, as a failing model's state dump: a line of 9,000 characters (more
+    than an MLflow tag holds; an error keeps a log's last lines, whatever their length)."""
+    norms = " ".join(f"layer{i}=inf" for i in range(900))
+    return f"  grad norms: {norms}\n  (the state dump ends here)"
 
 
 def held_curve(ctx: Any) -> None:

@@ -306,3 +306,63 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
     assert found == sorted([state_dir / "stack.json", state_dir / "stack.env"]), found
     for path in found:
         assert path.stat().st_mode & 0o777 == 0o600, path
+
+
+# -- an object store replica's keys ------------------------------------------------------------
+
+
+@pytest.mark.long  # a sweep end to end; the replica's own writes: tests/trials/test_replica.py
+def test_8_s3_keys_come_from_the_environment_and_are_written_nowhere(
+    fault: Callable[..., Fault], s3_bucket: str
+) -> None:
+    """``trial.checkpoint.replica: s3://...`` with the keys in the standard AWS environment
+    (as a user's shell or instance has them): the trials' checkpoints reach the bucket, and the
+    secret key is in no file the sweep wrote, no MLflow param or tag, the stored sweep, nor
+    the command's output."""
+    import os
+
+    from s3fs import S3FileSystem
+
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    f = fault({
+        "budget": {"trials": 2, "max_concurrent": 2},
+        "trial": {"steps": 3, "checkpoint": {"every": 1, "keep": 2,
+                                             "replica": f"{s3_bucket}/replicas"}},
+    })  # fmt: skip
+    done = f.run()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f.states() == {0: "COMPLETE", 1: "COMPLETE"}
+    fs = S3FileSystem()
+    fs.invalidate_cache()
+    found = sorted(p.split("/", 3)[-1] for p in fs.find(f"{s3_bucket}/replicas"))
+    assert found == [
+        f"trial-{n:04d}/step-{s:09d}.{ext}"
+        for n in (0, 1)
+        for s in (2, 3)
+        for ext in ("pt", "sha256")
+    ], found  # uploaded before each trial ended, older steps pruned there too
+    assert secret not in done.stdout + done.stderr
+    assert holders(f.root, secret) == []
+    assert secret not in mlflow_records(str(f.data["tracking"]["uri"]), "faulty")
+    from hyperfleet.platform.storage import Storage
+
+    st = Storage.open_readonly(f.storage)
+    try:
+        row = st.get_sweep("faulty")
+        assert row is not None and secret not in json.dumps(row.stored_config)
+    finally:
+        st.close()
+
+
+def test_8_a_replica_url_with_keys_in_it_is_refused_without_echoing_them(
+    fault: Callable[..., Fault], secret: str
+) -> None:
+    from tests.integration.cli import invoke
+
+    f = fault({"trial": {"checkpoint": {"replica": f"s3://AKIAEXAMPLE:{secret}@bucket/x"}}})
+    result = invoke("sweep", "run", str(f.file))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: trial.checkpoint.replica: "), lines
+    assert "credentials in the URL are refused" in lines[0] and secret not in result.output
+    assert holders(f.root, secret) == [f.file], "nothing written"

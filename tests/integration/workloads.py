@@ -9,9 +9,9 @@ workloads below are built-in ones that hold as the ``hold_*`` params ask.
 from __future__ import annotations
 
 import hyperfleet
-from hyperfleet.testing.workloads import quadratic, with_hold
+from hyperfleet.testing.workloads import held_marker, quadratic, wait_for_file, with_hold
 
-__all__ = ["held_digits", "held_pbt_toy", "quadratic"]
+__all__ = ["held_digits", "held_pbt_toy", "memory_share", "quadratic"]
 
 
 def held_digits(ctx: hyperfleet.TrialContext) -> None:
@@ -29,3 +29,24 @@ def held_pbt_toy(ctx: hyperfleet.TrialContext) -> None:
 
     with_hold(ctx)
     main(ctx)
+
+
+def memory_share(ctx: hyperfleet.TrialContext) -> None:
+    """Holds a block of ``alloc`` of its GPU's whole memory through its reports, holding as
+    the ``hold_*`` params ask; the loss is the step's inverse. Trial ``greedy_trial`` asks
+    ``greedy`` instead (more than its share of a shared device), once the other trials below
+    ``sharers`` hold theirs."""
+    import torch
+
+    hold_file = str(ctx.params.get("hold_file", ""))
+    with_hold(ctx)
+    greedy = ctx.trial_number == int(ctx.params["greedy_trial"])
+    if greedy and hold_file:
+        others = [n for n in range(int(ctx.params["sharers"])) if n != ctx.trial_number]
+        for n in others:
+            wait_for_file(held_marker(hold_file, n))
+    fraction = float(ctx.params["greedy" if greedy else "alloc"])
+    total = torch.cuda.get_device_properties(ctx.device).total_memory
+    block = torch.ones(int(fraction * total) // 4, device=ctx.device)  # float32: 4 bytes
+    for step in range(1, ctx.max_steps + 1):
+        ctx.report(step, {"loss": float(block[-1].item()) / step})

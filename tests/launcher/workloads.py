@@ -57,3 +57,9 @@ def collector() -> dict[str, float]:
 def started(ctx: hyperfleet.TrialContext) -> None:
     """Only :func:`collector`'s report (a trial of the in-process pool)."""
     ctx.report(ctx.max_steps, {"loss": 0.0, **collector()})
+
+
+def threads(ctx: hyperfleet.TrialContext) -> None:
+    """Report the intra-op threads this trial's torch runs on, and what set them."""
+    cap = float(os.environ.get("OMP_NUM_THREADS", "0"))
+    ctx.report(1, {"loss": 0.0, "threads": float(torch.get_num_threads()), "omp": cap})

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
@@ -145,6 +146,47 @@ def test_hints_are_absolute_and_each_command_is_a_line_of_its_own(workdir: Any) 
         assert command.split()[0] == "hyperfleet" or command.split()[0].startswith("/")
 
 
+class _SimRunner:
+    """What ``sweep run``'s progress uses of its ``SweepRunner`` (``cfg``, ``storage_url``,
+    ``on_progress``, ``run``), over a simulated sweep's controller."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim, self.cfg, self.storage_url = sim, sim.cfg, str(sim.cfg.storage)
+        self.on_progress: Any = None
+
+    def run(self) -> Any:
+        controller = self.sim.controller()
+        watch = controller.on_progress
+
+        def both(p: Any) -> None:
+            watch(p)
+            self.on_progress(p)
+
+        controller.on_progress = both
+        return self.sim.run(controller)
+
+
+def test_the_live_view_keeps_its_last_frame(tmp_path: Any, monkeypatch: Any) -> None:
+    """In a terminal the view stays on screen when the sweep ends, drawn from storage as it
+    ended (every trial ended, none running, the best), not as the last count saw it."""
+    import io
+
+    from hyperfleet.platform.cli import sweep as sweep_cli
+    from hyperfleet.platform.launcher.simulated import curve
+    from hyperfleet.testing.controller import Sim
+
+    script = curve(lambda params, step: float(params["x"]) / step, steps=5)
+    sim = Sim(tmp_path, script, {"budget": {"trials": 4, "max_concurrent": 2}})
+    screen = io.StringIO()
+    monkeypatch.setattr(sweep_cli, "err", Console(file=screen, force_terminal=True, width=80))
+    summary = sweep_cli._run_with_progress(_SimRunner(sim), Console(force_terminal=True))
+    assert len(summary.trials) == 4
+    frames = screen.getvalue().split("sweep sim: ")
+    last = Text.from_ansi(frames[-1]).plain
+    assert last.startswith("4/4 ended, 0 running"), repr(frames[-1])
+    assert "best: loss=" in last, repr(frames[-1])
+
+
 def test_trial_lines_come_as_trials_end_and_the_view_follows_the_sweep(tmp_path: Any) -> None:
     """Simulated trials on a virtual clock, real storage: each trial's line is shown once,
     the first ones while the sweep runs; the live view shows what storage holds."""
@@ -181,3 +223,28 @@ def test_trial_lines_come_as_trials_end_and_the_view_follows_the_sweep(tmp_path:
     assert view[0].startswith("sweep sim: 2/4 ended, 2 running"), view
     assert view[1].startswith("best: loss=") and view[2].split()[:2] == ["trial", "step"], view
     assert [row.split()[:2] for row in view[3:]] == [["2", "4"], ["3", "4"]], view
+
+
+def test_workers_count_a_device_held_in_shares_once(tmp_path: Any) -> None:
+    import json
+    import time
+
+    from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.records import WorkerRecord
+    from hyperfleet.spec.states import WorkerState
+
+    url = f"sqlite:///{tmp_path / 'hf.db'}"
+    st = Storage(url)
+    st.create_sweep("shared", {})
+    now = time.time()
+    devices = ["cpu:0", "cpu:1"]
+    st.register_worker(
+        WorkerRecord("h-1-a", "h", 1, "default", devices, None, None, now, now, WorkerState.ACTIVE)
+    )
+    for trial in range(3):  # three quarters of cpu:0
+        st.open_lease("shared", trial, ["cpu:0"], "h-1-a", share=trial, per_device=4)
+    st.close()
+    result = CliRunner().invoke(app, ["workers", "--storage", url, "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["busy"] == "1" and row["trials"] == "shared/0, shared/1, shared/2"

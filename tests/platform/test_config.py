@@ -216,6 +216,48 @@ CASES: list[tuple[str, str, str]] = [
         yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"trials": None}})),
         "budget: give trials or timeout",
     ),
+    (
+        "per-device-zero",
+        yaml.safe_dump(_set("trial.resources", {"devices": 1, "per_device": 0})),
+        "trial.resources.per_device: Input should be greater than or equal to 1",
+    ),
+    (
+        "per-device-fraction",
+        yaml.safe_dump(_set("trial.resources", {"devices": 1, "per_device": 0.5})),
+        "trial.resources.per_device: Input should be a valid integer",
+    ),
+    (
+        "per-device-two-processes",
+        yaml.safe_dump(
+            deep_update(
+                BASE_SWEEP,
+                {"trial": {"resources": {"devices": 2, "per_device": 4}, "parallel": {"data": 2}}},
+            )
+        ),
+        "trial.resources: per_device (4) shares one device among trials of one process; a "
+        "trial of 2 processes needs whole devices: use devices: 1 or per_device: 1",
+    ),
+    (
+        "per-device-in-process",
+        yaml.safe_dump(_set("trial.resources", {"devices": 0, "per_device": 2})),
+        "in-process trials (devices: 0) hold no device: use devices: 1 or per_device: 1",
+    ),
+    (
+        "per-device-nodes",
+        yaml.safe_dump(
+            deep_update(
+                BASE_SWEEP,
+                {
+                    "trial": {
+                        "resources": {"devices": 2, "nodes": 2, "per_device": 2},
+                        "parallel": {"data": 2},
+                    }
+                },
+            )
+        ),
+        "trial.resources: per_device (2) shares one device among small trials; a trial over 2 "
+        "nodes needs whole devices: use per_device: 1",
+    ),
 ]
 
 

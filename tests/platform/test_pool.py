@@ -73,3 +73,66 @@ def test_gpus_that_are_not_there_are_refused(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ConfigError, match="it has GPUs 0-1"):
         parse_devices("cuda:1,2")
     assert len(parse_devices("cuda:0,1")) == 2
+
+
+# -- shares: trial.resources.per_device ----------------------------------------------------------
+
+
+def test_k_shares_fill_one_slot_and_the_next_waits_for_one_back() -> None:
+    pool = LocalPool.from_spec("cpu:1")
+    leases = [pool.try_acquire(1, per_device=4) for _ in range(4)]
+    assert all(lease is not None for lease in leases)
+    assert [(str(x.devices[0]), x.share, x.per_device) for x in leases if x] == [
+        ("cpu:0", 0, 4),
+        ("cpu:0", 1, 4),
+        ("cpu:0", 2, 4),
+        ("cpu:0", 3, 4),
+    ]
+    assert pool.try_acquire(1, per_device=4) is None, "a fifth share does not fit"
+    assert pool.try_acquire(1) is None, "nor a whole-device trial"
+    second = leases[1]
+    assert second is not None
+    pool.release(second)
+    again = pool.try_acquire(1, per_device=4)
+    assert again is not None and again.share == 1, "the freed lane is taken again"
+    with pytest.raises(AssertionError, match="released twice"):
+        pool.release(second)
+
+
+def test_shares_pack_one_device_before_the_next_and_leave_whole_devices_free() -> None:
+    pool = LocalPool.from_spec("cpu:3")
+    whole = pool.try_acquire(1)
+    assert whole is not None and str(whole.devices[0]) == "cpu:0"
+    shares = [pool.try_acquire(1, per_device=2) for _ in range(3)]
+    assert [str(x.devices[0]) for x in shares if x] == ["cpu:1", "cpu:1", "cpu:2"]
+    assert pool.free == 0 and pool.try_acquire(1) is None
+    assert pool.try_acquire(1, per_device=2) is not None, "cpu:2 has room for one more half"
+
+
+def test_shares_of_different_sizes_add_up_to_one_device_at_most() -> None:
+    pool = LocalPool.from_spec("cpu:1")
+    half = pool.try_acquire(1, per_device=2)
+    quarters = [pool.try_acquire(1, per_device=4) for _ in range(2)]
+    assert half is not None and all(quarters)
+    assert [q.share for q in quarters if q] == [1, 2]
+    assert pool.try_acquire(1, per_device=4) is None, "1/2 + 1/4 + 1/4 is the whole device"
+    pool.release(half)
+    assert pool.try_acquire(1, per_device=2) is not None
+
+
+def test_a_share_of_a_cpu_slot_gets_its_share_of_the_threads() -> None:
+    pool = LocalPool.from_spec("cpu:1")
+    lease = pool.try_acquire(1, per_device=4)
+    assert lease is not None
+    assert lease.env(8)["OMP_NUM_THREADS"] == "2"
+    assert lease.env(2)["OMP_NUM_THREADS"] == "1", "never below one thread"
+
+
+def test_first_leases_plan_shares_without_holding_them() -> None:
+    pool = LocalPool.from_spec("cpu:2")
+    held = pool.try_acquire(1, per_device=3)
+    first = pool.first_leases(1, per_device=3, n=8)
+    assert [(str(x.devices[0]), x.share) for x in first] == [
+        ("cpu:0", 1), ("cpu:0", 2), ("cpu:1", 0), ("cpu:1", 1), ("cpu:1", 2),
+    ]  # fmt: skip
+    assert held is not None and pool.free == 1, "planning took nothing"

@@ -10,8 +10,8 @@ import time
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import state, timeline
-from hyperfleet.dashboards.format import duration
+from hyperfleet.dashboards import load, state, timeline
+from hyperfleet.dashboards.format import duration, known_run
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.platform.storage import LeaseRecord, WorkerRecord
 
@@ -58,6 +58,25 @@ def _workers(workers: list[WorkerRecord], leases: list[LeaseRecord], now: float)
     ).set_index("worker")
 
 
+LEASED_HELP = "the share of the window the devices were leased to a trial, busy or not"
+LOAD_HELP = (
+    "the devices' mean utilisation while leased, from the system metrics the trials recorded "
+    "in MLflow (a GPU's own, the host's CPU for a CPU device)"
+)
+LOAD_RUNS = 200
+"""The device load is read over at most this many leases (the latest), a trial's run each."""
+
+
+def _load(data: SweepData, now: float) -> str:
+    runs = {n: run for n, r in data.records.items() if (run := known_run(r.mlflow_run_id))}
+    if not runs:
+        return "not recorded"
+    uri = state.tracking_uri(state.settings(), data)
+    leases = sorted(data.leases, key=lambda lease: lease.started_at)[-LOAD_RUNS:]
+    found = load.sweep_load(leases, runs, lambda run: state.system_metrics(uri, run), now)
+    return "not recorded" if found is None else f"{found:.0%}"
+
+
 def body(url: str, name: str) -> None:
     data = state.sweep(url, name)
     st.title(f"Devices of {name}")
@@ -75,16 +94,18 @@ def body(url: str, name: str) -> None:
     hosts = sorted({b.host for b in device_bars})
     busy = sum(u.busy_s for u in uses) / max(1e-9, sum(u.window_s for u in uses))
     workers = {lease.worker or f"{lease.host}-{lease.pid}" for lease in data.leases}
-    a, b, c, d, e = st.columns(5)
+    a, b, c, d, e, f = st.columns(6)
     a.metric("hosts", len(hosts))
     b.metric("workers", len(workers))
     c.metric("devices", len(uses))
-    d.metric("utilisation", f"{busy:.0%}")
-    e.metric("paused stretches", len(pause_bars))
+    d.metric("leased time", f"{busy:.0%}", help=LEASED_HELP)
+    e.metric("device load", _load(data, now), help=LOAD_HELP)
+    f.metric("paused stretches", len(pause_bars))
     st.plotly_chart(timeline.figure(device_bars, pause_bars), width="stretch", key="timeline")
     st.subheader("Utilisation")
     st.caption(
-        f"over the sweep's window of {duration(end - start)}, from the first lease to the "
+        f"busy: leased time (held by a trial, working or not), over the sweep's window of "
+        f"{duration(end - start)}, from the first lease to the "
         f"last one's end; idle gaps longer than {timeline.IDLE_MIN_S:g} s and "
         f"{timeline.IDLE_MIN_FRACTION:.0%} of the window"
     )

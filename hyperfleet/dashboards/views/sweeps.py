@@ -1,5 +1,6 @@
 """Sweeps: every sweep in the storage with its objective, scheduler, state, progress, best
-value, running trials, start time and the devices it holds; one click opens a sweep."""
+value, running trials, start time and the devices it holds; a click on a row (or a link
+below the table) opens a sweep."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from hyperfleet.dashboards.format import number
 from hyperfleet.dashboards.queries import SweepOverview
 from hyperfleet.dashboards.tables import sweeps_frame
 from hyperfleet.spec.states import SweepStatus
+
+TABLE = "sweeps-table"  # its selection (a clicked row) opens the sweep
 
 
 def _links(rows: list[SweepOverview]) -> None:
@@ -45,11 +48,21 @@ def body(url: str) -> None:
     b.metric("running sweeps", len(running))
     c.metric("running trials", sum(r.running for r in rows))
     d.metric("devices in use", sum(len(r.devices) for r in rows))
-    st.dataframe(
-        sweeps_frame(rows),
+    frame = sweeps_frame(rows)
+    event = st.dataframe(
+        frame,
         hide_index=True,
         width="stretch",
+        key=TABLE,
+        on_select="rerun",
+        selection_mode="single-row",
     )
+    st.caption("Select a row (its box at the left) to open its sweep.")
+    picked = event.selection.rows
+    if picked:
+        st.switch_page(
+            "views/sweep.py", query_params={"sweep": str(frame["sweep"].iloc[picked[0]])}
+        )
     _links(rows)
 
 

@@ -17,6 +17,7 @@ import typer
 from hyperfleet import startup
 from hyperfleet.errors import HyperfleetError
 from hyperfleet.platform.cli import fleet as cli_fleet
+from hyperfleet.platform.cli import pool as cli_pool
 from hyperfleet.platform.cli import stack as cli_stack
 from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, _state, err, out
 from hyperfleet.platform.cli.mlflow_ui import build_app
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(cli_stack.stack_app, name="stack")
+app.add_typer(cli_pool.pool_app, name="pool")
 
 
 def _version(shown: bool) -> None:

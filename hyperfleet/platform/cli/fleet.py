@@ -102,7 +102,9 @@ def workers(
     show_all: Annotated[bool, typer.Option("--all", help="Stopped and lost workers too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age."""
+    """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age,
+    and for a worker a batch scheduler runs (or a job of an elastic pool not started yet) the
+    job's id, state and reason."""
     from hyperfleet.platform.storage import Storage
     from hyperfleet.spec.states import WorkerState
 
@@ -111,37 +113,47 @@ def workers(
         limit = _duration(stale_after, "--stale-after") or STALE_AFTER_S
         now = time.time()
         running: dict[str, list[str]] = {}
-        busy: dict[str, int] = {}
+        busy: dict[str, set[str]] = {}  # devices held, whole or in shares
         for s in st.list_sweeps():
             for lease in st.leases(s.name):
                 if lease.ended_at is None and lease.worker:
                     running.setdefault(lease.worker, []).append(f"{s.name}/{lease.trial}")
-                    busy[lease.worker] = busy.get(lease.worker, 0) + len(lease.devices)
+                    busy.setdefault(lease.worker, set()).update(lease.devices)
         table = []
         for w in st.workers():
             age = now - w.heartbeat_at
-            state = "lost" if w.state != WorkerState.STOPPED and age > limit else w.state
+            state = "lost" if w.state == WorkerState.ACTIVE and age > limit else w.state
             if not show_all and state in (WorkerState.STOPPED, "lost"):
                 continue
             table.append([
-                w.id, w.host, w.pool, ",".join(w.devices) or "-",
-                str(busy.get(w.id, 0)), ", ".join(running.get(w.id, [])) or "-",
-                f"{age:.0f}s", state,
+                w.id, w.host or "-", w.pool, ",".join(w.devices) or "-",
+                str(len(busy.get(w.id, ()))), ", ".join(running.get(w.id, [])) or "-",
+                f"{age:.0f}s", state, w.job_id or "-", job_status(w.job_state, w.job_reason),
             ])  # fmt: skip
         st.close()
         return table
 
-    columns = ("worker", "host", "pool", "devices", "busy", "trials", "heartbeat", "state")
+    columns = (
+        "worker", "host", "pool", "devices", "busy", "trials", "heartbeat", "state", "job",
+        "job state",
+    )  # fmt: skip
     found = _guard(rows)
     if as_json:
         print(json.dumps([dict(zip(columns, row, strict=True)) for row in found]))
         return
     table = Table()
-    for col in columns:
-        table.add_column(col)
+    for col in columns:  # a job's reason folds onto more lines rather than being cut
+        table.add_column(col, overflow="fold" if col == "job state" else "ellipsis")
     for row in found:
         table.add_row(*row)
     out.print(table)
+
+
+def job_status(state: str | None, reason: str | None) -> str:
+    """A job's state and, when Slurm gives one, its reason: ``PENDING (Resources)``."""
+    if state is None:
+        return "-"
+    return f"{state} ({reason})" if reason else state
 
 
 def sweep_submit(

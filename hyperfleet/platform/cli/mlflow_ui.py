@@ -30,14 +30,15 @@ def _stores(
     from hyperfleet.errors import ConfigError
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.sweeps.preflight import check_urls
-    from hyperfleet.platform.tracking.sync import stores_of
+    from hyperfleet.platform.tracking.sync import stores_of, unknown_sweep
 
     check_urls(storage, tracking_uri)
     rows = Storage.open_readonly(storage).list_sweeps()
     if sweep is not None:
+        known = [r.name for r in rows]
         rows = [r for r in rows if r.name == sweep]
         if not rows:
-            raise ConfigError(f"--sweep: no sweep named {sweep!r} in {masked(storage)}")
+            raise ConfigError(unknown_sweep(sweep, known, masked(storage)))
     if not rows:
         raise ConfigError(f"--storage: no sweeps in {masked(storage)}; run one or check the URL")
     row = max(rows, key=lambda r: r.created_at)

@@ -127,8 +127,8 @@ def _summary(console: Console, summary: Any) -> None:
 def _run_with_progress(runner: Any, console: Console) -> Any:
     """Run the sweep with a live view on stderr when it is a terminal (the best so far, each
     running trial's step and latest value, an ETA: :mod:`~hyperfleet.platform.sweeps.board`;
-    gone once it ends, so errors and the results table follow without it), and one line per
-    ended trial on ``console`` when that is not a terminal (a pipe, a CI log)."""
+    its last frame, read once more as the sweep ends, stays above the results table), and one
+    line per ended trial on ``console`` when that is not a terminal (a pipe, a CI log)."""
     from rich.live import Live
 
     from hyperfleet.platform.sweeps.board import Board
@@ -149,11 +149,15 @@ def _run_with_progress(runner: Any, console: Console) -> Any:
 
     runner.on_progress = update
     # stdout is not redirected through the view when the trial lines go to it as they come
-    live = Live(board, console=err, transient=True, refresh_per_second=2,
+    live = Live(board, console=err, transient=False, refresh_per_second=2,
                 redirect_stdout=lines is None)  # fmt: skip
     try:
         with live:
-            return _closing(lines, runner.run)
+            try:
+                return _closing(lines, runner.run)
+            finally:
+                board.settle()
+                live.refresh()
     finally:
         board.close()
 

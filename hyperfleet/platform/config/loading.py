@@ -82,7 +82,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-_SECRET = ("storage", "tracking.uri")  # URLs that may hold a password: never echoed
+# URLs that may hold a password: never echoed (a replica URL with keys in it is refused)
+_SECRET = ("storage", "tracking.uri", "trial.checkpoint.replica")
 
 
 def _walk(loc: tuple[Any, ...], data: Any) -> tuple[list[Any], Any]:

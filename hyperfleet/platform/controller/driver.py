@@ -134,10 +134,10 @@ class SweepDriver(SweepSeat):
 
     def try_launch(self, devices: LocalPool) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
-        pool = devices
-        if not self.wants_devices() or pool.free < self.devices_per_node():
+        pool, k = devices, self.devices_per_node()
+        if not self.wants_devices() or pool.size < k:
             return False
-        lease = pool.try_acquire(self.devices_per_node())
+        lease = pool.try_acquire(k, self.cfg.trial.resources.per_device)
         if lease is None:
             return False
         try:
@@ -201,8 +201,11 @@ class SweepDriver(SweepSeat):
         spec = p.spec.model_copy(update={"attempt": attempt})
         spec.write()
         devices = [str(d) for d in lease.devices]
-        row = self.session.storage.open_lease(self.name, p.number, devices, self.worker)
-        logger.info("trial %d starts on %s", p.number, ", ".join(devices))
+        row = self.session.storage.open_lease(
+            self.name, p.number, devices, self.worker, lease.share, lease.per_device
+        )
+        shared = f" (share {lease.share} of {lease.per_device})" if lease.per_device > 1 else ""
+        logger.info("trial %d starts on %s%s", p.number, ", ".join(devices), shared)
         gang, rendezvous = None, None
         try:
             if self.cfg.trial.resources.nodes > 1:

@@ -16,7 +16,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.ownership import claim
-from hyperfleet.platform.sweeps.paths import replica_folder
+from hyperfleet.platform.sweeps.paths import sweep_replica
 from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.tracking import SweepView, Tracker
 from hyperfleet.platform.tracking.lineage import log_sweep_lineage
@@ -47,9 +47,10 @@ class SweepSession:
         return Path(self.cfg.workdir).resolve()
 
     def replica(self) -> str | None:
-        """The sweep's checkpoint replica folder (None without ``checkpoint.replica``)."""
+        """The sweep's checkpoint replica folder or object store URL (None without
+        ``checkpoint.replica``)."""
         root = self.cfg.trial.checkpoint.replica
-        return None if root is None else str(replica_folder(root, self.name, self.created_at))
+        return None if root is None else sweep_replica(root, self.name, self.created_at)
 
 
 def open_session(

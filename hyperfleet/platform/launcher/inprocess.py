@@ -151,9 +151,10 @@ def _serve_trials(conn: Connection, place: tuple[dict[str, str], str], guard: in
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, threads: int) -> None:
         self.conn, child = _FORKS.Pipe()
-        place = (dict(os.environ), os.getcwd())
+        environ = {**os.environ, **thread_cap(threads)}
+        place = (environ, os.getcwd())
         args = (child, os.getpid(), place)
         self.proc = _FORKS.Process(target=inprocess_worker, args=args, daemon=True)
         self.proc.start()
@@ -224,15 +225,28 @@ class InProcessHandle(TrialHandle):
         return read_tail(self.log_path, lines)
 
 
+def thread_cap(threads: int) -> dict[str, str]:
+    """The environment that caps a worker's torch (OpenMP, MKL) at ``threads`` intra-op
+    threads (at least 1), as a CPU lease's environment caps a torchrun rank's; the trial
+    runtime applies it (``torch.set_num_threads``)."""
+    n = str(max(1, threads))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
 class InProcessLauncher(Launcher):
     """Up to ``workers`` warm worker processes, one trial at a time each.
 
+    ``threads``: each worker's intra-op threads, a CPU slot's share as a torchrun trial's rank
+    gets (the pool's ``threads_per_process``). Without a cap each worker's torch takes every
+    core, and two trials on two cores run four OpenMP threads that spin while they wait for
+    each other: a small model's step then costs many times its single-thread time.
     ``prestart``: start them all now, so that their start-up (an interpreter, torch, the
     platform's clients) overlaps the controller's own instead of delaying the first trials.
     """
 
-    def __init__(self, workers: int, prestart: bool = False) -> None:
+    def __init__(self, workers: int, prestart: bool = False, threads: int = 1) -> None:
         self.max_workers = workers
+        self.threads = threads
         self._workers: list[_Worker] = []
         self._starting: threading.Thread | None = None
         if prestart:
@@ -242,7 +256,7 @@ class InProcessLauncher(Launcher):
             self._starting.start()
 
     def _start(self, n: int) -> None:
-        self._workers += [_Worker() for _ in range(n)]
+        self._workers += [_Worker(self.threads) for _ in range(n)]
 
     def _started(self, timeout: float | None = None) -> bool:
         """Whether the workers of ``prestart`` are started (waiting ``timeout`` for them)."""
@@ -274,7 +288,7 @@ class InProcessLauncher(Launcher):
                 return w
         if len(self._workers) >= self.max_workers:
             raise RuntimeError("every in-process worker is busy")  # the pool's leases prevent it
-        worker = _Worker()
+        worker = _Worker(self.threads)
         self._workers.append(worker)
         return worker
 

@@ -71,18 +71,20 @@ from hyperfleet.spec.wire import TrialSpec
 
 @dataclass(frozen=True)
 class GroupKey:
-    """What a trial needs of a group: its devices and its ranks' layout (the backend follows
-    from the devices' kind)."""
+    """What a trial needs of a group: its devices (and its share's lane on a shared device)
+    and its ranks' layout (the backend follows from the devices' kind)."""
 
     devices: tuple[str, ...]
     data: int
     pipeline: int
     fork: bool = False  # a fork server (``reuse: false`` on one CPU slot)
+    share: int = 0  # the lane on a device shared among small trials: one group per lane
 
     @classmethod
     def of(cls, spec: TrialSpec, lease: Lease) -> GroupKey:
         parallel = spec.trial.parallel
-        return cls(tuple(str(d) for d in lease.devices), parallel.data, parallel.pipeline)
+        devices = tuple(str(d) for d in lease.devices)
+        return cls(devices, parallel.data, parallel.pipeline, share=lease.share)
 
 
 def group_command(socket_path: Path, nproc: int, rdzv_id: str, fork: bool = False) -> list[str]:
@@ -350,7 +352,8 @@ class WarmTorchrunLauncher(Launcher):
                     return group
         mine = set(key.devices)
         leaving = [g for g in self.groups if g.idle and mine.intersection(g.key.devices)]
-        for group in leaving:  # idle groups on these devices, for another layout, leave first
+        for group in leaving:  # idle groups on these devices (any lane), for another layout,
+            # leave first: a share's group does not hold the device's memory for nothing
             group.release()
         self._wait_for(leaving)
         self.reap()
@@ -369,7 +372,7 @@ class WarmTorchrunLauncher(Launcher):
             return
         for lease in leases:
             key = GroupKey(tuple(str(d) for d in lease.devices), trial.parallel.data,
-                           trial.parallel.pipeline)  # fmt: skip
+                           trial.parallel.pipeline, share=lease.share)  # fmt: skip
             self._new_group(key, lease, one_shot=False)
 
     def wait(self, timeout: float) -> bool:

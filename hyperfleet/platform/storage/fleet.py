@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
@@ -43,6 +43,7 @@ class FleetStore:
     """Workers, leases and gangs (see the module docstring); needs the ``Storage`` basics."""
 
     retry_s: float
+    _present: dict[str, frozenset[str]] | None = None  # each table's columns, looked up once
 
     if TYPE_CHECKING:  # provided by Storage
 
@@ -97,30 +98,60 @@ class FleetStore:
             return {(str(name), int(number)) for name, number in owned}
 
     @retried
+    def _columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
+        """The columns of ``table`` the database has: a reader of a database an older
+        hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``)."""
+        if self._present is None:
+            self._present = {}
+        if table.name not in self._present:
+            found = sa.inspect(s.connection()).get_columns(table.name)
+            self._present[table.name] = frozenset(c["name"] for c in found)
+        return [c for c in table.c if c.name in self._present[table.name]]
+
     def workers(self) -> list[WorkerRecord]:
+        table = cast(sa.Table, WorkerRow.__table__)
         with self.session() as s:
-            q = sa.select(WorkerRow).order_by(WorkerRow.started_at)
-            return [WorkerRecord.of(r) for r in s.scalars(q)]
+            q = sa.select(*self._columns(s, table)).order_by(table.c.started_at)
+            return [WorkerRecord.of_mapping(r._mapping) for r in s.execute(q)]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
+        """Workers that run and heartbeat (a batch job still pending is not one)."""
         now = self.now()
         return [
             w
             for w in self.workers()
-            if w.state != WorkerState.STOPPED and now - w.heartbeat_at <= stale_after
+            if w.state == WorkerState.ACTIVE and now - w.heartbeat_at <= stale_after
         ]
+
+    @retried
+    def set_job(self, job_id: str, job_state: str, reason: str | None, ended: bool = False) -> None:
+        """Stamp what the batch scheduler says of job ``job_id`` on every row that names it
+        (the pool's row of a pending job, and the row of the worker that runs in it); the
+        pending row ends (``stopped``) once the job ended or its worker registered."""
+        with self.session() as s:
+            rows = list(s.scalars(sa.select(WorkerRow).where(WorkerRow.job_id == job_id)))
+            started = any(r.state != WorkerState.PENDING for r in rows)
+            for row in rows:
+                row.job_state, row.job_reason = job_state, reason
+                if row.state == WorkerState.PENDING:
+                    row.heartbeat_at = self.now()
+                    if ended or started:
+                        row.state = WorkerState.STOPPED
 
     # -- leases ---------------------------------------------------------------------------
 
     @retried
     def open_lease(
-        self, sweep: str, trial: int, devices: list[str], worker: str | None = None
-    ) -> int:
-        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on."""
+        self, sweep: str, trial: int, devices: list[str], worker: str | None = None,
+        share: int = 0, per_device: int = 1,
+    ) -> int:  # fmt: skip
+        """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on
+        (``share``: its lane on a device shared ``per_device`` ways)."""
         with self.session() as s:
             row = LeaseRow(
                 sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
                 devices=list(devices), started_at=self.now(), worker=worker,
+                share=share, per_device=per_device,
             )  # fmt: skip
             s.add(row)
             s.flush()
@@ -147,11 +178,14 @@ class FleetStore:
 
     @retried
     def leases(self, sweep: str | None = None) -> list[LeaseRecord]:
+        """Every lease (of ``sweep``), oldest first; read with the columns the database has,
+        so a reader of a database an older hyperfleet wrote sees its leases as whole."""
+        table = cast(sa.Table, LeaseRow.__table__)
         with self.session() as s:
-            q = sa.select(LeaseRow).order_by(LeaseRow.id)
+            q = sa.select(*self._columns(s, table)).order_by(table.c.id)
             if sweep is not None:
-                q = q.where(LeaseRow.sweep == sweep)
-            return [LeaseRecord.of(r) for r in s.scalars(q)]
+                q = q.where(table.c.sweep == sweep)
+            return [LeaseRecord.of_mapping(r._mapping) for r in s.execute(q)]
 
     # -- stale trials ---------------------------------------------------------------------
 

@@ -172,10 +172,20 @@ class LeaseRecord:
     ended_at: float | None
     state: TrialState | None  # how the launch ended (None: still open)
     worker: str | None = None
+    share: int = 0  # its lane on a shared device (0: whole devices)
+    per_device: int = 1  # the device was shared this many ways (1: held whole)
 
     @classmethod
     def of(cls, row: Any) -> LeaseRecord:
         return copy(cls, row, state=None if row.state is None else TrialState(row.state))
+
+    @classmethod
+    def of_mapping(cls, row: Mapping[str, Any]) -> LeaseRecord:
+        """From a row's columns; those a database of an older schema lacks keep defaults."""
+        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        state = values.get("state")
+        values["state"] = None if state is None else TrialState(state)
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -192,10 +202,19 @@ class WorkerRecord:
     started_at: float
     heartbeat_at: float
     state: WorkerState
+    job_id: str | None = None
+    """The batch job that runs it (Slurm's ``SLURM_JOB_ID``), if any."""
+    job_state: str | None = None
+    """The job's state as the scheduler last said it (:class:`~hyperfleet.spec.states.JobState`
+    values, kept as written)."""
+    job_reason: str | None = None
+    """Why the job waits or ended, as the scheduler says it (``squeue -o %r``)."""
 
     @classmethod
-    def of(cls, row: Any) -> WorkerRecord:
-        return copy(cls, row, state=WorkerState(row.state))
+    def of_mapping(cls, row: Mapping[str, Any]) -> WorkerRecord:
+        """From a row's columns; those a database of an older schema lacks keep defaults."""
+        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        return cls(**{**values, "state": WorkerState(values["state"])})
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,23 @@ the platform keeps what it must survive a crash with:
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.storage.population` reads and writes them);
 * ``hf_workers`` — one row per worker process (host, pool, devices, advertised address,
-  heartbeat, state); trials and leases name the worker that holds them;
+  heartbeat, state); trials and leases name the worker that holds them. A worker started by a
+  batch job carries the job's id, and its state and reason as the scheduler last said them
+  (``job_id``, ``job_state``, ``job_reason``); an elastic pool's job whose worker has not
+  registered yet has a row of its own (state ``pending``, ``host`` empty);
 * ``hf_gangs`` — trials that span hosts: the rendezvous endpoint, the spec, the workers that
   joined as its nodes;
 * ``hf_leases`` — one row per launch of a trial: which worker (host, pid) held which devices
-  from when to when (a paused or resumed trial has several); the dashboard's device timeline
+  from when to when (a paused or resumed trial has several), and, for a device shared among
+  small trials (``trial.resources.per_device``), which share; the dashboard's device timeline
   and the utilisation figures come from it;
 * ``hf_meta`` — ``schema_version``: a database written by a newer hyperfleet is refused with a
   clear message instead of being misread.
 
-Only :func:`create_schema` runs DDL; it is called when a sweep is created or continued. Trial
-processes and readers (``sweep status``, the dashboard) never create anything.
+Only :func:`create_schema` runs DDL; it is called when a sweep is created or continued, and
+it upgrades an older schema in place (:data:`UPGRADES`: columns added with defaults, so rows
+written before read as they were meant). Trial processes and readers (``sweep status``, the
+dashboard) never create or upgrade anything; a reader of an older schema reads it as it is.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from hyperfleet.errors import StorageError
 
-SCHEMA_VERSION = 2
-"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases."""
+SCHEMA_VERSION = 3
+"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases;
+3: hf_leases.share and hf_leases.per_device (devices shared among small trials),
+hf_workers.job_id, job_state and job_reason (a batch job's worker)."""
 
 
 class Base(DeclarativeBase):
@@ -94,7 +102,10 @@ class WorkerRow(Base):
     sweeps: Mapped[list[str] | None] = mapped_column(sa.JSON, nullable=True)  # None: all
     started_at: Mapped[float] = mapped_column(sa.Float)
     heartbeat_at: Mapped[float] = mapped_column(sa.Float)
-    state: Mapped[str] = mapped_column(sa.String(16))  # active | draining | stopped
+    state: Mapped[str] = mapped_column(sa.String(16))  # WorkerState
+    job_id: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    job_state: Mapped[str | None] = mapped_column(sa.String(32), nullable=True)  # JobState
+    job_reason: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
 class GangRow(Base):
@@ -128,6 +139,22 @@ class LeaseRow(Base):
     ended_at: Mapped[float | None] = mapped_column(sa.Float, nullable=True)
     state: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)  # how it ended
     worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    share: Mapped[int] = mapped_column(sa.Integer, default=0, server_default="0")
+    per_device: Mapped[int] = mapped_column(sa.Integer, default=1, server_default="1")
+
+
+#: what each version added to an existing table, as ``(table, column, its SQL type and
+#: default)``: ``create_schema`` adds them to a database of an older version (the defaults
+#: make rows written before read as they were meant: a whole device)
+UPGRADES: dict[int, list[tuple[str, str, str]]] = {
+    3: [
+        ("hf_leases", "share", "INTEGER NOT NULL DEFAULT 0"),
+        ("hf_leases", "per_device", "INTEGER NOT NULL DEFAULT 1"),
+        ("hf_workers", "job_id", "VARCHAR(64)"),
+        ("hf_workers", "job_state", "VARCHAR(32)"),
+        ("hf_workers", "job_reason", "TEXT"),
+    ],
+}
 
 
 meta_table = sa.Table(
@@ -217,6 +244,42 @@ def create_schema(engine: Engine) -> None:
             except sa.exc.IntegrityError:
                 found = schema_version(conn)
         _check_version(found, engine.url)
+    if found is not None and found < SCHEMA_VERSION:
+        upgrade(engine, found)
+
+
+def upgrade(engine: Engine, found: int) -> None:
+    """Bring a database of schema version ``found`` to :data:`SCHEMA_VERSION`: add the
+    columns later versions added (a column another process added meanwhile is kept), then
+    stamp the version."""
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        for table, column, kind in UPGRADES.get(version, []):
+            _add_column(engine, table, column, kind)
+    with engine.begin() as conn:
+        conn.execute(
+            meta_table.update()
+            .where(meta_table.c.key == "schema_version")
+            .where(sa.cast(meta_table.c.value, sa.Integer) < SCHEMA_VERSION)
+            .values(value=str(SCHEMA_VERSION))
+        )
+
+
+def _add_column(engine: Engine, table: str, column: str, kind: str) -> None:
+    """``ALTER TABLE table ADD COLUMN column kind``, unless the table has it (a racing process
+    may add it between the look and the change: its error is then no error)."""
+
+    def present() -> bool:
+        return column in {c["name"] for c in sa.inspect(engine).get_columns(table)}
+
+    if present():
+        return
+    quote = engine.dialect.identifier_preparer.quote
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column)} {kind}"))
+    except (sa.exc.OperationalError, sa.exc.ProgrammingError):
+        if not present():
+            raise
 
 
 def schema_version(conn: Connection) -> int | None:

@@ -139,6 +139,18 @@ class Board:
                 self._storage = Storage.open_readonly(self.storage_url)
             self._trials = trial_summaries(self._storage, self.cfg)
 
+    def settle(self) -> None:
+        """Read the trials once more and stop the clock: the last frame shows how the sweep
+        ended (the controller's last count comes before its last trials end)."""
+        if self._storage is None:
+            self._storage = Storage.open_readonly(self.storage_url)
+        self._trials = trial_summaries(self._storage, self.cfg)
+        ended = sum(t.state in ENDINGS for t in self._trials)
+        running = sum(t.state == TrialState.RUNNING for t in self._trials)
+        self._progress = Progress(running, ended, self._progress.budget)
+        stopped = self.clock()
+        self.clock = lambda: stopped
+
     def view(self, width: int) -> list[str]:
         """The lines of the view as it stands (:func:`board_view`)."""
         elapsed = self.clock() - self.started

@@ -67,6 +67,9 @@ class TrialLines:
         self._storage: Storage | None = None
         self._shown: set[int] | None = None
         self._finished = 0
+        objectives = cfg.all_objectives
+        self._mode = objectives[0].mode if len(objectives) == 1 else None
+        self.best: str | None = None  # ``loss=0.1234, trial 2`` once a trial is COMPLETE
 
     def __call__(self, p: Progress) -> None:
         if self._shown is None:
@@ -82,11 +85,21 @@ class TrialLines:
 
     def _show_new(self) -> None:
         shown = self._shown if self._shown is not None else set()
-        for t in self._ended():
+        ended = self._ended()
+        for t in ended:
             if t.number not in shown:
                 shown.add(t.number)
                 self.show(trial_line(t, self._metrics))
         self._shown = shown
+        self._best(ended)
+
+    def _best(self, ended: list[TrialSummary]) -> None:
+        done = [t for t in ended if t.values]
+        if not done or self._mode is None:
+            return
+        pick = max if self._mode == "max" else min
+        best = pick(done, key=lambda t: (t.values or [0.0])[0])
+        self.best = f"{self._metrics[0]}={(best.values or [0.0])[0]:.4g}, trial {best.number}"
 
     def close(self, show: bool = True) -> None:
         """Show the trials that ended and were not shown yet (unless ``show`` is False: the
@@ -110,10 +123,14 @@ def _kernel() -> bool:
 
 class ProgressLine:
     """A callable for the controller's ``on_progress``: shows ``sweep NAME: 3/8 ended, 2
-    running, 12s``; ``end(text)`` shows the last line."""
+    running, 12s, best loss=0.1234, trial 2`` (``best`` says the best so far, or None);
+    ``end(text)`` shows the last line."""
 
-    def __init__(self, name: str, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, name: str, stream: TextIO | None = None, best: Callable[[], str | None] = lambda: None
+    ) -> None:
         self.name = name
+        self.best = best
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self._last: tuple[int, int, int | None] | None = None
@@ -141,8 +158,10 @@ class ProgressLine:
         self._last = key
         of = "" if p.budget is None else f"/{p.budget}"
         seconds = time.monotonic() - self.started
+        best = self.best()
         self._show(
             f"sweep {self.name}: {p.finished}{of} trials ended, {p.running} running, {seconds:.0f}s"
+            + (f", best {best}" if best else "")
         )
 
     def end(self, text: str) -> None:

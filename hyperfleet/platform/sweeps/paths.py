@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyperfleet.spec.trial import replica_path
+from hyperfleet.spec.trial import replica_is_remote, replica_join, replica_path
 from hyperfleet.spec.wire import trial_dir
 
-__all__ = ["checkpoint_dir", "creation_stamp", "replica_folder", "trial_dir"]
+__all__ = ["checkpoint_dir", "creation_stamp", "replica_folder", "sweep_replica", "trial_dir"]
 
 
 def checkpoint_dir(workdir: str | Path, sweep: str, number: int) -> Path:
@@ -27,3 +27,11 @@ def replica_folder(root: str, sweep: str, created_at: float) -> Path:
     ``file://`` URI): ``<root>/<sweep>-<creation time, UTC>``, so two sweeps of the same name
     in different storages never share replicas, and every host names the same folder."""
     return replica_path(root).resolve() / f"{sweep}-{creation_stamp(created_at)}"
+
+
+def sweep_replica(root: str, sweep: str, created_at: float) -> str:
+    """The sweep's replica location under ``root``: :func:`replica_folder` for a directory,
+    ``<root>/<sweep>-<creation time, UTC>`` under an object store URL (``s3://bucket/prefix``)."""
+    if replica_is_remote(root):
+        return replica_join(root, f"{sweep}-{creation_stamp(created_at)}")
+    return str(replica_folder(root, sweep, created_at))

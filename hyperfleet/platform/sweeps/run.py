@@ -47,13 +47,15 @@ def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
     if r.devices == 0:  # in-process trials: one CPU slot each
         return LocalPool.from_spec(devices, min_cpu_slots=slots)
     k = r.devices // r.nodes
-    pool = LocalPool.from_spec(devices, min_cpu_slots=k * slots)
+    pool = LocalPool.from_spec(devices, min_cpu_slots=-(-k * slots // r.per_device))
     pool.check_fits(k)
-    if cfg.is_population and pool.size // k < slots and r.nodes == 1:
+    room = pool.size * r.per_device // k  # trials that fit at once (shares of devices)
+    if cfg.is_population and room < slots and r.nodes == 1:
         raise ConfigError(
             f"budget.max_concurrent: {slots} PBT members of {k} device(s) need "
-            f"{slots * k} devices, the pool has {pool.size}; lower it to "
-            f"{pool.size // k} so members time-share the pool"
+            f"{slots * k} devices, the pool has {pool.size}"
+            f"{f' shared {r.per_device} ways' if r.per_device > 1 else ''}; lower it to "
+            f"{room} so members time-share the pool"
         )
     return pool
 

@@ -24,6 +24,8 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.config.suggest import did_you_mean
+from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.platform.tracking.base import ChildRun, SweepView
 from hyperfleet.platform.tracking.records import objectives
@@ -75,11 +77,19 @@ def _child(record: TrialRecord, config: SweepConfig, parent: str) -> ChildRun:
     )
 
 
+def unknown_sweep(name: str, known: list[str], where: str) -> str:
+    """``--sweep: no sweep named 'wram' in URL; did you mean 'warm'?`` (the hint only where a
+    known name is close)."""
+    hint = did_you_mean(name, known)
+    return f"--sweep: no sweep named {name!r} in {where}" + (f"; {hint}" if hint else "")
+
+
 def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> SyncResult:
     """Bring MLflow up to date with sweep ``name`` (see the module docstring)."""
     row = storage.get_sweep(name)
     if row is None:
-        raise ConfigError(f"--sweep: no sweep named {name!r} in {storage.url}")
+        known = [r.name for r in storage.list_sweeps()]
+        raise ConfigError(unknown_sweep(name, known, masked(storage.url)))
     cfg = row.parsed()
     uri, experiment, workdir = stores_of(cfg, tracking_uri)
     tracker = SweepTracker(uri, experiment, workdir, log_model=cfg.tracking.log_model, live=False)

@@ -227,6 +227,26 @@ def test_every_launch_leases_devices_for_its_span(tmp_path: Path) -> None:
     assert third.started_at >= min(first.ended_at, second.ended_at), "devices reused"
 
 
+def test_per_device_k_trials_share_one_slot_and_the_next_waits(tmp_path: Path) -> None:
+    changes = {
+        "budget": {"trials": 5, "max_concurrent": 5},
+        "trial": {"resources": {"devices": 1, "per_device": 4}},
+    }
+    sim = Sim(tmp_path, TEN_STEPS, changes, devices=1)
+    sim.run(sim.controller())
+    assert sim.states() == {"COMPLETE": 5}
+    assert sim.max_running == 4, "four shares of the one slot run at once, not five"
+    leases = sim.storage.leases(sim.cfg.name)  # as recorded in SQLite
+    assert [(x.devices, x.per_device) for x in leases] == [(["cpu:0"], 4)] * 5
+    first, last = leases[:4], leases[4]
+    assert sorted(x.share for x in first) == [0, 1, 2, 3]
+    assert max(x.started_at for x in first) < min(x.ended_at for x in first), "they overlap"
+    freed = min(first, key=lambda x: x.ended_at)
+    assert last.started_at >= freed.ended_at, "the fifth waited for a share to come back"
+    assert last.share == freed.share
+    assert sim.pool.free == 1
+
+
 def test_trial_timeout_counts_from_the_trial_not_from_a_worker_still_starting(
     tmp_path: Path,
 ) -> None:

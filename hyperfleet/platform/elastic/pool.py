@@ -1,0 +1,226 @@
+"""``hyperfleet pool slurm``: workers as Slurm jobs, as many as the queue asks for.
+
+Each decision (every ``every`` seconds, or once with ``--once``, e.g. from cron):
+
+1. ``squeue`` lists the pool's jobs (all named ``hyperfleet-<pool>``); each one the pool
+   submitted has a row in ``hf_workers`` (``slurm-<id>``, state ``pending`` until its worker
+   registers), and every row naming a job gets Slurm's state and reason (``job_state``,
+   ``job_reason``), so ``hyperfleet workers`` shows them;
+2. a job still pending after ``start_timeout`` is cancelled (``scancel``) with its reason kept:
+   a request the cluster cannot grant (more CPUs than a node has: ``PartitionConfig``) or
+   will not grant soon;
+3. :mod:`.demand` turns the queued trials and the live and pending workers into the number of
+   jobs to submit, at most ``max_workers`` alive, none while start failures back off;
+4. ``sbatch`` submits them: each job ``exec``s ``hyperfleet worker --exit-when-idle IDLE``
+   (jobs that keep ``min_workers`` up run without it), so a worker leaves when the queue is
+   empty and the pool submits none while nothing waits.
+
+Draining: the jobs are submitted with ``--signal=B:TERM@120`` (unless an ``--sbatch-arg``
+gives ``--signal`` itself): Slurm sends the worker SIGTERM two minutes before the job's time
+limit, and ``scancel`` or a preemption send SIGTERM before SIGKILL (after ``KillWait`` or the
+partition's ``GraceTime``); the worker's SIGTERM drain stops its trials, which checkpoint and
+are requeued for another worker, not failed.
+
+Passwords in the URLs travel in the job's environment (``sbatch`` exports the submitter's by
+default), never on the job's command line (:mod:`hyperfleet.platform.credentials`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hyperfleet.platform.clock import STALE_AFTER_S, Clock
+from hyperfleet.platform.credentials import keep
+from hyperfleet.platform.elastic import BACKOFF_BASE_S, demand
+from hyperfleet.platform.elastic.slurm import Job, Slurm
+from hyperfleet.platform.storage import Storage, WorkerRecord
+from hyperfleet.spec.states import JOB_ENDED, JobState, SweepStatus, WorkerState
+
+logger = logging.getLogger(__name__)
+
+ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
+DRAIN_SIGNAL = "--signal=B:TERM@120"
+_CPU = re.compile(r"^cpu:(\d+)$")
+_CUDA = re.compile(r"^cuda:([\d,]+)$")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """What ``hyperfleet pool slurm`` was given."""
+
+    storage: str
+    max_workers: int
+    tracking_uri: str | None = None
+    pool: str = "default"
+    min_workers: int = 0
+    idle: float = 300.0
+    devices: str = "auto"
+    sbatch_args: tuple[str, ...] = ()
+    start_timeout: float = 600.0
+    backoff: float = BACKOFF_BASE_S
+    log_dir: Path = Path("hyperfleet-slurm")
+
+    @property
+    def job_name(self) -> str:
+        return f"hyperfleet-{self.pool}"
+
+    def capacity(self) -> int | None:
+        """Slots of one worker, from ``devices`` (None for ``auto``: unknown here)."""
+        cpu, cuda = _CPU.match(self.devices), _CUDA.match(self.devices)
+        if cpu:
+            return int(cpu.group(1))
+        if cuda:
+            return len({i for i in cuda.group(1).split(",") if i})
+        return None
+
+
+@dataclass
+class Decision:
+    """One decision's outcome, for the log and the tests."""
+
+    wanted: int = 0
+    alive: int = 0
+    submitted: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    waiting_until: float | None = None  # backing off after start failures
+    unfit: list[str] = field(default_factory=list)
+
+
+class SlurmPool:
+    """Workers of one pool of a storage, grown and shrunk as Slurm jobs (module docstring)."""
+
+    def __init__(
+        self,
+        settings: PoolSettings,
+        slurm: Slurm | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings
+        self.slurm = slurm or Slurm()
+        self.storage = Storage(settings.storage, clock=clock)
+        self.clock = self.storage.now  # one clock for the pool's decisions and its rows
+        self._said: set[str] = set()
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def _submitted(self, rows: list[WorkerRecord]) -> list[WorkerRecord]:
+        pool = self.settings.pool
+        return [w for w in rows if not w.host and w.job_id is not None and w.pool == pool]
+
+    def _refresh(self, jobs: dict[str, Job], decision: Decision) -> None:
+        """Slurm's word on every job of the pool's rows that was alive when last seen; jobs
+        pending past ``start_timeout`` cancelled."""
+        now, timeout = self.clock(), self.settings.start_timeout
+        for row in self._submitted(self.storage.workers()):
+            assert row.job_id is not None
+            if row.job_state in JOB_ENDED:
+                continue
+            job = jobs.get(row.job_id, Job(row.job_id, JobState.GONE, row.job_reason))
+            reason = job.reason
+            pending = row.state == WorkerState.PENDING and job.state == JobState.PENDING
+            if pending and now - row.started_at > timeout:
+                self.slurm.cancel(job.id)
+                decision.cancelled.append(job.id)
+                reason = f"{reason or 'pending'}; cancelled after pending {timeout:g}s"
+                job = Job(job.id, JobState.CANCELLED, reason)
+            self.storage.set_job(job.id, job.state, reason, ended=job.state in JOB_ENDED)
+
+    def _wanted(self, decision: Decision) -> int:
+        demands = []
+        for row in self.storage.list_sweeps():
+            cfg = row.config
+            if row.status not in ACTIVE or cfg is None:
+                continue
+            if cfg.trial.resources.pool not in (None, self.settings.pool):
+                continue
+            demands.append(demand.sweep_demand(cfg, self.storage.trials(row.name)))
+        wanted, decision.unfit = demand.workers_wanted(demands, self.settings.capacity())
+        for line in decision.unfit:
+            if line not in self._said:
+                logger.warning("%s", line)
+                self._said.add(line)
+        return wanted
+
+    def step(self) -> Decision:
+        """One decision (the module docstring's steps)."""
+        s, decision = self.settings, Decision()
+        self._refresh(self.slurm.jobs(s.job_name), decision)
+        rows = self.storage.workers()
+        ours = {w.job_id for w in self._submitted(rows) if w.job_state not in JOB_ENDED}
+        decision.alive = len(ours)
+        others = [w for w in self.storage.live_workers(STALE_AFTER_S) if w.pool == s.pool]
+        others = [w for w in others if w.job_id not in ours]
+        decision.wanted = self._wanted(decision)
+        n = demand.to_submit(decision.wanted, len(ours), len(others), s.min_workers, s.max_workers)
+        until = demand.retry_at(demand.start_failures(rows, s.pool), s.backoff)
+        if n and until is not None and until > self.clock():
+            decision.waiting_until, n = until, 0
+        for i in range(n):
+            keep_up = decision.alive + i < s.min_workers
+            decision.submitted.append(self._submit(keep_up))
+        return decision
+
+    def worker_command(self, keep_up: bool) -> list[str]:
+        """The job's command: this interpreter's ``hyperfleet worker`` on the pool's storage."""
+        s = self.settings
+        command = [
+            sys.executable, "-m", "hyperfleet.platform", "worker", "--storage", keep(s.storage),
+            "--pool", s.pool, "--devices", s.devices,
+        ]  # fmt: skip
+        if s.tracking_uri:
+            command += ["--tracking-uri", keep(s.tracking_uri)]
+        if not keep_up:
+            command += ["--exit-when-idle", f"{s.idle:g}s"]
+        return command
+
+    def _submit(self, keep_up: bool) -> str:
+        s = self.settings
+        s.log_dir.mkdir(parents=True, exist_ok=True)
+        args = list(s.sbatch_args)
+        if not any(a.startswith("--signal") for a in args):
+            args.insert(0, DRAIN_SIGNAL)
+        log = s.log_dir.resolve() / "worker-%j.log"
+        job_id = self.slurm.submit(self.worker_command(keep_up), s.job_name, args, log)
+        now = self.clock()
+        self.storage.register_worker(
+            WorkerRecord(
+                id=f"slurm-{job_id}", host="", pid=0, pool=s.pool, devices=[], address=None,
+                sweeps=None, started_at=now, heartbeat_at=now, state=WorkerState.PENDING,
+                job_id=job_id, job_state=JobState.PENDING,
+            )
+        )  # fmt: skip
+        logger.info("submitted job %s (%s)", job_id, s.job_name)
+        return job_id
+
+    def run(self, stop: Callable[[], bool], every: float, say: Callable[[str], None]) -> None:
+        """Decide every ``every`` seconds until ``stop()``; ``say`` each change in one line."""
+        last = ""
+        while not stop():
+            d = self.step()
+            line = describe(d)
+            if d.submitted or d.cancelled or line != last:
+                say(line)
+                last = line
+            deadline = self.clock() + every
+            while not stop() and self.clock() < deadline:
+                time.sleep(min(0.5, every))
+
+
+def describe(d: Decision) -> str:
+    """One line for a decision."""
+    line = f"queue wants {d.wanted} workers; {d.alive} jobs alive"
+    if d.submitted:
+        line += f"; submitted {', '.join(d.submitted)}"
+    if d.cancelled:
+        line += f"; cancelled {', '.join(d.cancelled)} (pending too long)"
+    if d.waiting_until is not None:
+        when = time.strftime("%H:%M:%S", time.localtime(d.waiting_until))
+        line += f"; start failures: next submission after {when}"
+    return line

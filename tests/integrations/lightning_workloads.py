@@ -1,0 +1,84 @@
+"""Lightning workloads of the integration's tests: the example's digits module, which also
+keeps a log a test reads (``lr.jsonl`` in the trial's directory: each start, with the step it
+starts from and its weights right after Lightning restored a checkpoint, and each validation's
+step and the learning rate the optimizer steps with); ``held`` holds after a report (see
+``hyperfleet.testing.workloads``); ``ignore_ckpt`` forgets to pass ``ckpt_path``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from examples.lightning.digits import PARAMS, DigitsModule
+from hyperfleet.integrations.lightning import HyperfleetCallback
+from hyperfleet.testing.workloads import HOLD_PARAMS, with_hold
+from hyperfleet.trials.context import TrialContext
+
+
+class Watched(DigitsModule):
+    """The example's module, keeping the log of the module docstring (rank 0)."""
+
+    def __init__(self, ctx: TrialContext, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.ctx = ctx
+        self.log_file = ctx.workdir / "lr.jsonl"
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        if self.ctx.is_main:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_file.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    def on_train_start(self) -> None:
+        entry: dict[str, Any] = {"event": "start", "step": self.global_step}
+        if self.global_step > 0 and self.ctx.is_main:
+            n = len(list(self.ctx.workdir.glob("restored-*.pt")))
+            path = self.ctx.workdir / f"restored-{n}.pt"
+            torch.save({k: v.detach().clone() for k, v in self.state_dict().items()}, path)
+            entry["weights"] = str(path)
+        self._write(entry)
+
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        lr = self.optimizers().optimizer.param_groups[0]["lr"]
+        self._write({"event": "eval", "step": self.global_step, "lr": lr})
+
+
+def main(ctx: TrialContext) -> None:
+    p = {**PARAMS, **ctx.params}
+    cb = HyperfleetCallback(ctx)
+    trainer = pl.Trainer(callbacks=[cb], max_steps=ctx.max_steps, **cb.trainer_kwargs())
+    model = Watched(ctx, lr=float(p["lr"]), hidden=int(p["hidden"]),
+                    batch_size=int(p["batch_size"]), seed=int(p["seed"]),
+                    decay=float(p["decay"]))  # fmt: skip
+    ckpt = cb.ckpt_path
+    trainer.fit(model, ckpt_path=None if p.get("ignore_ckpt") else ckpt)
+
+
+main.hyperfleet_params = {**PARAMS, "ignore_ckpt": 0}  # type: ignore[attr-defined]
+
+
+def held(ctx: TrialContext) -> None:
+    """``main``, held after a report as the ``hold_*`` params ask."""
+    with_hold(ctx)
+    main(ctx)
+
+
+held.hyperfleet_params = {**main.hyperfleet_params, **HOLD_PARAMS}  # type: ignore[attr-defined]
+
+
+def lr_log(trial_dir: Path) -> list[dict[str, Any]]:
+    """A trial's log: one segment per start (``start``: the step it started from, ``weights``:
+    the file of its weights then), with the ``(step, lr)`` of each validation."""
+    segments: list[dict[str, Any]] = []
+    for line in (trial_dir / "lr.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry["event"] == "start":
+            segments.append({"start": entry["step"], "weights": entry.get("weights"), "evals": []})
+        else:
+            segments[-1]["evals"].append((entry["step"], entry["lr"]))
+    return segments

@@ -1,0 +1,170 @@
+"""Lightning trials in real sweeps (``hyperfleet sweep run``): the issue's acceptance scenarios.
+
+* ASHA over 2-process trials (the shipped example, smaller): Lightning's DDP joins the trial's
+  process group (the model sees a world size of 2), and a pruned trial stops at its rung and
+  is PRUNED.
+* A 2-process trial stopped by SIGTERM to ``sweep run`` and continued by running it again goes
+  on from its Lightning checkpoint on the curve of an uninterrupted trial with the same params.
+* PBT of 4 members: after every exploit, the learning rate the optimizer steps with (logged by
+  the model at each validation) is the member's explored value the platform recorded, and the
+  weights right after the exploit equal the donor's checkpoint exactly.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
+from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.sweeps import deep_update
+from hyperfleet.testing.workloads import held_marker
+from tests.integration.cli import ROOT, STORE_POLL_S, cli_env, in_mlflow, wait_until
+from tests.integrations.lightning_workloads import lr_log
+
+pytestmark = pytest.mark.long
+
+WORKLOAD = "tests.integrations.lightning_workloads:main"
+ENV = cli_env(OMP_NUM_THREADS="1")
+EXAMPLE = ROOT / "examples" / "lightning" / "sweep.yaml"
+
+
+def sweep_cmd(path: Path, devices: str) -> list[str]:
+    return [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json",
+            "--devices", devices]  # fmt: skip
+
+
+def run(path: Path, devices: str) -> None:
+    proc = subprocess.run(sweep_cmd(path, devices), env=ENV, capture_output=True, text=True,
+                          timeout=400, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_asha_over_ddp_trials_prunes_at_rungs(tmp_path: Path, mlflow_template: Path) -> None:
+    # the shipped example (examples/lightning/), smaller, with a grid that has poor lrs
+    data = deep_update(yaml.safe_load(EXAMPLE.read_text()), {
+        "name": "lit-asha",
+        "pruner": {"type": "asha", "min_resource": 5, "reduction_factor": 2},
+        "budget": {"trials": 4, "max_concurrent": 1},
+        "trial": {"params": {"hidden": 16, "batch_size": 16}, "steps": 20, "eval_every": 5},
+    })  # fmt: skip
+    data["scheduler"] = {"type": "grid"}
+    data["space"] = {"lr": {"type": "categorical", "choices": [0.03, 0.00001, 0.01, 0.000003]}}
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copy(mlflow_template, runs / "mlflow.db")
+    data["storage"] = f"sqlite:///{runs / 'hf.db'}"
+    data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False}
+    data["workdir"] = str(runs)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    run(path, "cpu:2")
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("lit-asha")
+    assert len(trials) == 4
+    for t in trials:
+        assert t.metrics["world_size"] == 2.0, t  # Lightning's DDP over the trial's 2 ranks
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, [(t.params, t.state, t.metrics["loss"]) for t in trials]
+    for t in pruned:  # stopped at the rung where it was decided (5, 10), not trained on
+        assert t.last_step in (5, 10), t
+        log = Path(t.log_path or "").read_text()
+        assert f"trial {t.number} pruned" in log
+    assert all(t.last_step == 20 for t in trials if t.state == TrialState.COMPLETE)
+
+
+def test_stopped_trial_resumes_on_the_uninterrupted_curve(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    release = tmp_path / "release"
+    path = sweep_file({
+        "name": "lit-resume",
+        "objective": {"metric": "loss", "mode": "min"},
+        "scheduler": {"type": "random", "seed": 0},
+        "budget": {"trials": 2, "max_concurrent": 1},
+        "space": {"lr": {"type": "categorical", "choices": [0.02]}},
+        "trial": {
+            "workload": "tests.integrations.lightning_workloads:held",
+            "params": {"hidden": 16, "batch_size": 16, "hold_file": str(release),
+                       "hold_at": 10, "hold_trial": 1},
+            "steps": 16, "eval_every": 2, "resources": {"devices": 2}, "parallel": {"data": 2},
+            "checkpoint": {"every": 4, "keep": 2},
+        },
+    })  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path, "cpu:2"), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    wait_until(held_marker(release, 1).exists, "trial 1 held after its report at step 10", proc)
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    logged = in_mlflow(mlflow_uri, storage, "lit-resume", 1, "loss", 10)
+    wait_until(logged, "trial 1's step 10 to reach MLflow", proc, every=STORE_POLL_S)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert storage.get_trial("lit-resume", 1).last_step == 10
+
+    release.touch()
+    run(path, "cpu:2")
+    resumed = storage.get_trial("lit-resume", 1)
+    assert resumed.state == TrialState.COMPLETE and resumed.attempts == 2
+    assert "resumes from its checkpoint at step 8" in Path(resumed.log_path or "").read_text()
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    ref = client.get_metric_history(storage.get_trial("lit-resume", 0).mlflow_run_id, "loss")
+    got = client.get_metric_history(resumed.mlflow_run_id, "loss")
+    reference = {m.step: m.value for m in ref}
+    continued = {m.step: m.value for m in got}
+    assert len(got) == len(continued), "a step was logged twice"
+    assert sorted(continued) == sorted(reference) == list(range(2, 17, 2))
+    diff = max(abs(continued[s] - reference[s]) for s in reference)
+    assert diff <= 1e-6, f"max abs loss difference {diff}"
+
+
+def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file({
+        "name": "lit-pbt",
+        "objective": {"metric": "loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 4,
+                      "quantile_fraction": 0.25, "seed": 0},
+        "budget": {"trials": None, "max_concurrent": 4},
+        "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
+        "trial": {
+            "workload": WORKLOAD, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
+            "steps": 16, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
+            "checkpoint": {"keep": 100},
+        },
+    })  # fmt: skip
+    run(path, "cpu:2")
+    runs = tmp_path / "runs"
+    storage = Storage(f"sqlite:///{runs / 'hf.db'}")
+    events = SqlPopulationStore(storage.engine).lineage("lit-pbt")
+    explores = [e for e in events if e.kind == "explore"]
+    assert explores, "no exploit happened"
+    checked = 0
+    for member in {e.member for e in explores}:
+        mine = [e for e in explores if e.member == member]  # in the order they happened
+        segments = lr_log(runs / "lit-pbt" / f"trial-{member:04d}")
+        after = [s for s in segments if s["start"] > 0]
+        assert [s["start"] for s in after] == [e.donor_step for e in mine]
+        for e, seg in zip(mine, after, strict=True):
+            lr = float(e.new_params["lr"])
+            for step, logged in seg["evals"]:  # the optimizer's lr, the schedule's at step
+                assert logged == pytest.approx(lr * 0.5 ** (step / 100), rel=1e-12), (e, seg)
+                checked += 1
+            donor_ckpt = runs / "lit-pbt" / f"trial-{e.donor:04d}" / "checkpoints"
+            donors = torch.load(donor_ckpt / f"step-{e.donor_step:09d}.pt",
+                                weights_only=True)["state_dict"]  # fmt: skip
+            restored = torch.load(seg["weights"], weights_only=True)
+            assert all(torch.equal(restored[k], donors[k]) for k in donors), e
+    assert checked > 0, "no validation after an exploit"

@@ -1,0 +1,228 @@
+"""``hyperfleet pool slurm`` on a real one-node Slurm (the ``slurm_cluster`` fixture): workers
+as jobs, as many as the queue asks and never more than ``--max-workers``; a cancelled job
+costs its trial one checkpoint; a request the cluster cannot grant shows Slurm's reason and
+is not resubmitted in a loop."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hyperfleet.platform.storage import Storage
+from hyperfleet.spec.states import JOB_ENDED, TrialState, WorkerState
+from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workloads import held_marker
+from tests.integration.cli import cli_env, invoke
+from tests.platform.elastic.conftest import SlurmCluster
+
+pytestmark = pytest.mark.long
+
+
+class Site:
+    """A storage, an MLflow store and a working directory for one pool's test."""
+
+    def __init__(self, root: Path, cluster: SlurmCluster, mlflow_template: Path) -> None:
+        self.root, self.cluster = root, cluster
+        self.storage_url = f"sqlite:///{root / 'hf.db'}"
+        shutil.copy(mlflow_template, root / "mlflow.db")
+        self.tracking = f"sqlite:///{root / 'mlflow.db'}"
+
+    def submit(self, **overrides: Any) -> str:
+        data = minimal_sweep(**overrides)
+        data.update(storage=self.storage_url, workdir=str(self.root / "runs"),
+                    tracking={"uri": self.tracking, "log_model": False})  # fmt: skip
+        path = self.root / f"{data['name']}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        result = invoke("sweep", "submit", str(path))
+        assert result.exit_code == 0, result.output
+        return str(data["name"])
+
+    def pool(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "hyperfleet.platform", "-v", "pool", "slurm",
+                "--storage", self.storage_url, "--log-dir", str(self.root / "jobs"),
+                "--devices", "cpu:1", *args]  # fmt: skip
+
+    def run_pool(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = cli_env(SLURM_CONF=str(self.cluster.conf))
+        return subprocess.run(self.pool(*args), capture_output=True, text=True, env=env,
+                              cwd=self.root, timeout=120)  # fmt: skip
+
+    def storage(self) -> Storage:
+        return Storage(self.storage_url, create=False)
+
+    def rows(self) -> list[Any]:
+        st = self.storage()
+        try:
+            return st.workers()
+        finally:
+            st.close()
+
+    def trials(self, sweep: str) -> dict[int, Any]:
+        st = self.storage()
+        try:
+            return {t.number: t for t in st.trials(sweep)}
+        finally:
+            st.close()
+
+    def listed(self, *flags: str) -> list[dict[str, str]]:
+        result = invoke("workers", "--storage", self.storage_url, "--json", *flags)
+        assert result.exit_code == 0, result.output
+        return list(json.loads(result.stdout))
+
+
+@pytest.fixture
+def site(tmp_path: Path, slurm_cluster: SlurmCluster, mlflow_template: Path) -> Site:
+    return Site(tmp_path, slurm_cluster, mlflow_template)
+
+
+def wait(condition: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+            raise AssertionError(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.5)
+
+
+class JobWatch:
+    """The most jobs of a name Slurm held alive at once, sampled until stopped."""
+
+    def __init__(self, cluster: SlurmCluster, name: str) -> None:
+        self.cluster, self.name, self.most = cluster, name, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def alive(self) -> int:
+        out = self.cluster.run("squeue", "--noheader", "--states=all", f"--name={self.name}",
+                               "--format=%T")  # fmt: skip
+        return sum(1 for s in out.split() if s not in JOB_ENDED)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.most = max(self.most, self.alive())
+            time.sleep(0.2)
+
+    def __enter__(self) -> JobWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def running_pool(site: Site) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        env = cli_env(SLURM_CONF=str(site.cluster.conf))
+        with (site.root / "pool.log").open("w") as out:
+            proc = subprocess.Popen(site.pool(*args), stdout=out, stderr=subprocess.STDOUT,
+                                    text=True, env=env, cwd=site.root)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_pool_grows_with_the_queue_and_shrinks_to_nothing(
+    site: Site, running_pool: Callable[..., subprocess.Popen[str]]
+) -> None:
+    release = site.root / "release"
+    name = site.submit(name="elastic", budget={"trials": 8, "max_concurrent": 2},
+                       trial={"params": {"hold_file": str(release), "hold_at": 2,
+                                         "hold_trial": 0}})  # fmt: skip
+    log = site.root / "pool.log"
+    with JobWatch(site.cluster, "hyperfleet-default") as watch:
+        pool = running_pool("--max-workers", "2", "--idle", "30s", "--every", "1s")
+        # trial 0 holds at step 2 (its checkpoint); its worker's job is cancelled there
+        wait(lambda: held_marker(release, 0).exists(), 180, "trial 0 to hold", log)
+        held_by = site.trials(name)[0].worker
+        job = next(w.job_id for w in site.rows() if w.id == held_by)
+        assert job is not None, "a worker of the pool carries its job's id"
+        site.cluster.run("scancel", job)
+        wait(
+            lambda: (
+                site.trials(name)[0].state != TrialState.RUNNING
+                or site.trials(name)[0].worker != held_by
+            ),
+            120,
+            "the cancelled trial requeued",
+            log,
+        )
+        release.touch()
+        wait(lambda: all(t.state == TrialState.COMPLETE for t in site.trials(name).values())
+             and len(site.trials(name)) == 8, 240, "all 8 trials COMPLETE", log)  # fmt: skip
+        done_at = time.monotonic()
+        wait(lambda: watch.alive() == 0, 30 + 30, "every worker job gone", log)
+        assert time.monotonic() - done_at <= 60
+        submitted = {w.job_id for w in site.rows() if not w.host}
+        time.sleep(5)  # the pool decides every second: five more decisions with nothing queued
+        assert {w.job_id for w in site.rows() if not w.host} == submitted, "none submitted"
+        assert pool.poll() is None
+    assert 1 <= watch.most <= 2, f"at most 2 worker jobs at once, saw {watch.most}"
+    trials = site.trials(name)
+    resumed = trials[0]
+    assert resumed.worker != held_by and resumed.attempts == 2, "resumed by another worker"
+    assert resumed.retries == 0, "a drain is not a failure"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=site.tracking)
+    runs = client.search_runs(
+        [client.get_experiment_by_name(name).experiment_id],
+        filter_string="tags.`hyperfleet.trial` = '0'",
+    )
+    assert [r.info.run_id for r in runs] == [resumed.mlflow_run_id], "one MLflow run"
+    steps = [m.step for m in client.get_metric_history(resumed.mlflow_run_id or "", "loss")]
+    assert sorted(steps) == [1, 2, 3, 4], f"each step once: {steps}"
+    trial_log = Path(resumed.log_path or "").read_text()
+    assert "resumes from its checkpoint" in trial_log
+    listed = site.listed("--all")
+    ours = [x for x in listed if x["job"] == job]
+    assert ours and all(x["job state"].startswith("CANCELLED") for x in ours), ours
+
+
+def test_an_impossible_request_shows_slurms_reason_and_backs_off(site: Site) -> None:
+    site.submit(name="wide", budget={"trials": 2, "max_concurrent": 1},
+                trial={"resources": {"pool": "big"}})  # fmt: skip
+    impossible = f"--sbatch-arg=--cpus-per-task={site.cluster.cpus * 8}"
+    args = ("--pool", "big", "--max-workers", "2", impossible, "--once")
+    first = site.run_pool(*args)
+    assert first.returncode == 0, first.stderr
+    assert "submitted" in first.stderr
+    pending = [w for w in site.rows() if w.state == WorkerState.PENDING]
+    assert len(pending) == 1
+    for _ in range(10):  # Slurm gives its reason at its next scheduling pass
+        again = site.run_pool(*args)
+        assert again.returncode == 0, again.stderr
+        assert "submitted" not in again.stderr, "a pending job is a worker to come"
+        if "(" in site.listed()[0]["job state"]:
+            break
+        time.sleep(1)
+    shown = site.listed()
+    assert [x["state"] for x in shown] == ["pending"]
+    assert shown[0]["job state"].startswith("PENDING ("), shown  # e.g. (PartitionConfig)
+    # past --start-timeout it is cancelled, and the next decisions back off instead of looping
+    cancel = site.run_pool(*args, "--start-timeout", "1s", "--backoff", "10m")
+    assert "cancelled" in cancel.stderr, cancel.stderr
+    for _ in range(2):
+        later = site.run_pool(*args, "--start-timeout", "1s", "--backoff", "10m")
+        assert "submitted" not in later.stderr and "next submission after" in later.stderr
+    rows = site.rows()
+    assert len([w for w in rows if not w.host]) == 1, "one job submitted in all"
+    ended = site.listed("--all")
+    assert "cancelled after pending" in ended[0]["job state"]
