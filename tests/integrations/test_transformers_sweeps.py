@@ -1,0 +1,186 @@
+"""Sweeps of ``transformers.Trainer`` trials through ``HyperfleetCallback``, end to end (the
+``hyperfleet sweep run`` command, real trial processes): the tiny GPT-2 of
+``examples/transformers`` with the probe of :mod:`tests.integrations.transformers_workload`.
+
+* ASHA with ``devices: 2``: the Trainer and the process group see a world size of 2 (DDP in
+  the trial's own torchrun group); a pruned trial ends PRUNED at the step of its decision, the
+  Trainer stopped there.
+* An interrupted trial (``sweep run`` stopped while the trial holds after its report of step 5)
+  resumes from its checkpoint of step 4 on the curve of an uninterrupted trial of the same
+  params (``eval_loss`` per step in MLflow, as the function workloads' resume test checks).
+* PBT of 4 members: after every exploit the learning rate the optimizer steps with (probed at
+  each evaluation) is the member's explored value in the lineage the platform recorded, and
+  the weights right after the Trainer's restore equal the donor's saved checkpoint exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.population import SqlPopulationStore
+from hyperfleet.spec.states import TrialState
+from hyperfleet.spec.wire import trial_dir
+from hyperfleet.testing.workloads import held_marker
+from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
+
+pytestmark = pytest.mark.long
+WORKLOAD = "tests.integrations.transformers_workload:main"
+PROBE = "probe.jsonl"  # what the workload's probe writes in the trial's directory
+ENV = cli_env(HF_HUB_OFFLINE="1")
+
+
+def sweep_cmd(path: Path, devices: int) -> list[str]:
+    return [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json",
+            "--devices", f"cpu:{devices}"]  # fmt: skip
+
+
+def run_sweep(path: Path, devices: int) -> None:
+    proc = subprocess.run(sweep_cmd(path, devices), env=ENV, capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_asha_with_ddp_of_2_prunes_at_its_decisions(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file({
+        "name": "tf-asha", "objective": {"metric": "eval_loss", "mode": "min"},
+        "scheduler": {"type": "grid", "seed": 0},  # its order: 1e-2 first, worse ones follow
+        "pruner": {"type": "asha", "min_resource": 2, "reduction_factor": 2},
+        "budget": {"trials": 3, "max_concurrent": 1},
+        "space": {"lr": {"type": "categorical", "choices": [1.0e-6, 1.0e-5, 1.0e-2]}},
+        "trial": {"workload": WORKLOAD, "params": {"batch_size": 4}, "steps": 8, "eval_every": 2,
+                  "resources": {"devices": 2}, "parallel": {"data": 2}},
+    })  # fmt: skip
+    run_sweep(path, 2)
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    trials = storage.trials("tf-asha")
+    assert len(trials) == 3
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, [(t.number, t.state, t.params) for t in trials]
+    for t in trials:
+        lines = probe_lines(trial_dir(tmp_path / "runs", "tf-asha", t.number))
+        begin = [x for x in lines if x["event"] == "begin"]
+        assert [(b["world"], b["trainer_world"]) for b in begin] == [(2, 2)]
+        evals = [x["step"] for x in lines if x["event"] == "eval"]
+        end = [x["step"] for x in lines if x["event"] == "end"]
+        assert evals == list(range(2, t.last_step + 1, 2)) and end == [t.last_step]
+        if t.state == TrialState.COMPLETE:
+            assert t.last_step == 8
+    assert all(t.last_step < 8 for t in pruned)
+
+
+def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    release = tmp_path / "release"
+    path = sweep_file({
+        "name": "tf-resume", "objective": {"metric": "eval_loss", "mode": "min"},
+        "scheduler": {"type": "random", "seed": 0},
+        "budget": {"trials": 2, "max_concurrent": 1},
+        "space": {"lr": {"type": "categorical", "choices": [3.0e-3]}},
+        "trial": {"workload": WORKLOAD, "steps": 8, "eval_every": 1,
+                  "params": {"batch_size": 4, "hold_file": str(release), "hold_at": 5,
+                             "hold_trial": 1},
+                  "resources": {"devices": 1}, "parallel": {"data": 1},
+                  "checkpoint": {"every": 2, "keep": 2}},
+    })  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path, 1), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    held = held_marker(release, 1)
+    wait_until(held.exists, "trial 1 held after its report at step 5", proc)
+    mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    logged = in_mlflow(mlflow_uri, storage, "tf-resume", 1, "eval_loss", 5)
+    wait_until(logged, "trial 1's step 5 in MLflow", proc, every=STORE_POLL_S)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert storage.get_trial("tf-resume", 1).last_step == 5
+
+    release.touch()
+    run_sweep(path, 1)
+    resumed = storage.get_trial("tf-resume", 1)
+    assert resumed.state == TrialState.COMPLETE and resumed.last_step == 8 and resumed.attempts == 2
+    lines = probe_lines(trial_dir(tmp_path / "runs", "tf-resume", 1))
+    assert [x["step"] for x in lines if x["event"] == "begin"] == [0, 4]
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+
+    def curve(number: int) -> dict[int, float]:
+        run = storage.get_trial("tf-resume", number).mlflow_run_id
+        history = client.get_metric_history(run, "eval_loss")
+        assert len({m.step for m in history}) == len(history), "a step logged twice"
+        return {m.step: m.value for m in history}
+
+    reference, continued = curve(0), curve(1)
+    assert sorted(continued) == sorted(reference) == list(range(1, 9))
+    diff = max(abs(continued[s] - reference[s]) for s in reference)
+    assert diff <= 1e-6, f"max abs eval_loss difference {diff}"
+
+
+def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = sweep_file({
+        "name": "tf-pbt", "objective": {"metric": "eval_loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 2,
+                      "quantile_fraction": 0.25, "resample_probability": 0.0, "seed": 0,
+                      "initial": [{"lr": 1.0e-4}, {"lr": 1.0e-3}, {"lr": 3.0e-3},
+                                  {"lr": 1.0e-2}]},
+        "budget": {"trials": 4, "max_concurrent": 4},
+        "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
+        "trial": {"workload": WORKLOAD, "params": {"batch_size": 4}, "steps": 12, "eval_every": 2,
+                  "resources": {"devices": 0}, "parallel": {"data": 1},
+                  "checkpoint": {"keep": 2}},
+    })  # fmt: skip
+    run_sweep(path, 2)
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    events = SqlPopulationStore(storage.engine).lineage("tf-pbt")
+    explores = [e for e in events if e.kind == "explore"]
+    trials = storage.trials("tf-pbt")
+    assert explores, ("PBT never exploited", [(t.number, t.state, t.last_step) for t in trials])
+    lines = {
+        t.number: probe_lines(trial_dir(tmp_path / "runs", "tf-pbt", t.number)) for t in trials
+    }
+    for member, probe in lines.items():
+        mine = sorted((e for e in explores if e.member == member), key=lambda e: e.generation)
+        segments = split_at_begin(probe)
+        assert len(segments) == len(mine) + 1, (member, [x["event"] for x in probe])
+        for event, segment in zip(mine, segments[1:], strict=True):
+            begin, evals = segment[0], [x for x in segment if x["event"] == "eval"]
+            lr = event.new_params["lr"]
+            assert begin["step"] == event.donor_step
+            assert evals and all(x["lr"] == pytest.approx(lr, rel=1e-9) for x in evals)
+            saved = [
+                x["weights"] for x in lines[event.donor]
+                if x["event"] == "save" and x["step"] == event.donor_step
+                and x["time"] < begin["time"]
+            ]  # fmt: skip
+            assert saved and begin["weights"] == saved[-1]
+
+
+def probe_lines(directory: Path) -> list[dict[str, Any]]:
+    path = directory / PROBE
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def split_at_begin(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    out: list[list[dict[str, Any]]] = []
+    for line in lines:
+        if line["event"] == "begin":
+            out.append([])
+        if out:
+            out[-1].append(line)
+    return out
