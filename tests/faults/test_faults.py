@@ -63,6 +63,7 @@ def test_1_a_nan_intermediate_report_is_kept_out_of_the_sampler(fault: FaultMake
 # 2 -- in-process trials: interrupt and controller death -------------------------------------
 
 
+@pytest.mark.long  # the rule's first launch mode: tests/integration/test_interrupt.py (torchrun)
 def test_2_in_process_trials_are_requeued_on_sigint_and_resumed(fault: FaultMaker) -> None:
     hold = f"{fault().root}/go"
     f = fault({"trial": {"params": {"hold": hold, "hold_step": 3}}})

@@ -87,7 +87,10 @@ def ps_digits(
         async_ps.shutdown()
 
 
-@pytest.mark.parametrize("staleness", [0, None])
+@pytest.mark.parametrize(
+    "staleness",
+    [0, pytest.param(None, marks=pytest.mark.long)],  # unbounded: a second variant
+)
 def test_one_server_two_workers_learn_digits(
     digits: Digits, tmp_path: Path, staleness: int | None
 ) -> None:
