@@ -73,7 +73,8 @@ def test_a_function_shipped_by_value_runs_in_process_trials(
     frame = result.trials
     shown = capsys.readouterr().err.splitlines()  # the progress, as `sweep run` piped shows it
     trial_lines = [n for n, line in enumerate(shown) if line.startswith("trial ")]
-    assert [shown[n].split()[1:3] for n in trial_lines] == [[str(t), "COMPLETE"] for t in range(3)]
+    ended = sorted(shown[n].split()[1:3] for n in trial_lines)  # in the order they ended
+    assert ended == [[str(t), "COMPLETE"] for t in range(3)]
     assert shown[-1].startswith("sweep api: SweepResult(") and trial_lines[-1] < len(shown) - 1
     counts = [line for line in shown if "trials ended" in line]
     assert any(", best loss=" in line for line in counts), shown  # the best so far
