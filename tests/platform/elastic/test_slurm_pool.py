@@ -226,3 +226,27 @@ def test_an_impossible_request_shows_slurms_reason_and_backs_off(site: Site) -> 
     assert len([w for w in rows if not w.host]) == 1, "one job submitted in all"
     ended = site.listed("--all")
     assert "cancelled after pending" in ended[0]["job state"]
+
+
+def test_slurms_signal_before_the_time_limit_drains_the_worker(site: Site) -> None:
+    """A job of a two-minute limit gets Slurm's SIGTERM 80 s before it (``--signal=B:TERM@80``,
+    about 40 s in): its worker drains, the trial goes back to the queue at its checkpoint, not
+    FAIL, and the job ends before Slurm kills it."""
+    release = site.root / "release"
+    name = site.submit(name="limit", budget={"trials": 1, "max_concurrent": 1},
+                       trial={"params": {"hold_file": str(release), "hold_at": 2,
+                                         "hold_trial": 0}})  # fmt: skip
+    log = site.root / "jobs" / "worker-1.log"
+    with JobWatch(site.cluster, "hyperfleet-default") as watch:
+        started = site.run_pool("--max-workers", "1", "--sbatch-arg=--time=2",
+                                "--sbatch-arg=--signal=B:TERM@80", "--once")  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        wait(lambda: held_marker(release, 0).exists(), 120, "trial 0 to hold", log)
+        held = site.trials(name)[0]
+        wait(lambda: site.trials(name)[0].state == TrialState.WAITING, 90, "the drain", log)
+        wait(lambda: watch.alive() == 0, 60, "the job to end", log)
+    trial = site.trials(name)[0]
+    assert trial.retries == 0, "a drain is not a failure"
+    assert trial.last_step == held.last_step == 2, "requeued at its checkpoint"
+    (row,) = [w for w in site.rows() if w.id == held.worker]
+    assert row.state == WorkerState.STOPPED, row
