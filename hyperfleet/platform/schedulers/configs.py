@@ -323,7 +323,7 @@ class HyperbandConfig(_Frozen):
     """Steps before the first rung of the most aggressive bracket; auto: the step of a trial's
     first report, as for ``asha``."""
     max_resource: Literal["auto"] | Annotated[int, Field(ge=1)] = "auto"
-    """Steps of a complete trial; auto: the last step of the first finished trial."""
+    """Steps of a complete trial; auto: ``trial.steps``, a trial's last report."""
     reduction_factor: int = Field(3, ge=2)
     """One trial in this many is promoted at each rung; also sets the number of brackets."""
     bootstrap_count: int = Field(0, ge=0)

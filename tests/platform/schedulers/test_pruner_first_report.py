@@ -41,10 +41,11 @@ def _rungs_judged(pruner: optuna.pruners.BasePruner, reports: int) -> list[list[
 
 @pytest.mark.parametrize("kind", ["asha", "hyperband"])
 def test_auto_min_resource_judges_one_rung_per_report(kind: str) -> None:
+    """No trial completes here: Hyperband's max_resource comes from the trial's steps, not
+    from a finished trial, so it prunes from the first report too."""
     raw: dict[str, Any] = {"type": kind}
-    if kind == "hyperband":
-        raw["max_resource"] = STEPS
-    judged = _rungs_judged(build_pruner(parse_pruner_config(raw), first_report=EVERY), 4)
+    pruner = build_pruner(parse_pruner_config(raw), first_report=EVERY, last_step=STEPS)
+    judged = _rungs_judged(pruner, 4)
     assert all(len(rungs) <= 1 for rungs in judged)
     assert [0] in judged  # the first rung: at a trial's first report
     if kind == "asha":  # one bracket: rung 1 at step 4 * 25, the fourth report
@@ -61,9 +62,10 @@ def test_an_integer_min_resource_is_kept() -> None:
 
 def test_a_sweeps_pruner_starts_at_its_trials_first_report() -> None:
     trial = {"steps": STEPS, "eval_every": EVERY}
-    cfg = SweepConfig.model_validate(minimal_sweep(pruner={"type": "asha"}, trial=trial))
-    assert first_report(cfg.trial) == EVERY
     short = SweepConfig.model_validate(minimal_sweep(trial={"steps": 10, "eval_every": 50}))
     assert first_report(short.trial) == 10  # a trial shorter than eval_every reports at its end
-    study = open_study(cfg, optuna.storages.InMemoryStorage(), create=True)
-    assert _rungs_judged(study.pruner, 1)[0] == [0]
+    for kind in ("asha", "hyperband"):
+        cfg = SweepConfig.model_validate(minimal_sweep(pruner={"type": kind}, trial=trial))
+        assert first_report(cfg.trial) == EVERY
+        study = open_study(cfg, optuna.storages.InMemoryStorage(), create=True)
+        assert [0] in _rungs_judged(study.pruner, 1), kind  # Hyperband: its first bracket

@@ -184,17 +184,23 @@ def _crossover(cfg: NSGA2Config) -> Any:
     return factories[cfg.crossover]()
 
 
-def build_pruner(cfg: PrunerConfig, first_report: int = 1) -> optuna.pruners.BasePruner:
-    """The Optuna pruner for ``cfg``; ``first_report`` is the step of a trial's first report
-    (:func:`first_report`), what an ``auto`` ``min_resource`` becomes.
+def build_pruner(
+    cfg: PrunerConfig, first_report: int = 1, last_step: int | None = None
+) -> optuna.pruners.BasePruner:
+    """The Optuna pruner for ``cfg``. An ``auto`` ``min_resource`` becomes ``first_report``,
+    the step of a trial's first report (:func:`first_report`); an ``auto`` ``max_resource``
+    becomes ``last_step``, a trial's last step (``trial.steps``), when given.
 
-    Optuna's own ``auto`` (the first finished trial's last step / 100) puts several rungs
-    before a trial's first report when a trial reports every few percent of its steps; they
-    are all judged at that report at once, so nearly every trial stops there.
+    Optuna's own ``auto`` waits for a finished trial: ``min_resource`` is then its last step /
+    100, which puts several rungs before a trial's first report when a trial reports every few
+    percent of its steps (all judged at that report at once, so nearly every trial stops
+    there), and Hyperband prunes nothing until then.
     """
     options = _options(cfg)
     if options.get("min_resource") == "auto":
         options["min_resource"] = first_report
+    if options.get("max_resource") == "auto" and last_step is not None:
+        options["max_resource"] = last_step
     return _PRUNERS[cfg.type](**options)
 
 
