@@ -60,8 +60,8 @@ typecheck: install
 # smoke run of the Bayesian schedulers with trials in flight (its full grid takes an hour or
 # more: python benchmarks/bench_parallel_bo.py); bench-full: the sizes of issue #15;
 # bench-components: the per-component scripts too. Both install the `bench` extra (Ray Tune,
-# SMAC3, matplotlib) for the anytime benchmark (benchmarks/bench_anytime.py; its full size
-# is estimated at ~25 min).
+# SMAC3, matplotlib) for the anytime benchmark (benchmarks/bench_anytime.py; its full size:
+# 36 runs of ~35 s, ~20 min idle).
 bench: install
 	$(PY) benchmarks/run_all.py --quick
 	$(PY) benchmarks/bench_parallel_bo.py --quick

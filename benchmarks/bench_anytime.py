@@ -7,9 +7,8 @@ several seeds. The training code appends each evaluation's ``val_loss`` with its
 so every system is read alike: the best model found at each moment. Systems:
 
 - hyperfleet (``hyperfleet sweep run``, warm torchrun trials, one CPU slot each): ``random``,
-  ``tpe``, ``tpe`` with ASHA and with Hyperband, ``gp`` and ``skopt`` with ASHA, ``pbt``; and
-  ``tpe`` with ASHA whose first rung is the first report (``min_resource`` = the evaluation
-  interval, not ``auto``), and as in-process trials (``devices: 0``);
+  ``tpe``, ``tpe`` with ASHA (:data:`RECOMMENDED`) and with Hyperband, ``gp`` and ``skopt``
+  with ASHA, ``pbt``; and ``tpe`` with ASHA as in-process trials (``devices: 0``);
 - Ray Tune (:mod:`benchmarks.peers.ray_anytime`): ASHA with random search, ASHA with
   ``OptunaSearch``, PBT; plain Optuna (:mod:`benchmarks.peers.optuna_anytime`): TPE with its
   Hyperband pruner, ``n_jobs=2``; SMAC3 (:mod:`benchmarks.peers.smac_anytime`): its
@@ -22,7 +21,8 @@ a table of each system's median best at 25, 50 and 100 % of the budget and the t
 median curve needs to reach the best peer's final median.
 
 Usage: ``python benchmarks/bench_anytime.py [--size quick|full|smallest] [--systems a,b]
-[--workloads digits,charlm] [--budget S] [--seeds N]``.
+[--workloads digits,charlm] [--budget S] [--seeds N]``. ``--size full`` (``make bench-full``)
+takes about 20 minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations
@@ -46,17 +46,23 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.anytime_workloads import EVAL_EVERY, SPACES, STEPS
 from benchmarks.side_by_side import ROOT, machine, mlflow_template
+from hyperfleet.platform.launcher.trial_process import IMPORT_AHEAD_ENV
 
 RESULTS = ROOT / "benchmarks" / "results"
-#: (workloads, seeds, wall budget per workload in s, systems; None: every system)
+#: hyperfleet's recommended configuration (README, "Which scheduler"; ``hyperfleet init``)
+RECOMMENDED = "hf-tpe-asha"
+#: (workloads, seeds, wall budget per workload in s, systems; None: every system). ``full``:
+#: the recommended configuration and every peer, both workloads, 3 seeds (36 runs of ~35 s,
+#: budgets where start-up (~4 s idle) is a tenth); ``--systems`` adds hyperfleet's others.
 SIZES: dict[str, tuple[list[str], list[int], dict[str, float], list[str] | None]] = {
-    "smallest": (["digits"], [0], {"digits": 45.0}, ["hf-tpe-asha", "optuna-tpe-hyperband"]),
-    "quick": (["digits"], [0], {"digits": 15.0},
-              ["hf-random", "hf-tpe-asha", "optuna-tpe-hyperband"]),
-    "full": (["digits", "charlm"], [0, 1, 2], {"digits": 10.0, "charlm": 18.0}, None),
+    "smallest": (["digits"], [0], {"digits": 45.0}, [RECOMMENDED, "optuna-tpe-hyperband"]),
+    "quick": (["digits"], [0], {"digits": 20.0}, [RECOMMENDED, "optuna-tpe-hyperband"]),
+    "full": (["digits", "charlm"], [0, 1, 2], {"digits": 30.0, "charlm": 30.0},
+             [RECOMMENDED, "ray-asha-random", "ray-asha-optuna", "ray-pbt",
+              "optuna-tpe-hyperband", "smac-multifidelity"]),
 }  # fmt: skip
-FIRST_REPORT = "first-report"  # a pruner's min_resource: the step of a trial's first report
-#: hyperfleet's systems: the sweep file's ``scheduler`` and ``pruner``
+#: hyperfleet's systems: the sweep file's ``scheduler`` and ``pruner`` (``min_resource: auto``
+#: is the step of a trial's first report, ``trial.eval_every``)
 HYPERFLEET: dict[str, dict[str, Any]] = {
     "hf-random": {"scheduler": {"type": "random"}},
     "hf-tpe": {"scheduler": {"type": "tpe"}},
@@ -65,8 +71,6 @@ HYPERFLEET: dict[str, dict[str, Any]] = {
     "hf-gp-asha": {"scheduler": {"type": "gp"}, "pruner": {"type": "asha"}},
     "hf-skopt-asha": {"scheduler": {"type": "skopt"}, "pruner": {"type": "asha"}},
     "hf-pbt": {"scheduler": {"type": "pbt", "population": 4}},
-    "hf-tpe-asha-first": {"scheduler": {"type": "tpe"},
-                          "pruner": {"type": "asha", "min_resource": FIRST_REPORT}},
     "hf-tpe-asha-inprocess": {"scheduler": {"type": "tpe"}, "pruner": {"type": "asha"},
                               "devices": 0},
 }  # fmt: skip
@@ -78,7 +82,9 @@ PEERS: dict[str, tuple[str, list[str], str]] = {
     "optuna-tpe-hyperband": ("optuna_anytime.py", [], "optuna"),
     "smac-multifidelity": ("smac_anytime.py", [], "smac"),
 }
-GRACE_S = 5.0  # past the budget, a system's command is stopped (SIGTERM, then SIGKILL)
+#: past the budget, a system's command is stopped (SIGTERM, then SIGKILL 5 s later): only
+#: evaluations within the budget count, and a sweep's own timeout counts from its own start
+GRACE_S = 1.0
 
 
 def hyperfleet_command(name: str, workload: str, seed: int, budget: float,
@@ -91,8 +97,6 @@ def hyperfleet_command(name: str, workload: str, seed: int, budget: float,
         scheduler["perturbation_interval"] = 2 * EVAL_EVERY[workload]
         params["checkpoints"] = True
     pruner = dict(system.get("pruner", {}))
-    if pruner.get("min_resource") == FIRST_REPORT:
-        pruner["min_resource"] = EVAL_EVERY[workload]
     shutil.copy(mlflow_template(work.parent), work / "mlflow.db")
     sweep = {
         "name": f"{name}-{workload}-{seed}",
@@ -127,9 +131,11 @@ def available(name: str) -> bool:
     return name in HYPERFLEET or importlib.util.find_spec(PEERS[name][2]) is not None
 
 
-def run_system(name: str, workload: str, seed: int, budget: float,
-               scratch: Path) -> list[tuple[float, float]]:  # fmt: skip
-    """One run of system ``name``: its ``(seconds, val_loss)`` evaluations, in time order."""
+def run_system(name: str, workload: str, seed: int, budget: float, scratch: Path,
+               import_ahead: bool = True) -> list[tuple[float, float]]:  # fmt: skip
+    """One run of system ``name``: its ``(seconds, val_loss)`` evaluations, in time order.
+    ``import_ahead``: False turns off hyperfleet's workers importing ahead (``trial_process.
+    import_ahead``), to measure what it saves; True runs them as a user's sweep does."""
     work = scratch / f"{name}-{workload}-{seed}-{time.monotonic_ns()}"
     work.mkdir(parents=True)
     log = work / "anytime.log"
@@ -137,6 +143,9 @@ def run_system(name: str, workload: str, seed: int, budget: float,
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "HYPERFLEET_CACHE": str(scratch / "cache"),
            "ANYTIME_LOG": str(log), "ANYTIME_T0": repr(time.time())}  # fmt: skip
+    env.pop(IMPORT_AHEAD_ENV, None)
+    if not import_ahead:
+        env[IMPORT_AHEAD_ENV] = ""
     with open(work / "output.txt", "wb") as out:
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
@@ -232,7 +241,8 @@ def table(workload: str, budget: float, summary: dict[str, Any]) -> str:
              "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for n, r in summary["rows"].items():
         reach = "-" if r["reach_s"] is None else f"{r['reach_s']:.1f} s ({r['reach_fraction']:.2f})"
-        lines.append(f"| {n} | {fmt(r['best_25'])} | {fmt(r['best_50'])} | "
+        label = f"{n} (recommended)" if n == RECOMMENDED else n
+        lines.append(f"| {label} | {fmt(r['best_25'])} | {fmt(r['best_50'])} | "
                      f"{fmt(r['best_100'])} | {reach} |")  # fmt: skip
     return "\n".join(lines)
 

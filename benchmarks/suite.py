@@ -133,7 +133,7 @@ def overhead(scratch: Path, size: Size) -> dict[str, Any]:
 def quickstart(scratch: Path, size: Size) -> dict[str, Any]:
     """Benchmark 2 (see the module docstring)."""
     base = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
-    for key in ("name", "storage", "tracking"):
+    for key in ("name", "storage", "tracking", "pruner"):  # warm against cold: every trial whole
         base.pop(key, None)
     base["budget"]["trials"] = size.quickstart_trials
     base["trial"]["steps"] = size.quickstart_steps

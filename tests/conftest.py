@@ -16,6 +16,10 @@ from hyperfleet.testing.sweeps import deep_update
 # OpenBLAS's own thread pools in the test processes would only spin against them. Trial
 # processes get their threads from their lease (OMP_NUM_THREADS), as in a real sweep.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Workers and ranks import torch._dynamo ahead for a first optimizer (trial_process.import_ahead):
+# about 1.5 s of CPU each, which the suite's many short sweeps without an optimizer would pay
+# for nothing. tests/launcher/test_import_ahead.py tests it; a test may set it back.
+os.environ.setdefault("HYPERFLEET_IMPORT_AHEAD", "")
 
 BASE_SWEEP: dict[str, Any] = {
     "name": "t",

@@ -27,7 +27,13 @@ from typing import Any
 
 from hyperfleet import startup
 from hyperfleet.platform.launcher.torchrun import die_with_parent
-from hyperfleet.platform.launcher.trial_process import exit_now, preload, run_spec_file, run_task
+from hyperfleet.platform.launcher.trial_process import (
+    exit_now,
+    import_ahead,
+    preload,
+    run_spec_file,
+    run_task,
+)
 
 
 def warm_rank(socket_path: str) -> int:
@@ -44,6 +50,7 @@ def warm_rank(socket_path: str) -> int:
     preload(recorder=env.is_main)
     baseline = Baseline.capture()
     startup.resume()
+    import_ahead()
     channel = RankChannel(socket_path, env.rank)
     try:
         while (task := channel.receive()) is not None:
@@ -83,14 +90,16 @@ def _fork_trial(task: dict[str, Any], channel: Any) -> int:
 def fork_server(socket_path: str) -> int:
     """A one-device CPU group for ``trial.reuse: false``: imports what a trial needs once,
     then forks a fresh child per trial (the fork costs milliseconds; the start-up it skips,
-    seconds). The parent never imports a workload or runs a trial, and starts no thread
-    (a fork copies only the calling thread), so every child starts as clean as a new
-    process; the child seeds its generators from fresh entropy, as a new process does."""
+    seconds). The parent never imports a workload or runs a trial, and has no thread of its
+    own when it forks (a fork copies only the calling thread; the one importing ahead is
+    joined first), so every child starts as clean as a new process; the child seeds its
+    generators from fresh entropy, as a new process does."""
     from hyperfleet.platform.launcher.channel import RankChannel
     from hyperfleet.trials.runtime import exit_on_sigterm
 
     exit_on_sigterm()
     preload()
+    import_ahead()  # the first fork waits for it: every forked trial has it
     channel = RankChannel(socket_path, 0)
     try:
         while (task := channel.receive()) is not None:

@@ -34,4 +34,4 @@ def test_the_smallest_anytime_case_writes_its_figures(tmp_path: Path) -> None:
         assert 0 < min(v for _, v in points) < 2.3, name  # below chance (ln 10) for 10 classes
     assert digits["target"] is not None
     assert (tmp_path / "anytime-smallest-digits.png").stat().st_size > 10_000
-    assert "| hf-tpe-asha |" in (tmp_path / "anytime-smallest.md").read_text()
+    assert "| hf-tpe-asha (recommended) |" in (tmp_path / "anytime-smallest.md").read_text()

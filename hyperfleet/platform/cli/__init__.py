@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -66,6 +67,34 @@ def validate(file: Path) -> None:
 
     cfg = _guard(lambda: load_sweep(file))
     out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.dims)} parameters)")
+
+
+@app.command()
+def init(
+    file: Path,
+    workload: Annotated[
+        str, typer.Option(help="digits | charlm | package.module:function")
+    ] = "digits",
+) -> None:
+    """Write the recommended sweep (tpe with asha, warm trials) for a workload to FILE;
+    refuses to overwrite."""
+    import yaml
+
+    from hyperfleet.errors import ConfigError
+    from hyperfleet.platform.config.recommended import recommended_sweep
+
+    if file.exists():
+        _guard(lambda: _raise(ConfigError(f"{file}: exists; give a new file name")))
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", file.stem) or "sweep"
+    data = _guard(lambda: recommended_sweep(workload, name))
+    _guard(lambda: file.write_text(yaml.safe_dump(data, sort_keys=False)))
+    out.print(f"{file}: wrote sweep {name!r} (tpe with asha) for {workload}; "
+              f"run: hyperfleet sweep run {file}", markup=False, highlight=False,
+              soft_wrap=True)  # fmt: skip
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
 
 
 @app.command()

@@ -61,6 +61,7 @@ from hyperfleet.platform.launcher.trial_process import (
     RECORDER_LAZY_IMPORTS,
     exit_now,
     exit_on_sigterm,
+    import_ahead,
     preload,
     run_task,
 )
@@ -133,6 +134,7 @@ def _serve_trials(conn: Connection, place: tuple[dict[str, str], str], guard: in
         os.environ.pop(var, None)
     preload()
     startup.resume()  # the fork server imported with the collector off (launcher.gc_paused)
+    import_ahead()
     while True:
         try:
             task = conn.recv()

@@ -19,6 +19,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +123,41 @@ def preload(recorder: bool = True) -> None:
 
         for name in RECORDER_LAZY_IMPORTS:
             importlib.import_module(name)
+
+
+#: the environment variable naming what :func:`import_ahead` imports (comma-separated module
+#: names; empty: nothing)
+IMPORT_AHEAD_ENV = "HYPERFLEET_IMPORT_AHEAD"
+#: what a trial's first torch optimizer imports (``torch.optim`` wraps its methods in
+#: ``torch._disable_dynamo``, which imports ``torch._dynamo`` and sympy: about 1.5 s of CPU)
+IMPORT_AHEAD = ("torch._dynamo",)
+
+
+def import_ahead() -> threading.Thread | None:
+    """Import :data:`IMPORT_AHEAD` (or ``$HYPERFLEET_IMPORT_AHEAD``'s modules) on a daemon
+    thread, so a worker or rank waiting for its first task has it when the trial's first
+    optimizer asks, instead of paying it then; a trial that asks earlier waits for the same
+    import (Python's module lock), no longer. A fork of this process waits for the thread
+    first (``os.register_at_fork``): a child must not inherit a module lock held by a thread
+    that does not exist in it. Returns the thread (None when there is nothing to import)."""
+    raw = os.environ.get(IMPORT_AHEAD_ENV)
+    names = IMPORT_AHEAD if raw is None else tuple(n for n in raw.split(",") if n.strip())
+    if not names:
+        return None
+    thread = threading.Thread(
+        target=_import_quietly, args=(names,), name="hyperfleet-import-ahead", daemon=True
+    )
+    thread.start()
+    os.register_at_fork(before=thread.join)
+    return thread
+
+
+def _import_quietly(names: tuple[str, ...]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name.strip())
+        except Exception:
+            logging.getLogger(__name__).debug("importing %s ahead failed", name, exc_info=True)
 
 
 def exit_now(code: int) -> None:

@@ -295,7 +295,9 @@ class ASHAConfig(_Frozen):
 
     type: Literal["asha"]
     min_resource: Literal["auto"] | Annotated[int, Field(ge=1)] = "auto"
-    """Steps before the first rung; auto: estimated from the first finished trial."""
+    """Steps before the first rung; auto: the step of a trial's first report
+    (``trial.eval_every``, or ``trial.steps`` when shorter), so the first rung is judged at
+    the first report and each later rung at a later one."""
     reduction_factor: int = Field(4, ge=2)
     """One trial in this many is promoted at each rung."""
     min_early_stopping_rate: int = Field(0, ge=0)
@@ -317,10 +319,11 @@ class HyperbandConfig(_Frozen):
     ``min_early_stopping_rate``, trials assigned to brackets by a hash of their number."""
 
     type: Literal["hyperband"]
-    min_resource: int = Field(1, ge=1)
-    """Steps before the first rung of the most aggressive bracket."""
+    min_resource: Literal["auto"] | Annotated[int, Field(ge=1)] = "auto"
+    """Steps before the first rung of the most aggressive bracket; auto: the step of a trial's
+    first report, as for ``asha``."""
     max_resource: Literal["auto"] | Annotated[int, Field(ge=1)] = "auto"
-    """Steps of a complete trial; auto: the last step of the first finished trial."""
+    """Steps of a complete trial; auto: ``trial.steps``, a trial's last report."""
     reduction_factor: int = Field(3, ge=2)
     """One trial in this many is promoted at each rung; also sets the number of brackets."""
     bootstrap_count: int = Field(0, ge=0)

@@ -45,6 +45,7 @@ from hyperfleet.platform.schedulers.optuna.history import HistoryCappedSampler
 from hyperfleet.platform.schedulers.optuna.internals import LazyRandomState, random_states
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
 from hyperfleet.platform.schedulers.optuna.skopt_support import derive_seed
+from hyperfleet.spec.trial import TrialConfig
 
 logger = logging.getLogger(__name__)
 
@@ -183,9 +184,29 @@ def _crossover(cfg: NSGA2Config) -> Any:
     return factories[cfg.crossover]()
 
 
-def build_pruner(cfg: PrunerConfig) -> optuna.pruners.BasePruner:
-    """The Optuna pruner for ``cfg``."""
-    return _PRUNERS[cfg.type](**_options(cfg))
+def build_pruner(
+    cfg: PrunerConfig, first_report: int = 1, last_step: int | None = None
+) -> optuna.pruners.BasePruner:
+    """The Optuna pruner for ``cfg``. An ``auto`` ``min_resource`` becomes ``first_report``,
+    the step of a trial's first report (:func:`first_report`); an ``auto`` ``max_resource``
+    becomes ``last_step``, a trial's last step (``trial.steps``), when given.
+
+    Optuna's own ``auto`` waits for a finished trial: ``min_resource`` is then its last step /
+    100, which puts several rungs before a trial's first report when a trial reports every few
+    percent of its steps (all judged at that report at once, so nearly every trial stops
+    there), and Hyperband prunes nothing until then.
+    """
+    options = _options(cfg)
+    if options.get("min_resource") == "auto":
+        options["min_resource"] = first_report
+    if options.get("max_resource") == "auto" and last_step is not None:
+        options["max_resource"] = last_step
+    return _PRUNERS[cfg.type](**options)
+
+
+def first_report(trial: TrialConfig) -> int:
+    """The step of a trial's first report: ``ctx.should_eval``'s first true step."""
+    return min(trial.eval_every, trial.steps)
 
 
 _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {

@@ -34,6 +34,7 @@ from hyperfleet.platform.schedulers.optuna.samplers import (
     TrialSeededSampler,
     build_pruner,
     build_sampler,
+    first_report,
 )
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
         n_trials=cfg.budget.trials,
         cells=(space_mod.cells(cfg.space) or []) if conditional else None,
     )
-    pruner = build_pruner(cfg.pruner)
+    pruner = build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
     storage = internals.lean_storage(storage)  # a claim re-reads running trials only if changed
     if create:
         return optuna.create_study(

@@ -1,0 +1,48 @@
+"""``hyperfleet init`` writes the recommended sweep (tpe with asha) for a workload, a file
+that validates; it refuses to overwrite, and bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hyperfleet.platform.cli import app
+from hyperfleet.platform.config import load_sweep
+
+
+@pytest.mark.parametrize("workload", ["digits", "charlm"])
+def test_writes_the_recommended_sweep(tmp_path: Path, workload: str) -> None:
+    path = tmp_path / "my-sweep.yaml"
+    result = CliRunner().invoke(app, ["init", str(path), "--workload", workload])
+    assert result.exit_code == 0, result.output
+    cfg = load_sweep(path)
+    assert (cfg.name, cfg.scheduler.type, cfg.pruner.type) == ("my-sweep", "tpe", "asha")
+    assert cfg.trial.workload == workload and len(cfg.dims) == 4
+
+
+def test_a_custom_workload_gets_a_space_to_edit(tmp_path: Path) -> None:
+    path = tmp_path / "custom.yaml"
+    result = CliRunner().invoke(app, ["init", str(path), "--workload", "mypkg.train:main"])
+    assert result.exit_code == 0, result.output
+    assert "workload: mypkg.train:main" in path.read_text()
+    assert "  lr:" in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--workload", "bogus"], "error: --workload: 'bogus' is not charlm, digits"),
+        ([], "exists; give a new file name"),
+    ],
+)
+def test_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    path = tmp_path / "sweep.yaml"
+    if not args:  # the file is there already: kept as it was
+        path.write_text("mine\n")
+    result = CliRunner().invoke(app, ["init", str(path), *args])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], lines
+    assert (path.read_text() == "mine\n") if not args else not path.exists()
