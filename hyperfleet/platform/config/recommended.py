@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.urls import local_storage, local_tracking
 
 _LR = {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}
 _DECAY = {"type": "float", "low": 1.0e-6, "high": 1.0e-1, "log": True}
@@ -47,6 +48,6 @@ def recommended_sweep(workload: str, name: str) -> dict[str, Any]:
         "space": space,
         "trial": {"workload": workload, "steps": steps, "eval_every": max(1, steps // 12),
                   "resources": {"devices": 1}},
-        "storage": "sqlite:///hyperfleet-runs/hyperfleet.db",
-        "tracking": {"uri": "sqlite:///hyperfleet-runs/mlflow.db", "experiment": name},
+        "storage": local_storage(),
+        "tracking": {"uri": local_tracking(), "experiment": name},
     }  # fmt: skip
