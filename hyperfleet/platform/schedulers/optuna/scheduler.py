@@ -28,7 +28,7 @@ from hyperfleet.platform.schedulers.base import (
     TrialEnd,
     TrialState,
 )
-from hyperfleet.platform.schedulers.optuna import internals
+from hyperfleet.platform.schedulers.optuna import batched, internals
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import (
     TrialSeededSampler,
@@ -128,8 +128,9 @@ class OptunaScheduler(Scheduler):
         waiting = any(t.state == OptunaState.WAITING for t in trials)
         if not waiting and (self._budget_left(trials) == 0 or self._grid_exhausted()):
             return None
-        trial = self.study.ask()
-        params = space_mod.sample(trial, self.cfg.space)
+        # the history was just read: Optuna's ``ask`` would read it again for a WAITING trial
+        trial = self.study.ask() if waiting else batched.new_trial(self.study)
+        params = batched.sampled(trial, lambda t: space_mod.sample(t, self.cfg.space))
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
