@@ -110,3 +110,20 @@ def test_a_heartbeat_stamps_the_worker_and_its_running_trials_only(tmp_path) -> 
         stamps = dict(s.execute(sa.select(TrialRow.number, TrialRow.heartbeat_at)).all())
     assert stamps[0] > 1.0 and stamps[1] == 1.0 and stamps[2] == 1.0
     storage.close()
+
+
+def test_an_idle_worker_waits_for_its_next_ask_not_a_tenth_of_a_second(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hyperfleet.platform.launcher.simulated import curve
+    from hyperfleet.testing.controller import Sim
+
+    sim = Sim(tmp_path, curve(lambda p, s: 1.0 / s, steps=2))
+    c = sim.controller(poll_every=0.1, ask_every=2.0)
+    assert c._idle_pause() == 1.0  # no sweep yet: half of ask_every
+    c._rescan()
+    (d,) = c.drivers.values()
+    assert c._idle_pause() == 0.1  # it may ask now: the next tick
+    now = sim.clock.monotonic()
+    d._next_ask = now + 2.0  # its scheduler had nothing
+    assert c._idle_pause() == 1.0
+    d._next_ask = now + 0.4
+    assert abs(c._idle_pause() - 0.4) < 1e-9

@@ -28,7 +28,8 @@ them shows here, in one file, and in the tests of the samplers that use it
 * ``study._study_id``, the cached storage's ``_lock``, ``_backend`` and
   ``_trial_id_to_study_id_and_number``, ``_studies[...].param_distribution``, and
   ``optuna.storages._rdb.models``: a new trial's parameters written in one transaction —
-  ``study_id``, ``write_params`` (:mod:`.batched`).
+  ``study_id``, ``write_params`` (:mod:`.batched`); the trials counted by state in SQL —
+  ``state_counts``.
 """
 
 from __future__ import annotations
@@ -345,6 +346,28 @@ Param = tuple[str, float, "optuna.distributions.BaseDistribution"]
 def study_id(study: Study) -> int:
     """The storage id of ``study``."""
     return int(study._study_id)
+
+
+def state_counts(study: Study) -> dict[optuna.trial.TrialState, int]:
+    """How many trials ``study`` has in each state: on an RDB storage one ``GROUP BY``
+    (a claim needs no more of the history), else counted from the trials."""
+    storage = study._storage
+    backend = getattr(storage, "_backend", storage)
+    if not isinstance(backend, optuna.storages.RDBStorage):
+        counts: dict[optuna.trial.TrialState, int] = {}
+        for t in study.get_trials(deepcopy=False):
+            counts[t.state] = counts.get(t.state, 0) + 1
+        return counts
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    with backend.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(trials.c.state, sa.func.count())
+            .where(trials.c.study_id == study._study_id)
+            .group_by(trials.c.state)
+        ).all()
+    return {optuna.trial.TrialState(state): int(n) for state, n in rows}
 
 
 def write_params(storage: Any, trial_id: int, params: list[Param]) -> None:
