@@ -12,7 +12,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import open_session
-from hyperfleet.platform.schedulers.optuna.internals import write_params
+from hyperfleet.platform.schedulers.optuna import internals
+from hyperfleet.platform.schedulers.optuna.internals import state_counts, write_params
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.storage.schema import TrialRow
@@ -41,8 +42,16 @@ def _session(url: str, tmp_path) -> tuple[Storage, object]:  # type: ignore[no-u
 
 
 @pytest.mark.postgres
-def test_a_suggestions_params_are_one_insert_in_one_transaction(postgres_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_suggestions_params_are_one_insert_in_one_transaction(
+    postgres_url, tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     storage, session = _session(postgres_url, tmp_path)
+    reads: list[int] = []
+    cache = internals.LeanCachedStorage
+    read = cache._read_trials_from_remote_storage
+    monkeypatch.setattr(
+        cache, "_read_trials_from_remote_storage", lambda self, i: (reads.append(i), read(self, i))
+    )
     seen: list[str] = []
     engine = storage.optuna.engine
 
@@ -57,7 +66,9 @@ def test_a_suggestions_params_are_one_insert_in_one_transaction(postgres_url, tm
         sa.event.remove(engine, "before_cursor_execute", record)
     inserts = [s for s in seen if s.startswith("INSERT INTO trial_params")]
     assert len(inserts) == 2  # one per suggestion, however many dimensions
+    assert reads == []  # the history was never read: a random claim needs none of it
     study = optuna.load_study(study_name="claims", storage=storage.optuna)
+    assert state_counts(study) == {optuna.trial.TrialState.RUNNING: 2}
     for suggestion in (first, second):
         stored = study.trials[suggestion.trial_number].params
         assert stored == suggestion.params and set(stored) == set(SPACE)

@@ -58,7 +58,7 @@ def sampled(trial: optuna.Trial, sample: Callable[[optuna.Trial], T]) -> T:
     """``sample(trial)``, the parameters it sampled written in one transaction at the end."""
     storage = trial.storage
     buffered = _Buffered(storage)
-    trial.storage = buffered
+    trial.storage = buffered  # type: ignore[assignment]  # a stand-in: set_trial_param kept
     try:
         result = sample(trial)
     finally:
