@@ -62,14 +62,25 @@ from hyperfleet.testing.sweeps import minimal_sweep
 SCHEDULERS = ("random", "tpe", "gp", "pbt")
 
 
+MAX_CONNECTIONS = 600  # 8 processes of 125 loops, two pools of at most 15 each: 240
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL server (as the tests' ``postgres_server`` fixture starts it);
-    yields its base URL (no database)."""
+    """A throwaway PostgreSQL server (as the tests' ``postgres_server`` fixture starts it,
+    with ``max_connections`` raised as ``docs/scale.md`` sizes it for a fleet); yields its
+    base URL (no database)."""
     from hyperfleet.platform.services.postgres import throwaway
 
     with throwaway(prefix="hyperfleet-scale-") as pg:
-        yield f"postgresql://hf@127.0.0.1:{pg.port}"
+        url = f"postgresql://hf@127.0.0.1:{pg.port}"
+        admin = sa.create_engine(f"{url}/postgres", isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}"))
+        admin.dispose()
+        pg.stop()
+        pg.start()
+        yield url
 
 
 def new_database(server: str) -> str:

@@ -136,6 +136,11 @@ class SweepDriver(SweepSeat):
     def wants_devices(self) -> bool:
         return self.clock.monotonic() >= self._next_ask
 
+    @property
+    def asks_at(self) -> float:
+        """When (``clock.monotonic()``) it asks its scheduler again (past: at the next tick)."""
+        return self._next_ask
+
     def try_launch(self, devices: LocalPool) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
         pool, k = devices, self.devices_per_node()

@@ -295,7 +295,17 @@ class Controller:
         launchers, busy = self._launchers, self.running and not self._stop.is_set()
         if busy and len(launchers) == 1 and launchers[0].wait(self.timing.poll_every):
             return
-        self.clock.wait(self._stop, self.timing.poll_every)
+        self.clock.wait(self._stop, self.timing.poll_every if busy else self._idle_pause())
+
+    def _idle_pause(self) -> float:
+        """Nothing runs here: no tick has anything to do before a sweep may be asked again
+        (its scheduler had nothing: ``ask_every``), so wait until then, up to half of
+        ``ask_every`` (new sweeps, stale trials and heartbeats keep their own times); a
+        fleet's idle workers then tick once a second, not ten times."""
+        now, timing = self.clock.monotonic(), self.timing
+        asks = [d.asks_at for d in self.drivers.values()]
+        until = min(asks) - now if asks else timing.ask_every
+        return max(timing.poll_every, min(until, timing.ask_every / 2))
 
     def _register(self) -> None:
         """Announce the worker (once its sweeps are open: registered means ready to take

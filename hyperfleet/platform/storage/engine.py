@@ -17,6 +17,13 @@ one bounded pool of at most ``POOL_SIZE + POOL_OVERFLOW`` connections, of which 
 stay open when idle. A process therefore holds a few connections however many of them it
 opens; the database's ``max_connections`` must exceed the processes' pools together
 (``docs/scale.md``: sizing, and PgBouncer).
+
+**No ping before use** on the engines that write: a pooled connection that the server dropped
+(a restart, an idle timeout) fails its statement, SQLAlchemy then discards every connection of
+the pool older than the failure, and the storage's retry (:mod:`.retry`, around every write and
+every claim) runs the operation again on a fresh one. A ping per checkout would add a round
+trip to each of the claim's statements, under the sweep's claim lock. Read-only engines (``sweep
+status``, the dashboard), whose reads are not retried, still ping.
 """
 
 from __future__ import annotations
@@ -121,11 +128,10 @@ def engine_kwargs(url: str, readonly: bool = False) -> dict[str, Any]:
     """``create_engine`` arguments for ``url`` (also given to Optuna's RDBStorage)."""
     if parse_url(url).get_backend_name() == "sqlite":
         return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-    kwargs: dict[str, Any] = {
-        "pool_pre_ping": True, "pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW,
-    }  # fmt: skip
+    kwargs: dict[str, Any] = {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
     if readonly:
         kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
+        kwargs["pool_pre_ping"] = True  # readers (status, dashboard) are not retried
     return kwargs
 
 

@@ -79,21 +79,20 @@ class FleetStore:
     def beat(self, worker: str, state: WorkerState = WorkerState.ACTIVE) -> set[tuple[str, int]]:
         """One heartbeat of a worker and of every trial it runs, in one transaction; the
         ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
-        which found this one silent, is missing: its copy here must stop)."""
+        which found this one silent, is missing: its copy here must stop). Two statements:
+        every worker beats every few seconds, so a fleet's load grows with its size."""
         now = self.now()
+        workers, trials = cast(sa.Table, WorkerRow.__table__), cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
-            row = s.get(WorkerRow, worker)
-            if row is not None:
-                row.heartbeat_at, row.state = now, state
             s.execute(
-                sa.update(TrialRow)
-                .where(TrialRow.worker == worker, TrialRow.state == TrialState.RUNNING)
-                .values(heartbeat_at=now)
-            )
+                sa.update(workers).where(workers.c.id == worker)
+                .values(heartbeat_at=now, state=state)
+            )  # fmt: skip
             owned = s.execute(
-                sa.select(TrialRow.sweep, TrialRow.number).where(
-                    TrialRow.worker == worker, TrialRow.state == TrialState.RUNNING
-                )
+                sa.update(trials)
+                .where(trials.c.worker == worker, trials.c.state == TrialState.RUNNING)
+                .values(heartbeat_at=now)
+                .returning(trials.c.sweep, trials.c.number)
             )
             return {(str(name), int(number)) for name, number in owned}
 

@@ -25,6 +25,11 @@ them shows here, in one file, and in the tests of the samplers that use it
 * ``optuna.storages._cached_storage`` (``_CachedStorage``, ``_StudyInfo``, its
   ``_read_trials_from_remote_storage``) and ``RDBStorage._get_trials``: a cache that re-reads
   an unfinished trial only when its state changed — ``LeanCachedStorage``.
+* ``study._study_id``, the cached storage's ``_lock``, ``_backend`` and
+  ``_trial_id_to_study_id_and_number``, ``_studies[...].param_distribution``, and
+  ``optuna.storages._rdb.models``: a new trial's parameters written in one transaction —
+  ``study_id``, ``write_params`` (:mod:`.batched`); the trials counted by state in SQL —
+  ``state_counts``.
 """
 
 from __future__ import annotations
@@ -331,3 +336,90 @@ def lean_storage(storage: Any) -> Any:
     if isinstance(storage, optuna.storages.RDBStorage):
         return LeanCachedStorage(storage)
     return storage
+
+
+# -- a suggestion's parameters in one transaction (:mod:`.batched`) ---------------------------
+
+Param = tuple[str, float, "optuna.distributions.BaseDistribution"]
+
+
+def study_id(study: Study) -> int:
+    """The storage id of ``study``."""
+    return int(study._study_id)
+
+
+def state_counts(study: Study) -> dict[optuna.trial.TrialState, int]:
+    """How many trials ``study`` has in each state: on an RDB storage one ``GROUP BY``
+    (a claim needs no more of the history), else counted from the trials."""
+    storage = study._storage
+    backend = getattr(storage, "_backend", storage)
+    if not isinstance(backend, optuna.storages.RDBStorage):
+        counts: dict[optuna.trial.TrialState, int] = {}
+        for t in study.get_trials(deepcopy=False):
+            counts[t.state] = counts.get(t.state, 0) + 1
+        return counts
+    from optuna.storages._rdb import models
+
+    trials = models.TrialModel.__table__
+    with backend.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(trials.c.state, sa.func.count())
+            .where(trials.c.study_id == study._study_id)
+            .group_by(trials.c.state)
+        ).all()
+    return {optuna.trial.TrialState(state): int(n) for state, n in rows}
+
+
+def write_params(storage: Any, trial_id: int, params: list[Param]) -> None:
+    """Write ``params`` (name, internal value, distribution) of trial ``trial_id``: on
+    Optuna's cache over an RDB storage in one transaction (the trial's state checked, the
+    distributions checked against the study's, one multi-row insert), else one
+    ``set_trial_param`` each (``batched``)."""
+    if not params:
+        return
+    if not isinstance(storage, _CachedStorage) or not isinstance(
+        storage._backend, optuna.storages.RDBStorage
+    ):
+        for name, internal, distribution in params:
+            storage.set_trial_param(trial_id, name, internal, distribution)
+        return
+    with storage._lock:
+        study_id, _ = storage._trial_id_to_study_id_and_number[trial_id]
+        known = storage._studies[study_id].param_distribution
+        _insert(storage._backend, study_id, trial_id, params, dict(known))
+        for name, _, distribution in params:
+            known.setdefault(name, distribution)
+
+
+def _insert(
+    backend: Any, study_id: int, trial_id: int, params: list[Param],
+    known: dict[str, BaseDistribution],
+) -> None:  # fmt: skip
+    from optuna.storages._rdb import models
+
+    trials, table = models.TrialModel.__table__, models.TrialParamModel.__table__
+    with backend.engine.begin() as conn:
+        state = conn.execute(
+            sa.select(trials.c.state).where(trials.c.trial_id == trial_id)
+        ).scalar_one()
+        backend.check_trial_is_updatable(trial_id, state)
+        unknown = [name for name, _, _ in params if name not in known]
+        if unknown:  # the study's first trial with them, or a cache that has not seen them
+            rows = conn.execute(
+                sa.select(table.c.param_name, sa.func.min(table.c.distribution_json))
+                .join(trials, trials.c.trial_id == table.c.trial_id)
+                .where(trials.c.study_id == study_id, table.c.param_name.in_(unknown))
+                .group_by(table.c.param_name)
+            ).all()
+            known.update((n, optuna.distributions.json_to_distribution(t)) for n, t in rows)
+        for name, _, distribution in params:
+            if name in known:
+                optuna.distributions.check_distribution_compatibility(known[name], distribution)
+        conn.execute(
+            sa.insert(table),
+            [
+                {"trial_id": trial_id, "param_name": name, "param_value": internal,
+                 "distribution_json": optuna.distributions.distribution_to_json(distribution)}
+                for name, internal, distribution in params
+            ],
+        )  # fmt: skip

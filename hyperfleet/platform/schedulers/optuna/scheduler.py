@@ -28,7 +28,7 @@ from hyperfleet.platform.schedulers.base import (
     TrialEnd,
     TrialState,
 )
-from hyperfleet.platform.schedulers.optuna import internals
+from hyperfleet.platform.schedulers.optuna import batched, internals
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import (
     TrialSeededSampler,
@@ -125,12 +125,17 @@ class OptunaScheduler(Scheduler):
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
 
     def suggest(self) -> Suggestion | None:
-        trials = self.study.get_trials(deepcopy=False)
-        waiting = any(t.state == OptunaState.WAITING for t in trials)
-        if not waiting and (self._budget_left(trials) == 0 or self._grid_exhausted()):
+        """Under the sweep's claim lock: the trials counted by state in the database (the
+        history is read only by a sampler that needs it), a WAITING trial popped by Optuna's
+        ``ask``, else a new trial (:mod:`.batched`)."""
+        counts = internals.state_counts(self.study)
+        waiting = counts.get(OptunaState.WAITING, 0) > 0
+        used = sum(n for state, n in counts.items() if state in _COUNTED)
+        limit = self.cfg.budget.trials
+        if not waiting and ((limit is not None and used >= limit) or self._grid_exhausted()):
             return None
-        trial = self.study.ask()
-        params = space_mod.sample(trial, self.cfg.space)
+        trial = self.study.ask() if waiting else batched.new_trial(self.study)
+        params = batched.sampled(trial, lambda t: space_mod.sample(t, self.cfg.space))
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
