@@ -7,14 +7,18 @@ object can be rebuilt in any process and several of them may report and decide a
 :class:`SqlPopulationStore` is that store on the platform's database; readers (the dashboard,
 MLflow lineage, ``sweep replay``) use its plain reads and :func:`replay_schedule`.
 
-Concurrency. Every read-modify-write goes through :meth:`SqlPopulationStore.transaction`, which
-serialises the transactions *of one sweep* by updating the sweep's row in
-``hf_pbt_populations`` first. On PostgreSQL that UPDATE takes a row lock held to commit (and the
-member rows are read ``FOR UPDATE``); on SQLite the UPDATE is the transaction's first
-statement, so it takes the database's write lock before anything is read (with the
-connection's busy timeout as the wait) and WAL lets readers go on meanwhile. PBT decisions are
-small and rare (one per report), so serialising them per sweep costs nothing and rules out
-lost updates.
+Concurrency. A read-modify-write of the population goes through
+:meth:`SqlPopulationStore.transaction`, which serialises the transactions *of one sweep* by
+updating the sweep's row in ``hf_pbt_populations`` first. On PostgreSQL that UPDATE takes a row
+lock held to commit (and the member rows are read ``FOR UPDATE``); on SQLite the UPDATE is the
+transaction's first statement, so it takes the database's write lock before anything is read
+(with the connection's busy timeout as the wait) and WAL lets readers go on meanwhile.
+What changes one member from its own row alone (a report, a decision that is not a ready
+check) goes through :meth:`SqlPopulationStore.member_transaction` instead: on PostgreSQL it
+locks that member's row only (``FOR UPDATE``), so reports of a fleet's members do not queue
+behind each other; a population transaction, which locks every member row, still waits for
+it and is waited for, so no decision reads a member half-reported. On SQLite it takes the
+database's write lock as a population transaction does (there is no finer lock).
 
 Lineage. Every exploit and explore is a :class:`LineageEvent`, unique by
 ``(sweep, member, generation, kind)`` where ``generation`` counts the member's exploits. The
@@ -191,6 +195,38 @@ class _SqlTxn:
         return True
 
 
+class _SqlMemberTxn:
+    """One member's row, locked (PostgreSQL: ``FOR UPDATE``), and plain reads of the rest."""
+
+    def __init__(self, conn: Connection, sweep: str, number: int) -> None:
+        self._conn = conn
+        self._sweep = sweep
+        self._number = number
+
+    def member(self) -> Member | None:
+        t = members_table
+        query = (
+            sa.select(t).where(t.c.sweep == self._sweep, t.c.member == self._number)
+        ).with_for_update()
+        row = self._conn.execute(query).mappings().first()
+        return None if row is None else _member_from_row(row)
+
+    def put(self, member: Member) -> None:
+        if member.number != self._number:
+            raise ValueError(f"member {member.number} written in member {self._number}'s txn")
+        t = members_table
+        row = _member_to_row(self._sweep, member)
+        self._conn.execute(
+            t.update().where(t.c.sweep == self._sweep, t.c.member == member.number).values(**row)
+        )
+
+    def members(self) -> dict[int, Member]:
+        """Every member, read without locks: committed rows, and this member as written."""
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member)
+        return {r["member"]: _member_from_row(r) for r in self._conn.execute(query).mappings()}
+
+
 class SqlPopulationStore:
     """Population state in SQL tables beside the platform's own (SQLite or PostgreSQL).
 
@@ -229,6 +265,19 @@ class SqlPopulationStore:
             with self.engine.begin() as conn:
                 conn.execute(bump)  # the per-sweep lock, held to commit
                 yield _SqlTxn(conn, sweep)
+        except sa.exc.OperationalError as exc:
+            raise StorageError(f"population store: {exc.orig}") from exc
+
+    @contextmanager
+    def member_transaction(self, sweep: str, number: int) -> Iterator[_SqlMemberTxn]:
+        """A transaction that changes member ``number`` alone (see the module docstring)."""
+        self._ensure_sweep(sweep)
+        t = populations_table
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name != "postgresql":  # SQLite: its write lock, taken first
+                    conn.execute(t.update().where(t.c.sweep == sweep).values(version=t.c.version))
+                yield _SqlMemberTxn(conn, sweep, number)
         except sa.exc.OperationalError as exc:
             raise StorageError(f"population store: {exc.orig}") from exc
 

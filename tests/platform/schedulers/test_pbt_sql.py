@@ -152,3 +152,36 @@ def test_two_processes_report_and_decide_concurrently(tmp_path: Path) -> None:
     assert got == sorted(exploits)
     members = sched.members()
     assert all(m.step == 32 and m.state == MemberState.RUNNING for m in members.values())
+
+
+def test_reports_between_ready_checks_do_not_wait_for_the_population(postgres_url: str) -> None:
+    """On PostgreSQL a report that is no ready check locks its member's row alone: it goes
+    through while another session holds the population's lock; a ready check waits for it."""
+    import threading
+
+    from hyperfleet.platform.storage.schema import populations_table
+
+    sched = toy_scheduler(SqlPopulationStore(Storage(postgres_url).engine))
+    assert [sched.suggest().trial_number for _ in range(2)] == [0, 1]
+    done: dict[int, Any] = {}
+
+    def report(number: int, step: int) -> None:
+        done[step] = sched.report_decide_and_pin(number, step, {"Q": 0.1 * (number + 1)})
+
+    t = populations_table
+    holder = sa.create_engine(postgres_url, pool_size=1)
+    with holder.begin() as conn:  # the population's lock, held until this block ends
+        conn.execute(t.update().where(t.c.sweep == "toy").values(version=t.c.version + 1))
+        between = threading.Thread(target=report, args=(0, 1))
+        between.start()
+        between.join(10)
+        assert 1 in done, "a report between ready checks waited for the population's lock"
+        ready = threading.Thread(target=report, args=(0, 4))  # perturbation_interval: 4
+        ready.start()
+        ready.join(0.5)
+        assert 4 not in done, "a ready check did not wait for the population's lock"
+    ready.join(10)
+    holder.dispose()
+    assert done[1][0].kind == done[4][0].kind == DecisionKind.CONTINUE  # member 1: no score
+    m = sched.members()[0]
+    assert (m.step, m.reports, m.last_check) == (4, 2, 4)

@@ -35,7 +35,34 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
     max_steps: int
     max_failures: int
 
-    # -- report and decide: each one transaction of the store, or both in one ------------------
+    # -- report and decide -------------------------------------------------------------------
+    # A report changes its member alone: one member transaction. A decision that the member's
+    # own row settles (no ready check) is made there too; one that ranks the population is a
+    # population transaction (with the report, when both are asked at once).
+
+    def _reported(
+        self, m: Member, step: int, metrics: Mapping[str, float], first_try: bool = False
+    ) -> Member | None:
+        """``m`` after a report at ``step``, or None if the report is old or repeated."""
+        score = metrics.get(self.metric)
+        if step <= m.step or (not first_try and m.repeats(step, score)):
+            return None
+        return replace(
+            m,
+            step=step,
+            score=m.score if score is None else float(score),
+            check_score=m.check_score if m.reports else score,
+            steps_trained=m.steps_trained + step - m.step,
+            reports=m.reports + 1,
+            failures=0,
+            ckpt_member=m.number,
+            ckpt_step=step,
+            updated=now(),
+        )
+
+    def _check_metric(self, number: int, step: int, metrics: Mapping[str, float]) -> None:
+        if self.metric not in metrics:
+            logger.warning("member %d reported no %r at step %d", number, self.metric, step)
 
     def _report(
         self,
@@ -45,38 +72,41 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
         metrics: Mapping[str, float],
         first_try: bool = False,
     ) -> None:
-        score = metrics.get(self.metric)
-        if score is None:
-            logger.warning("member %d reported no %r at step %d", trial_number, self.metric, step)
+        self._check_metric(trial_number, step, metrics)
         m = txn.members().get(trial_number)
         if m is None:
             logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
             return
-        if step <= m.step or (not first_try and m.repeats(step, score)):
-            return
-        txn.put(
-            replace(
-                m,
-                step=step,
-                score=m.score if score is None else float(score),
-                check_score=m.check_score if m.reports else score,
-                steps_trained=m.steps_trained + step - m.step,
-                reports=m.reports + 1,
-                failures=0,
-                ckpt_member=m.number,
-                ckpt_step=step,
-                updated=now(),
-            )
-        )
+        new = self._reported(m, step, metrics, first_try)
+        if new is not None:
+            txn.put(new)
 
     @abstractmethod
     def _decide(self, txn: PopulationTxn, trial_number: int, step: int) -> Decision: ...
 
+    def _decided_alone(self, m: Member, step: int) -> Decision | None:
+        """The decision for ``m`` at ``step`` if ``m``'s own row settles it (no ready check:
+        CONTINUE; a retried decision: the stored one), else None. None by default: every
+        decision reads the population."""
+        return None
+
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
-        with self.store.transaction(self.sweep) as txn:
-            self._report(txn, trial_number, step, metrics)
+        self._check_metric(trial_number, step, metrics)
+        with self.store.member_transaction(self.sweep, trial_number) as txn:
+            m = txn.member()
+            if m is None:
+                logger.warning("PBT %s: report from unknown member %d", self.sweep, trial_number)
+                return
+            new = self._reported(m, step, metrics)
+            if new is not None:
+                txn.put(new)
 
     def decide(self, trial_number: int, step: int) -> Decision:
+        with self.store.member_transaction(self.sweep, trial_number) as mtxn:
+            m = mtxn.member()
+            alone = None if m is None else self._decided_alone(m, step)
+        if alone is not None:
+            return alone
         with self.store.transaction(self.sweep) as txn:
             return self._decide(txn, trial_number, step)
 
@@ -88,9 +118,30 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
     def report_decide_and_pin(
         self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool = False
     ) -> tuple[Decision, Pinned]:
+        alone = self._report_alone(trial_number, step, metrics, first_try)
+        if alone is not None:
+            return alone
         with self.store.transaction(self.sweep) as txn:
             self._report(txn, trial_number, step, metrics, first_try)
             decision = self._decide(txn, trial_number, step)
+            return decision, _pinned(txn.members().values())
+
+    def _report_alone(
+        self, trial_number: int, step: int, metrics: Mapping[str, float], first_try: bool
+    ) -> tuple[Decision, Pinned] | None:
+        """Report and decide in one member transaction if the member's row settles the
+        decision; None (nothing written) if it needs the population."""
+        with self.store.member_transaction(self.sweep, trial_number) as txn:
+            m = txn.member()
+            if m is None:
+                return None
+            new = self._reported(m, step, metrics, first_try)
+            decision = self._decided_alone(new or m, step)
+            if decision is None:
+                return None
+            self._check_metric(trial_number, step, metrics)
+            if new is not None:
+                txn.put(new)
             return decision, _pinned(txn.members().values())
 
     # -- end -----------------------------------------------------------------------------------

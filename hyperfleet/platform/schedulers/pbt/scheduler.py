@@ -15,7 +15,9 @@ pauses when a waiting member has trained fewer steps, and ``suggest`` resumes th
 (after any member whose processes were lost, which is resumed first).
 
 All state is in a :class:`~.population.PopulationStore` (``report`` and ``decide`` are each one
-transaction of it, or both one); the scheduler never touches processes or files. Trial
+transaction of it, or both one: a member's own transaction when its row settles the decision,
+not a ready check, so members' reports do not queue behind each other; the population's at a
+ready check); the scheduler never touches processes or files. Trial
 numbers are member numbers (0 .. population-1).
 
 What the runtime and the sweep loop must do (the contract):
@@ -191,18 +193,9 @@ class PBTScheduler(PopulationScheduler):
         m = members.get(trial_number)
         if m is None:
             return Decision.cont()
-        d = m.decision
-        if d is not None and d["step"] == step and d["reports"] == m.reports:
-            return Decision.from_wire(d)  # a retried decide: the same answer, nothing new
-        ready = (
-            m.state != MemberState.DONE
-            and step == m.step
-            and step < self.max_steps
-            and step >= self.config.burn_in
-            and step - m.last_check >= self.config.perturbation_interval
-        )
-        if not ready:
-            return Decision.cont()
+        alone = self._decided_alone(m, step)
+        if alone is not None:
+            return alone
         score = m.score
         m = self._checked(m, step)
         members[m.number] = m
@@ -219,6 +212,21 @@ class PBTScheduler(PopulationScheduler):
         }
         txn.put(replace(m, decision=record, updated=now()))
         return decision
+
+    def _decided_alone(self, m: Member, step: int) -> Decision | None:
+        """A retried decide: the stored answer, nothing new; not a ready check: CONTINUE;
+        a ready check: None (it ranks the population)."""
+        d = m.decision
+        if d is not None and d["step"] == step and d["reports"] == m.reports:
+            return Decision.from_wire(d)
+        ready = (
+            m.state != MemberState.DONE
+            and step == m.step
+            and step < self.max_steps
+            and step >= self.config.burn_in
+            and step - m.last_check >= self.config.perturbation_interval
+        )
+        return None if ready else Decision.cont()
 
     def _checked(self, m: Member, step: int) -> Member:
         """``m`` after a ready check at ``step``: remember the interval's improvement (PB2)."""
