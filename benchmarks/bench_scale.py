@@ -88,6 +88,26 @@ def table(results: list[CaseResult]) -> str:
     return "\n".join(rows)
 
 
+def waits_table(results: list[CaseResult]) -> str:
+    """The queue told apart from the history: the claim lock's wait, the platform's time
+    less it (first and last 100 trials), and row-lock waits (a PBT population's)."""
+    rows = [
+        "| scheduler | workers | trials | claim-lock wait first/last 100 "
+        "| platform per trial less that wait, first/last 100 | row-lock waits |",
+        "|" + " --- |" * 6,
+    ]
+    for r in results:
+        first, last = r.platform_nowait_first_ms, r.platform_nowait_last_ms
+        ratio = last / first if first else float("nan")
+        rows.append(
+            f"| {r.scheduler} | {r.workers:,} | {r.trials:,} "
+            f"| {r.claim_wait_first_ms:.1f} / {r.claim_wait_last_ms:.1f} ms "
+            f"| {first:.1f} / {last:.1f} ms ({ratio:.2f}x) "
+            f"| {100 * r.row_wait_samples:.0f} % of samples, max {r.row_waits_max} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = ap.add_mutually_exclusive_group()
@@ -110,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
             print(json.dumps(r.row()), flush=True)
     print(table(results))
+    print(waits_table(results))
     if args.json:
         raw: dict[str, Any] = {
             "command": " ".join(sys.argv),
