@@ -27,6 +27,7 @@ from hyperfleet.platform.storage.population import (
     LineageEvent,
     Member,
     MemberState,
+    PopulationConflictError,
     lineage_key,
     replay_schedule,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "MemberState",
     "MemberTxn",
     "MemoryPopulationStore",
+    "PopulationConflictError",
     "PopulationStore",
     "PopulationTxn",
     "now",
@@ -51,8 +53,15 @@ class PopulationTxn(Protocol):
         """Every member of the sweep, by number."""
         ...
 
+    def fresh(self, number: int) -> Member | None:
+        """Member ``number`` as it is now, held so that nothing else changes it until the
+        transaction ends (the rest of :meth:`members` may be a moment old: a report of another
+        member can commit meanwhile)."""
+        ...
+
     def put(self, member: Member) -> None:
-        """Insert or replace a member."""
+        """Insert or replace a member (``PopulationConflictError`` if another transaction changed
+        it since it was read: the caller decides again)."""
         ...
 
     def add_lineage(self, event: LineageEvent) -> bool:
@@ -79,8 +88,12 @@ class MemberTxn(Protocol):
 class PopulationStore(Protocol):
     """Where population state lives (see the module docstring)."""
 
-    def transaction(self, sweep: str) -> AbstractContextManager[PopulationTxn]:
-        """A context manager yielding a :class:`PopulationTxn`; commits on a clean exit."""
+    def transaction(
+        self, sweep: str, exclusive: bool = True
+    ) -> AbstractContextManager[PopulationTxn]:
+        """A context manager yielding a :class:`PopulationTxn`; commits on a clean exit.
+        ``exclusive=False``: it may run beside other non-exclusive ones (never beside an
+        exclusive one), so it must hold (``fresh``) every member whose state it acts on."""
         ...
 
     def member_transaction(self, sweep: str, number: int) -> AbstractContextManager[MemberTxn]:
@@ -108,6 +121,9 @@ class _MemoryTxn:
 
     def members(self) -> dict[int, Member]:
         return dict(self._members)
+
+    def fresh(self, number: int) -> Member | None:
+        return self._members.get(number)
 
     def put(self, member: Member) -> None:
         self._members[member.number] = member  # frozen, and never changed in place
@@ -146,7 +162,7 @@ class MemoryPopulationStore:
         self._events: dict[str, list[LineageEvent]] = {}
 
     @contextmanager
-    def transaction(self, sweep: str) -> Iterator[PopulationTxn]:
+    def transaction(self, sweep: str, exclusive: bool = True) -> Iterator[PopulationTxn]:
         with self._lock:  # changes are made on copies and kept only on a clean exit
             members = dict(self._members.get(sweep, {}))
             events = list(self._events.get(sweep, []))

@@ -158,26 +158,28 @@ class PBTScheduler(PopulationScheduler):
     # -- suggest -----------------------------------------------------------------------------
 
     def suggest(self) -> Suggestion | None:
-        with self.store.transaction(self.sweep) as txn:
-            members = txn.members()
-            running = sum(m.state == MemberState.RUNNING for m in members.values())
-            if self.max_concurrent is not None and running >= self.max_concurrent:
-                return None
-            # requeued or failed members first (their work was interrupted), then unborn
-            # members, then paused ones, the least trained first
-            requeued = [m for m in members.values() if m.state == MemberState.WAITING]
-            if not requeued and len(members) < self.config.population:
-                return self._new_member(txn, len(members))
-            paused = [m for m in members.values() if m.state == MemberState.PAUSED]
-            waiting = [m for m in requeued or paused if not m.barrier]
-            if not waiting:
-                return None
-            m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
-            txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
-            restore = None
-            if m.ckpt_member is not None:
-                restore = RestorePoint(trial=m.ckpt_member, step=m.ckpt_step)
-            return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
+        return self._in_population(self._suggest)
+
+    def _suggest(self, txn: PopulationTxn) -> Suggestion | None:
+        members = txn.members()
+        running = sum(m.state == MemberState.RUNNING for m in members.values())
+        if self.max_concurrent is not None and running >= self.max_concurrent:
+            return None
+        # requeued or failed members first (their work was interrupted), then unborn
+        # members, then paused ones, the least trained first
+        requeued = [m for m in members.values() if m.state == MemberState.WAITING]
+        if not requeued and len(members) < self.config.population:
+            return self._new_member(txn, len(members))
+        paused = [m for m in members.values() if m.state == MemberState.PAUSED]
+        waiting = [m for m in requeued or paused if not m.barrier]
+        if not waiting:
+            return None
+        m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
+        txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
+        restore = None
+        if m.ckpt_member is not None:
+            restore = RestorePoint(trial=m.ckpt_member, step=m.ckpt_step)
+        return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
 
     def _new_member(self, txn: PopulationTxn, number: int) -> Suggestion:
         fixed = self.config.initial[number] if number < len(self.config.initial) else {}
@@ -212,6 +214,11 @@ class PBTScheduler(PopulationScheduler):
         }
         txn.put(replace(m, decision=record, updated=now()))
         return decision
+
+    def _decides_alone(self) -> bool:
+        """Asynchronous PBT without time-sharing: a decision changes its member alone and
+        reads its donor (held), so decisions of different members run at once."""
+        return not self.config.synchronous and not self._time_shared()
 
     def _decided_alone(self, m: Member, step: int) -> Decision | None:
         """A retried decide: the stored answer, nothing new; not a ready check: CONTINUE;
@@ -314,6 +321,12 @@ class PBTScheduler(PopulationScheduler):
 
     def _decide_async(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
         donor = self._pick(members, m)
+        while donor is not None:  # the donor as it is now, held until the decision commits
+            now_donor = txn.fresh(donor.number)
+            if now_donor is None or now_donor == donor:
+                break
+            members[donor.number] = now_donor  # it reported meanwhile: pick again
+            donor = self._pick(members, m)
         if donor is not None:
             m = self._exploit(txn, members, m, donor)
         if self._should_pause(members, m):
