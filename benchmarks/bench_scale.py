@@ -126,10 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[CaseResult] = []
     started = time.time()
     with postgres() as server:
-        for scheduler, workers, trials, given in cases:
+        for scheduler, workers, trials, given in cases:  # a loaded machine: 10k may take 25 min
             r = run_case(server, scheduler, workers, trials,
                          trial_s=trial_length(args, workers, given),
-                         ramp_s=min(10.0, 0.01 * workers))  # fmt: skip
+                         ramp_s=min(10.0, 0.01 * workers),
+                         timeout_s=max(900.0, 0.15 * trials))  # fmt: skip
             results.append(r)
             print(json.dumps(r.row()), flush=True)
     print(table(results))
