@@ -144,6 +144,14 @@ class CaseResult:
     platform_first_ms: float
     platform_last_ms: float
     waiting_share: float
+    # the claim lock's wait told apart (the queue, not the history), and row-lock waits
+    claim_wait_first_ms: float = float("nan")  # mean wait for the claim lock, first window
+    claim_wait_last_ms: float = float("nan")
+    platform_nowait_first_ms: float = float("nan")  # platform time less the claim lock's wait
+    platform_nowait_last_ms: float = float("nan")
+    advisory_wait_samples: float = 0.0  # share of samples with a session waiting on it
+    row_wait_samples: float = 0.0  # ... on a row lock (a PBT population's, a trial's row)
+    row_waits_max: int = 0
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -238,7 +246,8 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
     if errors:
         raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
     return {"claims": [d for _, d in timers.claims], "empty": timers.empty_claims,
-            "suggest": timers.suggest, "platform": dict(timers.platform)}  # fmt: skip
+            "suggest": timers.suggest, "platform": dict(timers.platform),
+            "claim_wait": timers.claim_wait}  # fmt: skip
 
 
 def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
@@ -347,6 +356,9 @@ def _result(
     conns = max((int(s["conns"]) - 1 for s in samples), default=0)  # not the sampler's own
     waits = [s["lock_waits"] for s in samples]
     platform = sorted(platform_by.items())
+    wait_by = {int(n): w for p in parts for n, w in p.get("claim_wait", {}).items()}
+    nowait = [(n, v - wait_by.get(n, 0.0)) for n, v in platform]
+    row_waits = [s.get("row_waits", 0.0) for s in samples]
     return CaseResult(
         scheduler=scheduler,
         workers=workers,
@@ -368,4 +380,13 @@ def _result(
         platform_first_ms=round(_mean_ms(platform, True, window), 2),
         platform_last_ms=round(_mean_ms(platform, False, window), 2),
         waiting_share=round(sum(platform_by.values()) / (workers * wall), 4),
+        claim_wait_first_ms=round(_mean_ms(sorted(wait_by.items()), True, window), 2),
+        claim_wait_last_ms=round(_mean_ms(sorted(wait_by.items()), False, window), 2),
+        platform_nowait_first_ms=round(_mean_ms(nowait, True, window), 2),
+        platform_nowait_last_ms=round(_mean_ms(nowait, False, window), 2),
+        advisory_wait_samples=round(
+            sum(s.get("advisory_waits", 0.0) > 0 for s in samples) / max(1, len(samples)), 3
+        ),
+        row_wait_samples=round(sum(w > 0 for w in row_waits) / max(1, len(row_waits)), 3),
+        row_waits_max=int(max(row_waits, default=0)),
     )

@@ -1,7 +1,9 @@
 """What the scale harness measures with (:mod:`benchmarks.scale_harness`): timers around the
 driver's own claim, preparation, start and end, the schedulers' ``suggest`` and rank 0's
-recorder (thin wrappers, restored after a case: nothing of the path is replaced), and a
-sampler of PostgreSQL's own counters."""
+recorder (thin wrappers, restored after a case: nothing of the path is replaced), the wait for
+the sweep's claim lock inside each claim (so the platform's time can be read without the
+queue), and a sampler of PostgreSQL's own counters (lock waits told apart: advisory, the claim
+lock; row locks, e.g. a PBT population's)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import sqlalchemy as sa
 from hyperfleet.platform.controller import driver as driver_mod
 from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.schedulers.base import Scheduler
+from hyperfleet.platform.storage import Storage
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Timers:
     empty_claims: int = 0  # claims that got no trial (nothing to run now)
     suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    claim_wait: dict[int, float] = field(default_factory=dict)  # waited for the claim lock
+    _waited: threading.local = field(default_factory=threading.local)
 
     def add(self, number: int, seconds: float) -> None:
         self.platform[number] += seconds
@@ -39,17 +44,28 @@ def timed_driver(t: Timers) -> Iterator[None]:
     with timers (restored on exit)."""
     drv = driver_mod.SweepDriver
     saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
+    saved_lock = Storage.claim_lock
 
     def claim(self: Any) -> Any:
+        t._waited.seconds = 0.0
         t0 = time.perf_counter()
         s = saved[0](self)
         dt = time.perf_counter() - t0
+        waited = t._waited.seconds
         if s is None:
             t.empty_claims += 1
         else:
             t.claims.append((t0, dt))
             t.add(s.trial_number, dt)
+            t.claim_wait[s.trial_number] = waited
         return s
+
+    @contextlib.contextmanager
+    def claim_lock(self: Any, sweep: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        with saved_lock(self, sweep):
+            t._waited.seconds = getattr(t._waited, "seconds", 0.0) + time.perf_counter() - t0
+            yield
 
     def start(self: Any, p: Any, lease: Any, pool: Any) -> Any:
         t0 = time.perf_counter()
@@ -74,10 +90,12 @@ def timed_driver(t: Timers) -> Iterator[None]:
         cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
     drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
     driver_mod.prepare = prepare  # type: ignore[assignment]
+    Storage.claim_lock = claim_lock  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
         drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
+        Storage.claim_lock = saved_lock  # type: ignore[method-assign]
         for cls, fn in suggests.items():
             cls.suggest = fn  # type: ignore[method-assign]
 
@@ -146,7 +164,13 @@ class Sampler(threading.Thread):
                       (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
                        AND wait_event_type = 'Lock') AS lock_waits,
                       (SELECT count(*) FROM pg_locks l JOIN pg_database d ON l.database = d.oid
-                       WHERE d.datname = :db AND NOT l.granted) AS ungranted"""
+                       WHERE d.datname = :db AND NOT l.granted) AS ungranted,
+                      (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                       WHERE a.datname = :db AND NOT l.granted
+                       AND l.locktype = 'advisory') AS advisory_waits,
+                      (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                       WHERE a.datname = :db AND NOT l.granted
+                       AND l.locktype IN ('transactionid', 'tuple')) AS row_waits"""
         with self.engine.connect() as conn:
             row = conn.execute(sa.text(q), {"db": self.db}).one()
         return {"at": time.monotonic(), **{k: float(v or 0) for k, v in row._mapping.items()}}

@@ -7,14 +7,24 @@ object can be rebuilt in any process and several of them may report and decide a
 :class:`SqlPopulationStore` is that store on the platform's database; readers (the dashboard,
 MLflow lineage, ``sweep replay``) use its plain reads and :func:`replay_schedule`.
 
-Concurrency. Every read-modify-write goes through :meth:`SqlPopulationStore.transaction`, which
-serialises the transactions *of one sweep* by updating the sweep's row in
-``hf_pbt_populations`` first. On PostgreSQL that UPDATE takes a row lock held to commit (and the
-member rows are read ``FOR UPDATE``); on SQLite the UPDATE is the transaction's first
-statement, so it takes the database's write lock before anything is read (with the
-connection's busy timeout as the wait) and WAL lets readers go on meanwhile. PBT decisions are
-small and rare (one per report), so serialising them per sweep costs nothing and rules out
-lost updates.
+Concurrency. A read-modify-write of the population goes through
+:meth:`SqlPopulationStore.transaction`, which serialises the transactions *of one sweep* by
+updating the sweep's row in ``hf_pbt_populations`` first (unless ``exclusive=False``: an
+asynchronous PBT decision without time-sharing changes its own member alone and reads its
+donor, so it holds those two rows and no more, below). On PostgreSQL that UPDATE takes a row
+lock held to commit; on SQLite the UPDATE is the transaction's first statement, so it takes the
+database's write lock before anything is read (with the connection's busy timeout as the wait)
+and WAL lets readers go on meanwhile. What changes one member from its own row alone (a report,
+a decision that is not a ready check) goes through :meth:`SqlPopulationStore.member_transaction`
+instead: on PostgreSQL it locks that member's row only (``FOR UPDATE``), so the fleet's reports
+neither queue behind each other nor behind a decision. A population transaction therefore
+reads the members without locking them (a report may commit meanwhile: as if it came after
+the decision) and locks, ``FOR UPDATE``, the rows whose exact state it acts on: a donor before
+it is copied (``fresh``: the scheduler picks again if the donor moved on) and every row it
+writes (``put``: :class:`PopulationConflictError` if a report changed it since the read; the
+scheduler decides again). A member's transaction that runs after the decision sees the rows
+the decision wrote (its lock waits for the decision's commit). On SQLite both take the
+database's write lock (there is no finer lock), so nothing changes between read and write.
 
 Lineage. Every exploit and explore is a :class:`LineageEvent`, unique by
 ``(sweep, member, generation, kind)`` where ``generation`` counts the member's exploits. The
@@ -44,6 +54,7 @@ __all__ = [
     "LineageEvent",
     "Member",
     "MemberState",
+    "PopulationConflictError",
     "PopulationReader",
     "SqlPopulationStore",
     "lineage_key",
@@ -138,25 +149,48 @@ def _member_to_row(sweep: str, m: Member) -> dict[str, Any]:
     return {"sweep": sweep, "member": m.number, **row}
 
 
+class PopulationConflictError(StorageError):
+    """A member row a population transaction writes changed after the transaction read it
+    (only a member's own transaction writes beside it): the decision is made again."""
+
+
 class _SqlTxn:
     def __init__(self, conn: Connection, sweep: str) -> None:
         self._conn = conn
         self._sweep = sweep
         self._known: set[int] = set()
+        self._locked: set[int] = set()  # rows read FOR UPDATE: no one else changes them now
         self._read: dict[int, Member] | None = None  # read once (the sweep is locked), kept
 
     def members(self) -> dict[int, Member]:
         if self._read is None:
             t = members_table
-            query = (
-                sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member).with_for_update()
-            )
+            query = sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member)
             rows = self._conn.execute(query).mappings().all()
             self._read = {r["member"]: _member_from_row(r) for r in rows}
             self._known |= set(self._read)
         return dict(self._read)
 
+    def fresh(self, number: int) -> Member | None:
+        if number in self._locked and self._read is not None:
+            return self._read.get(number)
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == self._sweep, t.c.member == number)
+        row = self._conn.execute(query.with_for_update()).mappings().first()
+        self._locked.add(number)
+        if row is None:
+            return None
+        m = _member_from_row(row)
+        self._known.add(number)
+        if self._read is not None:
+            self._read[number] = m
+        return m
+
     def put(self, member: Member) -> None:
+        read = None if self._read is None else self._read.get(member.number)
+        unlocked = read is not None and member.number not in self._locked
+        if unlocked and self.fresh(member.number) != read:  # a report came between
+            raise PopulationConflictError(f"member {member.number} changed under a decision")
         if self._read is not None:
             self._read[member.number] = member
         t = members_table
@@ -191,6 +225,38 @@ class _SqlTxn:
         return True
 
 
+class _SqlMemberTxn:
+    """One member's row, locked (PostgreSQL: ``FOR UPDATE``), and plain reads of the rest."""
+
+    def __init__(self, conn: Connection, sweep: str, number: int) -> None:
+        self._conn = conn
+        self._sweep = sweep
+        self._number = number
+
+    def member(self) -> Member | None:
+        t = members_table
+        query = (
+            sa.select(t).where(t.c.sweep == self._sweep, t.c.member == self._number)
+        ).with_for_update()
+        row = self._conn.execute(query).mappings().first()
+        return None if row is None else _member_from_row(row)
+
+    def put(self, member: Member) -> None:
+        if member.number != self._number:
+            raise ValueError(f"member {member.number} written in member {self._number}'s txn")
+        t = members_table
+        row = _member_to_row(self._sweep, member)
+        self._conn.execute(
+            t.update().where(t.c.sweep == self._sweep, t.c.member == member.number).values(**row)
+        )
+
+    def members(self) -> dict[int, Member]:
+        """Every member, read without locks: committed rows, and this member as written."""
+        t = members_table
+        query = sa.select(t).where(t.c.sweep == self._sweep).order_by(t.c.member)
+        return {r["member"]: _member_from_row(r) for r in self._conn.execute(query).mappings()}
+
+
 class SqlPopulationStore:
     """Population state in SQL tables beside the platform's own (SQLite or PostgreSQL).
 
@@ -221,14 +287,33 @@ class SqlPopulationStore:
         self._known_sweeps.add(sweep)
 
     @contextmanager
-    def transaction(self, sweep: str) -> Iterator[_SqlTxn]:
+    def transaction(self, sweep: str, exclusive: bool = True) -> Iterator[_SqlTxn]:
+        """A population transaction; ``exclusive=False`` (PostgreSQL): without the sweep's
+        lock, so several run at once, each holding only the rows it takes ``fresh`` or
+        writes (a deadlock between two of them is a ``PopulationConflictError``)."""
         self._ensure_sweep(sweep)
         t = populations_table
         bump = t.update().where(t.c.sweep == sweep).values(version=t.c.version + 1)
         try:
             with self.engine.begin() as conn:
-                conn.execute(bump)  # the per-sweep lock, held to commit
+                if exclusive or conn.dialect.name != "postgresql":
+                    conn.execute(bump)  # the per-sweep lock, held to commit
                 yield _SqlTxn(conn, sweep)
+        except sa.exc.OperationalError as exc:
+            if "deadlock detected" in str(exc.orig):
+                raise PopulationConflictError(f"population store: {exc.orig}") from exc
+            raise StorageError(f"population store: {exc.orig}") from exc
+
+    @contextmanager
+    def member_transaction(self, sweep: str, number: int) -> Iterator[_SqlMemberTxn]:
+        """A transaction that changes member ``number`` alone (see the module docstring)."""
+        self._ensure_sweep(sweep)
+        t = populations_table
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name != "postgresql":  # SQLite: its write lock, taken first
+                    conn.execute(t.update().where(t.c.sweep == sweep).values(version=t.c.version))
+                yield _SqlMemberTxn(conn, sweep, number)
         except sa.exc.OperationalError as exc:
             raise StorageError(f"population store: {exc.orig}") from exc
 

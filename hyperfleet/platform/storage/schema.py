@@ -67,7 +67,14 @@ class SweepRow(Base):
 
 class TrialRow(Base):
     __tablename__ = "hf_trials"
-    __table_args__ = (sa.UniqueConstraint("sweep", "number"),)
+    __table_args__ = (
+        sa.UniqueConstraint("sweep", "number"),
+        # a sweep's trials in one state (the RUNNING ones a claim counts, the stale ones
+        # recovery reads) and a worker's RUNNING trials (its heartbeat): read by index, so
+        # their cost follows what is running, not the sweep's history
+        sa.Index("ix_hf_trials_sweep_state", "sweep", "state"),
+        sa.Index("ix_hf_trials_worker_state", "worker", "state"),
+    )
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     sweep: Mapped[str] = mapped_column(sa.ForeignKey("hf_sweeps.name"), index=True)
     number: Mapped[int] = mapped_column(sa.Integer)
@@ -155,6 +162,11 @@ UPGRADES: dict[int, list[tuple[str, str, str]]] = {
         ("hf_workers", "job_reason", "TEXT"),
     ],
 }
+
+
+#: indexes added to existing tables after their first release: ``create_schema`` makes them
+#: in an older database (``IF NOT EXISTS``). No version: an index changes no reader's view.
+ADDED_INDEXES: list[str] = ["ix_hf_trials_sweep_state", "ix_hf_trials_worker_state"]
 
 
 meta_table = sa.Table(
@@ -246,6 +258,23 @@ def create_schema(engine: Engine) -> None:
         _check_version(found, engine.url)
     if found is not None and found < SCHEMA_VERSION:
         upgrade(engine, found)
+    add_indexes(engine)
+
+
+def add_indexes(engine: Engine) -> None:
+    """Make the :data:`ADDED_INDEXES` a database made before them lacks (another process
+    making one at the same moment is no error)."""
+    by_name = {
+        str(ix.name): (table.name, ix) for table in metadata.tables.values() for ix in table.indexes
+    }
+    for name in ADDED_INDEXES:
+        table, index = by_name[name]
+        try:
+            with engine.begin() as conn:
+                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
+            if name not in {ix["name"] for ix in sa.inspect(engine).get_indexes(table)}:
+                raise
 
 
 def upgrade(engine: Engine, found: int) -> None:

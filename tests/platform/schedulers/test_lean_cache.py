@@ -40,3 +40,32 @@ def test_a_lean_cache_sees_changes_and_rereads_only_them(tmp_path: Path) -> None
     assert read == [[], [0, 1]]
     popped = other.ask()
     assert popped.number == 1 and popped.params == running[1].params
+
+
+def test_a_read_of_unfinished_states_answers_as_optunas_cache(tmp_path: Path) -> None:
+    """Reads of WAITING or RUNNING trials look at the unfinished trials held only, and
+    answer what Optuna's cache answers: with finished trials, requeued ones and one just made
+    by this process."""
+    from optuna.storages._cached_storage import _CachedStorage
+
+    rdb = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}")
+    cache = LeanCachedStorage(rdb)
+    study = optuna.create_study(storage=cache, study_name="s")
+    for i in range(6):
+        t = study.ask()
+        t.suggest_float("x", 0.0, 1.0)
+        if i % 2 == 0:
+            study.tell(t, float(i))
+    study.ask()  # made here: RUNNING in this cache at once
+    rdb.set_trial_state_values(study.trials[1]._trial_id, TrialState.WAITING)  # requeued
+    sid = study._study_id
+    for states in [(TrialState.WAITING,), (TrialState.RUNNING,), (TrialState.RUNNING,
+                   TrialState.WAITING), (TrialState.COMPLETE,), None]:  # fmt: skip
+        lean = [(t.number, t.state) for t in cache.get_all_trials(sid, False, states)]
+        optunas = [
+            (t.number, t.state) for t in _CachedStorage.get_all_trials(cache, sid, False, states)
+        ]
+        assert lean == optunas, states
+    waiting = cache.get_all_trials(sid, states=(TrialState.WAITING,))
+    running = cache.get_all_trials(sid, states=(TrialState.RUNNING,))
+    assert [t.number for t in waiting] == [1] and [t.number for t in running] == [3, 5, 6]

@@ -152,3 +152,73 @@ def test_two_processes_report_and_decide_concurrently(tmp_path: Path) -> None:
     assert got == sorted(exploits)
     members = sched.members()
     assert all(m.step == 32 and m.state == MemberState.RUNNING for m in members.values())
+
+
+def _reports_under_a_held_population_lock(url: str, sched: PBTScheduler) -> tuple[bool, bool]:
+    """Member 0 reports step 1 (no ready check), then step 4 (a ready check) while another
+    session holds ``sched``'s population lock: whether each went through before it let go."""
+    import threading
+
+    from hyperfleet.platform.storage.schema import populations_table
+
+    assert [sched.suggest().trial_number for _ in range(2)] == [0, 1]
+    done: dict[int, Any] = {}
+
+    def report(step: int) -> None:
+        done[step] = sched.report_decide_and_pin(0, step, {"Q": 0.1})
+
+    t = populations_table
+    holder = sa.create_engine(url, pool_size=1)
+    with holder.begin() as conn:  # the population's lock, held until this block ends
+        conn.execute(t.update().where(t.c.sweep == sched.sweep).values(version=t.c.version + 1))
+        went = []
+        for step in (1, 4):  # perturbation_interval: 4
+            th = threading.Thread(target=report, args=(step,))
+            th.start()
+            th.join(5 if step == 1 else 1)
+            went.append(step in done)
+    th.join(10)
+    holder.dispose()
+    m = sched.members()[0]
+    assert (m.step, m.reports, m.last_check) == (4, 2, 4)
+    return went[0], went[1]
+
+
+def test_only_exclusive_decisions_wait_for_the_population(postgres_url: str) -> None:
+    """On PostgreSQL a report between ready checks locks its member's row alone; so does an
+    asynchronous ready check without time-sharing (its own row and its donor's): neither
+    waits while another session holds the population's lock. A synchronous one does."""
+    store = SqlPopulationStore(Storage(postgres_url).engine)
+    assert _reports_under_a_held_population_lock(postgres_url, toy_scheduler(store)) == (
+        True,
+        True,
+    )
+    sync = PBTScheduler(
+        PBTConfig(type="pbt", population=2, perturbation_interval=4, seed=0, synchronous=True),
+        store=store, sweep="toy-sync", space=TOY_SPACE, metric="Q", mode="max", max_steps=200,
+    )  # fmt: skip
+    assert _reports_under_a_held_population_lock(postgres_url, sync) == (True, False)
+
+
+def test_a_decision_never_writes_over_a_report_it_did_not_read(postgres_url: str) -> None:
+    """A population transaction reads members without locking them: a report committed after
+    that read makes writing the stale member a conflict (decided again), and ``fresh`` reads
+    and holds the member as it is now."""
+    from hyperfleet.platform.storage.population import PopulationConflictError
+
+    store = SqlPopulationStore(Storage(postgres_url).engine)
+    sched = toy_scheduler(store)
+    assert [sched.suggest().trial_number for _ in range(2)] == [0, 1]
+    with pytest.raises(PopulationConflictError), store.transaction("toy") as txn:
+        read = txn.members()
+        sched.report(1, 1, {"Q": 0.5})  # a member's own transaction, committed meanwhile
+        assert txn.fresh(0) == read[0]  # unchanged, and now held
+        txn.put(read[0])  # no conflict
+        txn.put(read[1])  # stale: the report came after the read
+    assert sched.members()[1].step == 1  # the report stands
+    with store.transaction("toy") as txn:
+        txn.members()
+        sched.report(1, 2, {"Q": 0.6})
+        now_1 = txn.fresh(1)
+        assert now_1 is not None and now_1.step == 2
+        txn.put(now_1)  # held since fresh: no conflict

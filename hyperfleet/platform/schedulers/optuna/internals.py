@@ -34,6 +34,7 @@ them shows here, in one file, and in the tests of the samplers that use it
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ import sqlalchemy as sa
 from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
 from optuna.study._constrained_optimization import _is_constrained_optimization
+from optuna.trial import TrialState
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -309,6 +311,25 @@ class LeanCachedStorage(_CachedStorage):
                     study.last_finished_trial_id = max(study.last_finished_trial_id, tid)
                 else:
                     study.unfinished_trial_ids.add(tid)
+
+    def get_all_trials(
+        self,
+        study_id: int,
+        deepcopy: bool = True,
+        states: Container[TrialState] | None = None,
+    ) -> list[FrozenTrial]:
+        """As Optuna's, but a read of unfinished states only (the WAITING trial a suggestion
+        pops, the RUNNING ones) looks at the unfinished trials held, not the whole history
+        (Optuna's filters and sorts every trial of the study at each call)."""
+        if states is None or any(s.is_finished() and s in states for s in TrialState):
+            return super().get_all_trials(study_id, deepcopy, states)
+        self._read_trials_from_remote_storage(study_id)
+        with self._lock:
+            study = self._studies[study_id]
+            ids = study.unfinished_trial_ids
+            numbers = sorted(self._trial_id_to_study_id_and_number[t][1] for t in ids)
+            trials = [study.trials[n] for n in numbers if study.trials[n].state in states]
+            return copy.deepcopy(trials) if deepcopy else trials
 
     def _changed(self, study: _StudyInfo, seen: int) -> set[int]:
         """The unfinished trials held (ids up to ``seen``) whose state is not the cached one."""

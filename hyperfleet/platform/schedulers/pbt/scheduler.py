@@ -15,7 +15,9 @@ pauses when a waiting member has trained fewer steps, and ``suggest`` resumes th
 (after any member whose processes were lost, which is resumed first).
 
 All state is in a :class:`~.population.PopulationStore` (``report`` and ``decide`` are each one
-transaction of it, or both one); the scheduler never touches processes or files. Trial
+transaction of it, or both one: a member's own transaction when its row settles the decision,
+not a ready check, so members' reports do not queue behind each other; the population's at a
+ready check); the scheduler never touches processes or files. Trial
 numbers are member numbers (0 .. population-1).
 
 What the runtime and the sweep loop must do (the contract):
@@ -156,26 +158,28 @@ class PBTScheduler(PopulationScheduler):
     # -- suggest -----------------------------------------------------------------------------
 
     def suggest(self) -> Suggestion | None:
-        with self.store.transaction(self.sweep) as txn:
-            members = txn.members()
-            running = sum(m.state == MemberState.RUNNING for m in members.values())
-            if self.max_concurrent is not None and running >= self.max_concurrent:
-                return None
-            # requeued or failed members first (their work was interrupted), then unborn
-            # members, then paused ones, the least trained first
-            requeued = [m for m in members.values() if m.state == MemberState.WAITING]
-            if not requeued and len(members) < self.config.population:
-                return self._new_member(txn, len(members))
-            paused = [m for m in members.values() if m.state == MemberState.PAUSED]
-            waiting = [m for m in requeued or paused if not m.barrier]
-            if not waiting:
-                return None
-            m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
-            txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
-            restore = None
-            if m.ckpt_member is not None:
-                restore = RestorePoint(trial=m.ckpt_member, step=m.ckpt_step)
-            return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
+        return self._in_population(self._suggest)
+
+    def _suggest(self, txn: PopulationTxn) -> Suggestion | None:
+        members = txn.members()
+        running = sum(m.state == MemberState.RUNNING for m in members.values())
+        if self.max_concurrent is not None and running >= self.max_concurrent:
+            return None
+        # requeued or failed members first (their work was interrupted), then unborn
+        # members, then paused ones, the least trained first
+        requeued = [m for m in members.values() if m.state == MemberState.WAITING]
+        if not requeued and len(members) < self.config.population:
+            return self._new_member(txn, len(members))
+        paused = [m for m in members.values() if m.state == MemberState.PAUSED]
+        waiting = [m for m in requeued or paused if not m.barrier]
+        if not waiting:
+            return None
+        m = min(waiting, key=lambda m: (m.steps_trained, m.step, m.number))
+        txn.put(replace(m, state=MemberState.RUNNING, updated=now()))
+        restore = None
+        if m.ckpt_member is not None:
+            restore = RestorePoint(trial=m.ckpt_member, step=m.ckpt_step)
+        return Suggestion(m.number, dict(m.params), resume=True, restore=restore)
 
     def _new_member(self, txn: PopulationTxn, number: int) -> Suggestion:
         fixed = self.config.initial[number] if number < len(self.config.initial) else {}
@@ -191,18 +195,9 @@ class PBTScheduler(PopulationScheduler):
         m = members.get(trial_number)
         if m is None:
             return Decision.cont()
-        d = m.decision
-        if d is not None and d["step"] == step and d["reports"] == m.reports:
-            return Decision.from_wire(d)  # a retried decide: the same answer, nothing new
-        ready = (
-            m.state != MemberState.DONE
-            and step == m.step
-            and step < self.max_steps
-            and step >= self.config.burn_in
-            and step - m.last_check >= self.config.perturbation_interval
-        )
-        if not ready:
-            return Decision.cont()
+        alone = self._decided_alone(m, step)
+        if alone is not None:
+            return alone
         score = m.score
         m = self._checked(m, step)
         members[m.number] = m
@@ -219,6 +214,26 @@ class PBTScheduler(PopulationScheduler):
         }
         txn.put(replace(m, decision=record, updated=now()))
         return decision
+
+    def _decides_alone(self) -> bool:
+        """Asynchronous PBT without time-sharing: a decision changes its member alone and
+        reads its donor (held), so decisions of different members run at once."""
+        return not self.config.synchronous and not self._time_shared()
+
+    def _decided_alone(self, m: Member, step: int) -> Decision | None:
+        """A retried decide: the stored answer, nothing new; not a ready check: CONTINUE;
+        a ready check: None (it ranks the population)."""
+        d = m.decision
+        if d is not None and d["step"] == step and d["reports"] == m.reports:
+            return Decision.from_wire(d)
+        ready = (
+            m.state != MemberState.DONE
+            and step == m.step
+            and step < self.max_steps
+            and step >= self.config.burn_in
+            and step - m.last_check >= self.config.perturbation_interval
+        )
+        return None if ready else Decision.cont()
 
     def _checked(self, m: Member, step: int) -> Member:
         """``m`` after a ready check at ``step``: remember the interval's improvement (PB2)."""
@@ -306,6 +321,12 @@ class PBTScheduler(PopulationScheduler):
 
     def _decide_async(self, txn: PopulationTxn, members: dict[int, Member], m: Member) -> Decision:
         donor = self._pick(members, m)
+        while donor is not None:  # the donor as it is now, held until the decision commits
+            now_donor = txn.fresh(donor.number)
+            if now_donor is None or now_donor == donor:
+                break
+            members[donor.number] = now_donor  # it reported meanwhile: pick again
+            donor = self._pick(members, m)
         if donor is not None:
             m = self._exploit(txn, members, m, donor)
         if self._should_pause(members, m):
