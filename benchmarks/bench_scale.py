@@ -11,6 +11,7 @@ spent in the platform.
     python benchmarks/bench_scale.py --full         # the sizes of BENCHMARKS.md "Scale"
     python benchmarks/bench_scale.py --quick        # a few minutes: 1-16 workers, 100-1,000
     python benchmarks/bench_scale.py --case random:64:1000  # one case (scheduler:workers:trials)
+    python benchmarks/bench_scale.py --case random:16:10000:0.4  # ... and its trials' seconds
     python benchmarks/bench_scale.py --full --json benchmarks/results/scale.json
 
 Trial length: each case's trials last about ``--trial-per-worker`` x workers seconds (a
@@ -58,10 +59,15 @@ SMALLEST: list[tuple[str, int, int, float | None]] = [("random", 2, 6, 0.1)]
 
 
 def parse_case(text: str) -> tuple[str, int, int, float | None]:
-    scheduler, workers, trials = text.split(":")
-    if scheduler not in SCHEDULERS:
-        raise SystemExit(f"--case: scheduler {scheduler!r}; use one of {', '.join(SCHEDULERS)}")
-    return scheduler, int(workers), int(trials), None
+    """``scheduler:workers:trials`` or ``scheduler:workers:trials:trial_seconds``."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4) or parts[0] not in SCHEDULERS:
+        raise SystemExit(
+            f"--case: {text!r}; write scheduler:workers:trials[:trial_seconds] with a "
+            f"scheduler of {', '.join(SCHEDULERS)}"
+        )
+    trial_s = float(parts[3]) if len(parts) == 4 else None
+    return parts[0], int(parts[1]), int(parts[2]), trial_s
 
 
 def trial_length(args: argparse.Namespace, workers: int, given: float | None) -> float:
@@ -117,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--full", action="store_true", help="every size of BENCHMARKS.md Scale")
     size.add_argument("--quick", action="store_true", help="small sizes (default)")
     size.add_argument("--smallest", action="store_true", help="one tiny case (the test)")
-    size.add_argument("--case", action="append", type=parse_case, help="scheduler:workers:trials")
+    size.add_argument(
+        "--case", action="append", type=parse_case, help="scheduler:workers:trials[:trial_seconds]"
+    )
     ap.add_argument("--trial-per-worker", type=float, default=0.08, help="seconds (see above)")
     ap.add_argument("--trial-s", type=float, default=None, help="every trial's length, seconds")
     ap.add_argument("--json", type=Path, default=None, help="write the raw results here")
