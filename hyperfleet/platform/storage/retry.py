@@ -8,6 +8,9 @@ busy — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 12
 file's ``storage_retry``), then raises :class:`StorageOutageError`. Operations retried this way are
 idempotent (upserts, ``tell`` of a finished trial, requeues), so a retry after a commit whose
 answer was lost changes nothing. Anything else (a constraint, a schema error) fails at once.
+Writers' pools do not ping a connection before each use (a round trip per checkout, on the
+claim's critical path): a pooled connection the server ended is found on use instead, and
+the first such failure is tried again at once, with a new connection and without a warning.
 
 A server that answers but refuses the login (a wrong password, a role or database that does not
 exist, no ``pg_hba.conf`` entry for this host) is not an outage: waiting can't fix it.
@@ -106,6 +109,12 @@ def transient(exc: BaseException) -> bool:
     return False
 
 
+def _stale_connection(exc: BaseException) -> bool:
+    """True when ``exc`` is a pooled connection found dead on use (the server ended it, e.g.
+    at a restart): SQLAlchemy has invalidated the pool, so the next try connects afresh."""
+    return any(isinstance(e, sa.exc.DBAPIError) and e.connection_invalidated for e in _chain(exc))
+
+
 def retrying(
     fn: Callable[[], T],
     budget_s: float = DEFAULT_RETRY_S,
@@ -116,11 +125,14 @@ def retrying(
     """``fn()``, retried while it fails transiently, for up to ``budget_s`` seconds; a refused
     login is a ``StorageError`` at once (``url``, if given, is named in it)."""
     start = time.monotonic()
-    delay, warned = 0.5, -1.0
+    delay, warned, fresh = 0.5, -1.0, False
     while True:
         try:
             return fn()
         except Exception as exc:
+            if not fresh and _stale_connection(exc) and login_refused(exc) is None:
+                fresh = True  # what a ping before each checkout did: connect again, at once
+                continue
             if not transient(exc):
                 reason = login_refused(exc)
                 if reason is not None:
