@@ -25,6 +25,7 @@ from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.urls import DEFAULT_STORAGE
+from hyperfleet.trials.workloads.registry import DEFAULT_WORKLOAD
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=HELP_MARKUP
@@ -73,8 +74,8 @@ def validate(file: Path) -> None:
 def init(
     file: Path,
     workload: Annotated[
-        str, typer.Option(help="digits | charlm | package.module:function")
-    ] = "digits",
+        str, typer.Option(help="a built-in workload's name or package.module:function")
+    ] = DEFAULT_WORKLOAD,
 ) -> None:
     """Write the recommended sweep (tpe with asha, warm trials) for a workload to FILE;
     refuses to overwrite."""

@@ -6,6 +6,8 @@ never needs to know a workload by name:
 * its **parameters** (name -> default), so that a sweep naming an unknown one fails at
   validation. A custom workload declares them as a ``hyperfleet_params`` dict attribute on its
   function (or in its module); without it, any names are accepted.
+* a **search space to start from** and its trial length (``space``, ``steps``: what
+  ``hyperfleet init`` writes for it; built-ins only);
 * what it **supports** (:class:`Capabilities`): whether it has a pipeline form and how many
   layers its flat layer list has for given params (a layout with more stages than layers is
   refused), whether it runs the asynchronous parameter-server loop (``sync.mode: async-ps``),
@@ -69,7 +71,13 @@ class WorkloadInfo:
     params: Mapping[str, Any] | None = None  # name -> default; None: not declared
     doc: Mapping[str, str] = field(default_factory=dict)
     supports: Capabilities = field(default_factory=Capabilities)
+    space: Mapping[str, Any] | None = None  # a sweep's space over its main hyperparameters
+    steps: int | None = None  # a trial's length for that space
 
+
+DEFAULT_WORKLOAD = "digits"  # what ``hyperfleet init`` writes a sweep for unless told
+_LR = {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}
+_DECAY = {"type": "float", "low": 1.0e-6, "high": 1.0e-1, "log": True}
 
 BUILTIN: dict[str, WorkloadInfo] = {
     "digits": WorkloadInfo(
@@ -92,6 +100,13 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "seed": "seed of the initialisation, the data split and the batch order",
         },
         supports=Capabilities(pipeline=False, async_ps=True, global_batch=True),
+        space={
+            "lr": _LR,
+            "hidden": {"type": "int", "low": 16, "high": 256, "log": True},
+            "weight_decay": _DECAY,
+            "act": {"type": "categorical", "choices": ["relu", "gelu", "tanh"]},
+        },
+        steps=300,
     ),
     "charlm": WorkloadInfo(
         entry="hyperfleet.trials.workloads.charlm:main",
@@ -125,6 +140,13 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "eval_batches": "held-out windows per evaluation, in units of batch_size",
         },
         supports=Capabilities(pipeline_layers=_gpt_layers, global_batch=True),
+        space={
+            "lr": {**_LR, "low": 3.0e-4, "high": 3.0e-2},
+            "n_embd": {"type": "categorical", "choices": [32, 64, 128]},
+            "dropout": {"type": "float", "low": 0.0, "high": 0.3},
+            "weight_decay": _DECAY,
+        },
+        steps=150,
     ),
 }
 
