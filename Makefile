@@ -77,7 +77,7 @@ bench-components: install
 	$(PY) benchmarks/run_all.py --quick --components
 
 # Scale: 1 to 1,000 simulated workers on one PostgreSQL, sweeps of 1,000 and 10,000 trials
-# (BENCHMARKS.md "Scale"; estimated 15-20 minutes on an idle 2-core machine: not yet run in full).
+# (BENCHMARKS.md "Scale": about an hour on an idle 2-core machine; 1,000 workers need more cores).
 bench-scale: install
 	$(PY) benchmarks/bench_scale.py --full --json benchmarks/results/scale.json
 

@@ -39,11 +39,10 @@ from benchmarks.scale_harness import SCHEDULERS, CaseResult, postgres, run_case
 # fleet's sizes on a 1,000-trial random sweep, then the sweep's length with each scheduler
 FULL: list[tuple[str, int, int, float | None]] = [
     *[("random", w, 1000, None) for w in (1, 16, 64, 256, 1000)],
-    # 10,000 trials on 4 workers, trials as long as keeps the claim lock near (not past) its
-    # capacity on an idle 2-core machine (about 28 ms a random claim, 60 ms a TPE one): the
-    # sweep's length, not a queue, is what grows (the lock's wait is told apart anyway)
-    ("random", 4, 10000, 0.15),
-    ("tpe", 4, 10000, 0.25),
+    # 10,000 trials on 16 workers of 0.4 s trials: near the claim lock's capacity on an idle
+    # 2-core machine, so the sweep's length, not a queue, is what grows (the wait is told apart)
+    ("random", 16, 10000, 0.4),
+    ("tpe", 16, 10000, 0.4),
     ("gp", 16, 300, 0.2),
     ("pbt", 16, 1000, 0.2),
 ]
