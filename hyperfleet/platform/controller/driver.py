@@ -12,7 +12,10 @@ How a launch ends decides what comes next:
 * the processes failed or were lost — the trial is retried from its checkpoint, up to
   ``budget.max_retries`` times, unless its workload raised the same error twice (then FAIL
   with that error);
-* stopped (interrupt, drain) — requeued, so any worker resumes it from its checkpoint.
+* stopped (interrupt, drain) — requeued, so any worker resumes it from its checkpoint. A
+  trial whose processes end on their own while its worker drains is stopped too, not failed:
+  the drain's signal reached them as well (Slurm's ``scancel`` signals every process of the
+  job), so no retry is counted.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class SweepDriver(SweepSeat):
     """Claims, launches and reaps the trials of one sweep (see the module docstring)."""
 
     timing: Timing = field(default_factory=Timing)
+    stopping: Callable[[], bool] = field(default=lambda: False)  # its worker drains
     running: dict[int, Running] = field(default_factory=dict, init=False)
     gangs: Gangs = field(init=False)  # trials across hosts
     finished: int = field(default=0, init=False)
@@ -236,6 +240,9 @@ class SweepDriver(SweepSeat):
         rec = self.session.storage.get_trial(self.name, r.number)
         assert rec is not None
         if code != 0 or rec.outcome not in (Outcome.COMPLETE, Outcome.PRUNED, Outcome.PAUSED):
+            if self.stopping():  # ended by the drain's signal too: requeued, no retry
+                logger.info("trial %d ended (exit code %d) while draining; requeued", r.number, code)
+                return TrialState.WAITING, None, ""
             return self._failed(rec, code, r.handle.log_tail())
         return reported(rec, self.cfg.all_objectives)
 

@@ -145,7 +145,8 @@ class Controller:
         worker = self.worker.id if self.worker else None
         address = self.worker.address if self.worker else None
         self.drivers[session.name] = SweepDriver(
-            session, launcher, self.clock, worker, address, timing=self.timing
+            session, launcher, self.clock, worker, address, timing=self.timing,
+            stopping=self._stop.is_set,
         )
         self._started[session.name] = self.clock.monotonic()
         logger.info("serving sweep %s", session.name)

@@ -110,6 +110,41 @@ def test_interrupt_requeues_running_trials_and_a_rerun_resumes_them(tmp_path: Pa
     assert len(sim.launcher.handles) == 7
 
 
+def test_trials_the_drains_signal_ended_too_are_requeued_without_a_retry(
+    tmp_path: Path,
+) -> None:
+    """Slurm's ``scancel`` signals every process of a worker's job: its trials may end (exit
+    code -15) before the worker's drain stops them. They are stopped, not failed."""
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 4, "max_concurrent": 2}})
+    controller = sim.controller()
+    watch = controller.on_progress
+
+    def tick(progress: Any) -> None:
+        watch(progress)
+        if sim.clock.monotonic() >= 5 and not controller.stopped:
+            for h in sim.launcher.handles:  # the same signal reached the trials' processes
+                if h.code is None:
+                    h.code = -15
+            controller.request_stop()
+
+    controller.on_progress = tick
+    summary = sim.run(controller)
+    assert summary.interrupted
+    trials = sim.trials()
+    assert [t.state for t in trials] == ["WAITING", "WAITING"]
+    assert [t.retries for t in trials] == [0, 0], "a drain is not a failure"
+    assert all(not t.error for t in trials)
+
+    # the same exit without a drain is a failure: retried, and counted
+    def killed_once(t: SimTrial) -> SimScript:
+        script = TEN_STEPS(t)
+        return SimScript(script.reports[:3], end_at=5, exit_code=-15) if t.launch == 1 else script
+
+    alone = Sim(tmp_path / "alone", killed_once, {"budget": {"trials": 1, "max_concurrent": 1}})
+    alone.run(alone.controller())
+    assert [(t.state, t.retries) for t in alone.trials()] == [("COMPLETE", 1)]
+
+
 def test_a_pruned_trial_frees_its_devices_at_once(tmp_path: Path) -> None:
     def script(t: SimTrial) -> SimScript:
         bad = t.number >= 2  # later trials are much worse: the median pruner stops them
