@@ -31,7 +31,7 @@ from typing import Any
 
 import optuna
 
-from hyperfleet.platform.schedulers.configs import parse_scheduler_config
+from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.testing.functions import FUNCTIONS, run_concurrent
 

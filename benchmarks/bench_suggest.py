@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from hyperfleet.platform.schedulers.configs import parse_scheduler_config
+from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.testing.functions import HARTMANN6
 
