@@ -222,3 +222,50 @@ def test_a_decision_never_writes_over_a_report_it_did_not_read(postgres_url: str
         now_1 = txn.fresh(1)
         assert now_1 is not None and now_1.step == 2
         txn.put(now_1)  # held since fresh: no conflict
+
+
+def test_two_decisions_that_deadlock_are_made_again(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two asynchronous decisions each hold their own member and want the other's (each the
+    other's donor): PostgreSQL ends one with a deadlock, which is a ``PopulationConflictError``,
+    and the scheduler makes that decision again from a new read; both commit."""
+    import threading
+
+    store = SqlPopulationStore(Storage(postgres_url).engine)
+    sched = toy_scheduler(store)
+    assert [sched.suggest().trial_number for _ in range(2)] == [0, 1]
+    caplog.set_level("DEBUG", logger="hyperfleet.platform.schedulers.pbt")
+    both_hold = threading.Barrier(2, timeout=30)
+    runs: dict[int, int] = {0: 0, 1: 0}
+    results: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def decide(own: int) -> None:
+        other = 1 - own
+
+        def body(txn: Any) -> int:
+            runs[own] += 1
+            mine = txn.fresh(own)  # held to commit
+            if runs[own] == 1:
+                both_hold.wait()  # each holds its own row, then asks for the other's
+            txn.fresh(other)
+            txn.put(mine)
+            return own
+
+        try:
+            results[own] = sched._in_population(body, alone=True)
+        except BaseException as exc:  # reported below, with the thread's name
+            errors.append(exc)
+
+    threads = [threading.Thread(target=decide, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert results == {0: 0, 1: 1}, "both decisions committed"
+    # the victim was made again (a retry may deadlock once more: the survivor's wait for the
+    # victim's row can lose the race to the victim's new transaction)
+    assert max(runs.values()) >= 2, runs
+    assert "deadlock detected" in caplog.text
