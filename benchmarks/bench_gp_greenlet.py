@@ -34,7 +34,8 @@ warnings.simplefilter("ignore")
 from benchmarks.bench_suggest import history, time_suggestions
 from optuna._gp import batched_lbfgsb
 batched = batched_lbfgsb._greenlet_imports.is_successful()
-print(json.dumps({{"batched": batched, "seconds": time_suggestions({{"type": "gp"}}, history({n}), {k})}}))
+seconds = time_suggestions({{"type": "gp"}}, history({n}), {k})
+print(json.dumps({{"batched": batched, "seconds": seconds}}))
 """
 
 

@@ -147,7 +147,7 @@ class Controller:
         self.drivers[session.name] = SweepDriver(
             session, launcher, self.clock, worker, address, timing=self.timing,
             stopping=self._stop.is_set,
-        )
+        )  # fmt: skip
         self._started[session.name] = self.clock.monotonic()
         logger.info("serving sweep %s", session.name)
         self._follow_storage_retry()
