@@ -241,7 +241,9 @@ class SweepDriver(SweepSeat):
         assert rec is not None
         if code != 0 or rec.outcome not in (Outcome.COMPLETE, Outcome.PRUNED, Outcome.PAUSED):
             if self.stopping():  # ended by the drain's signal too: requeued, no retry
-                logger.info("trial %d ended (exit code %d) while draining; requeued", r.number, code)
+                logger.info(
+                    "trial %d ended (exit code %d) while draining; requeued", r.number, code
+                )
                 return TrialState.WAITING, None, ""
             return self._failed(rec, code, r.handle.log_tail())
         return reported(rec, self.cfg.all_objectives)
