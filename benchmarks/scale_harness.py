@@ -47,7 +47,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from benchmarks.scale_measures import Sampler, TimedRecorder, Timers, timed_driver
+from benchmarks.scale_measures import (
+    Sampler,
+    TimedRecorder,
+    Timers,
+    claim_split,
+    timed_driver,
+)
+from benchmarks.scale_measures import pct as _pct
 from hyperfleet.platform.clock import SystemClock
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
@@ -152,16 +159,19 @@ class CaseResult:
     advisory_wait_samples: float = 0.0  # share of samples with a session waiting on it
     row_wait_samples: float = 0.0  # ... on a row lock (a PBT population's, a trial's row)
     row_waits_max: int = 0
+    # the start-up wave (each worker's first claim) told apart from the steady state
+    claim_first_p50_ms: float = float("nan")
+    claim_first_p99_ms: float = float("nan")
+    claim_steady_p50_ms: float = float("nan")
+    claim_steady_p99_ms: float = float("nan")
+    claims_steady: int = 0
+    claim_steady_wait_p99_ms: float = float("nan")  # of the steady claims' lock waits
+    claim_steady_inside_p99_ms: float = float("nan")  # of the steady claims less that wait
+    trial_s: float = float("nan")  # the trials' mean length
+    ramp_s: float = float("nan")  # the workers joined over this long
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
@@ -245,7 +255,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             c.request_stop()
     if errors:
         raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
-    return {"claims": [d for _, d in timers.claims], "empty": timers.empty_claims,
+    return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
             "suggest": timers.suggest, "platform": dict(timers.platform),
             "claim_wait": timers.claim_wait}  # fmt: skip
 
@@ -321,8 +331,10 @@ def run_case(
     records = first.trials(cfg.name)
     leases = first.leases(cfg.name)
     first.close()
-    return _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
-                   leases, window)  # fmt: skip
+    r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
+                leases, window)  # fmt: skip
+    r.trial_s, r.ramp_s = trial_s, ramp_s
+    return r
 
 
 def claimed_twice(leases: list[Any]) -> int:
@@ -344,7 +356,8 @@ def _result(
     parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
     leases: list[Any], window: int,
 ) -> CaseResult:  # fmt: skip
-    claims = [d for p in parts for d in p["claims"]]
+    split = [tuple(c) for p in parts for c in p["claims"]]
+    claims = [c[0] for c in split]
     suggest = [tuple(x) for p in parts for x in p["suggest"]]
     platform_by: dict[int, float] = defaultdict(float)
     for p in parts:
@@ -389,4 +402,5 @@ def _result(
         ),
         row_wait_samples=round(sum(w > 0 for w in row_waits) / max(1, len(row_waits)), 3),
         row_waits_max=int(max(row_waits, default=0)),
+        **claim_split(split),  # type: ignore[arg-type]
     )
