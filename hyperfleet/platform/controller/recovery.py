@@ -94,7 +94,14 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
 
 
 def requeue_phantoms_locked(session: SweepSession) -> list[int]:
-    """:func:`requeue_phantoms` under the sweep's claim lock."""
+    """:func:`requeue_phantoms` under the sweep's claim lock, taken only when a phantom may
+    exist: looked for without the lock first. A phantom stays one until it is requeued (its
+    claimer is dead), so a look that finds none is right; a claim in flight looks like one
+    and takes the lock to be sure. Every worker of a fleet looks once when its sweep seems
+    over: a thousand of them would otherwise queue on the lock, each reading the history."""
+    recorded = {t.number for t in session.storage.trials(session.name, TrialState.RUNNING)}
+    if not session.scheduler.running() - recorded:
+        return []
     with session.storage.claim_lock(session.name):
         return requeue_phantoms(session)
 
