@@ -42,9 +42,9 @@ from benchmarks.scale_harness import SCHEDULERS, CaseResult, postgres, run_case
 # fleet's sizes on a 1,000-trial random sweep, then the sweep's length with each scheduler
 FULL: list[tuple[str, int, int, float | None]] = [
     *[("random", w, 1000, None) for w in (1, 16, 64, 256)],
-    # 1,000 workers on 2-minute trials (a fleet's claim rate of 8 a second: a real 1,000-GPU
-    # fleet of 10-minute trials claims 1.7) and 2,000 trials: a second claim for each worker
-    ("random", 1000, 2000, 120.0),
+    # 1,000 workers on 5-minute trials (+-50 %): a fleet's claim rate of 3.3 a second, twice
+    # a real 1,000-GPU fleet's of 10-minute trials (1.7); 1,500 trials: 500 steady claims
+    ("random", 1000, 1500, 300.0),
     # 10,000 trials on 16 workers of 0.4 s trials: near the claim lock's capacity on an idle
     # 2-core machine, so the sweep's length, not a queue, is what grows (the wait is told apart)
     ("random", 16, 10000, 0.4),
@@ -128,12 +128,14 @@ def waits_table(results: list[CaseResult]) -> str:
 
 def claims_table(results: list[CaseResult]) -> str:
     """The start-up wave (each worker's first claim) told apart from the steady state (every
-    later claim), and the steady claims' p99 split into the claim lock's wait and the rest."""
+    later claim), the steady claims' p99 split into the claim lock's wait and the rest, and
+    where open transactions spent the case (PostgreSQL running a statement, or waiting on
+    their client: its CPU, its interpreter's lock)."""
     rows = [
         "| scheduler | workers | trials | trial length | ramp | start-up wave p50 / p99 "
         "| steady p50 / p99 (claims) | steady p99: lock wait / less the wait "
-        "| connections per worker |",
-        "|" + " --- |" * 9,
+        "| connections per worker | sessions in a statement / in a transaction on the client |",
+        "|" + " --- |" * 10,
     ]
     for r in results:
         rows.append(
@@ -142,7 +144,7 @@ def claims_table(results: list[CaseResult]) -> str:
             f"| {r.claim_steady_p50_ms:.1f} / {r.claim_steady_p99_ms:.1f} ms "
             f"({r.claims_steady:,}) "
             f"| {r.claim_steady_wait_p99_ms:.1f} / {r.claim_steady_inside_p99_ms:.1f} ms "
-            f"| {r.connections_per_worker:.3f} |"
+            f"| {r.connections_per_worker:.3f} | {r.in_server_mean:.1f} / {r.on_client_mean:.1f} |"
         )
     return "\n".join(rows)
 
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cases = args.case or (FULL if args.full else SMALLEST if args.smallest else QUICK)
     results: list[CaseResult] = []
-    started = time.time()
+    started, load_at_start = time.time(), os.getloadavg()[0]
     with postgres() as server:
         for scheduler, workers, trials, given in cases:  # a loaded machine: 10k may take 25 min
             r = run_case(server, scheduler, workers, trials,
@@ -185,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {
                 "cores": len(os.sched_getaffinity(0)),
                 "python": platform.python_version(),
-                "load_at_start": os.getloadavg()[0],
+                "load_at_start": load_at_start,
+                "load_at_end": os.getloadavg()[0],
             },
             "results": [r.row() for r in results],
         }

@@ -8,13 +8,17 @@ device, and the real claim (the sweep's claim lock, the scheduler's suggestion, 
 record), launch, report and reap path. Only the trials are simulated
 (:mod:`hyperfleet.platform.launcher.simulated` on the system clock): each reports twice over
 ``trial_s`` seconds of wall time through the platform's rank-0 recorder and ends, so every
-write a real trial makes is made.
+write a real trial makes is made. A worker loop whose trials run sleeps until their next
+report or end (the simulated launcher's ``next_event_in``; a real launcher's loop polls every
+``poll_every``): the loops' own ticks would otherwise be what 1,000 of them measure.
 
 What it measures, per case:
 
 * **claims**: the time of each claim (waiting for the sweep's claim lock, the scheduler's
-  suggestion, the RUNNING record), median and p99; how many trials were claimed twice
-  (held by two launches at once: their lease rows in ``hf_leases`` overlap);
+  suggestion, the RUNNING record), median and p99, over all claims, over the start-up wave
+  (each worker's first claim) and over the steady state (every later claim, whose p99 is
+  also split into the lock's wait and the rest); how many trials were claimed twice (held by
+  two launches at once: their lease rows in ``hf_leases`` overlap);
 * **PostgreSQL**: transactions per second (``pg_stat_database.xact_commit`` deltas),
   connections held (``pg_stat_activity``), lock waits (``pg_locks`` not granted and
   ``wait_event_type = 'Lock'``), sampled every ``sample_s`` by a connection of its own
@@ -52,6 +56,7 @@ from benchmarks.scale_measures import (
     TimedRecorder,
     Timers,
     claim_split,
+    claimed_twice,
     timed_driver,
 )
 from benchmarks.scale_measures import pct as _pct
@@ -167,11 +172,18 @@ class CaseResult:
     claims_steady: int = 0
     claim_steady_wait_p99_ms: float = float("nan")  # of the steady claims' lock waits
     claim_steady_inside_p99_ms: float = float("nan")  # of the steady claims less that wait
+    in_server_mean: float = float("nan")  # sessions running a statement, mean of samples
+    on_client_mean: float = float("nan")  # sessions in a transaction waiting on their client
     trial_s: float = float("nan")  # the trials' mean length
     ramp_s: float = float("nan")  # the workers joined over this long
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _mean(samples: list[dict[str, float]], key: str) -> float:
+    values = [s[key] for s in samples if key in s]
+    return round(statistics.fmean(values), 2) if values else float("nan")
 
 
 def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
@@ -337,20 +349,6 @@ def run_case(
     return r
 
 
-def claimed_twice(leases: list[Any]) -> int:
-    """Trials held by two launches at once (their lease rows overlap): the platform's own
-    record, whichever process claimed them."""
-    by_trial: dict[int, list[Any]] = defaultdict(list)
-    for lease in leases:
-        by_trial[lease.trial].append(lease)
-    twice = 0
-    for held in by_trial.values():
-        held.sort(key=lambda x: x.started_at)
-        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
-        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
-    return twice
-
-
 def _result(
     cfg: Any, scheduler: str, workers: int, trials: int, wall: float,
     parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
@@ -402,5 +400,7 @@ def _result(
         ),
         row_wait_samples=round(sum(w > 0 for w in row_waits) / max(1, len(row_waits)), 3),
         row_waits_max=int(max(row_waits, default=0)),
+        in_server_mean=_mean(samples, "in_server"),
+        on_client_mean=_mean(samples, "on_client"),
         **claim_split(split),  # type: ignore[arg-type]
     )

@@ -133,6 +133,20 @@ def claim_split(claims: list[tuple[float, float, bool]]) -> dict[str, float | in
     }
 
 
+def claimed_twice(leases: list[Any]) -> int:
+    """Trials held by two launches at once (their lease rows overlap): the platform's own
+    record, whichever process claimed them."""
+    by_trial: dict[int, list[Any]] = defaultdict(list)
+    for lease in leases:
+        by_trial[lease.trial].append(lease)
+    twice = 0
+    for held in by_trial.values():
+        held.sort(key=lambda x: x.started_at)
+        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
+        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
+    return twice
+
+
 def _scheduler_classes() -> list[type[Scheduler]]:
     from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler
     from hyperfleet.platform.schedulers.pbt.population_scheduler import PopulationScheduler
@@ -180,7 +194,10 @@ class TimedRecorder:
 
 
 class Sampler(threading.Thread):
-    """PostgreSQL's own counters for one database, every ``every`` seconds."""
+    """PostgreSQL's own counters for one database, every ``every`` seconds. Besides the lock
+    waits: the sessions running a statement (``in_server``, the sampler's own included) and
+    those inside a transaction waiting for their client's next statement (``on_client``): a
+    transaction that waits on its client's CPU or interpreter lock, not on the database."""
 
     def __init__(self, url: str, every: float) -> None:
         super().__init__(name="pg-sampler", daemon=True)
@@ -203,7 +220,12 @@ class Sampler(threading.Thread):
                        AND l.locktype = 'advisory') AS advisory_waits,
                       (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                        WHERE a.datname = :db AND NOT l.granted
-                       AND l.locktype IN ('transactionid', 'tuple')) AS row_waits"""
+                       AND l.locktype IN ('transactionid', 'tuple')) AS row_waits,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock')
+                       AS in_server,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND state = 'idle in transaction') AS on_client"""
         with self.engine.connect() as conn:
             row = conn.execute(sa.text(q), {"db": self.db}).one()
         return {"at": time.monotonic(), **{k: float(v or 0) for k, v in row._mapping.items()}}
