@@ -195,9 +195,10 @@ class TimedRecorder:
 
 class Sampler(threading.Thread):
     """PostgreSQL's own counters for one database, every ``every`` seconds. Besides the lock
-    waits: the sessions running a statement (``in_server``, the sampler's own included) and
-    those inside a transaction waiting for their client's next statement (``on_client``): a
-    transaction that waits on its client's CPU or interpreter lock, not on the database."""
+    waits: the sessions running a statement (``in_server``; the sampler's own is on another
+    database) and those inside a transaction waiting for their client's next statement
+    (``on_client``): a transaction that waits on its client's CPU or interpreter lock, not
+    on the database."""
 
     def __init__(self, url: str, every: float) -> None:
         super().__init__(name="pg-sampler", daemon=True)
