@@ -13,11 +13,14 @@ spent in the platform.
     python benchmarks/bench_scale.py --case random:64:1000  # one case (scheduler:workers:trials)
     python benchmarks/bench_scale.py --case random:16:10000:0.4  # ... and its trials' seconds
     python benchmarks/bench_scale.py --full --json benchmarks/results/scale.json
+    python benchmarks/bench_scale.py --case random:1000:2000:120 --ramp-s 0  # all at once
 
 Trial length: each case's trials last about ``--trial-per-worker`` x workers seconds (a
 spread of +-50 %), so every case keeps its workers busy for about the same wall time and the
 claim rate stays near ``1 / --trial-per-worker`` (12.5) trials per second whatever the fleet's
 size (a larger fleet runs longer trials, as a real one does); ``--trial-s`` fixes it instead.
+Workers join over ``--ramp-s`` seconds (as a cluster's scheduler starts jobs; 0: at once).
+Claims are reported for the start-up wave (each worker's first) and the steady state apart.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ from benchmarks.scale_harness import SCHEDULERS, CaseResult, postgres, run_case
 # (scheduler, workers, trials, trial seconds or None: --trial-per-worker x workers): the
 # fleet's sizes on a 1,000-trial random sweep, then the sweep's length with each scheduler
 FULL: list[tuple[str, int, int, float | None]] = [
-    *[("random", w, 1000, None) for w in (1, 16, 64, 256, 1000)],
+    *[("random", w, 1000, None) for w in (1, 16, 64, 256)],
+    # 1,000 workers on 5-minute trials (+-50 %): a fleet's claim rate of 3.3 a second, twice
+    # a real 1,000-GPU fleet's of 10-minute trials (1.7); 1,500 trials: 500 steady claims
+    ("random", 1000, 1500, 300.0),
     # 10,000 trials on 16 workers of 0.4 s trials: near the claim lock's capacity on an idle
     # 2-core machine, so the sweep's length, not a queue, is what grows (the wait is told apart)
     ("random", 16, 10000, 0.4),
@@ -73,6 +79,10 @@ def trial_length(args: argparse.Namespace, workers: int, given: float | None) ->
     if args.trial_s:
         return float(args.trial_s)
     return given if given is not None else max(0.02, args.trial_per_worker * workers)
+
+
+def ramp(args: argparse.Namespace, workers: int) -> float:
+    return float(args.ramp_s) if args.ramp_s is not None else min(10.0, 0.01 * workers)
 
 
 def table(results: list[CaseResult]) -> str:
@@ -116,6 +126,29 @@ def waits_table(results: list[CaseResult]) -> str:
     return "\n".join(rows)
 
 
+def claims_table(results: list[CaseResult]) -> str:
+    """The start-up wave (each worker's first claim) told apart from the steady state (every
+    later claim), the steady claims' p99 split into the claim lock's wait and the rest, and
+    where open transactions spent the case (PostgreSQL running a statement, or waiting on
+    their client: its CPU, its interpreter's lock)."""
+    rows = [
+        "| scheduler | workers | trials | trial length | ramp | start-up wave p50 / p99 "
+        "| steady p50 / p99 (claims) | steady p99: lock wait / less the wait "
+        "| connections per worker | sessions in a statement / in a transaction on the client |",
+        "|" + " --- |" * 10,
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.scheduler} | {r.workers:,} | {r.trials:,} | {r.trial_s:g} s | {r.ramp_s:g} s "
+            f"| {r.claim_first_p50_ms:.1f} / {r.claim_first_p99_ms:.1f} ms "
+            f"| {r.claim_steady_p50_ms:.1f} / {r.claim_steady_p99_ms:.1f} ms "
+            f"({r.claims_steady:,}) "
+            f"| {r.claim_steady_wait_p99_ms:.1f} / {r.claim_steady_inside_p99_ms:.1f} ms "
+            f"| {r.connections_per_worker:.3f} | {r.in_server_mean:.1f} / {r.on_client_mean:.1f} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = ap.add_mutually_exclusive_group()
@@ -127,21 +160,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--trial-per-worker", type=float, default=0.08, help="seconds (see above)")
     ap.add_argument("--trial-s", type=float, default=None, help="every trial's length, seconds")
+    ap.add_argument(
+        "--ramp-s", type=float, default=None,
+        help="seconds over which the workers join (default: 0.01 x workers, <= 10; 0: at once)",
+    )  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write the raw results here")
     args = ap.parse_args(argv)
     cases = args.case or (FULL if args.full else SMALLEST if args.smallest else QUICK)
     results: list[CaseResult] = []
-    started = time.time()
+    started, load_at_start = time.time(), os.getloadavg()[0]
     with postgres() as server:
         for scheduler, workers, trials, given in cases:  # a loaded machine: 10k may take 25 min
             r = run_case(server, scheduler, workers, trials,
                          trial_s=trial_length(args, workers, given),
-                         ramp_s=min(10.0, 0.01 * workers),
+                         ramp_s=ramp(args, workers),
                          timeout_s=max(900.0, 0.15 * trials))  # fmt: skip
             results.append(r)
             print(json.dumps(r.row()), flush=True)
     print(table(results))
     print(waits_table(results))
+    print(claims_table(results))
     if args.json:
         raw: dict[str, Any] = {
             "command": " ".join(sys.argv),
@@ -149,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             "machine": {
                 "cores": len(os.sched_getaffinity(0)),
                 "python": platform.python_version(),
-                "load_at_start": os.getloadavg()[0],
+                "load_at_start": load_at_start,
+                "load_at_end": os.getloadavg()[0],
             },
             "results": [r.row() for r in results],
         }

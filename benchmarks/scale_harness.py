@@ -8,13 +8,17 @@ device, and the real claim (the sweep's claim lock, the scheduler's suggestion, 
 record), launch, report and reap path. Only the trials are simulated
 (:mod:`hyperfleet.platform.launcher.simulated` on the system clock): each reports twice over
 ``trial_s`` seconds of wall time through the platform's rank-0 recorder and ends, so every
-write a real trial makes is made.
+write a real trial makes is made. A worker loop whose trials run sleeps until their next
+report or end (the simulated launcher's ``next_event_in``; a real launcher's loop polls every
+``poll_every``): the loops' own ticks would otherwise be what 1,000 of them measure.
 
 What it measures, per case:
 
 * **claims**: the time of each claim (waiting for the sweep's claim lock, the scheduler's
-  suggestion, the RUNNING record), median and p99; how many trials were claimed twice
-  (held by two launches at once: their lease rows in ``hf_leases`` overlap);
+  suggestion, the RUNNING record), median and p99, over all claims, over the start-up wave
+  (each worker's first claim) and over the steady state (every later claim, whose p99 is
+  also split into the lock's wait and the rest); how many trials were claimed twice (held by
+  two launches at once: their lease rows in ``hf_leases`` overlap);
 * **PostgreSQL**: transactions per second (``pg_stat_database.xact_commit`` deltas),
   connections held (``pg_stat_activity``), lock waits (``pg_locks`` not granted and
   ``wait_event_type = 'Lock'``), sampled every ``sample_s`` by a connection of its own
@@ -47,7 +51,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from benchmarks.scale_measures import Sampler, TimedRecorder, Timers, timed_driver
+from benchmarks.scale_measures import (
+    Sampler,
+    TimedRecorder,
+    Timers,
+    claim_split,
+    claimed_twice,
+    timed_driver,
+)
+from benchmarks.scale_measures import pct as _pct
 from hyperfleet.platform.clock import SystemClock
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
@@ -152,16 +164,26 @@ class CaseResult:
     advisory_wait_samples: float = 0.0  # share of samples with a session waiting on it
     row_wait_samples: float = 0.0  # ... on a row lock (a PBT population's, a trial's row)
     row_waits_max: int = 0
+    # the start-up wave (each worker's first claim) told apart from the steady state
+    claim_first_p50_ms: float = float("nan")
+    claim_first_p99_ms: float = float("nan")
+    claim_steady_p50_ms: float = float("nan")
+    claim_steady_p99_ms: float = float("nan")
+    claims_steady: int = 0
+    claim_steady_wait_p99_ms: float = float("nan")  # of the steady claims' lock waits
+    claim_steady_inside_p99_ms: float = float("nan")  # of the steady claims less that wait
+    in_server_mean: float = float("nan")  # sessions running a statement, mean of samples
+    on_client_mean: float = float("nan")  # sessions in a transaction waiting on their client
+    trial_s: float = float("nan")  # the trials' mean length
+    ramp_s: float = float("nan")  # the workers joined over this long
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _mean(samples: list[dict[str, float]], key: str) -> float:
+    values = [s[key] for s in samples if key in s]
+    return round(statistics.fmean(values), 2) if values else float("nan")
 
 
 def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
@@ -245,7 +267,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             c.request_stop()
     if errors:
         raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
-    return {"claims": [d for _, d in timers.claims], "empty": timers.empty_claims,
+    return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
             "suggest": timers.suggest, "platform": dict(timers.platform),
             "claim_wait": timers.claim_wait}  # fmt: skip
 
@@ -321,22 +343,10 @@ def run_case(
     records = first.trials(cfg.name)
     leases = first.leases(cfg.name)
     first.close()
-    return _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
-                   leases, window)  # fmt: skip
-
-
-def claimed_twice(leases: list[Any]) -> int:
-    """Trials held by two launches at once (their lease rows overlap): the platform's own
-    record, whichever process claimed them."""
-    by_trial: dict[int, list[Any]] = defaultdict(list)
-    for lease in leases:
-        by_trial[lease.trial].append(lease)
-    twice = 0
-    for held in by_trial.values():
-        held.sort(key=lambda x: x.started_at)
-        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
-        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
-    return twice
+    r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
+                leases, window)  # fmt: skip
+    r.trial_s, r.ramp_s = trial_s, ramp_s
+    return r
 
 
 def _result(
@@ -344,7 +354,8 @@ def _result(
     parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
     leases: list[Any], window: int,
 ) -> CaseResult:  # fmt: skip
-    claims = [d for p in parts for d in p["claims"]]
+    split = [tuple(c) for p in parts for c in p["claims"]]
+    claims = [c[0] for c in split]
     suggest = [tuple(x) for p in parts for x in p["suggest"]]
     platform_by: dict[int, float] = defaultdict(float)
     for p in parts:
@@ -389,4 +400,7 @@ def _result(
         ),
         row_wait_samples=round(sum(w > 0 for w in row_waits) / max(1, len(row_waits)), 3),
         row_waits_max=int(max(row_waits, default=0)),
+        in_server_mean=_mean(samples, "in_server"),
+        on_client_mean=_mean(samples, "on_client"),
+        **claim_split(split),  # type: ignore[arg-type]
     )

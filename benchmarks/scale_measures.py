@@ -2,7 +2,8 @@
 driver's own claim, preparation, start and end, the schedulers' ``suggest`` and rank 0's
 recorder (thin wrappers, restored after a case: nothing of the path is replaced), the wait for
 the sweep's claim lock inside each claim (so the platform's time can be read without the
-queue), and a sampler of PostgreSQL's own counters (lock waits told apart: advisory, the claim
+queue), whether a claim was its worker's first (the start-up wave, told apart from the steady
+state), and a sampler of PostgreSQL's own counters (lock waits told apart: advisory, the claim
 lock; row locks, e.g. a PBT population's)."""
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from hyperfleet.platform.storage import Storage
 class Timers:
     """Durations of the platform's calls, by trial number, from every worker thread."""
 
-    claims: list[tuple[float, float]] = field(default_factory=list)  # (start, seconds) won
+    # claims won: (start, seconds, seconds waited for the claim lock, the worker's first)
+    claims: list[tuple[float, float, float, bool]] = field(default_factory=list)
+    _claimed: set[int] = field(default_factory=set)  # drivers that won a claim
     empty_claims: int = 0  # claims that got no trial (nothing to run now)
     suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
@@ -55,7 +58,9 @@ def timed_driver(t: Timers) -> Iterator[None]:
         if s is None:
             t.empty_claims += 1
         else:
-            t.claims.append((t0, dt))
+            first = id(self) not in t._claimed  # the start-up wave: each worker's first claim
+            t._claimed.add(id(self))
+            t.claims.append((t0, dt, waited, first))
             t.add(s.trial_number, dt)
             t.claim_wait[s.trial_number] = waited
         return s
@@ -98,6 +103,48 @@ def timed_driver(t: Timers) -> Iterator[None]:
         Storage.claim_lock = saved_lock  # type: ignore[method-assign]
         for cls, fn in suggests.items():
             cls.suggest = fn  # type: ignore[method-assign]
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; NaN when empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def claim_split(claims: list[tuple[float, float, bool]]) -> dict[str, float | int]:
+    """Claim p50/p99 (ms) of the start-up wave (each worker's first claim: every worker asks
+    at once, so they queue on the sweep's claim lock) and of the steady state (every later
+    claim, as trials end); in the steady state, the p99 of the claim-lock wait and of the
+    claim less that wait (the critical section and the work around it), to tell a queue from
+    a slow section. ``claims``: (seconds, seconds waited for the lock, first) per claim."""
+    first = [d for d, _, f in claims if f]
+    steady = [(d, w) for d, w, f in claims if not f]
+    ms = lambda v: round(1000 * v, 2)  # noqa: E731 - local shorthand
+    return {
+        "claim_first_p50_ms": ms(pct(first, 0.5)),
+        "claim_first_p99_ms": ms(pct(first, 0.99)),
+        "claim_steady_p50_ms": ms(pct([d for d, _ in steady], 0.5)),
+        "claim_steady_p99_ms": ms(pct([d for d, _ in steady], 0.99)),
+        "claims_steady": len(steady),
+        "claim_steady_wait_p99_ms": ms(pct([w for _, w in steady], 0.99)),
+        "claim_steady_inside_p99_ms": ms(pct([d - w for d, w in steady], 0.99)),
+    }
+
+
+def claimed_twice(leases: list[Any]) -> int:
+    """Trials held by two launches at once (their lease rows overlap): the platform's own
+    record, whichever process claimed them."""
+    by_trial: dict[int, list[Any]] = defaultdict(list)
+    for lease in leases:
+        by_trial[lease.trial].append(lease)
+    twice = 0
+    for held in by_trial.values():
+        held.sort(key=lambda x: x.started_at)
+        ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
+        twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
+    return twice
 
 
 def _scheduler_classes() -> list[type[Scheduler]]:
@@ -147,7 +194,11 @@ class TimedRecorder:
 
 
 class Sampler(threading.Thread):
-    """PostgreSQL's own counters for one database, every ``every`` seconds."""
+    """PostgreSQL's own counters for one database, every ``every`` seconds. Besides the lock
+    waits: the sessions running a statement (``in_server``; the sampler's own is on another
+    database) and those inside a transaction waiting for their client's next statement
+    (``on_client``): a transaction that waits on its client's CPU or interpreter lock, not
+    on the database."""
 
     def __init__(self, url: str, every: float) -> None:
         super().__init__(name="pg-sampler", daemon=True)
@@ -170,7 +221,12 @@ class Sampler(threading.Thread):
                        AND l.locktype = 'advisory') AS advisory_waits,
                       (SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                        WHERE a.datname = :db AND NOT l.granted
-                       AND l.locktype IN ('transactionid', 'tuple')) AS row_waits"""
+                       AND l.locktype IN ('transactionid', 'tuple')) AS row_waits,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock')
+                       AS in_server,
+                      (SELECT count(*) FROM pg_stat_activity WHERE datname = :db
+                       AND state = 'idle in transaction') AS on_client"""
         with self.engine.connect() as conn:
             row = conn.execute(sa.text(q), {"db": self.db}).one()
         return {"at": time.monotonic(), **{k: float(v or 0) for k, v in row._mapping.items()}}

@@ -143,3 +143,26 @@ def test_an_idle_worker_waits_for_its_next_ask_not_a_tenth_of_a_second(tmp_path)
     assert c._idle_pause() == 1.0
     d._next_ask = now + 0.4
     assert abs(c._idle_pause() - 0.4) < 1e-9
+
+
+def test_a_worker_of_simulated_trials_sleeps_until_their_next_report_or_end(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A thousand worker loops of simulated trials must not each tick ten times a second: the
+    simulated launcher says when its trials next report or end, and the loop sleeps until
+    then (at most ``ask_every / 2`` with every device busy). A real launcher cannot tell."""
+    from hyperfleet.platform.launcher.base import Launcher
+    from hyperfleet.platform.launcher.simulated import curve
+    from hyperfleet.testing.controller import Sim
+
+    script = curve(lambda p, s: 1.0 / s, steps=2, seconds_per_step=30.0)
+    sim = Sim(tmp_path, script, {"budget": {"trials": 2, "max_concurrent": 2}})
+    c = sim.controller(poll_every=0.1, ask_every=2.0)
+    waits: list[float] = []
+    wait = sim.clock.wait
+    sim.clock.wait = lambda stop, s: (waits.append(s), wait(stop, s))[1]  # type: ignore[method-assign]
+    summary = sim.run(c)
+    assert summary.state_counts["COMPLETE"] == 2
+    busy = [w for w in waits if w > 0.1]
+    assert busy and max(busy) <= 1.0  # every device busy: it sleeps, up to ask_every / 2
+    assert len(waits) < 150  # 60 s of trials at poll_every would be 600 ticks
+    assert sim.launcher.next_event_in() == float("inf")  # nothing runs: no event to come
+    assert Launcher.next_event_in(sim.launcher) is None  # the default: real processes poll

@@ -292,11 +292,26 @@ class Controller:
         """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's
         process has something to say (its ``wait(timeout)``: an ended trial is reaped at once
         instead of on the next tick). A launcher that cannot tell (``wait`` returns False at
-        once), or several launchers, and the controller waits on its clock."""
+        once), or several launchers, and the controller waits on its clock. A launcher that
+        knows when its trials next report or end (``next_event_in``: simulated ones) lets the
+        controller sleep until then (:meth:`_until_event`)."""
         launchers, busy = self._launchers, self.running and not self._stop.is_set()
-        if busy and len(launchers) == 1 and launchers[0].wait(self.timing.poll_every):
-            return
+        if busy and len(launchers) == 1:
+            due = launchers[0].next_event_in()
+            if due is not None:
+                self.clock.wait(self._stop, self._until_event(due))
+                return
+            if launchers[0].wait(self.timing.poll_every):
+                return
         self.clock.wait(self._stop, self.timing.poll_every if busy else self._idle_pause())
+
+    def _until_event(self, due: float) -> float:
+        """How long to sleep when the next trial event is ``due`` seconds away: no longer than
+        an idle worker would (a free device may be filled at its sweep's next ask; new
+        sweeps, stale trials and heartbeats keep their own times), and no longer than
+        ``ask_every / 2`` with every device busy."""
+        cap = self._idle_pause() if self.pool.free else self.timing.ask_every / 2
+        return min(due, cap)
 
     def _idle_pause(self) -> float:
         """Nothing runs here: no tick has anything to do before a sweep may be asked again

@@ -93,8 +93,20 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     return phantoms
 
 
+def _may_have_phantoms(session: SweepSession) -> bool:
+    """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
+    A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
+    is right; a claim in flight looks like one, and the caller takes the lock to be sure."""
+    recorded = {t.number for t in session.storage.trials(session.name, TrialState.RUNNING)}
+    return bool(session.scheduler.running() - recorded)
+
+
 def requeue_phantoms_locked(session: SweepSession) -> list[int]:
-    """:func:`requeue_phantoms` under the sweep's claim lock."""
+    """:func:`requeue_phantoms` under the sweep's claim lock, taken only when a look without
+    it finds one (:func:`_may_have_phantoms`): every worker of a fleet looks once when its
+    sweep seems over, and a thousand of them queued on the lock, each reading the history."""
+    if not _may_have_phantoms(session):
+        return []
     with session.storage.claim_lock(session.name):
         return requeue_phantoms(session)
 
@@ -102,18 +114,20 @@ def requeue_phantoms_locked(session: SweepSession) -> list[int]:
 def recover(
     session: SweepSession, stale_after: float, worker: str | None = None, always: bool = True
 ) -> int:
-    """Requeue stale and phantom trials, under the sweep's claim lock; how many. Not
-    ``always`` (the periodic look of every worker): only when a trial of another worker looks
-    stale, read without the lock, so a fleet's looks cost one short query each; phantoms are
-    then found when a sweep seems to be over (:func:`requeue_phantoms_locked`) or by a look
-    that takes the lock."""
-    if not always:
-        seen = session.storage.stale_running(session.name, stale_after)
-        if not any(worker is None or t.worker != worker for t in seen):
-            return 0
+    """Requeue stale and phantom trials, under the sweep's claim lock; how many. The lock is
+    taken only when a look without it finds a trial of another worker stale or (``always``:
+    a worker's first look) a phantom: a stale trial stays so until it is requeued or beats,
+    so a look that finds none is right, and a fleet's looks cost one short query each
+    instead of a queue on the lock (1,000 workers starting together each took it).
+    Phantoms are otherwise found when a sweep seems to be over
+    (:func:`requeue_phantoms_locked`) or by a look that takes the lock."""
+    seen = session.storage.stale_running(session.name, stale_after)
+    stale = any(worker is None or t.worker != worker for t in seen)
+    if not stale and not (always and _may_have_phantoms(session)):
+        return 0
     with session.storage.claim_lock(session.name):
-        stale = requeue_stale(session, stale_after, worker)
-        return len(stale) + len(requeue_phantoms(session))
+        stale_ones = requeue_stale(session, stale_after, worker)
+        return len(stale_ones) + len(requeue_phantoms(session))
 
 
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:

@@ -77,8 +77,9 @@ class Rendezvous:
 
 class Launcher(ABC):
     """Starts trials and hands back their handles. Subclass it: ``launch`` and ``close`` are
-    required; ``prestart`` and ``wait`` are optional capabilities whose defaults do nothing
-    (the controller calls them on every launcher, never asking which kind it has).
+    required; ``prestart``, ``wait`` and ``next_event_in`` are optional capabilities whose
+    defaults do nothing (the controller calls them on every launcher, never asking which kind
+    it has).
     :mod:`hyperfleet.testing.launchers` is the contract suite every launcher passes."""
 
     @abstractmethod
@@ -103,6 +104,14 @@ class Launcher(ABC):
         or ``timeout`` seconds; True when it waited. The default returns False at once: the
         launcher cannot tell, so the controller waits on its own clock instead."""
         return False
+
+    def next_event_in(self) -> float | None:
+        """Seconds until one of its running trials next has something to say (a report, its
+        end; ``math.inf``: none will), when the launcher knows it in advance, as a simulated
+        trial's script does: the controller then sleeps until then instead of polling every
+        ``poll_every``, so a thousand worker loops of simulated trials do not tick ten times a
+        second each. Default None: it cannot tell (real processes), the controller polls."""
+        return None
 
 
 class NoProcess(TrialHandle):

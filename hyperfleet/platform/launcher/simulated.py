@@ -13,6 +13,7 @@ it was launched) returning a :class:`SimScript`; :func:`curve` builds the common
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,6 +146,20 @@ class SimulatedHandle(TrialHandle):
         code = self.script.exit_code
         return self._end(Outcome.COMPLETE if code == 0 else Outcome.FAIL, code)
 
+    def next_event_at(self) -> float:
+        """When (``clock.monotonic()``) its next report or its end is due; ``math.inf``: never
+        (ended, or hung)."""
+        if self.code is not None:
+            return math.inf
+        assert self.script is not None
+        begun = self.started + self.script.starting
+        if self.pending:
+            return begun + self.pending[0].at
+        if self.script.hang:
+            return math.inf
+        last = max((r.at for r in self.script.reports), default=0.0)
+        return begun + (last if self.script.end_at is None else self.script.end_at)
+
     def stop(self, grace: float = STOP_GRACE_S) -> int:
         if self.poll() is None:
             return self._end(Outcome.FAIL, 143)  # SIGTERM: the runtime unwinds, outcome fail
@@ -180,6 +195,7 @@ class SimulatedLauncher(Launcher):
         self.recorder_factory = recorder_factory or self._recorder
         self.launches: dict[int, int] = {}
         self.handles: list[SimulatedHandle] = []
+        self._live: list[SimulatedHandle] = []  # not ended when last looked at
 
     def _recorder(self, spec: TrialSpec) -> Any:
         from hyperfleet.platform.recorder import RankZeroRecorder
@@ -193,7 +209,15 @@ class SimulatedLauncher(Launcher):
             start = spec.restore.step
         handle._load(spec.params, start)
         self.handles.append(handle)
+        self._live.append(handle)
         return handle
+
+    def next_event_in(self) -> float | None:
+        """Its scripts say when each trial next reports or ends: the earliest of those, from
+        now (the controller sleeps until then; on a virtual clock, its wait jumps there)."""
+        self._live = [h for h in self._live if h.code is None]
+        due = min((h.next_event_at() for h in self._live), default=math.inf)
+        return max(0.0, due - self.clock.monotonic())
 
     def close(self) -> None:
         pass

@@ -1,0 +1,42 @@
+"""A phantom (a trial the scheduler handed out whose claimer died before recording it) is
+requeued when a sweep seems over and when a worker starts; the claim lock is taken for that
+only when a look without it finds one, so a fleet's workers starting or ending together do not
+queue on the lock one by one."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from hyperfleet.platform.controller import open_session
+from hyperfleet.platform.controller.recovery import recover, requeue_phantoms_locked
+from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.testing.controller import Sim
+
+
+def test_the_claim_lock_is_taken_only_when_a_phantom_may_exist(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, curve(lambda p, s: float(p["x"]) / s, steps=2))
+    sim.run(sim.controller())  # the sweep is done: every trial recorded, nothing running
+    s = open_session(sim.cfg, Storage(str(sim.cfg.storage)), NullTracker(), None)
+    taken: list[str] = []
+    lock = s.storage.claim_lock
+
+    @contextlib.contextmanager
+    def counted(sweep: str) -> Iterator[None]:
+        taken.append(sweep)
+        with lock(sweep):
+            yield
+
+    s.storage.claim_lock = counted  # type: ignore[method-assign]
+    assert requeue_phantoms_locked(s) == [] and taken == []  # none: no lock
+    assert recover(s, 30.0, "another", always=True) == 0 and taken == []  # a worker's start
+    phantom = s.scheduler.study.ask()  # type: ignore[attr-defined]  # its claimer died here
+    assert requeue_phantoms_locked(s) == [phantom.number] and taken == [sim.cfg.name]
+    again = s.scheduler.study.ask()  # type: ignore[attr-defined]  # the same trial, and again
+    assert again.number == phantom.number
+    assert recover(s, 30.0, "another", always=True) == 1 and taken == [sim.cfg.name] * 2
+    assert s.scheduler.running() == set()  # back in the queue
+    s.storage.close()
