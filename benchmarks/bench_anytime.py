@@ -132,15 +132,17 @@ def available(name: str) -> bool:
 
 
 def run_system(name: str, workload: str, seed: int, budget: float, scratch: Path,
-               import_ahead: bool = True) -> list[tuple[float, float]]:  # fmt: skip
+               import_ahead: bool = True,
+               code: Path = ROOT) -> list[tuple[float, float]]:  # fmt: skip
     """One run of system ``name``: its ``(seconds, val_loss)`` evaluations, in time order.
     ``import_ahead``: False turns off hyperfleet's workers importing ahead (``trial_process.
-    import_ahead``), to measure what it saves; True runs them as a user's sweep does."""
+    import_ahead``), to measure what it saves; True runs them as a user's sweep does.
+    ``code``: the tree whose hyperfleet runs (another revision's ``git archive``)."""
     work = scratch / f"{name}-{workload}-{seed}-{time.monotonic_ns()}"
     work.mkdir(parents=True)
     log = work / "anytime.log"
     cmd = command(name, workload, seed, budget, work)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "HYPERFLEET_CACHE": str(scratch / "cache"),
            "ANYTIME_LOG": str(log), "ANYTIME_T0": repr(time.time())}  # fmt: skip
     env.pop(IMPORT_AHEAD_ENV, None)
