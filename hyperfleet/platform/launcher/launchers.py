@@ -115,11 +115,16 @@ class Launchers:
 
 
 def prestarted(cfg: SweepConfig, devices: str, storage_url: str) -> Launchers | None:
-    """Launchers with the sweep's first trials' processes already starting, for a sweep that
-    is new to its storage (its SQLite file does not exist yet) or kept on a server (as
-    :class:`~hyperfleet.platform.sweeps.run.SweepRunner` would start them; a stored sweep may
-    have run its budget, which only opening the storage tells, so it waits for that). None
-    when not, or when the devices do not fit (the runner reports that later, in its order)."""
+    """Launchers with the sweep's first warm groups already starting, for a sweep of warm
+    trials that is new to its storage (its SQLite file does not exist yet) or kept on a
+    server (as :class:`~hyperfleet.platform.sweeps.run.SweepRunner` would start them; a
+    stored sweep may have run its budget, which only opening the storage tells, so it waits
+    for that). None when not, or when the devices do not fit (the runner reports that later,
+    in its order). Not in-process trials: their fork server, started from a thread, cannot
+    be stopped before it has imported torch, which a refused sweep would wait for."""
+    r = cfg.trial.resources
+    if r.devices == 0 or r.nodes > 1 or cfg.trial.command is not None or not cfg.trial.reuse:
+        return None
     if storage_url.startswith("sqlite:"):
         path = storage_url.removeprefix("sqlite:///").partition("?")[0]
         if not storage_url.startswith("sqlite:///") or not path or path == ":memory:":
