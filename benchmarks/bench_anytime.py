@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.anytime_workloads import EVAL_EVERY, SPACES, STEPS
+from benchmarks.anytime_workloads import EVAL_EVERY, SPACES, STEPS, prepare_data
 from benchmarks.side_by_side import ROOT, machine, mlflow_template
 from hyperfleet.platform.launcher.trial_process import IMPORT_AHEAD_ENV
 
@@ -132,15 +132,17 @@ def available(name: str) -> bool:
 
 
 def run_system(name: str, workload: str, seed: int, budget: float, scratch: Path,
-               import_ahead: bool = True) -> list[tuple[float, float]]:  # fmt: skip
+               import_ahead: bool = True,
+               code: Path = ROOT) -> list[tuple[float, float]]:  # fmt: skip
     """One run of system ``name``: its ``(seconds, val_loss)`` evaluations, in time order.
     ``import_ahead``: False turns off hyperfleet's workers importing ahead (``trial_process.
-    import_ahead``), to measure what it saves; True runs them as a user's sweep does."""
+    import_ahead``), to measure what it saves; True runs them as a user's sweep does.
+    ``code``: the tree whose hyperfleet runs (another revision's ``git archive``)."""
     work = scratch / f"{name}-{workload}-{seed}-{time.monotonic_ns()}"
     work.mkdir(parents=True)
     log = work / "anytime.log"
     cmd = command(name, workload, seed, budget, work)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "HYPERFLEET_CACHE": str(scratch / "cache"),
            "ANYTIME_LOG": str(log), "ANYTIME_T0": repr(time.time())}  # fmt: skip
     env.pop(IMPORT_AHEAD_ENV, None)
@@ -272,6 +274,7 @@ def main() -> None:
     text = []
     for workload in workloads:
         budget = args.budget or budgets.get(workload) or SIZES["full"][2][workload]
+        prepare_data(workload, scratch / "cache")  # the runs' cache: no system's clock pays it
         runs: dict[str, list[list[tuple[float, float]]]] = {n: [] for n in names}
         for seed in seeds:  # systems alternate within each seed
             for n in names:

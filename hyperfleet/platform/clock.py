@@ -6,7 +6,10 @@ in milliseconds: each wait advances the virtual clock instead of sleeping.
 
 The liveness defaults live here too (``controller.Timing``, ``hyperfleet worker``, submitting a
 sweep): a worker heartbeats every ``HEARTBEAT_EVERY_S``; one silent for ``STALE_AFTER_S`` is
-taken for lost and its RUNNING trials are requeued.
+taken for lost and its RUNNING trials are requeued; a storage outage is ridden out for
+``DEFAULT_RETRY_S`` (:mod:`.storage.retry`; the sweep file's ``storage_retry``), kept here so
+that the sweep file's model reads it without importing storage (SQLAlchemy) ahead of the first
+trials' processes.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Protocol
 
 HEARTBEAT_EVERY_S = 3.0  # the worker's and its RUNNING trials' heartbeat in storage
 STALE_AFTER_S = 30.0  # a worker or RUNNING trial silent this long is gone
+DEFAULT_RETRY_S = 120.0  # a storage outage is retried this long before it is an error
 
 
 class Clock(Protocol):

@@ -25,12 +25,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
-from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.launcher.launchers import Launchers
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
@@ -138,72 +138,6 @@ class StoredSweeps:
             return None
         self._refused.pop(cfg.name, None)
         return session
-
-
-class Launchers:
-    """The launcher of each sweep: warm torchrun groups shared by every sweep of one-node
-    trials (a fresh group per trial with ``trial.reuse: false``), plain torchrun for trials
-    that span hosts, and an in-process pool per sweep of ``devices: 0`` trials."""
-
-    def __init__(self, pool: LocalPool) -> None:
-        self.pool = pool
-        self._warm: Any = None
-        self._torchrun: Launcher | None = None
-        self._inprocess: dict[str, Any] = {}
-        self._script: Launcher | None = None
-
-    def __call__(self, cfg: SweepConfig) -> Launcher:
-        r = cfg.trial.resources
-        if cfg.trial.command is not None:  # a program of the user's, run by a runner each
-            if self._script is None:
-                from hyperfleet.platform.launcher.script import ScriptLauncher
-
-                self._script = ScriptLauncher(self.pool.threads_per_process())
-            return self._script
-        if r.devices == 0:
-            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
-
-            if cfg.name not in self._inprocess:
-                most = min(cfg.budget.max_concurrent, self.pool.size)
-                threads = self.pool.threads_per_process()
-                self._inprocess[cfg.name] = InProcessLauncher(most, threads=threads)
-            return cast(Launcher, self._inprocess[cfg.name])
-        if r.nodes > 1:
-            if self._torchrun is None:
-                from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
-
-                self._torchrun = TorchrunLauncher(self.pool.threads_per_process())
-            return self._torchrun
-        if self._warm is None:
-            from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
-
-            self._warm = WarmTorchrunLauncher(self.pool.threads_per_process())
-        return cast(Launcher, self._warm)
-
-    def close(self) -> None:
-        """Stop every process started (when no controller took these launchers over)."""
-        for launcher in [*self._inprocess.values(), self._warm, self._torchrun, self._script]:
-            if launcher is not None:
-                launcher.close()
-        self._inprocess, self._warm, self._torchrun, self._script = {}, None, None, None
-
-    def prestart(self, cfg: SweepConfig) -> None:
-        """Start the processes the sweep's first trials will run in now, so their start-up
-        (an interpreter, torch) overlaps opening the sweep."""
-        r = cfg.trial.resources
-        if cfg.trial.command is not None:  # a program starts with its trial
-            return
-        if r.devices == 0:
-            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
-
-            most = min(cfg.budget.max_concurrent, self.pool.size)
-            threads = self.pool.threads_per_process()
-            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True, threads=threads)
-            return
-        launcher = self(cfg)
-        if r.nodes == 1:  # the first trials' leases, one node each
-            first = self.pool.first_leases(r.devices, r.per_device, cfg.budget.max_concurrent)
-            launcher.prestart(first, cfg.trial)
 
 
 def worker_record(

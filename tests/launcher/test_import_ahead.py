@@ -1,15 +1,19 @@
 """A ready worker or rank imports what a trial's first optimizer needs on a thread of its own
 (``import_ahead``); a fork waits for that thread, so the child has the module and no lock held
-by a thread it does not have."""
+by a thread it does not have. In-process workers get it from their fork server."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from hyperfleet.platform.launcher.trial_process import IMPORT_AHEAD, IMPORT_AHEAD_ENV, import_ahead
+from hyperfleet.platform.storage import Storage
+from tests.integration.cli import cli
 
 #: small standard-library modules the test process has not imported (checked below)
 MODULES = ("tabnanny", "this")
@@ -34,3 +38,23 @@ def test_imports_on_a_thread_and_a_fork_waits_for_it(monkeypatch: pytest.MonkeyP
     assert not thread.is_alive() and set(MODULES) <= set(sys.modules)
     for name in MODULES:  # leave the test process as it was
         sys.modules.pop(name, None)
+
+
+@pytest.mark.slow
+def test_inprocess_workers_share_the_fork_servers_import(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The fork server imports what workers would import ahead, once: a worker's trial finds
+    the module there before its first optimizer, imported by the server, not by itself."""
+    path = sweep_file({
+        "name": "ahead",
+        "objective": {"metric": "loss", "mode": "min"},
+        "budget": {"trials": 2, "max_concurrent": 2},
+        "trial": {"workload": "tests.launcher.workloads:imported_here", "steps": 1,
+                  "eval_every": 1, "resources": {"devices": 0}, "parallel": {"data": 1}},
+    })  # fmt: skip
+    ahead = {IMPORT_AHEAD_ENV: "tests.launcher.ahead_probe"}
+    proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2", **ahead)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("ahead")
+    assert [t.metrics["loss"] for t in trials] == [0.0, 0.0]

@@ -63,3 +63,13 @@ def threads(ctx: hyperfleet.TrialContext) -> None:
     """Report the intra-op threads this trial's torch runs on, and what set them."""
     cap = float(os.environ.get("OMP_NUM_THREADS", "0"))
     ctx.report(1, {"loss": 0.0, "threads": float(torch.get_num_threads()), "omp": cap})
+
+
+def imported_here(ctx: hyperfleet.TrialContext) -> None:
+    """Report whether this trial's process imported ``tests.launcher.ahead_probe`` itself (1)
+    or inherited it from the process it was forked from (0); -1: not imported at all."""
+    import sys
+
+    probe = sys.modules.get("tests.launcher.ahead_probe")
+    here = -1.0 if probe is None else float(os.getpid() == probe.IMPORTED_BY)
+    ctx.report(1, {"loss": here})

@@ -67,25 +67,39 @@ def sweep_run(
     ] = False,
 ) -> None:
     """Create the sweep (or continue it) and run it to its budget."""
+    # only what reading the sweep file needs is imported before its first trials' processes
+    # start: the stores' libraries (SQLAlchemy, Optuna, MLflow) come after, while they start
     from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.launcher.launchers import prestarted
     from hyperfleet.platform.pool import parse_devices
-    from hyperfleet.platform.sweeps.preflight import check_urls
-    from hyperfleet.platform.sweeps.run import SweepRunner, default_urls
-    from hyperfleet.platform.tracking.client import check_env
 
-    _guard(lambda: check_urls(storage, tracking_uri))
+    if storage is not None or tracking_uri is not None:
+        from hyperfleet.platform.sweeps.preflight import check_urls
+
+        _guard(lambda: check_urls(storage, tracking_uri))
     cfg = _guard(lambda: load_sweep(file))
-    _guard(check_env)
     if stop_at_timeout:
         budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
         cfg = cfg.model_copy(update={"budget": budget})
     _guard(lambda: parse_devices(devices))
-    default_storage, default_tracking = default_urls(cfg)
+    default_storage, default_tracking = cfg.storage_url, cfg.tracking_uri
     storage_url = storage or default_storage
     tracking = tracking_uri or default_tracking
-    runner = _guard(
-        lambda: SweepRunner(cfg, storage_url, tracking, devices=devices, sweep_file=file)
-    )
+    launchers = prestarted(cfg, devices, storage_url)
+    try:
+        from hyperfleet.platform.sweeps.run import SweepRunner
+        from hyperfleet.platform.tracking.client import check_env
+
+        _guard(check_env)
+        runner = _guard(
+            lambda: SweepRunner(
+                cfg, storage_url, tracking, devices=devices, sweep_file=file, launchers=launchers
+            )
+        )
+    except BaseException:  # refused before anything ran: the started processes end at once
+        if launchers is not None:
+            launchers.abandon()
+        raise
     console = err if as_json else out
     summary = _guard(lambda: _run_with_progress(runner, console))
     _summary(console, summary)

@@ -15,10 +15,11 @@ worker outlives it. Nor does anything a trial starts: each worker reaps its tria
 descendants and leads a process group that a guard kills when the worker dies
 (:mod:`.procs`), and ``kill`` kills that group and the launch's tagged processes too.
 
-Workers come from multiprocessing's *fork server*, which imports the trial runtime (torch)
-and the recorder once: every worker, the first ones and each replacement, is a fork of it
-(milliseconds) rather than an interpreter importing torch again (seconds of CPU each, which
-the first trials of a sweep wait for). The server never runs a trial and starts no thread, so
+Workers come from multiprocessing's *fork server*, which imports the trial runtime (torch),
+the recorder and what a trial's first optimizer imports (``torch._dynamo``) once: every
+worker, the first ones and each replacement, is a fork of it (milliseconds) rather than an
+interpreter importing torch again (seconds of CPU each, which the first trials of a sweep
+wait for). The server never runs a trial and starts no thread, so
 each fork starts clean; a worker takes the controller's environment and working directory as
 they are when it starts (a fork would otherwise have the server's). ``prestart`` starts them
 from a thread, so the controller goes on opening the sweep while the server imports.
@@ -59,6 +60,7 @@ from hyperfleet.platform.launcher.procs import (
 from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.platform.launcher.trial_process import (
     RECORDER_LAZY_IMPORTS,
+    ahead_names,
     exit_now,
     exit_on_sigterm,
     import_ahead,
@@ -69,10 +71,18 @@ from hyperfleet.platform.pool import Lease
 from hyperfleet.spec.wire import TrialSpec
 
 _FORKS = mp.get_context("forkserver")
-_FORKS.set_forkserver_preload(
-    ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
-     "hyperfleet.platform.recorder", *RECORDER_LAZY_IMPORTS]
-)  # fmt: skip
+
+
+def _preload_in_server() -> None:
+    """What the fork server imports before its first fork (set before it starts): the trial
+    runtime, the recorder, and what workers would otherwise each import ahead on a thread of
+    their own (:func:`~.trial_process.import_ahead`, ``torch._dynamo``: about a second of CPU
+    per worker, which the first trials' first optimizers waited for); imported once here,
+    every worker has it."""
+    _FORKS.set_forkserver_preload(
+        ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
+         "hyperfleet.platform.recorder", *RECORDER_LAZY_IMPORTS, *ahead_names()]
+    )  # fmt: skip
 
 
 # -- the worker: a process of its own, from the fork server ------------------------------
@@ -247,6 +257,7 @@ class InProcessLauncher(Launcher):
     """
 
     def __init__(self, workers: int, prestart: bool = False, threads: int = 1) -> None:
+        _preload_in_server()  # before the server starts (a later call changes nothing)
         self.max_workers = workers
         self.threads = threads
         self._workers: list[_Worker] = []

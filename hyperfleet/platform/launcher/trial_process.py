@@ -133,6 +133,13 @@ IMPORT_AHEAD_ENV = "HYPERFLEET_IMPORT_AHEAD"
 IMPORT_AHEAD = ("torch._dynamo",)
 
 
+def ahead_names() -> tuple[str, ...]:
+    """What :func:`import_ahead` imports: :data:`IMPORT_AHEAD`, or ``$HYPERFLEET_IMPORT_AHEAD``'s
+    modules."""
+    raw = os.environ.get(IMPORT_AHEAD_ENV)
+    return IMPORT_AHEAD if raw is None else tuple(n.strip() for n in raw.split(",") if n.strip())
+
+
 def import_ahead() -> threading.Thread | None:
     """Import :data:`IMPORT_AHEAD` (or ``$HYPERFLEET_IMPORT_AHEAD``'s modules) on a daemon
     thread, so a worker or rank waiting for its first task has it when the trial's first
@@ -140,8 +147,7 @@ def import_ahead() -> threading.Thread | None:
     import (Python's module lock), no longer. A fork of this process waits for the thread
     first (``os.register_at_fork``): a child must not inherit a module lock held by a thread
     that does not exist in it. Returns the thread (None when there is nothing to import)."""
-    raw = os.environ.get(IMPORT_AHEAD_ENV)
-    names = IMPORT_AHEAD if raw is None else tuple(n for n in raw.split(",") if n.strip())
+    names = ahead_names()
     if not names:
         return None
     thread = threading.Thread(
@@ -155,7 +161,7 @@ def import_ahead() -> threading.Thread | None:
 def _import_quietly(names: tuple[str, ...]) -> None:
     for name in names:
         try:
-            importlib.import_module(name.strip())
+            importlib.import_module(name)
         except Exception:
             logging.getLogger(__name__).debug("importing %s ahead failed", name, exc_info=True)
 

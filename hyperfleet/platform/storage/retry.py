@@ -31,11 +31,11 @@ from typing import Any, TypeVar, cast
 import sqlalchemy as sa
 
 from hyperfleet.errors import StorageError, StorageOutageError, first_line
+from hyperfleet.platform.clock import DEFAULT_RETRY_S as DEFAULT_RETRY_S  # its home
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-DEFAULT_RETRY_S = 120.0
 _TRANSIENT_SQLITE = ("locked", "busy", "disk i/o", "unable to open")
 
 

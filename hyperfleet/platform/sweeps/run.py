@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from hyperfleet.errors import ConfigError, StorageError
+from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
-from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.launcher.launchers import Launchers, build_pool
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import sqlite_path
 from hyperfleet.platform.sweeps.ownership import (
@@ -28,7 +28,7 @@ from hyperfleet.platform.sweeps.ownership import (
 )
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
 from hyperfleet.platform.sweeps.results import SweepSummary, summarize
-from hyperfleet.platform.worker import Launchers, check_pool, open_stored, run_worker
+from hyperfleet.platform.worker import check_pool, open_stored, run_worker
 from hyperfleet.spec.states import FINISHED, SweepStatus
 
 __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_sweep"]
@@ -37,27 +37,6 @@ __all__ = ["Progress", "SweepRunner", "build_pool", "default_urls", "submit_swee
 def default_urls(cfg: SweepConfig) -> tuple[str, str]:
     """The sweep's storage URL and tracking URI, the defaults in its workdir if it names none."""
     return cfg.storage_url, cfg.tracking_uri
-
-
-def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
-    """This host's devices for the sweep's trials; ``ConfigError``/``PoolError`` if a node of
-    its trials could never run on them."""
-    r = cfg.trial.resources
-    slots = cfg.budget.max_concurrent
-    if r.devices == 0:  # in-process trials: one CPU slot each
-        return LocalPool.from_spec(devices, min_cpu_slots=slots)
-    k = r.devices // r.nodes
-    pool = LocalPool.from_spec(devices, min_cpu_slots=-(-k * slots // r.per_device))
-    pool.check_fits(k)
-    room = pool.size * r.per_device // k  # trials that fit at once (shares of devices)
-    if cfg.is_population and room < slots and r.nodes == 1:
-        raise ConfigError(
-            f"budget.max_concurrent: {slots} PBT members of {k} device(s) need "
-            f"{slots * k} devices, the pool has {pool.size}"
-            f"{f' shared {r.per_device} ways' if r.per_device > 1 else ''}; lower it to "
-            f"{room} so members time-share the pool"
-        )
-    return pool
 
 
 def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepConfig:
@@ -123,12 +102,17 @@ class SweepRunner:
         on_progress: Callable[[Progress], None] | None = None,
         timing: Timing | None = None,
         sweep_file: str | Path | None = None,
+        launchers: Launchers | None = None,
     ) -> None:
+        """``launchers``: ones already starting the first trials' processes
+        (:func:`~hyperfleet.platform.launcher.launchers.prestarted`), whose pool is the
+        sweep's."""
         self.cfg = cfg
         self.sweep_file = sweep_file  # logged on the sweep's MLflow run
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
-        self.pool = build_pool(cfg, devices)
+        self.launchers = launchers
+        self.pool = build_pool(cfg, devices) if launchers is None else launchers.pool
         self.cfg = preflight(cfg, storage_url, tracking_uri)
         self.on_progress = on_progress
         self.timing = timing
@@ -136,9 +120,11 @@ class SweepRunner:
     def run(self) -> SweepSummary:
         # the first trials' processes start (an interpreter, torch) while the sweep is opened;
         # a sweep that has run its budget (the same command again) starts none
-        launchers = Launchers(self.pool)
-        if not ran_its_budget(self.cfg, self.storage_url):
-            launchers.prestart(self.cfg)
+        launchers = self.launchers
+        if launchers is None:
+            launchers = Launchers(self.pool)
+            if not ran_its_budget(self.cfg, self.storage_url):
+                launchers.prestart(self.cfg)
         try:
             _submit(self.cfg, self.storage_url, STALE_AFTER_S, self.sweep_file)
         except BaseException:
