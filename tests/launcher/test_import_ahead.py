@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,28 @@ def test_imports_on_a_thread_and_a_fork_waits_for_it(monkeypatch: pytest.MonkeyP
     assert os.waitstatus_to_exitcode(status) == 0
     assert not thread.is_alive() and set(MODULES) <= set(sys.modules)
     for name in MODULES:  # leave the test process as it was
+        sys.modules.pop(name, None)
+
+
+def test_a_fork_waits_for_every_import_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two calls (two threads), one handler registered when the module loaded, none per call
+    (a process that imports ahead again does not pile up handlers): a fork waits for both."""
+    first, second = MODULES[:1], MODULES[1:]
+    assert first and second and not set(MODULES) & set(sys.modules)
+    registered: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **kw: registered.append(kw))
+    threads = []
+    for names in (first, second):
+        monkeypatch.setenv(IMPORT_AHEAD_ENV, ",".join(names))
+        threads.append(import_ahead())
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if set(MODULES) <= set(sys.modules) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert all(t is not None and not t.is_alive() for t in threads)
+    assert registered == [], "no fork handler registered per call"
+    for name in MODULES:
         sys.modules.pop(name, None)
 
 

@@ -144,9 +144,10 @@ def import_ahead() -> threading.Thread | None:
     """Import :data:`IMPORT_AHEAD` (or ``$HYPERFLEET_IMPORT_AHEAD``'s modules) on a daemon
     thread, so a worker or rank waiting for its first task has it when the trial's first
     optimizer asks, instead of paying it then; a trial that asks earlier waits for the same
-    import (Python's module lock), no longer. A fork of this process waits for the thread
-    first (``os.register_at_fork``): a child must not inherit a module lock held by a thread
-    that does not exist in it. Returns the thread (None when there is nothing to import)."""
+    import (Python's module lock), no longer. A fork of this process waits for every such
+    thread first (:func:`_join_ahead`, registered once with ``os.register_at_fork``): a child
+    must not inherit a module lock held by a thread that does not exist in it. Returns the
+    thread (None when there is nothing to import)."""
     names = ahead_names()
     if not names:
         return None
@@ -154,8 +155,21 @@ def import_ahead() -> threading.Thread | None:
         target=_import_quietly, args=(names,), name="hyperfleet-import-ahead", daemon=True
     )
     thread.start()
-    os.register_at_fork(before=thread.join)
+    _AHEAD_THREADS.append(thread)
     return thread
+
+
+_AHEAD_THREADS: list[threading.Thread] = []  # started by import_ahead in this process
+
+
+def _join_ahead() -> None:
+    """Before a fork: wait for the imports :func:`import_ahead` started (in a forked child the
+    parent's threads are not alive, and joining them returns at once)."""
+    for thread in _AHEAD_THREADS:
+        thread.join()
+
+
+os.register_at_fork(before=_join_ahead)
 
 
 def _import_quietly(names: tuple[str, ...]) -> None:
