@@ -53,7 +53,7 @@ def absolute(url: str) -> str:
     """``url`` with a relative SQLite file made absolute (``sqlite:///runs/hf.db`` ->
     ``sqlite:////home/me/runs/hf.db``): a hint printed with it works from any directory.
     Any other URL comes back as it is."""
-    db = _sqlite_file(url)
+    db = sqlite_file(url)
     if db is None or db.is_absolute():
         return url
     _, sep, query = url.partition("?")
@@ -138,7 +138,9 @@ def mlflow_runs_anchor(experiment_id: str) -> str:
     return f"#/experiments/{quote(str(experiment_id))}/runs?{MLFLOW_RUNS_VIEW}"
 
 
-def _sqlite_file(url: str) -> Path | None:
+def sqlite_file(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (None: another scheme, or in memory), read without
+    importing SQLAlchemy (what ``storage.engine.sqlite_path`` resolves)."""
     if not url.startswith("sqlite:///"):
         return None
     path = url.removeprefix("sqlite:///").partition("?")[0]
@@ -151,7 +153,7 @@ def started_from(opened: str, stored: str) -> Path | None:
     reached from elsewhere (``sqlite:////home/me/proj/hyperfleet-runs/hyperfleet.db`` ->
     ``/home/me/proj``); else None. A reader started in another directory finds the sweep's
     relative paths (workdir, logs, ``tracking.uri``) under it."""
-    own, here = _sqlite_file(stored), _sqlite_file(opened)
+    own, here = sqlite_file(stored), sqlite_file(opened)
     if own is None or here is None or own.is_absolute() or ".." in own.parts:
         return None
     here = here.resolve()
@@ -164,7 +166,7 @@ def rebased(location: str, origin: Path | None) -> str:
     """``location`` (a path or a ``sqlite:///`` URL) under ``origin`` when it is relative."""
     if origin is None:
         return location
-    db = _sqlite_file(location)
+    db = sqlite_file(location)
     if db is not None:
         return location if db.is_absolute() else f"sqlite:///{origin / db}"
     if "://" in location or Path(location).is_absolute():

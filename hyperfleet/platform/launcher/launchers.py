@@ -11,13 +11,13 @@ after reading the sweep file (:func:`prestarted`), before it imports those.
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any, cast
 
 from hyperfleet.errors import ConfigError, PoolError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.urls import sqlite_file
 
 
 def build_pool(cfg: SweepConfig, devices: str = "auto") -> LocalPool:
@@ -126,10 +126,8 @@ def prestarted(cfg: SweepConfig, devices: str, storage_url: str) -> Launchers | 
     if r.devices == 0 or r.nodes > 1 or cfg.trial.command is not None or not cfg.trial.reuse:
         return None
     if storage_url.startswith("sqlite:"):
-        path = storage_url.removeprefix("sqlite:///").partition("?")[0]
-        if not storage_url.startswith("sqlite:///") or not path or path == ":memory:":
-            return None
-        if Path(path).exists():
+        path = sqlite_file(storage_url)
+        if path is None or path.exists():
             return None
     try:
         launchers = Launchers(build_pool(cfg, devices))
