@@ -135,8 +135,12 @@ def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
     path = sweep_file({
         "name": "lit-pbt",
         "objective": {"metric": "loss", "mode": "min"},
+        # One member starts with an lr far below the rest, so it ranks last at its ready checks
+        # whatever order the four members report in (asynchronous PBT exploits the member that
+        # is last when it checks; four sampled lrs close together made that depend on timing).
         "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 4,
-                      "quantile_fraction": 0.25, "seed": 0},
+                      "quantile_fraction": 0.25, "seed": 0,
+                      "initial": [{"lr": 0.05}, {"lr": 0.03}, {"lr": 0.02}, {"lr": 0.0001}]},
         "budget": {"trials": None, "max_concurrent": 4},
         "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
         "trial": {
