@@ -151,6 +151,7 @@ def test_a_newer_schema_is_refused_with_one_line(db_url: str) -> None:
 def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str) -> None:
     import sqlalchemy as sa
 
+    from hyperfleet.platform.storage import SCHEMA_VERSION
     from hyperfleet.platform.storage.schema import meta_table, schema_version
 
     st = Storage(db_url)  # made as version 2 was: hf_leases without the share columns
@@ -158,6 +159,7 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     with st.engine.begin() as conn:
         for column in ("share", "per_device"):
             conn.execute(sa.text(f"ALTER TABLE hf_leases DROP COLUMN {column}"))
+        conn.execute(sa.text("DROP TABLE hf_ahead"))  # version 4's table
         conn.execute(sa.update(meta_table).values(value="2"))
     st.close()
 
@@ -166,9 +168,10 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     assert (old.devices, old.share, old.per_device) == (["cuda:0"], 0, 1)
     reader.close()
 
-    st = Storage(db_url)  # a writer opens it: version 3, columns added, old rows kept
+    st = Storage(db_url)  # a writer opens it: the newest version, columns added, rows kept
     with st.engine.connect() as conn:
-        assert schema_version(conn) == 3
+        assert schema_version(conn) == SCHEMA_VERSION == 4
+        assert sa.inspect(conn).has_table("hf_ahead")
     st.open_lease("s", 1, ["cuda:0"], "w1", share=2, per_device=4)
     assert [(x.trial, x.share, x.per_device) for x in st.leases("s")] == [(0, 0, 1), (1, 2, 4)]
     Storage(db_url).close()  # opening again changes nothing

@@ -123,6 +123,17 @@ class FleetStore:
         ]
 
     @retried
+    def count_live_workers(self, stale_after: float) -> int:
+        """How many workers run and heartbeat (:meth:`live_workers`), counted by the database."""
+        table = cast(sa.Table, WorkerRow.__table__)
+        q = sa.select(sa.func.count()).where(
+            table.c.state == WorkerState.ACTIVE,
+            table.c.heartbeat_at >= self.now() - stale_after,
+        )
+        with self.session() as s:
+            return int(s.scalar(q) or 0)
+
+    @retried
     def set_job(self, job_id: str, job_state: str, reason: str | None, ended: bool = False) -> None:
         """Stamp what the batch scheduler says of job ``job_id`` on every row that names it
         (the pool's row of a pending job, and the row of the worker that runs in it); the

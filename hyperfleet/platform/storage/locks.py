@@ -23,9 +23,10 @@ import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import sqlalchemy as sa
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from sqlalchemy.engine import Engine
 
 from hyperfleet.platform.storage.engine import sqlite_path
@@ -48,6 +49,12 @@ def _local(engine: Engine, sweep: str) -> threading.RLock:
         return _LOCAL.setdefault(key, threading.RLock())
 
 
+def _file(path: Path, sweep: str) -> str:
+    """The claim lock's file beside the SQLite database ``path``."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in sweep)
+    return str(path.parent / f".{path.name}.{safe}.claim.lock")
+
+
 @contextmanager
 def claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[None]:
     """Hold the sweep's claim lock for the duration of the block (see the module docstring)."""
@@ -65,9 +72,49 @@ def claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[None]:
     if path is None:  # in memory: one process
         yield
         return
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in sweep)
-    with FileLock(str(path.parent / f".{path.name}.{safe}.claim.lock")):
+    with FileLock(_file(path, sweep)):
         yield
+
+
+@contextmanager
+def try_claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[bool]:
+    """The sweep's claim lock if it is free now (True inside the block), else False at once:
+    for work that another holder makes unnecessary (suggestions made ahead)."""
+    if engine.dialect.name == "postgresql":
+        local = _local(engine, sweep)
+        if not local.acquire(blocking=False):
+            yield False
+            return
+        try:
+            with engine.connect() as conn:
+                got = bool(
+                    conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _key(sweep)})
+                    .scalar()
+                )  # fmt: skip
+                conn.commit()
+                try:
+                    yield got
+                finally:
+                    if got:
+                        conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _key(sweep)})
+                        conn.commit()
+        finally:
+            local.release()
+        return
+    path = sqlite_path(url)
+    if path is None:
+        yield True
+        return
+    lock = FileLock(_file(path, sweep))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 @contextmanager

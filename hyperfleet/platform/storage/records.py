@@ -14,6 +14,7 @@ States are the enums of :mod:`hyperfleet.spec.states`.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
@@ -244,3 +245,15 @@ def copy(cls: type[R], row: Any, **typed: Any) -> R:
     ones given their type here)."""
     values = {f.name: getattr(row, f.name) for f in fields(cls)}  # type: ignore[arg-type]
     return cls(**{**values, **typed})
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON
+    (and PostgreSQL's json type) has no NaN or infinity, and a reported NaN must be kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

@@ -20,6 +20,8 @@ the platform keeps what it must survive a crash with:
   from when to when (a paused or resumed trial has several), and, for a device shared among
   small trials (``trial.resources.per_device``), which share; the dashboard's device timeline
   and the utilisation figures come from it;
+* ``hf_ahead`` — suggestions made ahead of the claims that will take them (a fleet's claims
+  take one in a short transaction instead of queueing for the scheduler, :mod:`.ahead`);
 * ``hf_meta`` — ``schema_version``: a database written by a newer hyperfleet is refused with a
   clear message instead of being misread.
 
@@ -40,10 +42,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from hyperfleet.errors import StorageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases;
 3: hf_leases.share and hf_leases.per_device (devices shared among small trials),
-hf_workers.job_id, job_state and job_reason (a batch job's worker)."""
+hf_workers.job_id, job_state and job_reason (a batch job's worker); 4: hf_ahead (an older
+hyperfleet would take its suggestions for phantoms and requeue them while newer workers take
+them: it must refuse the database)."""
 
 
 class Base(DeclarativeBase):
@@ -175,6 +179,17 @@ meta_table = sa.Table(
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.String(255), nullable=False),
 )
+
+ahead_table = sa.Table(
+    "hf_ahead",
+    metadata,
+    sa.Column("sweep", sa.String(128), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("made_at", sa.Float, nullable=False),
+)
+"""Suggestions made ahead (see :mod:`hyperfleet.platform.storage.ahead`): the scheduler's
+trial, RUNNING in its own history, not yet claimed by a worker."""
 
 # -- population-based training (see storage/population.py) --------------------------------------
 

@@ -21,7 +21,6 @@ changes the record of the copy that replaced it.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import time
@@ -34,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.credentials import keep, reveal
+from hyperfleet.platform.storage.ahead import AheadStore
 from hyperfleet.platform.storage.engine import (
     Shared,
     configure_sqlite,
@@ -43,13 +43,14 @@ from hyperfleet.platform.storage.engine import (
     shared_engine,
 )
 from hyperfleet.platform.storage.fleet import FleetStore
-from hyperfleet.platform.storage.locks import claim_lock
+from hyperfleet.platform.storage.locks import claim_lock, try_claim_lock
 from hyperfleet.platform.storage.records import (
     TRIAL_FIELDS,
     SweepFields,
     SweepRecord,
     TrialFields,
     TrialRecord,
+    json_safe,
 )
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
@@ -58,18 +59,6 @@ from hyperfleet.platform.urls import masked
 from hyperfleet.spec.states import SweepStatus, TrialState
 
 logger = logging.getLogger(__name__)
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"``: JSON
-    (and PostgreSQL's json type) has no NaN or infinity, and a reported NaN must be kept."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
@@ -120,7 +109,7 @@ def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
 
-class Storage(FleetStore):
+class Storage(FleetStore, AheadStore):
     """hyperfleet's tables and Optuna's RDB storage on one database URL."""
 
     def __init__(
@@ -180,6 +169,10 @@ class Storage(FleetStore):
         """The sweep's claim lock (:mod:`.locks`): held while asking its scheduler for a trial
         and recording it, and while opening or recovering the sweep."""
         return claim_lock(self.engine, self.url, sweep)
+
+    def try_claim_lock(self, sweep: str) -> AbstractContextManager[bool]:
+        """The sweep's claim lock if it is free now (True in the block), else False at once."""
+        return try_claim_lock(self.engine, self.url, sweep)
 
     def has_studies(self) -> bool:
         """True when Optuna's tables exist (a PBT-only database has none)."""

@@ -1,0 +1,176 @@
+"""Suggestions made ahead: a fleet's claims take a trial without queueing for the scheduler.
+
+A claim asks the sweep's scheduler for a trial and records it RUNNING under the sweep's claim
+lock (:mod:`.locks`), so that no trial is handed out twice and the budget holds. With hundreds
+of workers the lock is a queue: every claim waits for every suggestion before it. For
+schedulers whose suggestions do not depend on who takes them (Optuna's:
+``Capabilities.ahead``) the scheduler's trials can be made before they are asked for, under
+the same lock, and kept in ``hf_ahead`` (the trial is RUNNING in the scheduler's history,
+which counts it in the budget and shows it to the sampler as pending). A claim then takes the
+lowest-numbered one in one short transaction (:meth:`AheadStore.take_ahead`): the row moves
+from ``hf_ahead`` to a RUNNING ``hf_trials`` record under this worker, atomically, so a trial
+is always either ahead or recorded (the look for phantoms counts both) and never both.
+
+``budget.max_concurrent`` is counted in that transaction. On PostgreSQL it runs without the
+claim lock, so the count and the record are serialised by a transaction-level advisory lock
+of their own (a few milliseconds, released at commit, even if the client dies); every claim
+of such a scheduler records its trial under it (:meth:`AheadStore.record_claim`), so takes
+and fresh suggestions cannot both fill the last slot. On SQLite (one host) the take runs
+under the claim lock, whose file lock already serialises them.
+
+:class:`AheadStore` is mixed into ``Storage`` (:mod:`.store`), which provides the session, the
+clock and the trial rows; this module does not import it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
+
+import sqlalchemy as sa
+
+from hyperfleet.platform.storage.records import TrialFields, json_safe
+from hyperfleet.platform.storage.retry import retried
+from hyperfleet.platform.storage.schema import TrialRow, ahead_table
+from hyperfleet.spec.states import TrialState
+
+Made = tuple[int, Mapping[str, Any]]
+"""A suggestion as it is kept ahead: the trial's number and its params."""
+
+
+def _take_key(sweep: str) -> int:
+    """A 63-bit advisory lock key for ``sweep``'s takes (another key than its claim lock's)."""
+    return (zlib.crc32(b"hyperfleet-take") << 31) ^ zlib.crc32(sweep.encode())
+
+
+class AheadStore:
+    """Suggestions made ahead (see the module docstring); needs the ``Storage`` basics."""
+
+    retry_s: float
+
+    if TYPE_CHECKING:  # provided by Storage
+        engine: sa.engine.Engine
+
+        def session(self) -> Any:
+            raise NotImplementedError
+
+        def now(self) -> float:
+            raise NotImplementedError
+
+        @staticmethod
+        def _trial_row(s: Any, sweep: str, number: int, lock: bool = False) -> TrialRow | None:
+            raise NotImplementedError
+
+        @staticmethod
+        def _set_fields(
+            s: Any, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
+        ) -> TrialRow:
+            raise NotImplementedError
+
+    @property
+    def takes_without_lock(self) -> bool:
+        """Claims may take a suggestion made ahead without the sweep's claim lock
+        (PostgreSQL; on SQLite the claim lock serialises them)."""
+        return self.engine.dialect.name == "postgresql"
+
+    def _serialise(self, s: Any, sweep: str) -> None:
+        if self.takes_without_lock:
+            s.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _take_key(sweep)})
+
+    @staticmethod
+    def _running(s: Any, sweep: str) -> int:
+        q = sa.select(sa.func.count()).where(
+            TrialRow.sweep == sweep, TrialRow.state == TrialState.RUNNING
+        )
+        return int(s.scalar(q) or 0)
+
+    def _record(self, s: Any, sweep: str, number: int, fields: TrialFields) -> None:
+        row = self._trial_row(s, sweep, number, lock=True)
+        self._set_fields(s, row, sweep, number, fields)
+
+    def take_ahead(
+        self, sweep: str, limit: int, **fields: Unpack[TrialFields]
+    ) -> tuple[Made, int] | None:
+        """The lowest-numbered suggestion made ahead, recorded with ``fields`` (RUNNING under
+        this worker) unless ``limit`` trials already run; with how many are left ahead.
+        None when none is ahead or the sweep is full. Not retried here: a retry after a
+        commit whose answer was lost would take a second trial (the caller's claim retries
+        as a whole)."""
+        t = ahead_table
+        with self.session() as s:
+            self._serialise(s, sweep)
+            row = s.execute(
+                sa.select(t.c.number, t.c.params).where(t.c.sweep == sweep)
+                .order_by(t.c.number).limit(1).with_for_update(skip_locked=True)
+            ).first()  # fmt: skip
+            if row is None or self._running(s, sweep) >= limit:
+                return None
+            number, params = int(row[0]), dict(row[1])
+            s.execute(sa.delete(t).where(t.c.sweep == sweep, t.c.number == number))
+            self._record(s, sweep, number, fields)
+            left = s.scalar(sa.select(sa.func.count()).where(t.c.sweep == sweep))
+            return (number, params), int(left or 0)
+
+    def record_claim(
+        self, sweep: str, made: Sequence[Made], limit: int, **fields: Unpack[TrialFields]
+    ) -> bool:
+        """Under the claim lock, after the scheduler made ``made``: the first recorded with
+        ``fields`` (RUNNING under this worker) unless ``limit`` trials already run (a take
+        filled the last slot meanwhile), the rest (and then the first) kept ahead; whether
+        the first was recorded. One transaction: every suggestion is recorded or ahead."""
+        if not made:
+            raise ValueError("record_claim needs a suggestion")
+        with self.session() as s:
+            self._serialise(s, sweep)
+            first = self._running(s, sweep) < limit
+            if first:
+                self._record(s, sweep, made[0][0], fields)
+            self._insert(s, sweep, made[1:] if first else made)
+            return first
+
+    @retried
+    def put_ahead(self, sweep: str, made: Sequence[Made]) -> None:
+        """Keep ``made`` ahead (under the claim lock, right after the scheduler made them)."""
+        with self.session() as s:
+            self._insert(s, sweep, made)
+
+    def _insert(self, s: Any, sweep: str, made: Sequence[Made]) -> None:
+        if not made:
+            return
+        now = self.now()
+        rows = [
+            {"sweep": sweep, "number": n, "params": json_safe(dict(p)), "made_at": now}
+            for n, p in made
+        ]
+        s.execute(sa.insert(ahead_table), rows)
+
+    @retried
+    def ahead(self, sweep: str) -> list[Made]:
+        """The sweep's suggestions made ahead, by number."""
+        t = ahead_table
+        with self.session() as s:
+            q = sa.select(t.c.number, t.c.params).where(t.c.sweep == sweep).order_by(t.c.number)
+            return [(int(n), dict(p)) for n, p in s.execute(q)]
+
+    @retried
+    def ahead_numbers(self, sweep: str) -> set[int]:
+        """The numbers of the sweep's suggestions made ahead."""
+        t = ahead_table
+        with self.session() as s:
+            return {int(n) for n in s.scalars(sa.select(t.c.number).where(t.c.sweep == sweep))}
+
+    @retried
+    def recorded(self, sweep: str) -> set[int]:
+        """The sweep's trials that have a record: RUNNING under a worker, or made ahead (the
+        look for phantoms). One statement, so one snapshot: a take moving a trial from one
+        to the other between two reads would hide it from both."""
+        t = ahead_table
+        q = sa.union(
+            sa.select(TrialRow.number).where(
+                TrialRow.sweep == sweep, TrialRow.state == TrialState.RUNNING
+            ),
+            sa.select(t.c.number).where(t.c.sweep == sweep),
+        )
+        with self.session() as s:
+            return {int(n) for n in s.scalars(q)}
