@@ -134,8 +134,9 @@ def claims_table(results: list[CaseResult]) -> str:
     rows = [
         "| scheduler | workers | trials | trial length | ramp | start-up wave p50 / p99 "
         "| steady p50 / p99 (claims) | steady p99: lock wait / less the wait "
-        "| connections per worker | sessions in a statement / in a transaction on the client |",
-        "|" + " --- |" * 10,
+        "| connections per worker | sessions in a statement / in a transaction on the client "
+        "| ahead | claims without the lock | refills: total, p99 |",
+        "|" + " --- |" * 13,
     ]
     for r in results:
         rows.append(
@@ -144,7 +145,9 @@ def claims_table(results: list[CaseResult]) -> str:
             f"| {r.claim_steady_p50_ms:.1f} / {r.claim_steady_p99_ms:.1f} ms "
             f"({r.claims_steady:,}) "
             f"| {r.claim_steady_wait_p99_ms:.1f} / {r.claim_steady_inside_p99_ms:.1f} ms "
-            f"| {r.connections_per_worker:.3f} | {r.in_server_mean:.1f} / {r.on_client_mean:.1f} |"
+            f"| {r.connections_per_worker:.3f} | {r.in_server_mean:.1f} / {r.on_client_mean:.1f} "
+            f"| {'default' if r.ahead is None else r.ahead} | {r.claims_lockfree:,} of "
+            f"{r.claims:,} | {r.refill_total_s:.1f} s, {r.refill_p99_ms:.1f} ms |"
         )
     return "\n".join(rows)
 
@@ -164,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         "--ramp-s", type=float, default=None,
         help="seconds over which the workers join (default: 0.01 x workers, <= 10; 0: at once)",
     )  # fmt: skip
+    ap.add_argument(
+        "--ahead", type=int, default=None,
+        help="the sweeps' budget.ahead (default: theirs, one per 32 live workers; 0: none)",
+    )  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write the raw results here")
     args = ap.parse_args(argv)
     cases = args.case or (FULL if args.full else SMALLEST if args.smallest else QUICK)
@@ -174,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_case(server, scheduler, workers, trials,
                          trial_s=trial_length(args, workers, given),
                          ramp_s=ramp(args, workers),
-                         timeout_s=max(900.0, 0.15 * trials))  # fmt: skip
+                         timeout_s=max(900.0, 0.15 * trials), ahead=args.ahead)  # fmt: skip
             results.append(r)
             print(json.dumps(r.row()), flush=True)
     print(table(results))

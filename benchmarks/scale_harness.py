@@ -105,9 +105,12 @@ def new_database(server: str) -> str:
     return f"{server}/{name}"
 
 
-def sweep_config(scheduler: str, trials: int, workers: int, workdir: Path) -> dict[str, Any]:
+def sweep_config(
+    scheduler: str, trials: int, workers: int, workdir: Path, ahead: int | None = None
+) -> dict[str, Any]:
     """The sweep of a case: ``trials`` trials of one float and one log-float dimension, every
-    worker busy (``max_concurrent``), two reports a trial. PBT: a population of
+    worker busy (``max_concurrent``), two reports a trial; ``ahead``: ``budget.ahead`` (None:
+    the default, one suggestion ahead per 32 live workers). PBT: a population of
     ``min(workers, 32)`` members (at least 2) whose segments (a launch up to its next ready
     check) add up to about ``trials``."""
     space = {
@@ -116,6 +119,8 @@ def sweep_config(scheduler: str, trials: int, workers: int, workdir: Path) -> di
     }
     sched: dict[str, Any] = {"type": scheduler, "seed": 0}
     budget: dict[str, Any] = {"trials": trials, "max_concurrent": workers}
+    if ahead is not None:
+        budget["ahead"] = ahead
     steps = 2
     if scheduler == "pbt":
         population = max(2, min(workers, 32))
@@ -176,6 +181,12 @@ class CaseResult:
     on_client_mean: float = float("nan")  # sessions in a transaction waiting on their client
     trial_s: float = float("nan")  # the trials' mean length
     ramp_s: float = float("nan")  # the workers joined over this long
+    # suggestions made ahead (budget.ahead): claims that took one without the claim lock,
+    # and the refills after launches (their time is in the platform's time per trial)
+    ahead: int | None = None  # budget.ahead (None: the default)
+    claims_lockfree: int = 0
+    refill_total_s: float = 0.0
+    refill_p99_ms: float = float("nan")
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -269,7 +280,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
         raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
     return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
             "suggest": timers.suggest, "platform": dict(timers.platform),
-            "claim_wait": timers.claim_wait}  # fmt: skip
+            "claim_wait": timers.claim_wait, "refills": timers.refills}  # fmt: skip
 
 
 def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
@@ -311,14 +322,16 @@ def run_case(
     sample_s: float = 0.5,
     timeout_s: float = 900.0,
     processes: int | None = None,
+    ahead: int | None = None,
 ) -> CaseResult:
     """One sweep of ``trials`` simulated trials (each ``trial_s`` seconds of wall time, with a
     spread of +-50 %) on ``workers`` worker loops that start over ``ramp_s`` seconds, on a new
     database of ``server``; what it measured (see the module docstring). ``processes``: how
-    many processes run the loops (default: one per ``PER_PROCESS``; 1 runs them in this one)."""
+    many processes run the loops (default: one per ``PER_PROCESS``; 1 runs them in this one);
+    ``ahead``: the sweep's ``budget.ahead`` (None: its default)."""
     url = new_database(server)
     scratch = Path(tempfile.mkdtemp(prefix="hyperfleet-scale-"))
-    data = sweep_config(scheduler, trials, workers, scratch / "runs")
+    data = sweep_config(scheduler, trials, workers, scratch / "runs", ahead)
     data["storage"] = url
     cfg = parse_sweep(data)
     plan = Plan(url, data, trial_s, ramp_s, timeout_s)
@@ -345,7 +358,7 @@ def run_case(
     first.close()
     r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
                 leases, window)  # fmt: skip
-    r.trial_s, r.ramp_s = trial_s, ramp_s
+    r.trial_s, r.ramp_s, r.ahead = trial_s, ramp_s, ahead
     return r
 
 
@@ -356,6 +369,7 @@ def _result(
 ) -> CaseResult:  # fmt: skip
     split = [tuple(c) for p in parts for c in p["claims"]]
     claims = [c[0] for c in split]
+    refills = [float(x) for p in parts for x in p.get("refills", [])]
     suggest = [tuple(x) for p in parts for x in p["suggest"]]
     platform_by: dict[int, float] = defaultdict(float)
     for p in parts:
@@ -402,5 +416,8 @@ def _result(
         row_waits_max=int(max(row_waits, default=0)),
         in_server_mean=_mean(samples, "in_server"),
         on_client_mean=_mean(samples, "on_client"),
+        claims_lockfree=sum(1 for c in split if c[1] == 0.0),
+        refill_total_s=round(sum(refills), 2),
+        refill_p99_ms=round(1000 * _pct(refills, 0.99), 2),
         **claim_split(split),  # type: ignore[arg-type]
     )

@@ -1,5 +1,6 @@
 """What the scale harness measures with (:mod:`benchmarks.scale_harness`): timers around the
-driver's own claim, preparation, start and end, the schedulers' ``suggest`` and rank 0's
+driver's own claim, preparation, start, refill of the suggestions made ahead (counted in the
+platform's time of the trial just launched) and end, the schedulers' ``suggest`` and rank 0's
 recorder (thin wrappers, restored after a case: nothing of the path is replaced), the wait for
 the sweep's claim lock inside each claim (so the platform's time can be read without the
 queue), whether a claim was its worker's first (the start-up wave, told apart from the steady
@@ -35,6 +36,7 @@ class Timers:
     suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     claim_wait: dict[int, float] = field(default_factory=dict)  # waited for the claim lock
+    refills: list[float] = field(default_factory=list)  # each launch's refill of the ahead
     _waited: threading.local = field(default_factory=threading.local)
 
     def add(self, number: int, seconds: float) -> None:
@@ -47,6 +49,7 @@ def timed_driver(t: Timers) -> Iterator[None]:
     with timers (restored on exit)."""
     drv = driver_mod.SweepDriver
     saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
+    saved_refill = drv._refill_ahead
     saved_lock = Storage.claim_lock
 
     def claim(self: Any) -> Any:
@@ -78,6 +81,13 @@ def timed_driver(t: Timers) -> Iterator[None]:
         t.add(p.number, time.perf_counter() - t0)
         return r
 
+    def refill(self: Any, number: int) -> None:  # suggestions made ahead after a launch
+        t0 = time.perf_counter()
+        saved_refill(self, number)
+        dt = time.perf_counter() - t0
+        t.add(number, dt)
+        t.refills.append(dt)
+
     def end(self: Any, r: Any, *args: Any) -> None:
         t0 = time.perf_counter()
         saved[2](self, r, *args)
@@ -94,12 +104,14 @@ def timed_driver(t: Timers) -> Iterator[None]:
         suggests[cls] = cls.suggest
         cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
     drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
+    drv._refill_ahead = refill  # type: ignore[method-assign]
     driver_mod.prepare = prepare  # type: ignore[assignment]
     Storage.claim_lock = claim_lock  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
         drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
+        drv._refill_ahead = saved_refill  # type: ignore[method-assign]
         Storage.claim_lock = saved_lock  # type: ignore[method-assign]
         for cls, fn in suggests.items():
             cls.suggest = fn  # type: ignore[method-assign]

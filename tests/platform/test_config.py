@@ -129,6 +129,21 @@ CASES: list[tuple[str, str, str]] = [
     ),
     ("empty-space", yaml.safe_dump(_set("space", {})), "space: the search space is empty"),
     (
+        "ahead-negative",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"budget": {"ahead": -1}})),
+        "budget.ahead:",
+    ),
+    (
+        "ahead-of-pbt",
+        yaml.safe_dump(
+            deep_update(
+                _set("scheduler", {"type": "pbt", "population": 2}), {"budget": {"ahead": 4}}
+            )
+        ),
+        "budget.ahead: a pbt sweep resumes its members instead of making suggestions ahead; "
+        "remove budget.ahead",
+    ),
+    (
         "unknown-scheduler",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"scheduler": {"type": "magic"}})),
         "scheduler.type: unknown type 'magic'; expected one of tpe, random,",

@@ -84,6 +84,13 @@ class Budget(_Frozen):
         2, ge=0, description="relaunches of a trial after lost workers or crashed processes"
     )
     priority: int = Field(0, description="workers serve sweeps of higher priority first")
+    ahead: int | None = Field(
+        None,
+        ge=0,
+        description="suggestions kept made ahead of the claims that take them, so that a "
+        "fleet's claims do not queue for the scheduler (default: one per 32 live workers on "
+        "PostgreSQL, none on SQLite; not for pbt/pb2)",
+    )
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -203,6 +210,15 @@ class SweepConfig(_Frozen):
                 "(or objectives: [...] for several)"
                 if self.objective is None
                 else "objectives: given beside objective; keep one of them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ahead_of_suggestions(self) -> SweepConfig:
+        if self.budget.ahead and self.is_population:
+            raise ValueError(
+                f"budget.ahead: a {self.scheduler.type} sweep resumes its members instead of "
+                f"making suggestions ahead; remove budget.ahead"
             )
         return self
 

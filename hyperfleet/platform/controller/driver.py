@@ -1,9 +1,10 @@
 """One sweep's side of a controller: claim a trial, launch it, reap it, record how it ended.
 
 A :class:`SweepDriver` has no loop of its own: the controller (:mod:`.loop`) ticks the drivers
-of every sweep its worker serves. Each claim asks the sweep's scheduler under the sweep's
-claim lock and records the trial RUNNING with this worker at once, so any number of workers
-keep ``budget.trials`` and ``budget.max_concurrent`` and never take one trial twice.
+of every sweep its worker serves. Each claim (:mod:`.claims`) takes a suggestion made ahead or
+asks the sweep's scheduler under the sweep's claim lock, and records the trial RUNNING with
+this worker at once, so any number of workers keep ``budget.trials`` and
+``budget.max_concurrent`` and never take one trial twice.
 
 How a launch ends decides what comes next:
 
@@ -31,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.controller.claims import Claims
 from hyperfleet.platform.controller.gangs import Gangs, SweepSeat
 from hyperfleet.platform.controller.outcomes import failed, plain, reported
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
@@ -87,6 +89,7 @@ class SweepDriver(SweepSeat):
     stopping: Callable[[], bool] = field(default=lambda: False)  # its worker drains
     running: dict[int, Running] = field(default_factory=dict, init=False)
     gangs: Gangs = field(init=False)  # trials across hosts
+    claims: Claims = field(init=False)  # its claims, and suggestions made ahead
     finished: int = field(default=0, init=False)
     launched: int = field(default=0, init=False)
     _next_ask: float = field(default=0.0, init=False)  # none to ask: again then, or at an end
@@ -94,6 +97,7 @@ class SweepDriver(SweepSeat):
 
     def __post_init__(self) -> None:
         self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
+        self.claims = Claims(self.session, self.clock, self.worker, self.timing.stale_after)
 
     @property
     def cfg(self) -> SweepConfig:
@@ -115,27 +119,16 @@ class SweepDriver(SweepSeat):
     # -- launching ------------------------------------------------------------------------
 
     def _claim(self) -> Suggestion | None:
-        """Ask the scheduler for a trial and record it RUNNING with this worker, under the
-        sweep's claim lock, unless the sweep already has ``max_concurrent`` trials running
-        (counted by the database; once before the lock too, so that workers with nothing to
-        run now do not queue for it)."""
-        s, storage = self.session, self.session.storage
-        limit = self.cfg.budget.max_concurrent
-        if storage.running_elsewhere(s.name, None) >= limit:
-            return None
-        with storage.claim_lock(s.name):
-            if storage.running_elsewhere(s.name, None) >= limit:
-                return None
-            suggestion = s.scheduler.suggest()
-            if suggestion is not None:
-                host, pid = worker_identity()
-                now = self.clock.time()
-                storage.upsert_trial(
-                    s.name, suggestion.trial_number, state=TrialState.RUNNING, host=host, pid=pid,
-                    worker=self.worker, heartbeat_at=now, started_at=now, ended_at=None,
-                    outcome=None,
-                )  # fmt: skip
-        return suggestion
+        """The next trial, recorded RUNNING with this worker (:mod:`.claims`)."""
+        return self.claims.claim()
+
+    def _refill_ahead(self, number: int) -> None:
+        """After trial ``number``'s launch: suggestions made ahead for the fleet's next
+        claims, if few are left (best effort: a claim makes its own when none is)."""
+        try:
+            self._db(self.claims.refill)
+        except Exception:
+            logger.warning("could not make suggestions ahead after trial %d", number, exc_info=True)
 
     def wants_devices(self) -> bool:
         return self.clock.monotonic() >= self._next_ask
@@ -169,6 +162,7 @@ class SweepDriver(SweepSeat):
             else:
                 self.running[prepared.number] = self._start(prepared, lease, pool)
                 self.launched += 1
+                self._refill_ahead(prepared.number)
         except BaseException:
             self._abandon(suggestion.trial_number, lease, pool)
             raise

@@ -78,12 +78,11 @@ def was_stopped(trial_dir: str | None) -> bool:
 
 
 def requeue_phantoms(session: SweepSession) -> list[int]:
-    """Trials the scheduler thinks are running but that have no RUNNING record: the process
-    that asked for them died between the two (the claim lock, held by the caller, keeps live
-    controllers out of that window). They go back in the queue and are reused, so the budget
-    counts only trials that exist."""
-    recorded = {t.number for t in session.storage.trials(session.name, TrialState.RUNNING)}
-    phantoms = sorted(session.scheduler.running() - recorded)
+    """Trials the scheduler thinks are running but that have no record (RUNNING, or made
+    ahead): the process that asked for them died between the two (the claim lock, held by the
+    caller, keeps live controllers out of that window). They go back in the queue and are
+    reused, so the budget counts only trials that exist."""
+    phantoms = sorted(session.scheduler.running() - _recorded(session))
     for number in phantoms:
         logger.warning(
             "trial %d was suggested but never launched (its controller died in between); "
@@ -97,8 +96,15 @@ def _may_have_phantoms(session: SweepSession) -> bool:
     """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
     A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
     is right; a claim in flight looks like one, and the caller takes the lock to be sure."""
-    recorded = {t.number for t in session.storage.trials(session.name, TrialState.RUNNING)}
-    return bool(session.scheduler.running() - recorded)
+    return bool(session.scheduler.running() - _recorded(session))
+
+
+def _recorded(session: SweepSession) -> set[int]:
+    """The trials that have a record: RUNNING under a worker, or made ahead for the next
+    claim (:mod:`hyperfleet.platform.storage.ahead`: whichever worker takes it claims it),
+    read after the scheduler's running ones and in one snapshot (a take runs without the
+    claim lock)."""
+    return session.storage.recorded(session.name)
 
 
 def requeue_phantoms_locked(session: SweepSession) -> list[int]:

@@ -63,6 +63,9 @@ class Capabilities:
     """``decide`` may return PRUNE."""
     multi_objective: bool = False
     """Ranks trials by several objectives (a Pareto front)."""
+    ahead: bool = False
+    """A suggestion does not depend on who takes it or when: it may be made before a claim
+    asks for it (``budget.ahead``), and is a plain ``(trial_number, params)``."""
 
 
 @dataclass(frozen=True)

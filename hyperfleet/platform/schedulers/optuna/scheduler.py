@@ -78,7 +78,7 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
 class OptunaScheduler(Scheduler):
     """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
 
-    capabilities = Capabilities(enqueue=True, pruning=True, multi_objective=True)
+    capabilities = Capabilities(enqueue=True, pruning=True, multi_objective=True, ahead=True)
 
     def __init__(self, cfg: SweepConfig, study: optuna.Study) -> None:
         self.cfg = cfg

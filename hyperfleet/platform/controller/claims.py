@@ -1,0 +1,157 @@
+"""A worker's claim of a sweep's next trial, and the suggestions it makes ahead for the fleet.
+
+A claim hands a trial to one worker: recorded RUNNING with it at once, never to two workers,
+never past ``budget.trials`` or ``budget.max_concurrent``. The scheduler's suggestion and its
+record are made under the sweep's claim lock. For a scheduler whose suggestions may be made
+before they are asked for (``Capabilities.ahead``: Optuna's samplers), a fleet keeps
+``depth`` of them made ahead (:mod:`hyperfleet.platform.storage.ahead`):
+
+* a claim first takes one of them, in one short transaction without the claim lock
+  (PostgreSQL): claims no longer queue behind every suggestion;
+* none left: it takes the claim lock, takes one a refill made while it waited, or makes its
+  own and ``depth`` more, kept ahead in the same transaction that records its own;
+* after launching the trial it took, a worker that left fewer than half of ``depth`` ahead
+  makes more, if the claim lock is free at that moment (another refiller makes them
+  otherwise): the suggestions are made between claims, not inside one.
+
+``depth`` is ``budget.ahead``, or by default one per :data:`WORKERS_PER_AHEAD` live workers on
+PostgreSQL and none on SQLite (one host, a few workers: no queue to avoid). A suggestion made
+ahead is one more made without the results of the trials that end meanwhile; with W workers
+each suggestion already misses up to W running trials' results, and W / 32 more adds about
+3 % to that, so small fleets (under 32 workers) make none and keep every suggestion as fresh
+as it is today.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperfleet.platform.clock import STALE_AFTER_S, Clock
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.schedulers import Suggestion, TrialState
+from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.storage.ahead import Made
+
+logger = logging.getLogger(__name__)
+
+WORKERS_PER_AHEAD = 32
+"""By default a fleet keeps one suggestion made ahead per this many live workers."""
+
+DEPTH_EVERY_S = STALE_AFTER_S
+"""How long a worker keeps its count of live workers (the default depth) before counting
+again: a thousand workers counting at every claim would be a query per claim, and a worker
+counts as live for ``stale_after`` after its last heartbeat anyway."""
+
+
+@dataclass(eq=False)
+class Claims:
+    """One worker's claims of one sweep's trials (see the module docstring)."""
+
+    session: SweepSession
+    clock: Clock
+    worker: str | None
+    stale_after: float  # a worker silent this long is not live (the default depth)
+    _depth: int = field(default=0, init=False)
+    _depth_at: float | None = field(default=None, init=False)
+    _left: int | None = field(default=None, init=False)  # ahead after this worker's last take
+
+    @property
+    def ahead(self) -> bool:
+        """The sweep's scheduler makes suggestions that may be kept ahead."""
+        return self.session.scheduler.capabilities.ahead
+
+    def depth(self) -> int:
+        """How many suggestions the fleet keeps ahead (0: none; see the module docstring)."""
+        if not self.ahead:
+            return 0
+        given = self.session.cfg.budget.ahead
+        if given is not None:
+            return given
+        storage = self.session.storage
+        if not storage.takes_without_lock:
+            return 0
+        now = self.clock.monotonic()
+        if self._depth_at is None or now - self._depth_at >= DEPTH_EVERY_S:
+            self._depth = storage.count_live_workers(self.stale_after) // WORKERS_PER_AHEAD
+            self._depth_at = now
+        return self._depth
+
+    def _fields(self) -> dict[str, Any]:
+        host, pid = worker_identity()
+        now = self.clock.time()
+        return dict(
+            state=TrialState.RUNNING, host=host, pid=pid, worker=self.worker, heartbeat_at=now,
+            started_at=now, ended_at=None, outcome=None,
+        )  # fmt: skip
+
+    def _take(self, limit: int) -> Suggestion | None:
+        taken = self.session.storage.take_ahead(self.name, limit, **self._fields())
+        if taken is None:
+            return None
+        (number, params), self._left = taken
+        return Suggestion(trial_number=number, params=params)
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+    def claim(self) -> Suggestion | None:
+        """The next trial for this worker, recorded RUNNING with it; None when the sweep runs
+        ``max_concurrent`` trials or its scheduler has nothing now."""
+        s, storage = self.session, self.session.storage
+        limit = s.cfg.budget.max_concurrent
+        # counted once without the lock too, so that workers with nothing to run now do not
+        # queue for it
+        if storage.running_elsewhere(s.name, None) >= limit:
+            return None
+        if self.ahead and storage.takes_without_lock and self.depth() > 0:
+            taken = self._take(limit)
+            if taken is not None:
+                return taken
+        with storage.claim_lock(s.name):
+            if self.ahead:
+                taken = self._take(limit)  # made by a refill while this claim waited
+                if taken is not None:
+                    return taken
+            if storage.running_elsewhere(s.name, None) >= limit:
+                return None
+            suggestion = s.scheduler.suggest()
+            if suggestion is None:
+                return None
+            if not self.ahead:
+                storage.upsert_trial(s.name, suggestion.trial_number, **self._fields())
+                return suggestion
+            made = [(suggestion.trial_number, suggestion.params), *self._make(self.depth())]
+            self._left = len(made) - 1
+            if storage.record_claim(s.name, made, limit, **self._fields()):
+                return suggestion
+            return None  # a take filled the last slot meanwhile: it waits ahead
+
+    def _make(self, n: int) -> list[Made]:
+        """Up to ``n`` more suggestions of the scheduler (fewer when its budget ends)."""
+        made: list[Made] = []
+        for _ in range(n):
+            more = self.session.scheduler.suggest()
+            if more is None:
+                break
+            made.append((more.trial_number, more.params))
+        return made
+
+    def refill(self) -> int:
+        """After a launch: make suggestions ahead up to the depth if fewer than half of it
+        were left by this worker's last claim and the claim lock is free now; how many."""
+        depth = self.depth()
+        if depth == 0 or self._left is None or self._left >= (depth + 1) // 2:
+            return 0
+        storage = self.session.storage
+        with storage.try_claim_lock(self.name) as held:
+            if not held:
+                return 0  # another worker refills
+            have = len(storage.ahead_numbers(self.name))
+            made = self._make(depth - have)
+            if made:
+                storage.put_ahead(self.name, made)
+            self._left = have + len(made)
+            return len(made)

@@ -1,0 +1,209 @@
+"""Claims with suggestions made ahead (``budget.ahead``): a claim takes a trial the scheduler
+made before it was asked for, in one short transaction; each trial goes to one worker, the
+budget and ``max_concurrent`` hold, and a suggestion is always recorded (RUNNING or ahead), so
+the look for phantoms leaves them alone. On PostgreSQL a take does not wait for the claim lock:
+claims do not queue behind the scheduler."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperfleet.platform.clock import SystemClock
+from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller import open_session
+from hyperfleet.platform.controller.claims import WORKERS_PER_AHEAD, Claims
+from hyperfleet.platform.controller.recovery import requeue_phantoms
+from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.storage import Storage, WorkerRecord
+from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.spec.states import TrialState, WorkerState
+from hyperfleet.testing.controller import Sim
+from hyperfleet.testing.sweeps import minimal_sweep
+
+
+def _session(url: str, tmp_path: Path, **budget: Any) -> SweepSession:
+    cfg = parse_sweep(
+        minimal_sweep(
+            name="ahead", storage=url, workdir=str(tmp_path / "runs"),
+            budget={"trials": 20, "max_concurrent": 20, **budget},
+        )
+    )  # fmt: skip
+    return open_session(cfg, Storage(url), NullTracker(), None)
+
+
+def _end(s: SweepSession, number: int) -> None:
+    s.scheduler.on_trial_end(number, TrialState.COMPLETE, [float(number)])
+    s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
+
+
+def test_a_claim_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: Path) -> None:
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=3, trials=6)
+    claims = Claims(s, SystemClock(), "w1", 30.0)
+    first = claims.claim()
+    assert first is not None and first.trial_number == 0
+    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]  # made with it, kept ahead
+    assert requeue_phantoms(s) == []  # ahead is recorded: not a phantom
+    study = {t.number: t.params for t in s.scheduler.study.get_trials()}  # type: ignore[attr-defined]
+    second = claims.claim()
+    assert second is not None and second.trial_number == 1
+    assert dict(second.params) == study[1]  # the scheduler's own params, through the table
+    assert claims.refill() == 0  # two left of three: more than half
+    third = claims.claim()
+    assert third is not None and third.trial_number == 2
+    assert claims.refill() == 2  # one left: made up to three again (trials 4 and 5)
+    assert [n for n, _ in s.storage.ahead(s.name)] == [3, 4, 5]
+    assert claims.refill() == 0
+    numbers = [c.trial_number for c in iter(claims.claim, None)]
+    assert numbers == [3, 4, 5]  # then the budget (6) is used: nothing more
+    running = [t.number for t in s.storage.trials(s.name, TrialState.RUNNING)]
+    assert running == [0, 1, 2, 3, 4, 5] and s.storage.ahead(s.name) == []
+    assert len(s.scheduler.study.get_trials()) == 6  # type: ignore[attr-defined]
+    s.storage.close()
+
+
+def test_a_full_sweep_takes_nothing_and_a_dead_refiller_leaves_a_phantom(tmp_path: Path) -> None:
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=2, max_concurrent=1)
+    claims = Claims(s, SystemClock(), "w1", 30.0)
+    assert claims.claim() is not None
+    assert claims.claim() is None  # max_concurrent: 1 runs
+    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2]  # untouched
+    _end(s, 0)
+    taken = claims.claim()
+    assert taken is not None and taken.trial_number == 1
+    lost = s.scheduler.suggest()  # a refiller that died before keeping what it made
+    assert lost is not None
+    assert requeue_phantoms(s) == [lost.trial_number]  # found, back in the queue
+    s.storage.close()
+
+
+def test_the_default_depth_is_one_per_32_live_workers_on_postgresql(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    s = _session(postgres_url, tmp_path)
+    now = time.time()
+    for i in range(2 * WORKERS_PER_AHEAD + 5):
+        state = WorkerState.ACTIVE if i < 2 * WORKERS_PER_AHEAD else WorkerState.STOPPED
+        s.storage.register_worker(
+            WorkerRecord(
+                id=f"w{i}", host="h", pid=i, pool="p", devices=[], address=None, sweeps=None,
+                started_at=now, heartbeat_at=now, state=state,
+            )
+        )  # fmt: skip
+    assert Claims(s, SystemClock(), "w0", 30.0).depth() == 2  # the stopped ones do not count
+    assert Claims(s, SystemClock(), "w0", 30.0).depth() == 2
+    sqlite = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path / "one-host")
+    assert Claims(sqlite, SystemClock(), "w0", 30.0).depth() == 0  # one host: none
+    s.storage.close()
+    sqlite.storage.close()
+
+
+def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    s = _session(postgres_url, tmp_path, ahead=4)
+    assert Claims(s, SystemClock(), "w1", 30.0).claim() is not None
+    got: list[Any] = []
+    other = _session(postgres_url, tmp_path, ahead=4)  # another worker's connection
+    with s.storage.claim_lock(s.name):  # a refill (or a slow suggestion) holds it
+        t = threading.Thread(
+            target=lambda: got.append(Claims(other, SystemClock(), "w2", 30.0).claim())
+        )
+        t.start()
+        t.join(timeout=20)
+        assert [g.trial_number for g in got] == [1]  # taken while the lock was held
+    s.storage.close()
+    other.storage.close()
+
+
+def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """``max_concurrent`` 2, one running: a take in flight (it holds the takes' lock and has
+    recorded the second) makes another worker's take wait, then find the sweep full."""
+    s = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
+    assert Claims(s, SystemClock(), "w1", 30.0).claim() is not None
+    other = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
+    got: list[Any] = []
+    t = threading.Thread(
+        target=lambda: got.append(Claims(other, SystemClock(), "w2", 30.0).claim())
+    )
+    with s.storage.session() as tx:
+        s.storage._serialise(tx, s.name)
+        s.storage._record(tx, s.name, 50, {"state": TrialState.RUNNING, "worker": "w3"})
+        t.start()
+        t.join(timeout=1.0)
+        assert t.is_alive() and got == []  # waits for the take in flight
+    t.join(timeout=20)
+    assert got == [None]  # two run now: the sweep is full
+    assert len(s.storage.ahead(s.name)) == 3
+    s.storage.close()
+    other.storage.close()
+
+
+@pytest.mark.parametrize("ahead", [0, 3])
+def test_concurrent_claims_on_postgresql_keep_every_limit(
+    postgres_url: str, tmp_path: Path, ahead: int
+) -> None:
+    """Six workers claim and end trials at once; ``max_concurrent`` 3 is never exceeded, no
+    trial goes to two workers, and the budget's 30 trials all run once."""
+    limit, workers = 3, 6
+    sessions = [
+        _session(postgres_url, tmp_path, ahead=ahead, trials=30, max_concurrent=limit)
+        for _ in range(workers)
+    ]
+    taken: list[tuple[str, int]] = []
+    over: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        s, me = sessions[i], f"w{i}"
+        claims = Claims(s, SystemClock(), me, 30.0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = claims.claim()
+            if got is None:
+                if s.scheduler.finished():
+                    return
+                time.sleep(0.01)
+                continue
+            running = s.storage.running_elsewhere(s.name, None)
+            with lock:
+                taken.append((me, got.trial_number))
+                if running > limit:
+                    over.append(running)
+            claims.refill()
+            time.sleep(0.005)
+            _end(s, got.trial_number)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+    numbers = sorted(n for _, n in taken)
+    assert numbers == list(range(30))  # each trial once, the whole budget
+    assert over == []
+    assert sessions[0].storage.ahead(sessions[0].name) == []
+    assert len({w for w, _ in taken}) > 1  # the workers shared them
+    for s in sessions:
+        s.storage.close()
+
+
+def test_a_simulated_sweep_with_suggestions_ahead_runs_each_trial_once(tmp_path: Path) -> None:
+    sim = Sim(
+        tmp_path, curve(lambda p, s: float(p["x"]) / s, steps=3),
+        {"budget": {"trials": 9, "max_concurrent": 2, "ahead": 3}},
+    )  # fmt: skip
+    summary = sim.run(sim.controller())
+    assert summary.state_counts["COMPLETE"] == 9
+    assert sim.max_running <= 2
+    assert sim.storage.ahead(sim.cfg.name) == []
+    launches = Counter(lease.trial for lease in sim.storage.leases(sim.cfg.name))
+    assert sorted(launches) == list(range(9)) and set(launches.values()) == {1}
