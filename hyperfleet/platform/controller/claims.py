@@ -9,10 +9,13 @@ before they are asked for (``Capabilities.ahead``: Optuna's samplers), a fleet k
 * a claim first takes one of them, in one short transaction without the claim lock
   (PostgreSQL): claims no longer queue behind every suggestion;
 * none left: it takes the claim lock, takes one a refill made while it waited, or makes its
-  own and ``depth`` more, kept ahead in the same transaction that records its own;
+  own (one suggestion, as without any ahead);
 * after launching the trial it took, a worker that left fewer than half of ``depth`` ahead
-  makes more, if the claim lock is free at that moment (another refiller makes them
-  otherwise): the suggestions are made between claims, not inside one.
+  makes more, one suggestion per hold of the claim lock and only while the lock is free
+  (``pg_try_advisory_lock``): a claim waiting for the lock waits for one suggestion at most,
+  never for a whole refill (holding the lock for ``depth`` suggestions at once made the
+  claims that found none wait for all of them: a p99 of 1.5 s against 0.6 s without, at 256
+  workers).
 
 ``depth`` is ``budget.ahead``, or by default one per :data:`WORKERS_PER_AHEAD` live workers on
 PostgreSQL and none on SQLite (one host, a few workers: no queue to avoid). A suggestion made
@@ -123,8 +126,8 @@ class Claims:
             if not self.ahead:
                 storage.upsert_trial(s.name, suggestion.trial_number, **self._fields())
                 return suggestion
-            made = [(suggestion.trial_number, suggestion.params), *self._make(self.depth())]
-            self._left = len(made) - 1
+            self._left = 0
+            made = [(suggestion.trial_number, suggestion.params)]
             if storage.record_claim(s.name, made, limit, **self._fields()):
                 return suggestion
             return None  # a take filled the last slot meanwhile: it waits ahead
@@ -140,18 +143,27 @@ class Claims:
         return made
 
     def refill(self) -> int:
-        """After a launch: make suggestions ahead up to the depth if fewer than half of it
-        were left by this worker's last claim and the claim lock is free now; how many."""
+        """After a launch: if this worker's last claim left fewer than half of the depth
+        ahead, make suggestions up to it, one per hold of the claim lock, while the lock is
+        free (a claim waiting for it goes first, and the refill stops); how many it made."""
         depth = self.depth()
         if depth == 0 or self._left is None or self._left >= (depth + 1) // 2:
             return 0
         storage = self.session.storage
-        with storage.try_claim_lock(self.name) as held:
-            if not held:
-                return 0  # another worker refills
-            have = len(storage.ahead_numbers(self.name))
-            made = self._make(depth - have)
-            if made:
-                storage.put_ahead(self.name, made)
-            self._left = have + len(made)
-            return len(made)
+        have: int | None = None
+        made = 0
+        while True:
+            with storage.try_claim_lock(self.name) as held:
+                if not held:
+                    break  # another worker refills, or a claim waits for the lock
+                if have is None:
+                    have = len(storage.ahead_numbers(self.name))
+                if have >= depth:
+                    break
+                more = self._make(1)
+                if not more:
+                    break  # the budget is used up
+                storage.put_ahead(self.name, more)
+            have, made = have + 1, made + 1
+        self._left = depth if have is None else have
+        return made

@@ -6,9 +6,11 @@ claims do not queue behind the scheduler."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +40,39 @@ def _session(url: str, tmp_path: Path, **budget: Any) -> SweepSession:
     return open_session(cfg, Storage(url), NullTracker(), None)
 
 
+@contextlib.contextmanager
+def _held_elsewhere(s: SweepSession) -> Iterator[None]:
+    """The sweep's claim lock held by another thread (another worker) for the block."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with s.storage.claim_lock(s.name):
+            held.set()
+            done.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(30)
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(30)
+
+
 def _end(s: SweepSession, number: int) -> None:
     s.scheduler.on_trial_end(number, TrialState.COMPLETE, [float(number)])
     s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
 
 
-def test_a_claim_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: Path) -> None:
-    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=3, trials=6)
+def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: Path) -> None:
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=3, trials=7)
     claims = Claims(s, SystemClock(), "w1", 30.0)
     first = claims.claim()
-    assert first is not None and first.trial_number == 0
-    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]  # made with it, kept ahead
+    assert first is not None and first.trial_number == 0  # its own suggestion only
+    assert s.storage.ahead(s.name) == []
+    assert claims.refill() == 3  # after its launch: up to the depth
+    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]
     assert requeue_phantoms(s) == []  # ahead is recorded: not a phantom
     study = {t.number: t.params for t in s.scheduler.study.get_trials()}  # type: ignore[attr-defined]
     second = claims.claim()
@@ -59,19 +83,23 @@ def test_a_claim_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: P
     assert third is not None and third.trial_number == 2
     assert claims.refill() == 2  # one left: made up to three again (trials 4 and 5)
     assert [n for n, _ in s.storage.ahead(s.name)] == [3, 4, 5]
-    assert claims.refill() == 0
-    numbers = [c.trial_number for c in iter(claims.claim, None)]
-    assert numbers == [3, 4, 5]  # then the budget (6) is used: nothing more
+    assert [c.trial_number for c in (claims.claim(), claims.claim())] == [3, 4]  # type: ignore[union-attr]
+    with _held_elsewhere(s):  # another worker holds the claim lock: no refill now
+        assert claims.refill() == 0
+    fifth = claims.claim()  # no refill until this worker's next take
+    assert fifth is not None and fifth.trial_number == 5
+    assert claims.refill() == 1  # trial 6: the budget (7) is used up after it
+    assert [c.trial_number for c in iter(claims.claim, None)] == [6]
     running = [t.number for t in s.storage.trials(s.name, TrialState.RUNNING)]
-    assert running == [0, 1, 2, 3, 4, 5] and s.storage.ahead(s.name) == []
-    assert len(s.scheduler.study.get_trials()) == 6  # type: ignore[attr-defined]
+    assert running == list(range(7)) and s.storage.ahead(s.name) == []
+    assert len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
     s.storage.close()
 
 
 def test_a_full_sweep_takes_nothing_and_a_dead_refiller_leaves_a_phantom(tmp_path: Path) -> None:
     s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=2, max_concurrent=1)
     claims = Claims(s, SystemClock(), "w1", 30.0)
-    assert claims.claim() is not None
+    assert claims.claim() is not None and claims.refill() == 2
     assert claims.claim() is None  # max_concurrent: 1 runs
     assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2]  # untouched
     _end(s, 0)
@@ -108,7 +136,8 @@ def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(
     postgres_url: str, tmp_path: Path
 ) -> None:
     s = _session(postgres_url, tmp_path, ahead=4)
-    assert Claims(s, SystemClock(), "w1", 30.0).claim() is not None
+    mine = Claims(s, SystemClock(), "w1", 30.0)
+    assert mine.claim() is not None and mine.refill() == 4
     got: list[Any] = []
     other = _session(postgres_url, tmp_path, ahead=4)  # another worker's connection
     with s.storage.claim_lock(s.name):  # a refill (or a slow suggestion) holds it
@@ -128,7 +157,8 @@ def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
     """``max_concurrent`` 2, one running: a take in flight (it holds the takes' lock and has
     recorded the second) makes another worker's take wait, then find the sweep full."""
     s = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
-    assert Claims(s, SystemClock(), "w1", 30.0).claim() is not None
+    mine = Claims(s, SystemClock(), "w1", 30.0)
+    assert mine.claim() is not None and mine.refill() == 3
     other = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
     got: list[Any] = []
     t = threading.Thread(
