@@ -82,7 +82,7 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     ahead): the process that asked for them died between the two (the claim lock, held by the
     caller, keeps live controllers out of that window). They go back in the queue and are
     reused, so the budget counts only trials that exist."""
-    phantoms = sorted(session.scheduler.running() - _recorded(session))
+    phantoms = sorted(_phantoms(session))
     for number in phantoms:
         logger.warning(
             "trial %d was suggested but never launched (its controller died in between); "
@@ -96,7 +96,17 @@ def _may_have_phantoms(session: SweepSession) -> bool:
     """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
     A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
     is right; a claim in flight looks like one, and the caller takes the lock to be sure."""
-    return bool(session.scheduler.running() - _recorded(session))
+    return bool(_phantoms(session))
+
+
+def _phantoms(session: SweepSession) -> set[int]:
+    """Running in the scheduler's eyes, with no record; the scheduler asked again after the
+    records were read: a trial that ended in between (its end told to the scheduler, then its
+    record) is not running any more, and is not one."""
+    suspects = session.scheduler.running() - _recorded(session)
+    if suspects:
+        suspects &= session.scheduler.running()
+    return suspects
 
 
 def _recorded(session: SweepSession) -> set[int]:

@@ -10,10 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hyperfleet.platform.controller import open_session
-from hyperfleet.platform.controller.recovery import recover, requeue_phantoms_locked
+from hyperfleet.platform.controller.recovery import (
+    recover,
+    requeue_phantoms,
+    requeue_phantoms_locked,
+)
 from hyperfleet.platform.launcher.simulated import curve
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.controller import Sim
 
 
@@ -39,4 +44,28 @@ def test_the_claim_lock_is_taken_only_when_a_phantom_may_exist(tmp_path: Path) -
     assert again.number == phantom.number
     assert recover(s, 30.0, "another", always=True) == 1 and taken == [sim.cfg.name] * 2
     assert s.scheduler.running() == set()  # back in the queue
+    s.storage.close()
+
+
+def test_a_trial_that_ends_while_the_records_are_read_is_not_a_phantom(tmp_path: Path) -> None:
+    """The scheduler is asked for its running trials, then the records are read; a trial
+    whose end is told to the scheduler and recorded in between has no RUNNING record then,
+    but is not running either: it is not taken for a phantom (nor warned about)."""
+    sim = Sim(tmp_path, curve(lambda p, s: float(p["x"]) / s, steps=2))
+    s = open_session(sim.cfg, Storage(str(sim.cfg.storage)), NullTracker(), None)
+    suggestion = s.scheduler.suggest()
+    assert suggestion is not None
+    number = suggestion.trial_number
+    s.storage.upsert_trial(s.name, number, state=TrialState.RUNNING, worker="w1")
+    read = s.storage.recorded
+
+    def ending_meanwhile(sweep: str) -> set[int]:
+        s.scheduler.on_trial_end(number, TrialState.COMPLETE, [0.5])  # as a driver's _end
+        s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
+        return read(sweep)
+
+    s.storage.recorded = ending_meanwhile  # type: ignore[method-assign]
+    assert requeue_phantoms(s) == []
+    s.storage.recorded = read  # type: ignore[method-assign]
+    assert s.storage.get_trial(s.name, number).state == TrialState.COMPLETE  # type: ignore[union-attr]
     s.storage.close()
