@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import shutil
 import statistics
 import tempfile
@@ -283,7 +284,16 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             "claim_wait": timers.claim_wait, "refills": timers.refills}  # fmt: skip
 
 
+def _orphaned_exit(parent: int) -> None:
+    """End this process when its parent is gone (a harness stopped with SIGKILL left its
+    processes of worker loops running against a stopped database, into the next case)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
+    threading.Thread(target=_orphaned_exit, args=(os.getppid(),), daemon=True).start()
     try:
         results.put(serve(plan, first, count, lambda: barrier.wait()))
     except BaseException as exc:  # noqa: BLE001 - the parent raises it
