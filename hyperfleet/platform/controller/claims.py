@@ -9,7 +9,9 @@ before they are asked for (``Capabilities.ahead``: Optuna's samplers), a fleet k
 * a claim first takes one of them, in one short transaction without the claim lock
   (PostgreSQL): claims no longer queue behind every suggestion;
 * none left: it takes the claim lock, takes one a refill made while it waited, or makes its
-  own (one suggestion, as without any ahead);
+  own -- and, if it waited for the lock, about as many more as claims queued before it (its
+  wait over its own suggestion's time, up to ``depth``): a queue (every worker's first claim
+  at once) is served by suggestions made together, a fleet without one waits for none;
 * after launching the trial it took, a worker that left fewer than half of ``depth`` ahead
   makes more, one suggestion per hold of the claim lock and only while the lock is free
   (``pg_try_advisory_lock``): a claim waiting for the lock waits for one suggestion at most,
@@ -28,6 +30,7 @@ as it is today.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,9 @@ logger = logging.getLogger(__name__)
 
 WORKERS_PER_AHEAD = 32
 """By default a fleet keeps one suggestion made ahead per this many live workers."""
+
+QUEUE_WAIT_S = 0.05
+"""A claim that waited less than this for the claim lock found no queue worth serving ahead."""
 
 DEPTH_EVERY_S = STALE_AFTER_S
 """How long a worker keeps its count of live workers (the default depth) before counting
@@ -113,24 +119,38 @@ class Claims:
             taken = self._take(limit)
             if taken is not None:
                 return taken
+        asked = time.monotonic()
         with storage.claim_lock(s.name):
+            waited = time.monotonic() - asked
             if self.ahead:
                 taken = self._take(limit)  # made by a refill while this claim waited
                 if taken is not None:
                     return taken
             if storage.running_elsewhere(s.name, None) >= limit:
                 return None
+            started = time.monotonic()
             suggestion = s.scheduler.suggest()
             if suggestion is None:
                 return None
             if not self.ahead:
                 storage.upsert_trial(s.name, suggestion.trial_number, **self._fields())
                 return suggestion
-            self._left = 0
             made = [(suggestion.trial_number, suggestion.params)]
+            made += self._make(self._queued(waited, time.monotonic() - started))
+            self._left = len(made) - 1
             if storage.record_claim(s.name, made, limit, **self._fields()):
                 return suggestion
             return None  # a take filled the last slot meanwhile: it waits ahead
+
+    def _queued(self, waited: float, suggestion_s: float) -> int:
+        """How many more suggestions a claim that made its own makes ahead: about as many
+        claims as queued before it for the lock (``waited`` over its own suggestion's
+        time), up to the depth. A claim that did not wait makes none, so a queue-free fleet
+        never waits for suggestions of others; a queue (every worker's first claim at once)
+        is served by suggestions made together, each claim behind taking one at once."""
+        if waited < QUEUE_WAIT_S:
+            return 0
+        return min(self.depth(), int(waited / max(suggestion_s, 0.001)))
 
     def _make(self, n: int) -> list[Made]:
         """Up to ``n`` more suggestions of the scheduler (fewer when its budget ends)."""

@@ -41,14 +41,15 @@ def _session(url: str, tmp_path: Path, **budget: Any) -> SweepSession:
 
 
 @contextlib.contextmanager
-def _held_elsewhere(s: SweepSession) -> Iterator[None]:
-    """The sweep's claim lock held by another thread (another worker) for the block."""
+def _held_elsewhere(s: SweepSession, release_after: float = 30.0) -> Iterator[None]:
+    """The sweep's claim lock held by another thread (another worker) for the block, or
+    for ``release_after`` seconds if that is sooner."""
     held, done = threading.Event(), threading.Event()
 
     def hold() -> None:
         with s.storage.claim_lock(s.name):
             held.set()
-            done.wait(30)
+            done.wait(release_after)
 
     t = threading.Thread(target=hold)
     t.start()
@@ -93,6 +94,15 @@ def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: 
     running = [t.number for t in s.storage.trials(s.name, TrialState.RUNNING)]
     assert running == list(range(7)) and s.storage.ahead(s.name) == []
     assert len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
+    s.storage.close()
+
+
+def test_a_claim_that_waited_for_the_lock_makes_more_for_the_queue(tmp_path: Path) -> None:
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=3)
+    with _held_elsewhere(s, release_after=0.5):  # a queue: others hold the lock meanwhile
+        first = Claims(s, SystemClock(), "w1", 30.0).claim()
+    assert first is not None and first.trial_number == 0
+    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]  # for the claims behind it
     s.storage.close()
 
 
