@@ -235,3 +235,23 @@ def test_writes_refuse_fields_a_row_does_not_have(tmp_path: Path) -> None:
         st.update_sweep("s", colour="red")  # type: ignore[call-arg]
     assert st.get_trial("s", 0) is None
     st.close()
+
+
+def test_live_processes_of_this_host_are_not_read_as_candidates(db_url: str) -> None:
+    """Several workers on one host: a look for stale trials reads the other processes' pids,
+    not every trial they run (with 1,000 workers on one host that read was most of the CPU)."""
+    st = Storage(db_url)
+    st.create_sweep("s", {})
+    host, _ = worker_identity()
+    proc = mp.get_context("spawn").Process(target=os.getpid)
+    proc.start()
+    proc.join()
+    parent = os.getppid()  # alive: another process of this host
+    now = st.now()
+    for n in range(20):
+        st.upsert_trial("s", n, state="RUNNING", host=host, pid=parent, heartbeat_at=now)
+    st.upsert_trial("s", 20, state="RUNNING", host=host, pid=proc.pid, heartbeat_at=now)
+    st.upsert_trial("s", 21, state="RUNNING", host=host, pid=parent, heartbeat_at=now - 100)
+    assert [t.number for t in st._stale_candidates("s", host, now - 30)] == [20, 21]
+    assert [t.number for t in st.stale_running("s", 30.0)] == [20, 21]
+    st.close()

@@ -34,6 +34,7 @@ class Heartbeat(threading.Thread):
         self._lock = threading.Lock()
         self._owned: set[tuple[str, int]] | None = None
         self._taken_at = 0.0
+        self._began = -float("inf")  # time.monotonic() of the last heartbeat's start
 
     def run(self) -> None:
         while not self._stop_event.wait(self.every):
@@ -42,13 +43,20 @@ class Heartbeat(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
                 logger.warning("worker heartbeat failed: %s", first_line(exc))
 
-    def beat_now(self) -> None:
-        """One heartbeat now (also from the controller's thread, before it judges others)."""
+    def beat_now(self, unless_within: float = 0.0) -> None:
+        """One heartbeat now (also from the controller's thread, before it judges others),
+        unless one began less than ``unless_within`` seconds ago: a worker that was paused
+        (SIGSTOP, a long stall) still beats afresh before judging, and a fleet's looks for
+        stale trials do not double its heartbeats."""
+        began = time.monotonic()
+        with self._lock:
+            if began - self._began < unless_within:
+                return
         taken = time.time()
         owned = self.storage.beat(self.worker)
         with self._lock:
             if taken >= self._taken_at:
-                self._owned, self._taken_at = owned, taken
+                self._owned, self._taken_at, self._began = owned, taken, began
 
     def owned(self) -> tuple[set[tuple[str, int]] | None, float]:
         """The trials RUNNING under this worker at the last heartbeat, and when it began."""

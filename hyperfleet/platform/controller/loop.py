@@ -181,8 +181,8 @@ class Controller:
         retry counted): one that was paused itself (SIGSTOP, a long stall) judges with a
         fresh heartbeat of its own, and keeps its trials that are still its own."""
         if self._beat is not None:
-            try:
-                self._beat.beat_now()
+            try:  # a heartbeat that began within the interval is fresh: no second one
+                self._beat.beat_now(unless_within=self.timing.heartbeat_every)
             except Exception:  # unreachable storage: judge no one now
                 logger.warning("worker heartbeat failed; recovery waits", exc_info=True)
                 return
