@@ -115,10 +115,15 @@ class Claims:
         # queue for it
         if storage.running_elsewhere(s.name, None) >= limit:
             return None
-        if self.ahead and storage.takes_without_lock and self.depth() > 0:
+        took = self.ahead and storage.takes_without_lock and self.depth() > 0
+        if took:
             taken = self._take(limit)
             if taken is not None:
                 return taken
+        # idle workers at a sweep's end do not queue for the lock (once nothing is ahead
+        # either: on SQLite, or a small fleet, a take waits for the lock)
+        if (took or not self.ahead) and s.scheduler.exhausted():
+            return None
         asked = time.monotonic()
         with storage.claim_lock(s.name):
             waited = time.monotonic() - asked

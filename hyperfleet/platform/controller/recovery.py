@@ -92,10 +92,20 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     return phantoms
 
 
-def _may_have_phantoms(session: SweepSession) -> bool:
+def _may_have_phantoms(session: SweepSession, exact: bool = False) -> bool:
     """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
     A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
-    is right; a claim in flight looks like one, and the caller takes the lock to be sure."""
+    is right; a claim in flight looks like one, and the caller takes the lock to be sure.
+    Unless ``exact``, the trials are counted first (two counts by the database) and read
+    only when the scheduler runs more than have a record: a fleet's idle workers look every
+    few seconds at a sweep's end, and each read every running trial (1,000 workers: most of
+    their CPU). A record whose trial the scheduler no longer runs (its end told, its record
+    not yet written; a worker that died in between, until its trial is found stale) can hide
+    a phantom from the counts until it is written or requeued; the next look finds it."""
+    if not exact:
+        running = session.scheduler.running_count()
+        if running <= session.storage.recorded_count(session.name):
+            return False
     return bool(_phantoms(session))
 
 
@@ -139,7 +149,7 @@ def recover(
     (:func:`requeue_phantoms_locked`) or by a look that takes the lock."""
     seen = session.storage.stale_running(session.name, stale_after)
     stale = any(worker is None or t.worker != worker for t in seen)
-    if not stale and not (always and _may_have_phantoms(session)):
+    if not stale and not (always and _may_have_phantoms(session, exact=True)):
         return 0
     with session.storage.claim_lock(session.name):
         stale_ones = requeue_stale(session, stale_after, worker)

@@ -130,6 +130,17 @@ class Scheduler(ABC):
     def running(self) -> set[int]:
         """Trials the scheduler considers running (suggested, not ended, not requeued)."""
 
+    def running_count(self) -> int:
+        """How many trials :meth:`running` holds (a scheduler may count them more cheaply:
+        a fleet's idle workers ask often, see :mod:`hyperfleet.platform.controller.recovery`)."""
+        return len(self.running())
+
+    def exhausted(self) -> bool:
+        """Nothing to suggest now, known cheaply (a fleet's idle workers ask often, without
+        the claim lock): its budget is used and nothing waits. False when unsure; ``suggest``
+        decides."""
+        return False
+
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
         """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
         return {}

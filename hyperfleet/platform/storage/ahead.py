@@ -99,12 +99,16 @@ class AheadStore:
         as a whole)."""
         t = ahead_table
         with self.session() as s:
-            self._serialise(s, sweep)
+            # the row first, locked (a take never waits for another's row): a fleet's idle
+            # workers that find none take no lock; then the count under the advisory lock
             row = s.execute(
                 sa.select(t.c.number, t.c.params).where(t.c.sweep == sweep)
                 .order_by(t.c.number).limit(1).with_for_update(skip_locked=True)
             ).first()  # fmt: skip
-            if row is None or self._running(s, sweep) >= limit:
+            if row is None:
+                return None
+            self._serialise(s, sweep)
+            if self._running(s, sweep) >= limit:
                 return None
             number, params = int(row[0]), dict(row[1])
             s.execute(sa.delete(t).where(t.c.sweep == sweep, t.c.number == number))
@@ -160,17 +164,27 @@ class AheadStore:
         with self.session() as s:
             return {int(n) for n in s.scalars(sa.select(t.c.number).where(t.c.sweep == sweep))}
 
-    @retried
-    def recorded(self, sweep: str) -> set[int]:
-        """The sweep's trials that have a record: RUNNING under a worker, or made ahead (the
-        look for phantoms). One statement, so one snapshot: a take moving a trial from one
-        to the other between two reads would hide it from both."""
+    @staticmethod
+    def _recorded(sweep: str) -> sa.CompoundSelect:
         t = ahead_table
-        q = sa.union(
+        return sa.union(
             sa.select(TrialRow.number).where(
                 TrialRow.sweep == sweep, TrialRow.state == TrialState.RUNNING
             ),
             sa.select(t.c.number).where(t.c.sweep == sweep),
         )
+
+    @retried
+    def recorded(self, sweep: str) -> set[int]:
+        """The sweep's trials that have a record: RUNNING under a worker, or made ahead (the
+        look for phantoms). One statement, so one snapshot: a take moving a trial from one
+        to the other between two reads would hide it from both."""
         with self.session() as s:
-            return {int(n) for n in s.scalars(q)}
+            return {int(n) for n in s.scalars(self._recorded(sweep))}
+
+    @retried
+    def recorded_count(self, sweep: str) -> int:
+        """How many :meth:`recorded` holds, counted by the database."""
+        q = sa.select(sa.func.count()).select_from(self._recorded(sweep).subquery())
+        with self.session() as s:
+            return int(s.scalar(q) or 0)

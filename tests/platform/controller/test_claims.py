@@ -121,6 +121,34 @@ def test_a_full_sweep_takes_nothing_and_a_dead_refiller_leaves_a_phantom(tmp_pat
     s.storage.close()
 
 
+def test_a_claim_of_a_spent_sweep_does_not_queue_for_the_lock(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The budget is used and nothing waits or is ahead: an idle worker's claim says so
+    without the claim lock (a thousand of them asked every few seconds at a sweep's end);
+    once a trial is requeued, claims take the lock again and get it."""
+    s = _session(postgres_url, tmp_path, trials=2, ahead=2)
+    claims = Claims(s, SystemClock(), "w1", 30.0)
+    assert claims.claim() is not None and claims.claim() is not None
+    taken: list[str] = []
+    lock = s.storage.claim_lock
+
+    @contextlib.contextmanager
+    def counted(sweep: str) -> Iterator[None]:
+        taken.append(sweep)
+        with lock(sweep):
+            yield
+
+    s.storage.claim_lock = counted  # type: ignore[method-assign]
+    assert s.scheduler.exhausted()
+    assert claims.claim() is None and taken == []
+    s.scheduler.requeue(0)  # its worker died: back in the queue
+    assert not s.scheduler.exhausted()
+    again = claims.claim()
+    assert again is not None and again.trial_number == 0 and taken == [s.name]
+    s.storage.close()
+
+
 def test_the_default_depth_is_one_per_32_live_workers_on_postgresql(
     postgres_url: str, tmp_path: Path
 ) -> None:

@@ -69,3 +69,27 @@ def test_a_trial_that_ends_while_the_records_are_read_is_not_a_phantom(tmp_path:
     s.storage.recorded = read  # type: ignore[method-assign]
     assert s.storage.get_trial(s.name, number).state == TrialState.COMPLETE  # type: ignore[union-attr]
     s.storage.close()
+
+
+def test_the_running_trials_are_read_only_when_the_counts_differ(tmp_path: Path) -> None:
+    """A fleet's idle workers look for phantoms every few seconds at a sweep's end: the look
+    counts the scheduler's running trials and the records first, and reads the running trials
+    only when the scheduler runs more than have a record."""
+    sim = Sim(tmp_path, curve(lambda p, s: float(p["x"]) / s, steps=2))
+    s = open_session(sim.cfg, Storage(str(sim.cfg.storage)), NullTracker(), None)
+    first = s.scheduler.suggest()
+    assert first is not None
+    s.storage.upsert_trial(s.name, first.trial_number, state=TrialState.RUNNING, worker="w1")
+    reads: list[int] = []
+    running = s.scheduler.running
+
+    def counted() -> set[int]:
+        reads.append(1)
+        return running()
+
+    s.scheduler.running = counted  # type: ignore[method-assign]
+    assert requeue_phantoms_locked(s) == [] and reads == []  # 1 running, 1 recorded: no read
+    phantom = s.scheduler.suggest()  # its claimer died before recording it
+    assert phantom is not None
+    assert requeue_phantoms_locked(s) == [phantom.trial_number] and reads  # 2 running, 1 recorded
+    s.storage.close()
