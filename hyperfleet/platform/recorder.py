@@ -238,7 +238,11 @@ class RankZeroRecorder:
         self.closed = True
         if self.sink is not None:  # the controller ships the rest when it ends the run
             self.sink.close(ship=False)
-        if outcome != Outcome.SUPERSEDED:
-            self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, outcome=outcome)
-        if not self.shared:
-            self.storage.close()
+        try:
+            if outcome != Outcome.SUPERSEDED:
+                self.storage.upsert_trial(
+                    self.sweep, self.number, fence=self.attempt, outcome=outcome
+                )
+        finally:  # refused (Superseded: requeued meanwhile) or not, its connections go back
+            if not self.shared:
+                self.storage.close()

@@ -104,7 +104,10 @@ class SimulatedHandle(TrialHandle):
         self.pending = sorted(self.script.reports, key=lambda r: r.at)
 
     def _end(self, outcome: str, code: int) -> int:
-        self.recorder.finish(outcome)
+        try:
+            self.recorder.finish(outcome)
+        except Superseded:  # requeued since its last report: as the runtime's copy, it stops
+            outcome, code = Outcome.SUPERSEDED, 0
         self.code = code
         self.log.append(f"ended {outcome} ({code})")
         return code

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.launcher.simulated import SimReport, SimScript, SimTrial, curve
 from hyperfleet.platform.storage import WorkerRecord
 from hyperfleet.testing.controller import Sim
 
@@ -63,3 +63,26 @@ def test_a_copy_taken_over_meanwhile_is_stopped_without_a_retry(tmp_path: Path) 
     ), "nothing recorded by the old copy, no retry counted"  # fmt: skip
     assert (t1.state, t1.attempts, t1.retries) == ("COMPLETE", 1, 0)
     assert (t0.last_step or 0) < 10, "its refused reports left no trace"
+
+
+def test_a_copy_requeued_after_its_last_report_ends_without_recording(tmp_path: Path) -> None:
+    """Its end is refused (a newer attempt owns the trial): the copy stops as superseded, and
+    its worker's loop goes on (the refusal escaped the loop and stopped the worker)."""
+
+    def late_end(t: SimTrial) -> SimScript:
+        return SimScript([SimReport(1.0, 1, {"loss": 1.0})], end_at=5.0)
+
+    sim = Sim(tmp_path, late_end, {"budget": {"trials": 2, "max_concurrent": 2}})
+    c = _started(sim, "me")
+    driver = c.drivers[sim.cfg.name]
+    sim.clock.advance(2.0)
+    driver.reap()  # the report of step 1: recorded
+    copy = driver.running[0].handle
+    sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
+    assert sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
+    sim.clock.advance(5.0)
+    driver.reap()  # both end; trial 0's end is refused
+    assert copy.log[-1] == "ended superseded (0)"
+    t0, t1 = sim.trials()
+    assert (t0.state, t0.worker, t0.attempts, t0.outcome) == ("RUNNING", "other", 2, None)
+    assert t1.state == "COMPLETE"
