@@ -15,7 +15,11 @@ is always either ahead or recorded (the look for phantoms counts both) and never
 claim lock, so the count and the record are serialised by a transaction-level advisory lock
 of their own (a few milliseconds, released at commit, even if the client dies); every claim
 of such a scheduler records its trial under it (:meth:`AheadStore.record_claim`), so takes
-and fresh suggestions cannot both fill the last slot. On SQLite (one host) the take runs
+and fresh suggestions cannot both fill the last slot. The threads of one process queue on a
+lock of the process first (as for the claim lock, :mod:`.locks`): without it, a process of
+many worker loops had every pooled connection waiting for the advisory lock, and its
+heartbeats timed out waiting for a connection (1,000 simulated workers: workers taken for
+lost). On SQLite (one host) the take runs
 under the claim lock, whose file lock already serialises them.
 
 :class:`AheadStore` is mixed into ``Storage`` (:mod:`.store`), which provides the session, the
@@ -25,11 +29,13 @@ clock and the trial rows; this module does not import it.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Unpack
 
 import sqlalchemy as sa
 
+from hyperfleet.platform.storage.locks import local_lock
 from hyperfleet.platform.storage.records import TrialFields, json_safe
 from hyperfleet.platform.storage.retry import retried
 from hyperfleet.platform.storage.schema import TrialRow, ahead_table
@@ -78,6 +84,16 @@ class AheadStore:
         if self.takes_without_lock:
             s.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _take_key(sweep)})
 
+    @contextmanager
+    def _queued(self, sweep: str) -> Iterator[None]:
+        """This process's threads one at a time into a take or a claim's record (see the
+        module docstring): at most one pooled connection waits for the advisory lock."""
+        if not self.takes_without_lock:
+            yield
+            return
+        with local_lock(self.engine, f"take:{sweep}"):
+            yield
+
     @staticmethod
     def _running(s: Any, sweep: str) -> int:
         q = sa.select(sa.func.count()).where(
@@ -98,7 +114,7 @@ class AheadStore:
         commit whose answer was lost would take a second trial (the caller's claim retries
         as a whole)."""
         t = ahead_table
-        with self.session() as s:
+        with self._queued(sweep), self.session() as s:
             # the row first, locked (a take never waits for another's row): a fleet's idle
             # workers that find none take no lock; then the count under the advisory lock
             row = s.execute(
@@ -125,7 +141,7 @@ class AheadStore:
         the first was recorded. One transaction: every suggestion is recorded or ahead."""
         if not made:
             raise ValueError("record_claim needs a suggestion")
-        with self.session() as s:
+        with self._queued(sweep), self.session() as s:
             self._serialise(s, sweep)
             first = self._running(s, sweep) < limit
             if first:

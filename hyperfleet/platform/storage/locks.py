@@ -44,7 +44,14 @@ _LOCAL_GUARD = threading.Lock()
 def _local(engine: Engine, sweep: str) -> threading.RLock:
     """This process's lock in front of the sweep's advisory lock (a forked child has its
     own: a lock held by another thread at the fork would never be released in the child)."""
-    key = (os.getpid(), engine.url.render_as_string(hide_password=True), sweep)
+    return local_lock(engine, sweep)
+
+
+def local_lock(engine: Engine, name: str) -> threading.RLock:
+    """This process's lock named ``name`` for ``engine``'s database, in front of an advisory
+    lock of the same name: the threads of a process queue on it, so at most one of the
+    process's pooled connections waits for the advisory lock (a forked child has its own)."""
+    key = (os.getpid(), engine.url.render_as_string(hide_password=True), name)
     with _LOCAL_GUARD:
         return _LOCAL.setdefault(key, threading.RLock())
 

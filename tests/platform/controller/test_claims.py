@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from hyperfleet.platform.clock import SystemClock
 from hyperfleet.platform.config import parse_sweep
@@ -213,6 +214,39 @@ def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
     assert len(s.storage.ahead(s.name)) == 3
     s.storage.close()
     other.storage.close()
+
+
+def test_one_connection_of_a_process_waits_for_the_takes_lock(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Many worker loops of one process take at once while another worker's take is in
+    flight: they queue on a lock of the process, so one pooled connection waits for the
+    database's advisory lock and the others stay free (a heartbeat needs one)."""
+    s = _session(postgres_url, tmp_path, ahead=6)
+    mine = Claims(s, SystemClock(), "w1", 30.0)
+    assert mine.claim() is not None and mine.refill() == 6
+    got: list[Any] = []
+
+    def claim(worker: str) -> None:
+        got.append(Claims(s, SystemClock(), worker, 30.0).claim())
+
+    threads = [threading.Thread(target=claim, args=(f"t{i}",)) for i in range(5)]
+    waiting = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+    )
+    with s.storage.session() as tx:
+        s.storage._serialise(tx, s.name)  # another worker's take in flight
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        with s.storage.engine.connect() as conn:
+            assert conn.execute(waiting).scalar() == 1
+        assert got == []
+    for t in threads:
+        t.join(timeout=20)
+    assert sorted(c.trial_number for c in got) == [1, 2, 3, 4, 5]
+    s.storage.close()
 
 
 @pytest.mark.parametrize("ahead", [0, 3])
