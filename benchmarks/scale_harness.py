@@ -66,7 +66,7 @@ from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
 from hyperfleet.platform.launcher.simulated import SimulatedLauncher, curve
 from hyperfleet.platform.pool import Device, LocalPool
-from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage import Storage, engine
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.platform.worker import worker_record
 from hyperfleet.spec.states import TrialState
@@ -75,7 +75,7 @@ from hyperfleet.testing.sweeps import minimal_sweep
 SCHEDULERS = ("random", "tpe", "gp", "pbt")
 
 
-MAX_CONNECTIONS = 600  # 8 processes of 125 loops, two pools of at most 15 each: 240
+MAX_CONNECTIONS = 800  # 8 processes of 125 loops, two pools of at most 25 + 10 each: 560
 
 
 @contextlib.contextmanager
@@ -205,6 +205,16 @@ def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
 
 
 PER_PROCESS = 125  # worker loops per process: more, and one interpreter's lock is the limit
+KEPT_PER_LOOPS = 5  # a pool keeps one connection per this many worker loops of its process
+
+
+def _size_pools(loops: int) -> None:
+    """A process of ``loops`` worker loops keeps about one pooled connection per
+    :data:`KEPT_PER_LOOPS` of them (at least the default ``POOL_SIZE``): its loops and their
+    heartbeat threads share one pool, where a real worker process has a pool of its own. With
+    the default 5 kept, 250 threads opened and closed overflow connections all the time (a
+    PostgreSQL connection set up per heartbeat: a quarter of their CPU at 1,000 workers)."""
+    engine.POOL_SIZE = max(engine.POOL_SIZE, -(-loops // KEPT_PER_LOOPS))
 
 
 @dataclass(frozen=True)
@@ -257,6 +267,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
     """Run ``count`` worker loops (threads of this process) until the sweep is done; after
     they are built, ``start()`` waits for the other processes. What their timers took."""
     timers = Timers()
+    _size_pools(count)
     controllers = _controllers(plan, first, count, timers)
     errors: list[BaseException] = []
 
