@@ -75,7 +75,7 @@ from hyperfleet.testing.sweeps import minimal_sweep
 SCHEDULERS = ("random", "tpe", "gp", "pbt")
 
 
-MAX_CONNECTIONS = 800  # 8 processes of 125 loops, two pools of at most 25 + 10 each: 560
+MAX_CONNECTIONS = 1000  # 20 processes of 50 loops, two pools of at most 10 + 10 each: 800
 
 
 @contextlib.contextmanager
@@ -188,6 +188,9 @@ class CaseResult:
     claims_lockfree: int = 0
     refill_total_s: float = 0.0
     refill_p99_ms: float = float("nan")
+    # worker loops that stopped on an error (reported, not raised: the case's figures stand)
+    loops_failed: int = 0
+    first_loop_error: str | None = None
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,7 +207,9 @@ def _mean_ms(pairs: list[tuple[int, float]], first: bool, window: int) -> float:
     return 1000 * statistics.fmean(v for _, v in part) if part else float("nan")
 
 
-PER_PROCESS = 125  # worker loops per process: more, and one interpreter's lock is the limit
+PER_PROCESS = 50  # worker loops per process: more, and one interpreter's lock is the limit
+# (at 125, a process's 250 threads held every pooled connection while they waited for the
+# interpreter between round trips, and heartbeats timed out waiting for one)
 KEPT_PER_LOOPS = 5  # a pool keeps one connection per this many worker loops of its process
 
 
@@ -288,11 +293,10 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             th.join(max(0.0, t0 + plan.timeout_s - time.monotonic()))
         for c in controllers:
             c.request_stop()
-    if errors:
-        raise RuntimeError(f"{len(errors)} worker loops failed; first: {errors[0]!r}")
     return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
             "suggest": timers.suggest, "platform": dict(timers.platform),
-            "claim_wait": timers.claim_wait, "refills": timers.refills}  # fmt: skip
+            "claim_wait": timers.claim_wait, "refills": timers.refills,
+            "loops_failed": [repr(e) for e in errors]}  # fmt: skip
 
 
 def _orphaned_exit(parent: int) -> None:
@@ -389,6 +393,7 @@ def _result(
     leases: list[Any], window: int,
 ) -> CaseResult:  # fmt: skip
     split = [tuple(c) for p in parts for c in p["claims"]]
+    failed = [e for p in parts for e in p.get("loops_failed", [])]
     claims = [c[0] for c in split]
     refills = [float(x) for p in parts for x in p.get("refills", [])]
     suggest = [tuple(x) for p in parts for x in p["suggest"]]
@@ -440,5 +445,7 @@ def _result(
         claims_lockfree=sum(1 for c in split if c[1] == 0.0),
         refill_total_s=round(sum(refills), 2),
         refill_p99_ms=round(1000 * _pct(refills, 0.99), 2),
+        loops_failed=len(failed),
+        first_loop_error=failed[0] if failed else None,
         **claim_split(split),  # type: ignore[arg-type]
     )

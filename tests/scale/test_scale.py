@@ -21,6 +21,7 @@ def test_the_harness_smallest_case_claims_each_trial_once(postgres_server: str) 
     r = run_case(postgres_server, "random", 2, 6, trial_s=0.1, ramp_s=0.0, window=3,
                  sample_s=0.1)  # fmt: skip
     assert r.trials_done == 6 and r.claims == 6 and r.claimed_twice == 0
+    assert r.loops_failed == 0, r.first_loop_error
     assert 1 <= r.connections_max <= POOL_SIZE + POOL_OVERFLOW + 3  # two pools, the sampler
     assert r.xact_per_s > 0 and r.claim_p99_ms >= r.claim_p50_ms > 0
     assert r.platform_first_ms > 0 and 0 < r.waiting_share < 1
