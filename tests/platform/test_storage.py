@@ -37,14 +37,20 @@ def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
     st.close()
 
 
+def _dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    proc = mp.get_context("spawn").Process(target=os.getpid)
+    proc.start()
+    proc.join()
+    assert proc.pid is not None
+    return proc.pid
+
+
 def test_stale_running_finds_dead_worker(db_url: str) -> None:
     st = Storage(db_url)
     st.create_sweep("s", {})
     host, pid = worker_identity()
-    proc = mp.get_context("spawn").Process(target=os.getpid)
-    proc.start()
-    proc.join()
-    st.upsert_trial("s", 0, state="RUNNING", host=host, pid=proc.pid, heartbeat_at=1e18)
+    st.upsert_trial("s", 0, state="RUNNING", host=host, pid=_dead_pid(), heartbeat_at=1e18)
     st.upsert_trial("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
     st.upsert_trial("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
     assert sorted(t.number for t in st.stale_running("s", 120.0)) == [0, 2]
@@ -243,14 +249,12 @@ def test_live_processes_of_this_host_are_not_read_as_candidates(db_url: str) -> 
     st = Storage(db_url)
     st.create_sweep("s", {})
     host, _ = worker_identity()
-    proc = mp.get_context("spawn").Process(target=os.getpid)
-    proc.start()
-    proc.join()
+    dead = _dead_pid()
     parent = os.getppid()  # alive: another process of this host
     now = st.now()
     for n in range(20):
         st.upsert_trial("s", n, state="RUNNING", host=host, pid=parent, heartbeat_at=now)
-    st.upsert_trial("s", 20, state="RUNNING", host=host, pid=proc.pid, heartbeat_at=now)
+    st.upsert_trial("s", 20, state="RUNNING", host=host, pid=dead, heartbeat_at=now)
     st.upsert_trial("s", 21, state="RUNNING", host=host, pid=parent, heartbeat_at=now - 100)
     assert [t.number for t in st._stale_candidates("s", host, now - 30)] == [20, 21]
     assert [t.number for t in st.stale_running("s", 30.0)] == [20, 21]

@@ -29,6 +29,7 @@ from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.states import TrialState, WorkerState
 from hyperfleet.testing.controller import Sim
 from hyperfleet.testing.sweeps import minimal_sweep
+from tests.platform.controller.locks import count_claim_locks
 
 
 def _session(url: str, tmp_path: Path, **budget: Any) -> SweepSession:
@@ -131,16 +132,7 @@ def test_a_claim_of_a_spent_sweep_does_not_queue_for_the_lock(
     s = _session(postgres_url, tmp_path, trials=2, ahead=2)
     claims = Claims(s, SystemClock(), "w1", 30.0)
     assert claims.claim() is not None and claims.claim() is not None
-    taken: list[str] = []
-    lock = s.storage.claim_lock
-
-    @contextlib.contextmanager
-    def counted(sweep: str) -> Iterator[None]:
-        taken.append(sweep)
-        with lock(sweep):
-            yield
-
-    s.storage.claim_lock = counted  # type: ignore[method-assign]
+    taken = count_claim_locks(s.storage)
     assert s.scheduler.exhausted()
     assert claims.claim() is None and taken == []
     s.scheduler.requeue(0)  # its worker died: back in the queue

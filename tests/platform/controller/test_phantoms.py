@@ -5,8 +5,6 @@ queue on the lock one by one."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 from hyperfleet.platform.controller import open_session
@@ -20,22 +18,14 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.controller import Sim
+from tests.platform.controller.locks import count_claim_locks
 
 
 def test_the_claim_lock_is_taken_only_when_a_phantom_may_exist(tmp_path: Path) -> None:
     sim = Sim(tmp_path, curve(lambda p, s: float(p["x"]) / s, steps=2))
     sim.run(sim.controller())  # the sweep is done: every trial recorded, nothing running
     s = open_session(sim.cfg, Storage(str(sim.cfg.storage)), NullTracker(), None)
-    taken: list[str] = []
-    lock = s.storage.claim_lock
-
-    @contextlib.contextmanager
-    def counted(sweep: str) -> Iterator[None]:
-        taken.append(sweep)
-        with lock(sweep):
-            yield
-
-    s.storage.claim_lock = counted  # type: ignore[method-assign]
+    taken = count_claim_locks(s.storage)
     assert requeue_phantoms_locked(s) == [] and taken == []  # none: no lock
     assert recover(s, 30.0, "another", always=True) == 0 and taken == []  # a worker's start
     phantom = s.scheduler.study.ask()  # type: ignore[attr-defined]  # its claimer died here
