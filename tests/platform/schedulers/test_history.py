@@ -3,12 +3,19 @@ cap, the most recent finished trials, every running one)."""
 
 from __future__ import annotations
 
+import random
+
 import optuna
 import pytest
+from optuna.trial import TrialState
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.schedulers.configs import GPConfig, TPEConfig
-from hyperfleet.platform.schedulers.optuna.history import HistoryCappedSampler, capped
+from hyperfleet.platform.schedulers.optuna.history import (
+    HistoryCappedSampler,
+    IncrementalCap,
+    capped,
+)
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 
@@ -67,3 +74,34 @@ def test_the_gp_fits_at_most_max_history_finished_trials() -> None:
     complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     fitted = sampler.fit_trials(study, complete)  # type: ignore[attr-defined]
     assert len(fitted) == 10 and min(t.value for t in fitted) == 0.0  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+@pytest.mark.parametrize("states", [None, (TrialState.COMPLETE, TrialState.PRUNED)])
+def test_the_incremental_cap_gives_what_capped_gives_as_the_history_grows(
+    direction: str, states: tuple[TrialState, ...] | None
+) -> None:
+    """Trials start, and end in any order (complete, pruned, failed, with ties in value), and
+    the history is read after each change, of every state or of finished ones only (as TPE
+    reads it): the incremental cap keeps exactly the trials :func:`capped` keeps."""
+    rng = random.Random(7)
+    study = optuna.create_study(direction=direction)
+    cap = IncrementalCap(10, list(study.directions))
+    running: list[optuna.trial.Trial] = []
+    for _ in range(400):
+        if running and (len(running) > 6 or rng.random() < 0.5):
+            t = running.pop(rng.randrange(len(running)))
+            end = rng.random()
+            if end < 0.1:
+                study.tell(t, state=TrialState.FAIL)
+            elif end < 0.25:
+                study.tell(t, state=TrialState.PRUNED)
+            else:
+                study.tell(t, float(rng.randrange(20)))  # ties
+        else:
+            t = study.ask()
+            t.suggest_float("x", 0.0, 1.0)
+            running.append(t)
+        trials = study.get_trials(deepcopy=False, states=states)
+        expected = capped(trials, 10, list(study.directions))
+        assert [t.number for t in cap(trials)] == [t.number for t in expected]

@@ -247,11 +247,12 @@ def ucb(model: Any, space: Any, beta: float) -> Any:
 
 class HistoryView:
     """``study`` as a sampler sees it with its history passed through ``keep`` (a function of
-    the trials read, in order of number, to those the sampler is given): what
+    the trials read, in order of number, and the states asked for, to those the sampler is
+    given): what
     ``Study._get_trials`` and ``Study.get_trials`` return; everything else is the study's."""
 
     def __init__(
-        self, study: Study, keep: Callable[[list[FrozenTrial]], list[FrozenTrial]]
+        self, study: Study, keep: Callable[[list[FrozenTrial], Any], list[FrozenTrial]]
     ) -> None:
         self._study = study
         self._keep = keep
@@ -266,12 +267,12 @@ class HistoryView:
         use_cache: bool = False,
     ) -> list[FrozenTrial]:
         trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
-        return self._keep(trials)
+        return self._keep(trials, states)
 
     def get_trials(
         self, deepcopy: bool = True, states: Container[optuna.trial.TrialState] | None = None
     ) -> list[FrozenTrial]:
-        return self._keep(self._study.get_trials(deepcopy=deepcopy, states=states))
+        return self._keep(self._study.get_trials(deepcopy=deepcopy, states=states), states)
 
 
 class LeanCachedStorage(_CachedStorage):
