@@ -115,7 +115,7 @@ class HistoryCappedSampler(DelegatingSampler):
         self._caps: dict[tuple[int, Any], IncrementalCap] = {}
 
     def _keep(self, study: Study, states: Any) -> IncrementalCap:
-        key = (getattr(study, "_study_id", id(study)), None if states is None else tuple(states))
+        key = (internals.study_id(study), None if states is None else tuple(states))
         if key not in self._caps:
             self._caps[key] = IncrementalCap(self.cap, list(study.directions))
         return self._caps[key]
