@@ -41,16 +41,11 @@ _LOCAL: dict[tuple[int, str, str], threading.RLock] = {}
 _LOCAL_GUARD = threading.Lock()
 
 
-def _local(engine: Engine, sweep: str) -> threading.RLock:
-    """This process's lock in front of the sweep's advisory lock (a forked child has its
-    own: a lock held by another thread at the fork would never be released in the child)."""
-    return local_lock(engine, sweep)
-
-
 def local_lock(engine: Engine, name: str) -> threading.RLock:
     """This process's lock named ``name`` for ``engine``'s database, in front of an advisory
     lock of the same name: the threads of a process queue on it, so at most one of the
-    process's pooled connections waits for the advisory lock (a forked child has its own)."""
+    process's pooled connections waits for the advisory lock (a forked child has its own: a
+    lock held by another thread at the fork would never be released in the child)."""
     key = (os.getpid(), engine.url.render_as_string(hide_password=True), name)
     with _LOCAL_GUARD:
         return _LOCAL.setdefault(key, threading.RLock())
@@ -66,7 +61,7 @@ def _file(path: Path, sweep: str) -> str:
 def claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[None]:
     """Hold the sweep's claim lock for the duration of the block (see the module docstring)."""
     if engine.dialect.name == "postgresql":
-        with _local(engine, sweep), engine.connect() as conn:
+        with local_lock(engine, sweep), engine.connect() as conn:
             conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _key(sweep)})
             conn.commit()
             try:
@@ -88,7 +83,7 @@ def try_claim_lock(engine: Engine, url: str, sweep: str) -> Iterator[bool]:
     """The sweep's claim lock if it is free now (True inside the block), else False at once:
     for work that another holder makes unnecessary (suggestions made ahead)."""
     if engine.dialect.name == "postgresql":
-        local = _local(engine, sweep)
+        local = local_lock(engine, sweep)
         if not local.acquire(blocking=False):
             yield False
             return
