@@ -5,9 +5,10 @@
   is PRUNED.
 * A 2-process trial stopped by SIGTERM to ``sweep run`` and continued by running it again goes
   on from its Lightning checkpoint on the curve of an uninterrupted trial with the same params.
-* PBT of 4 members: after every exploit, the learning rate the optimizer steps with (logged by
-  the model at each validation) is the member's explored value the platform recorded, and the
-  weights right after the exploit equal the donor's checkpoint exactly.
+* PBT of 2 members: the one far behind exploits the other, and after every exploit the learning
+  rate the optimizer steps with (logged by the model at each validation) is the member's
+  explored value the platform recorded, and the weights right after it equal the donor's
+  checkpoint exactly.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.integrations.lightning_workloads import lr_log
 pytestmark = pytest.mark.long
 
 WORKLOAD = "tests.integrations.lightning_workloads:main"
+PACED = "tests.integrations.lightning_workloads:paced"
 ENV = cli_env(OMP_NUM_THREADS="1")
 EXAMPLE = ROOT / "examples" / "lightning" / "sweep.yaml"
 
@@ -135,16 +137,18 @@ def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
     path = sweep_file({
         "name": "lit-pbt",
         "objective": {"metric": "loss", "mode": "min"},
-        # One member starts with an lr far below the rest, so it ranks last at its ready checks
-        # whatever order the four members report in (asynchronous PBT exploits the member that
-        # is last when it checks; four sampled lrs close together made that depend on timing).
-        "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 4,
-                      "quantile_fraction": 0.25, "seed": 0,
-                      "initial": [{"lr": 0.05}, {"lr": 0.03}, {"lr": 0.02}, {"lr": 0.0001}]},
-        "budget": {"trials": None, "max_concurrent": 4},
+        # Two members at once, one with an lr far below the other: it ranks last at its ready
+        # check at step 4, and the paced workload makes sure the other has reported by then
+        # and not finished (asynchronous PBT ranks against the members' latest reports, and
+        # a member that reached the last step is no donor: left to timing, a member that
+        # started late could find nobody to copy).
+        "scheduler": {"type": "pbt", "population": 2, "perturbation_interval": 4,
+                      "quantile_fraction": 0.5, "seed": 0,
+                      "initial": [{"lr": 0.05}, {"lr": 0.0001}]},
+        "budget": {"trials": None, "max_concurrent": 2},
         "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
         "trial": {
-            "workload": WORKLOAD, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
+            "workload": PACED, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
             "steps": 16, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
             "checkpoint": {"keep": 100},
         },
@@ -154,7 +158,9 @@ def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
     storage = Storage(f"sqlite:///{runs / 'hf.db'}")
     events = SqlPopulationStore(storage.engine).lineage("lit-pbt")
     explores = [e for e in events if e.kind == "explore"]
-    assert explores, "no exploit happened"
+    assert [(e.member, e.step) for e in explores][:1] == [(1, 4)], _population_story(
+        storage, "lit-pbt"
+    )  # the member far behind copied the other at its first ready check
     checked = 0
     for member in {e.member for e in explores}:
         mine = [e for e in explores if e.member == member]  # in the order they happened
@@ -172,3 +178,21 @@ def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
             restored = torch.load(seg["weights"], weights_only=True)
             assert all(torch.equal(restored[k], donors[k]) for k in donors), e
     assert checked > 0, "no validation after an exploit"
+
+
+def _population_story(storage: Storage, sweep: str) -> str:
+    """How a PBT sweep went, for a failure's message: each trial's span and each member's
+    last decision."""
+    t0 = min((t.started_at or 0.0) for t in storage.trials(sweep))
+    trials = [
+        (t.number, t.state.value, t.attempts, round((t.started_at or t0) - t0, 2),
+         round((t.ended_at or t0) - t0, 2), t.last_step, t.params.get("lr"))
+        for t in storage.trials(sweep)
+    ]  # fmt: skip
+    members = {
+        n: (m.state.value, m.step, m.score, m.last_check, m.decision)
+        for n, m in SqlPopulationStore(storage.engine).members(sweep).items()
+    }
+    return (
+        f"trials (number, state, attempts, start, end, last step, lr) {trials}; members {members}"
+    )
