@@ -1,6 +1,6 @@
 """The claim's round trips: a suggestion's parameters written in one transaction (Optuna's
-checks kept), no ping before each checkout (a dropped connection is retried instead), and a
-heartbeat in two statements."""
+checks kept), no ping before each checkout (a dropped connection is retried instead), a pool
+with no connection free waited out, and a heartbeat in two statements."""
 
 from __future__ import annotations
 
@@ -114,6 +114,27 @@ def test_a_dropped_connection_is_retried_without_a_ping(postgres_url, tmp_path, 
     assert storage.beat("w") == {("claims", 0)}  # retried by the storage itself
     reader.close()
     storage.close()
+
+
+def test_a_pool_with_no_free_connection_is_waited_out(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A storage call that finds every pooled connection in use past the pool's timeout is
+    tried again, as an outage is, instead of stopping the worker's loop."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'db'}", poolclass=sa.pool.QueuePool,
+                              pool_size=1, max_overflow=0, pool_timeout=0.1)  # fmt: skip
+    held = engine.connect()  # another thread's transaction, in effect
+    slept: list[float] = []
+
+    def release(seconds: float) -> None:
+        slept.append(seconds)
+        held.close()
+
+    def read() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT 1")).scalar_one())
+
+    assert retrying(read, 30, sleep=release) == 1
+    assert slept == [0.5]
+    engine.dispose()
 
 
 def test_a_heartbeat_stamps_the_worker_and_its_running_trials_only(tmp_path) -> None:  # type: ignore[no-untyped-def]

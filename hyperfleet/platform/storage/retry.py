@@ -4,7 +4,7 @@ retried with backoff for a while before anyone gives up.
 Every piece of a sweep's state lives in its database, so a short outage (a PostgreSQL restart,
 a network blip) must not kill a controller or a trial. :func:`retrying` re-runs an operation
 whose failure is *transient* — the connection was refused, dropped or invalidated, SQLite was
-busy — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 120, the sweep
+busy, the process's pool had no connection free within its timeout — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 120, the sweep
 file's ``storage_retry``), then raises :class:`StorageOutageError`. Operations retried this way are
 idempotent (upserts, ``tell`` of a finished trial, requeues), so a retry after a commit whose
 answer was lost changes nothing. Anything else (a constraint, a schema error) fails at once.
@@ -92,6 +92,8 @@ def transient(exc: BaseException) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if isinstance(exc, sa.exc.TimeoutError):
+            return True  # every connection of this process's pool was in use: a busy moment
         if isinstance(exc, sa.exc.DBAPIError):
             if exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError):
                 return True
