@@ -4,8 +4,9 @@ retried with backoff for a while before anyone gives up.
 Every piece of a sweep's state lives in its database, so a short outage (a PostgreSQL restart,
 a network blip) must not kill a controller or a trial. :func:`retrying` re-runs an operation
 whose failure is *transient* — the connection was refused, dropped or invalidated, SQLite was
-busy, the process's pool had no connection free within its timeout — every 0.5 s doubling to 5 s, for up to ``budget_s`` seconds (default 120, the sweep
-file's ``storage_retry``), then raises :class:`StorageOutageError`. Operations retried this way are
+busy, the process's pool had no connection free within its timeout — every 0.5 s doubling to
+5 s, for up to ``budget_s`` seconds (default 120, the sweep file's ``storage_retry``), then
+raises :class:`StorageOutageError`. Operations retried this way are
 idempotent (upserts, ``tell`` of a finished trial, requeues), so a retry after a commit whose
 answer was lost changes nothing. Anything else (a constraint, a schema error) fails at once.
 Writers' pools do not ping a connection before each use (a round trip per checkout, on the
