@@ -49,7 +49,7 @@ def timed_driver(t: Timers) -> Iterator[None]:
     with timers (restored on exit)."""
     drv = driver_mod.SweepDriver
     saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
-    saved_refill = drv._refill_ahead
+    saved_refill = drv.refill_ahead
     saved_lock = Storage.claim_lock
 
     def claim(self: Any) -> Any:
@@ -81,12 +81,15 @@ def timed_driver(t: Timers) -> Iterator[None]:
         t.add(p.number, time.perf_counter() - t0)
         return r
 
-    def refill(self: Any, number: int) -> None:  # suggestions made ahead after a launch
+    def refill(self: Any, number: int | None = None) -> int:  # suggestions made ahead
         t0 = time.perf_counter()
-        saved_refill(self, number)
+        made = saved_refill(self, number)
         dt = time.perf_counter() - t0
-        t.add(number, dt)
-        t.refills.append(dt)
+        if number is not None:  # after a launch: the trial's; between launches: nobody's
+            t.add(number, dt)
+        if number is not None or made:
+            t.refills.append(dt)
+        return made
 
     def end(self: Any, r: Any, *args: Any) -> None:
         t0 = time.perf_counter()
@@ -104,14 +107,14 @@ def timed_driver(t: Timers) -> Iterator[None]:
         suggests[cls] = cls.suggest
         cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
     drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
-    drv._refill_ahead = refill  # type: ignore[method-assign]
+    drv.refill_ahead = refill  # type: ignore[method-assign]
     driver_mod.prepare = prepare  # type: ignore[assignment]
     Storage.claim_lock = claim_lock  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
         drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
-        drv._refill_ahead = saved_refill  # type: ignore[method-assign]
+        drv.refill_ahead = saved_refill  # type: ignore[method-assign]
         Storage.claim_lock = saved_lock  # type: ignore[method-assign]
         for cls, fn in suggests.items():
             cls.suggest = fn  # type: ignore[method-assign]

@@ -89,7 +89,8 @@ class Budget(_Frozen):
         ge=0,
         description="suggestions kept made ahead of the claims that take them, so that a "
         "fleet's claims do not queue for the scheduler (default: one per 32 live workers on "
-        "PostgreSQL, none on SQLite; not for pbt/pb2)",
+        "PostgreSQL, one per live worker for random, qmc and grid, none on SQLite; not for "
+        "pbt/pb2)",
     )
 
     @field_validator("timeout", mode="before")

@@ -24,7 +24,16 @@ PostgreSQL and none on SQLite (one host, a few workers: no queue to avoid). A su
 ahead is one more made without the results of the trials that end meanwhile; with W workers
 each suggestion already misses up to W running trials' results, and W / 32 more adds about
 3 % to that, so small fleets (under 32 workers) make none and keep every suggestion as fresh
-as it is today.
+as it is today. A scheduler that does not learn from results (random, QMC, grid:
+``Scheduler.learns_from_results``) loses nothing by it, so its depth is one per live worker:
+every worker's next claim can find its trial made, even when a fleet's trials end together
+(1,000 simulated workers whose trials ended within a minute of each other queued for the
+lock behind a depth of 31 for minutes).
+
+A refill makes suggestions for at most :data:`REFILL_SLICE_S` at a time (it runs in the
+worker's loop), and a worker that left the queue ahead short tops it up between launches too,
+at most every :data:`TOP_UP_EVERY_S` (:meth:`Claims.top_up`): a fleet whose trials all run
+fills it before they end, not only at its launches.
 """
 
 from __future__ import annotations
@@ -53,6 +62,12 @@ DEPTH_EVERY_S = STALE_AFTER_S
 again: a thousand workers counting at every claim would be a query per claim, and a worker
 counts as live for ``stale_after`` after its last heartbeat anyway."""
 
+REFILL_SLICE_S = 1.0
+"""A refill stops making suggestions after this long; the worker's next one goes on."""
+
+TOP_UP_EVERY_S = 5.0
+"""How often a worker that left the queue ahead short tops it up between launches."""
+
 
 @dataclass(eq=False)
 class Claims:
@@ -65,6 +80,8 @@ class Claims:
     _depth: int = field(default=0, init=False)
     _depth_at: float | None = field(default=None, init=False)
     _left: int | None = field(default=None, init=False)  # ahead after this worker's last take
+    _topped_at: float | None = field(default=None, init=False)
+    _spent: bool = field(default=False, init=False)  # a refill found the budget used up
 
     @property
     def ahead(self) -> bool:
@@ -83,7 +100,9 @@ class Claims:
             return 0
         now = self.clock.monotonic()
         if self._depth_at is None or now - self._depth_at >= DEPTH_EVERY_S:
-            self._depth = storage.count_live_workers(self.stale_after) // WORKERS_PER_AHEAD
+            live = storage.count_live_workers(self.stale_after)
+            learns = self.session.scheduler.learns_from_results()
+            self._depth = live // WORKERS_PER_AHEAD if learns else live
             self._depth_at = now
         return self._depth
 
@@ -167,28 +186,43 @@ class Claims:
             made.append((more.trial_number, more.params))
         return made
 
+    def top_up(self) -> int:
+        """Between launches, at most every :data:`TOP_UP_EVERY_S`: :meth:`refill`, unless a
+        refill of this worker found the budget used up; how many it made."""
+        if self._spent or self._left is None:
+            return 0
+        now = self.clock.monotonic()
+        if self._topped_at is not None and now - self._topped_at < TOP_UP_EVERY_S:
+            return 0
+        self._topped_at = now
+        return self.refill()
+
     def refill(self) -> int:
         """After a launch: if this worker's last claim left fewer than half of the depth
         ahead, make suggestions up to it, one per hold of the claim lock, while the lock is
-        free (a claim waiting for it goes first, and the refill stops); how many it made."""
+        free (a claim waiting for it goes first, and the refill stops) and for at most
+        :data:`REFILL_SLICE_S`; how many it made."""
         depth = self.depth()
         if depth == 0 or self._left is None or self._left >= (depth + 1) // 2:
             return 0
         storage = self.session.storage
         have: int | None = None
         made = 0
-        while True:
+        until = time.monotonic() + REFILL_SLICE_S
+        while time.monotonic() < until:
             with storage.try_claim_lock(self.name) as held:
                 if not held:
-                    break  # another worker refills, or a claim waits for the lock
+                    break  # another worker refills, or a claim waits for the lock: later
                 if have is None:
                     have = len(storage.ahead_numbers(self.name))
                 if have >= depth:
                     break
                 more = self._make(1)
                 if not more:
+                    self._spent = True
                     break  # the budget is used up
                 storage.put_ahead(self.name, more)
             have, made = have + 1, made + 1
-        self._left = depth if have is None else have
+        if have is not None:
+            self._left = have
         return made

@@ -122,13 +122,16 @@ class SweepDriver(SweepSeat):
         """The next trial, recorded RUNNING with this worker (:mod:`.claims`)."""
         return self.claims.claim()
 
-    def _refill_ahead(self, number: int) -> None:
-        """After trial ``number``'s launch: suggestions made ahead for the fleet's next
-        claims, if few are left (best effort: a claim makes its own when none is)."""
+    def refill_ahead(self, number: int | None = None) -> int:
+        """After trial ``number``'s launch, or between launches (``None``: at most every
+        ``TOP_UP_EVERY_S``): suggestions made ahead for the fleet's next claims, if few are
+        left (best effort: a claim makes its own when none is); how many were made."""
         try:
-            self._db(self.claims.refill)
+            return self._db(self.claims.refill if number is not None else self.claims.top_up)
         except Exception:
-            logger.warning("could not make suggestions ahead after trial %d", number, exc_info=True)
+            after = f"after trial {number}" if number is not None else "between launches"
+            logger.warning("could not make suggestions ahead %s", after, exc_info=True)
+            return 0
 
     def wants_devices(self) -> bool:
         return self.clock.monotonic() >= self._next_ask
@@ -162,7 +165,7 @@ class SweepDriver(SweepSeat):
             else:
                 self.running[prepared.number] = self._start(prepared, lease, pool)
                 self.launched += 1
-                self._refill_ahead(prepared.number)
+                self.refill_ahead(prepared.number)
         except BaseException:
             self._abandon(suggestion.trial_number, lease, pool)
             raise

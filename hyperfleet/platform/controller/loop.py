@@ -237,6 +237,9 @@ class Controller:
                 logger.warning("sweep %s: budget.timeout reached; stopping its trials", d.name)
                 d.stop_all()
         self._fill()
+        for d in self._ordered():
+            if not self._stop.is_set() and not self._timed_out(d):
+                d.refill_ahead()  # between launches: at most every few seconds
         self._close_over()
 
     def _watching(self) -> bool:

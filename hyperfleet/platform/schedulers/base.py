@@ -135,6 +135,12 @@ class Scheduler(ABC):
         a fleet's idle workers ask often, see :mod:`hyperfleet.platform.controller.recovery`)."""
         return len(self.running())
 
+    def learns_from_results(self) -> bool:
+        """Its suggestions depend on the results of trials that ended (a suggestion made
+        ahead of its claim misses those that end meanwhile). True unless it knows better:
+        a random, quasi-random or grid search does not, so any number may be made ahead."""
+        return True
+
     def exhausted(self) -> bool:
         """Nothing to suggest now, known cheaply (a fleet's idle workers ask often, without
         the claim lock): its budget is used and nothing waits. False when unsure; ``suggest``

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hyperfleet.platform.clock import SystemClock
+from hyperfleet.platform.clock import SystemClock, VirtualClock
 from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller import claims as claims_mod
 from hyperfleet.platform.controller import open_session
-from hyperfleet.platform.controller.claims import WORKERS_PER_AHEAD, Claims
+from hyperfleet.platform.controller.claims import TOP_UP_EVERY_S, WORKERS_PER_AHEAD, Claims
 from hyperfleet.platform.controller.recovery import requeue_phantoms
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.launcher.simulated import curve
@@ -32,11 +33,16 @@ from hyperfleet.testing.sweeps import minimal_sweep
 from tests.platform.controller.locks import count_claim_locks
 
 
-def _session(url: str, tmp_path: Path, **budget: Any) -> SweepSession:
+GRID_SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.05}}
+
+
+def _session(url: str, tmp_path: Path, scheduler: str = "random", **budget: Any) -> SweepSession:
     cfg = parse_sweep(
         minimal_sweep(
             name="ahead", storage=url, workdir=str(tmp_path / "runs"),
             budget={"trials": 20, "max_concurrent": 20, **budget},
+            scheduler={"type": scheduler, "seed": 0},
+            **({"space": GRID_SPACE} if scheduler == "grid" else {}),
         )
     )  # fmt: skip
     return open_session(cfg, Storage(url), NullTracker(), None)
@@ -142,25 +148,80 @@ def test_a_claim_of_a_spent_sweep_does_not_queue_for_the_lock(
     s.storage.close()
 
 
-def test_the_default_depth_is_one_per_32_live_workers_on_postgresql(
-    postgres_url: str, tmp_path: Path
-) -> None:
-    s = _session(postgres_url, tmp_path)
+def _register_workers(s: SweepSession, active: int, stopped: int) -> None:
     now = time.time()
-    for i in range(2 * WORKERS_PER_AHEAD + 5):
-        state = WorkerState.ACTIVE if i < 2 * WORKERS_PER_AHEAD else WorkerState.STOPPED
+    for i in range(active + stopped):
+        state = WorkerState.ACTIVE if i < active else WorkerState.STOPPED
         s.storage.register_worker(
             WorkerRecord(
                 id=f"w{i}", host="h", pid=i, pool="p", devices=[], address=None, sweeps=None,
                 started_at=now, heartbeat_at=now, state=state,
             )
         )  # fmt: skip
+
+
+def test_the_default_depth_is_one_per_32_live_workers_on_postgresql(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    s = _session(postgres_url, tmp_path, scheduler="tpe")
+    assert s.scheduler.learns_from_results()
+    _register_workers(s, 2 * WORKERS_PER_AHEAD, 5)
     assert Claims(s, SystemClock(), "w0", 30.0).depth() == 2  # the stopped ones do not count
     assert Claims(s, SystemClock(), "w0", 30.0).depth() == 2
     sqlite = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path / "one-host")
     assert Claims(sqlite, SystemClock(), "w0", 30.0).depth() == 0  # one host: none
     s.storage.close()
     sqlite.storage.close()
+
+
+@pytest.mark.parametrize("scheduler", ["random", "qmc", "grid"])
+def test_a_search_that_does_not_learn_keeps_one_ahead_per_live_worker(
+    postgres_url: str, tmp_path: Path, scheduler: str
+) -> None:
+    s = _session(postgres_url, tmp_path, scheduler=scheduler)
+    assert not s.scheduler.learns_from_results()
+    _register_workers(s, 40, 3)
+    assert Claims(s, SystemClock(), "w0", 30.0).depth() == 40
+    s.storage.close()
+
+
+def test_a_worker_tops_the_queue_ahead_up_between_launches(tmp_path: Path) -> None:
+    """A worker whose take left fewer than half of the depth ahead makes more on its loop's
+    ticks too, not only after a launch: at most every few seconds, for at most a slice of
+    time each, and no more once the budget is used up."""
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=4, trials=7)
+    clock = VirtualClock()
+    claims = Claims(s, clock, "w1", 30.0)
+    assert claims.top_up() == 0  # nothing taken yet: nothing known short
+    assert claims.claim() is not None
+    with _held_elsewhere(s):  # the refill after its launch found the lock held
+        assert claims.refill() == 0
+    assert s.storage.ahead(s.name) == []
+    assert claims.top_up() == 4  # a tick of its loop, with no launch
+    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3, 4]
+    taken = [claims.claim() for _ in range(3)]
+    assert [t.trial_number for t in taken if t is not None] == [1, 2, 3]
+    assert claims.top_up() == 0  # one ahead, but the last top-up was just now
+    clock.advance(TOP_UP_EVERY_S)
+    assert claims.top_up() == 2  # trials 5 and 6: the budget (7) is used up
+    clock.advance(TOP_UP_EVERY_S)
+    assert [n for n, _ in s.storage.ahead(s.name)] == [4, 5, 6]
+    assert claims.claim() is not None and claims.claim() is not None
+    assert claims.top_up() == 0 and len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
+    s.storage.close()
+
+
+def test_a_refill_stops_after_its_slice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refill runs in the worker's loop: it makes suggestions for a slice of time, and the
+    next one goes on."""
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=4)
+    claims = Claims(s, VirtualClock(), "w1", 30.0)
+    assert claims.claim() is not None
+    monkeypatch.setattr(claims_mod, "REFILL_SLICE_S", 0.0)
+    assert claims.refill() == 0 and s.storage.ahead(s.name) == []
+    monkeypatch.setattr(claims_mod, "REFILL_SLICE_S", 30.0)
+    assert claims.refill() == 4  # its view after the last one: still short
+    s.storage.close()
 
 
 def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(

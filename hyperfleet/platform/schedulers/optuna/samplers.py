@@ -117,6 +117,12 @@ def build_sampler(
     return sampler if cfg.seed is None else TrialSeededSampler(sampler, cfg.seed)
 
 
+def learns_from_results(cfg: SchedulerConfig) -> bool:
+    """Whether ``cfg``'s sampler reads the results of finished trials: random and QMC points
+    depend on the seed and the trial only, a grid on which points were taken."""
+    return not isinstance(cfg, (RandomConfig, QMCConfig, GridConfig))
+
+
 def _make(
     cfg: SchedulerConfig,
     grid: Mapping[str, Sequence[Any]] | None,

@@ -35,6 +35,7 @@ from hyperfleet.platform.schedulers.optuna.samplers import (
     build_pruner,
     build_sampler,
     first_report,
+    learns_from_results,
 )
 
 if TYPE_CHECKING:
@@ -113,6 +114,9 @@ class OptunaScheduler(Scheduler):
     def running_count(self) -> int:
         """One ``GROUP BY`` of the study's trials instead of reading the running ones."""
         return internals.state_counts(self.study).get(OptunaState.RUNNING, 0)
+
+    def learns_from_results(self) -> bool:
+        return learns_from_results(self.cfg.scheduler)
 
     def exhausted(self) -> bool:
         """The budget is used and nothing waits, from one ``GROUP BY`` (the grid's end is
