@@ -187,14 +187,19 @@ class Claims:
         return made
 
     def top_up(self) -> int:
-        """Between launches, at most every :data:`TOP_UP_EVERY_S`: :meth:`refill`, unless a
-        refill of this worker found the budget used up; how many it made."""
+        """Between launches, at most every :data:`TOP_UP_EVERY_S`: :meth:`refill`, unless
+        the budget is used up (a refill of this worker found it so, or the scheduler's count
+        says so: a thousand short workers must not queue for the lock to hear it); how many
+        it made."""
         if self._spent or self._left is None:
             return 0
         now = self.clock.monotonic()
         if self._topped_at is not None and now - self._topped_at < TOP_UP_EVERY_S:
             return 0
         self._topped_at = now
+        if self.session.scheduler.exhausted():  # one count, without the lock: nothing to make
+            self._spent = True
+            return 0
         return self.refill()
 
     def refill(self) -> int:

@@ -32,7 +32,6 @@ from hyperfleet.testing.controller import Sim
 from hyperfleet.testing.sweeps import minimal_sweep
 from tests.platform.controller.locks import count_claim_locks
 
-
 GRID_SPACE = {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 0.05}}
 
 
@@ -206,7 +205,12 @@ def test_a_worker_tops_the_queue_ahead_up_between_launches(tmp_path: Path) -> No
     assert claims.top_up() == 2  # trials 5 and 6: the budget (7) is used up
     clock.advance(TOP_UP_EVERY_S)
     assert [n for n, _ in s.storage.ahead(s.name)] == [4, 5, 6]
-    assert claims.claim() is not None and claims.claim() is not None
+    other = Claims(s, clock, "w2", 30.0)  # a worker that did not see the budget run out
+    assert other.claim() is not None and other.claim() is not None
+    lock = s.storage.try_claim_lock
+    s.storage.try_claim_lock = None  # type: ignore[assignment,method-assign]
+    assert other.top_up() == 0  # the scheduler's count says so: it does not ask for the lock
+    s.storage.try_claim_lock = lock  # type: ignore[method-assign]
     assert claims.top_up() == 0 and len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
     s.storage.close()
 
