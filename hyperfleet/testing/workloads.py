@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "HOLD_PARAMS",
     "HOLD_TIMEOUT_S",
+    "PACE_FILE",
     "held_marker",
     "quadratic",
     "quadratic_loss",
     "wait_for_file",
     "with_hold",
+    "with_pace",
 ]
 
 #: how long a held trial waits for its release before it fails (a test that forgot it)
@@ -82,6 +85,45 @@ def with_hold(ctx: Any) -> None:
         wait_for_file(release)
 
     ctx.report = report_then_hold
+
+
+PACE_FILE = "paced-step"
+"""Where :func:`with_pace` keeps the highest step a trial has reported (its directory)."""
+
+
+def with_pace(ctx: Any, pace: Mapping[tuple[int, int], tuple[int, int]]) -> None:
+    """Make ``ctx.report`` wait after chosen reports until another trial has got far enough:
+    with ``pace[(trial, step)] = (other, at)``, trial ``trial``, after its report at ``step``
+    returns normally, waits until trial ``other`` of the same sweep has reported step ``at``
+    or later (each trial keeps the highest step it reported in its directory, ``PACE_FILE``).
+    PBT tests use it so that the order in which members reach their ready checks does not
+    depend on how fast each one started; a wait longer than 120 s fails the trial."""
+    report = ctx.report
+    workdir = Path(ctx.workdir)
+
+    def reported(trial_dir: Path) -> int:
+        try:
+            return int((trial_dir / PACE_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            return -1
+
+    def report_then_pace(step: int, metrics: Any, checkpoint: Any = None) -> None:
+        report(step, metrics, checkpoint=checkpoint)  # an exploit, prune or pause raises here
+        if ctx.is_main and step > reported(workdir):
+            tmp = workdir / f"{PACE_FILE}.tmp"
+            tmp.write_text(str(step))
+            os.replace(tmp, workdir / PACE_FILE)
+        if (ctx.trial_number, step) not in pace:
+            return
+        other, at = pace[(ctx.trial_number, step)]
+        other_dir = workdir.parent / f"trial-{other:04d}"
+        deadline = time.monotonic() + 120.0
+        while reported(other_dir) < at:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"trial {other} did not report step {at} within 120 s")
+            time.sleep(0.02)  # polling another trial's file
+
+    ctx.report = report_then_pace
 
 
 def quadratic(ctx: Any) -> None:

@@ -16,7 +16,7 @@ import torch
 
 from examples.lightning.digits import PARAMS, DigitsModule
 from hyperfleet.integrations.lightning import HyperfleetCallback
-from hyperfleet.testing.workloads import HOLD_PARAMS, wait_for_file, with_hold
+from hyperfleet.testing.workloads import HOLD_PARAMS, with_hold, with_pace
 from hyperfleet.trials.context import TrialContext
 
 
@@ -72,27 +72,16 @@ def held(ctx: TrialContext) -> None:
 held.hyperfleet_params = {**main.hyperfleet_params, **HOLD_PARAMS}  # type: ignore[attr-defined]
 
 
-#: The PBT test's pace: (member, after its report at step) -> (member, step) whose checkpoint it
-#: waits for. Member 1 waits at step 2 until member 0 has reported step 4, so member 1's ready
-#: check at step 4 ranks it against a member that has reported; member 0 waits at step 6 until
-#: member 1 has passed step 6 (after that check), so member 0 has not finished by then either.
+#: The PBT test's pace (``with_pace``): member 1 waits after its report at step 2 until member
+#: 0 has reported step 4, so member 1's ready check at step 4 ranks it against a member that has
+#: reported; member 0 waits at step 6 until member 1 has reported step 6 (after that check), so
+#: member 0 has not finished by then either.
 PBT_PACE = {(1, 2): (0, 4), (0, 6): (1, 6)}
 
 
 def paced(ctx: TrialContext) -> None:
-    """``main``, pausing after reports as :data:`PBT_PACE` says, so the order two members of a
-    population reach their ready checks in does not depend on how fast each one started."""
-    report = ctx.report
-
-    def report_then_wait(step: int, metrics: Any, checkpoint: Any = None) -> None:
-        report(step, metrics, checkpoint=checkpoint)  # an exploit raises here
-        other = PBT_PACE.get((ctx.trial_number, step))
-        if other is not None:
-            member, at = other
-            trial_dir = ctx.workdir.parent / f"trial-{member:04d}"
-            wait_for_file(trial_dir / "checkpoints" / f"step-{at:09d}.pt", timeout=120)
-
-    ctx.report = report_then_wait  # type: ignore[method-assign]
+    """``main``, paced as :data:`PBT_PACE` says."""
+    with_pace(ctx, PBT_PACE)
     main(ctx)
 
 

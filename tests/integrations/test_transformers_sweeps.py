@@ -34,6 +34,7 @@ from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
 
 pytestmark = pytest.mark.long
 WORKLOAD = "tests.integrations.transformers_workload:main"
+PACED = "tests.integrations.transformers_workload:paced"
 PROBE = "probe.jsonl"  # what the workload's probe writes in the trial's directory
 ENV = cli_env(HF_HUB_OFFLINE="1")
 
@@ -133,6 +134,11 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
 def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
+    # Two slots: members 0 and 1 run first, together. Member 0 starts at an lr far below
+    # member 1's, and the paced workload makes sure member 1 has reported and not finished
+    # when member 0 makes its ready check at step 4 (left to timing, a member that started
+    # late could find nobody to copy: asynchronous PBT ranks against the latest reports, and
+    # a member at the last step is no donor).
     path = sweep_file({
         "name": "tf-pbt", "objective": {"metric": "eval_loss", "mode": "min"},
         "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 2,
@@ -141,7 +147,7 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
                                   {"lr": 1.0e-2}]},
         "budget": {"trials": 4, "max_concurrent": 4},
         "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
-        "trial": {"workload": WORKLOAD, "params": {"batch_size": 4}, "steps": 12, "eval_every": 2,
+        "trial": {"workload": PACED, "params": {"batch_size": 4}, "steps": 12, "eval_every": 2,
                   "resources": {"devices": 0}, "parallel": {"data": 1},
                   "checkpoint": {"keep": 2}},
     })  # fmt: skip
@@ -151,6 +157,7 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
     explores = [e for e in events if e.kind == "explore"]
     trials = storage.trials("tf-pbt")
     assert explores, ("PBT never exploited", [(t.number, t.state, t.last_step) for t in trials])
+    assert any(e.member == 0 for e in explores), explores  # the member far behind copied
     lines = {
         t.number: probe_lines(trial_dir(tmp_path / "runs", "tf-pbt", t.number)) for t in trials
     }

@@ -8,6 +8,8 @@ trial's directory, rank 0): what the Trainer ran with, seen from inside the tria
 * ``save``: a digest of the ``model.safetensors`` the Trainer just saved (before
   ``HyperfleetCallback`` files it as the trial's checkpoint);
 * ``end``: the Trainer's global step when training ended.
+
+``paced`` is ``main`` with the PBT test's pace (:data:`PBT_PACE`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from transformers import TrainerCallback
 
 from examples.transformers import byte_gpt2
 from hyperfleet.integrations.transformers import HyperfleetCallback
-from hyperfleet.testing.workloads import HOLD_PARAMS, with_hold
+from hyperfleet.testing.workloads import HOLD_PARAMS, with_hold, with_pace
 
 PROBE = "probe.jsonl"
 SMALL = {"corpus_bytes": 1 << 18, "seq_len": 32, "n_embd": 32, "batch_size": 4, "eval_windows": 8}
@@ -106,3 +108,19 @@ def main(ctx: Any) -> None:
 
 
 main.hyperfleet_params = {**byte_gpt2.PARAMS, **SMALL, **HOLD_PARAMS}  # type: ignore[attr-defined]
+
+
+#: The PBT test's pace (``with_pace``): member 0 waits after its report at step 2 until member
+#: 1 has reported step 4, so member 0's ready check at step 4 ranks it against a member that has
+#: reported; member 1 waits at step 6 until member 0 has reported step 6 (after that check), so
+#: member 1 has not finished by then either.
+PBT_PACE = {(0, 2): (1, 4), (1, 6): (0, 6)}
+
+
+def paced(ctx: Any) -> None:
+    """``main``, paced as :data:`PBT_PACE` says."""
+    with_pace(ctx, PBT_PACE)
+    main(ctx)
+
+
+paced.hyperfleet_params = main.hyperfleet_params  # type: ignore[attr-defined]
