@@ -65,8 +65,10 @@ counts as live for ``stale_after`` after its last heartbeat anyway."""
 REFILL_SLICE_S = 1.0
 """A refill stops making suggestions after this long; the worker's next one goes on."""
 
-TOP_UP_EVERY_S = 5.0
-"""How often a worker that left the queue ahead short tops it up between launches."""
+TOP_UP_EVERY_S = DEPTH_EVERY_S
+"""How often a worker that left the queue ahead short tops it up between launches (a look
+every 5 s of each of 1,000 simulated workers, with its queries' CPU, starved their loops on 2
+cores until their heartbeats were late)."""
 
 
 @dataclass(eq=False)
@@ -160,7 +162,8 @@ class Claims:
                 storage.upsert_trial(s.name, suggestion.trial_number, **self._fields())
                 return suggestion
             made = [(suggestion.trial_number, suggestion.params)]
-            made += self._make(self._queued(waited, time.monotonic() - started))
+            queued = self._queued(waited, time.monotonic() - started)
+            made += self._make(queued, until=time.monotonic() + REFILL_SLICE_S)
             self._left = len(made) - 1
             if storage.record_claim(s.name, made, limit, **self._fields()):
                 return suggestion
@@ -169,17 +172,23 @@ class Claims:
     def _queued(self, waited: float, suggestion_s: float) -> int:
         """How many more suggestions a claim that made its own makes ahead: about as many
         claims as queued before it for the lock (``waited`` over its own suggestion's
-        time), up to the depth. A claim that did not wait makes none, so a queue-free fleet
-        never waits for suggestions of others; a queue (every worker's first claim at once)
-        is served by suggestions made together, each claim behind taking one at once."""
+        time), up to the depth, made for at most :data:`REFILL_SLICE_S` (the claim itself
+        waits for them: at a depth of one per worker, 1,000 simulated workers' first claims
+        waited minutes for holders making hundreds). A claim that did not wait makes none, so
+        a queue-free fleet never waits for suggestions of others; a queue (every worker's
+        first claim at once) is served by suggestions made together, each claim behind taking
+        one at once."""
         if waited < QUEUE_WAIT_S:
             return 0
         return min(self.depth(), int(waited / max(suggestion_s, 0.001)))
 
-    def _make(self, n: int) -> list[Made]:
-        """Up to ``n`` more suggestions of the scheduler (fewer when its budget ends)."""
+    def _make(self, n: int, until: float | None = None) -> list[Made]:
+        """Up to ``n`` more suggestions of the scheduler (fewer when its budget ends, or when
+        ``time.monotonic()`` passes ``until``)."""
         made: list[Made] = []
         for _ in range(n):
+            if until is not None and time.monotonic() >= until:
+                break
             more = self.session.scheduler.suggest()
             if more is None:
                 break
@@ -187,19 +196,14 @@ class Claims:
         return made
 
     def top_up(self) -> int:
-        """Between launches, at most every :data:`TOP_UP_EVERY_S`: :meth:`refill`, unless
-        the budget is used up (a refill of this worker found it so, or the scheduler's count
-        says so: a thousand short workers must not queue for the lock to hear it); how many
-        it made."""
+        """Between launches, at most every :data:`TOP_UP_EVERY_S`: :meth:`refill`, unless a
+        refill of this worker found the budget used up; how many it made."""
         if self._spent or self._left is None:
             return 0
         now = self.clock.monotonic()
         if self._topped_at is not None and now - self._topped_at < TOP_UP_EVERY_S:
             return 0
         self._topped_at = now
-        if self.session.scheduler.exhausted():  # one count, without the lock: nothing to make
-            self._spent = True
-            return 0
         return self.refill()
 
     def refill(self) -> int:
@@ -219,7 +223,10 @@ class Claims:
                 if not held:
                     break  # another worker refills, or a claim waits for the lock: later
                 if have is None:
-                    have = len(storage.ahead_numbers(self.name))
+                    if self.session.scheduler.exhausted():  # one count: nothing to make
+                        self._spent = True
+                        break
+                    have = storage.ahead_count(self.name)
                 if have >= depth:
                     break
                 more = self._make(1)

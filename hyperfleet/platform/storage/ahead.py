@@ -174,11 +174,12 @@ class AheadStore:
             return [(int(n), dict(p)) for n, p in s.execute(q)]
 
     @retried
-    def ahead_numbers(self, sweep: str) -> set[int]:
-        """The numbers of the sweep's suggestions made ahead."""
+    def ahead_count(self, sweep: str) -> int:
+        """How many suggestions of the sweep are made ahead."""
         t = ahead_table
         with self.session() as s:
-            return {int(n) for n in s.scalars(sa.select(t.c.number).where(t.c.sweep == sweep))}
+            q = sa.select(sa.func.count()).select_from(t).where(t.c.sweep == sweep)
+            return int(s.scalar(q) or 0)
 
     @staticmethod
     def _recorded(sweep: str) -> sa.CompoundSelect:

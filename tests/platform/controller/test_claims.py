@@ -113,6 +113,18 @@ def test_a_claim_that_waited_for_the_lock_makes_more_for_the_queue(tmp_path: Pat
     s.storage.close()
 
 
+def test_a_claim_makes_more_for_the_queue_for_a_slice_of_time_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=3)
+    monkeypatch.setattr(claims_mod, "REFILL_SLICE_S", 0.0)  # the slice is over at once
+    with _held_elsewhere(s, release_after=0.5):
+        first = Claims(s, SystemClock(), "w1", 30.0).claim()
+    assert first is not None and first.trial_number == 0
+    assert s.storage.ahead(s.name) == []  # its own only
+    s.storage.close()
+
+
 def test_a_full_sweep_takes_nothing_and_a_dead_refiller_leaves_a_phantom(tmp_path: Path) -> None:
     s = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path, ahead=2, max_concurrent=1)
     claims = Claims(s, SystemClock(), "w1", 30.0)
@@ -207,9 +219,11 @@ def test_a_worker_tops_the_queue_ahead_up_between_launches(tmp_path: Path) -> No
     assert [n for n, _ in s.storage.ahead(s.name)] == [4, 5, 6]
     other = Claims(s, clock, "w2", 30.0)  # a worker that did not see the budget run out
     assert other.claim() is not None and other.claim() is not None
+    assert other.top_up() == 0  # the scheduler's count says the budget is used up
+    clock.advance(TOP_UP_EVERY_S)
     lock = s.storage.try_claim_lock
     s.storage.try_claim_lock = None  # type: ignore[assignment,method-assign]
-    assert other.top_up() == 0  # the scheduler's count says so: it does not ask for the lock
+    assert other.top_up() == 0  # and it does not ask for the lock again
     s.storage.try_claim_lock = lock  # type: ignore[method-assign]
     assert claims.top_up() == 0 and len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
     s.storage.close()
