@@ -239,7 +239,7 @@ class Controller:
         self._fill()
         for d in self._ordered():
             if not self._stop.is_set() and not self._timed_out(d):
-                d.refill_ahead()  # between launches: at most every few seconds
+                d.refill_ahead()  # between launches: at most every TOP_UP_EVERY_S
         self._close_over()
 
     def _watching(self) -> bool:

@@ -125,7 +125,13 @@ class SlurmPool:
             job = jobs.get(row.job_id, Job(row.job_id, JobState.GONE, row.job_reason))
             reason = job.reason
             pending = row.state == WorkerState.PENDING and job.state == JobState.PENDING
-            if pending and now - row.started_at > timeout:
+            late = row.state == WorkerState.PENDING and now - row.started_at > timeout
+            if late and not pending:
+                logger.warning(
+                    "job %s: past --start-timeout without a worker, but Slurm lists it as %s "
+                    "(%s): not cancelled now", job.id, job.state, job.reason or "no reason",
+                )  # fmt: skip
+            if pending and late:
                 self.slurm.cancel(job.id)
                 decision.cancelled.append(job.id)
                 reason = f"{reason or 'pending'}; cancelled after pending {timeout:g}s"

@@ -174,3 +174,22 @@ def test_start_failures_are_retried_with_backoff_not_in_a_loop(scripted: Any) ->
     reason = {w.job_id: w.job_reason for w in pool.storage.workers()}["3"]
     assert reason is not None and reason.startswith("PartitionConfig; cancelled after pending")
     assert d.waiting_until == clock.now + 160, "4 failures in a row: 20 s x 8"
+
+
+def test_a_job_past_its_start_timeout_in_another_state_is_named_and_left(
+    scripted: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a job Slurm lists as PENDING is cancelled at the start timeout; one it lists in
+    another live state is left for the next decision, and the pool says what Slurm listed."""
+    pool, slurm, clock = scripted
+    pool.step()
+    slurm.listed["1"] = Job("1", JobState.CONFIGURING, None)
+    clock.now += 61
+    with caplog.at_level("WARNING", logger="hyperfleet.platform.elastic.pool"):
+        d = pool.step()
+    assert "1" not in d.cancelled and "2" in d.cancelled
+    assert "job 1: past --start-timeout without a worker, but Slurm lists it as CONFIGURING" in (
+        caplog.text
+    )
+    slurm.listed["1"] = Job("1", JobState.PENDING, "Resources")
+    assert "1" in pool.step().cancelled  # the next decision, once it pends again

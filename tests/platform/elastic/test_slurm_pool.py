@@ -217,8 +217,15 @@ def test_an_impossible_request_shows_slurms_reason_and_backs_off(site: Site) -> 
     assert [x["state"] for x in shown] == ["pending"]
     assert shown[0]["job state"].startswith("PENDING ("), shown  # e.g. (PartitionConfig)
     # past --start-timeout it is cancelled, and the next decisions back off instead of looping
-    cancel = site.run_pool(*args, "--start-timeout", "1s", "--backoff", "10m")
-    assert "cancelled" in cancel.stderr, cancel.stderr
+    # (the pool's next decision acts if one finds Slurm listing the job in another state: it
+    # failed to cancel twice in many runs, and the pool now says what Slurm listed then)
+    said = []
+    for _ in range(3):
+        cancel = site.run_pool(*args, "--start-timeout", "1s", "--backoff", "10m")
+        said.append(cancel.stderr)
+        if "cancelled" in cancel.stderr:
+            break
+    assert "cancelled" in said[-1], said
     for _ in range(2):
         later = site.run_pool(*args, "--start-timeout", "1s", "--backoff", "10m")
         assert "submitted" not in later.stderr and "next submission after" in later.stderr
