@@ -35,8 +35,9 @@ KILL_OTHERS = sa.text(
 
 
 def _session(url: str, tmp_path) -> tuple[Storage, object]:  # type: ignore[no-untyped-def]
+    # none made at creation (budget.ahead 0): the tests make the suggestions they look at
     data = minimal_sweep(name="claims", space=SPACE, scheduler={"type": "random", "seed": 0},
-                         storage=url, workdir=str(tmp_path))  # fmt: skip
+                         storage=url, workdir=str(tmp_path), budget={"ahead": 0})  # fmt: skip
     storage = Storage(url)
     return storage, open_session(parse_sweep(data), storage, NullTracker(), None)
 

@@ -34,6 +34,12 @@ A refill makes suggestions for at most :data:`REFILL_SLICE_S` at a time (it runs
 worker's loop), and a worker that left the queue ahead short tops it up between launches too,
 at most every :data:`TOP_UP_EVERY_S` (:meth:`Claims.top_up`): a fleet whose trials all run
 fills it before they end, not only at its launches.
+
+A new sweep starts with the queue a full fleet keeps (:func:`first_fill`): the depth for
+``budget.max_concurrent`` live workers, made when the sweep is created, before any worker
+asks. Without it a fleet's first claims, all at once, found nothing made and queued for the
+claim lock while suggestions were made one at a time (1,000 simulated workers: a start-up
+wave whose claims waited up to 70 s).
 """
 
 from __future__ import annotations
@@ -41,13 +47,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperfleet.platform.clock import STALE_AFTER_S, Clock
-from hyperfleet.platform.controller.session import SweepSession
-from hyperfleet.platform.schedulers import Suggestion, TrialState
-from hyperfleet.platform.storage import worker_identity
+from hyperfleet.platform.schedulers import Scheduler, Suggestion, TrialState
+from hyperfleet.platform.storage import Storage, worker_identity
 from hyperfleet.platform.storage.ahead import Made
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.platform.controller.session import SweepSession
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +78,47 @@ TOP_UP_EVERY_S = DEPTH_EVERY_S
 """How often a worker that left the queue ahead short tops it up between launches (a look
 every 5 s of each of 1,000 simulated workers, with its queries' CPU, starved their loops on 2
 cores until their heartbeats were late)."""
+
+
+FIRST_FILL_S = 10.0
+"""A new sweep's first suggestions ahead are made for at most this long (random search on an
+idle PostgreSQL: about 7 ms each, so 1,000 take 7 s); the fleet's refills make the rest."""
+
+
+def default_depth(cfg: SweepConfig, scheduler: Scheduler, live: int) -> int:
+    """How many suggestions ``live`` workers keep ahead: ``budget.ahead``, or one per
+    :data:`WORKERS_PER_AHEAD` of them, one each for a search that does not learn from results
+    (the caller has checked that the scheduler's suggestions may be made ahead at all)."""
+    given = cfg.budget.ahead
+    if given is not None:
+        return given
+    return live // WORKERS_PER_AHEAD if scheduler.learns_from_results() else live
+
+
+def first_fill(cfg: SweepConfig, storage: Storage, scheduler: Scheduler) -> int:
+    """At a sweep's creation (under its claim lock): make the suggestions ahead that a fleet of
+    ``budget.max_concurrent`` workers keeps, for at most :data:`FIRST_FILL_S`, so that the
+    fleet's first claims take them (see the module docstring); how many it made. None on
+    SQLite, for schedulers that make none ahead, or with ``budget.ahead: 0``."""
+    if not (scheduler.capabilities.ahead and storage.takes_without_lock):
+        return 0
+    want = default_depth(cfg, scheduler, cfg.budget.max_concurrent)
+    made, kept = 0, list[Made]()
+    until = time.monotonic() + FIRST_FILL_S
+    while made < want and time.monotonic() < until:
+        more = scheduler.suggest()
+        if more is None:
+            break  # the budget is used up
+        kept.append((more.trial_number, more.params))
+        made += 1
+        if len(kept) == 100:  # kept as made: a crash leaves few unrecorded (phantoms)
+            storage.put_ahead(cfg.name, kept)
+            kept = []
+    if kept:
+        storage.put_ahead(cfg.name, kept)
+    if made:
+        logger.info("%s: %d suggestions made ahead for the fleet's first claims", cfg.name, made)
+    return made
 
 
 @dataclass(eq=False)
@@ -94,17 +144,15 @@ class Claims:
         """How many suggestions the fleet keeps ahead (0: none; see the module docstring)."""
         if not self.ahead:
             return 0
-        given = self.session.cfg.budget.ahead
-        if given is not None:
-            return given
-        storage = self.session.storage
-        if not storage.takes_without_lock:
+        s = self.session
+        if s.cfg.budget.ahead is not None:
+            return s.cfg.budget.ahead
+        if not s.storage.takes_without_lock:
             return 0
         now = self.clock.monotonic()
         if self._depth_at is None or now - self._depth_at >= DEPTH_EVERY_S:
-            live = storage.count_live_workers(self.stale_after)
-            learns = self.session.scheduler.learns_from_results()
-            self._depth = live // WORKERS_PER_AHEAD if learns else live
+            live = s.storage.count_live_workers(self.stale_after)
+            self._depth = default_depth(s.cfg, s.scheduler, live)
             self._depth_at = now
         return self._depth
 
@@ -119,6 +167,8 @@ class Claims:
     def _take(self, limit: int) -> Suggestion | None:
         taken = self.session.storage.take_ahead(self.name, limit, **self._fields())
         if taken is None:
+            if self._left is None:
+                self._left = 0  # found none ahead
             return None
         (number, params), self._left = taken
         return Suggestion(trial_number=number, params=params)
@@ -136,7 +186,9 @@ class Claims:
         # queue for it
         if storage.running_elsewhere(s.name, None) >= limit:
             return None
-        took = self.ahead and storage.takes_without_lock and self.depth() > 0
+        # a take when the fleet keeps some ahead, or until this worker found none (a new
+        # sweep's first fill, whatever the live workers' count)
+        took = self.ahead and storage.takes_without_lock and (self._left != 0 or self.depth() > 0)
         if took:
             taken = self._take(limit)
             if taken is not None:

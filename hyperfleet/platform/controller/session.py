@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.controller.claims import first_fill
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.ownership import claim
@@ -68,7 +69,10 @@ def _open(
 ) -> SweepSession:
     name = cfg.name
     config = cfg.model_dump(mode="json")
-    row = storage.get_sweep(name) or storage.create_sweep(name, config)
+    row = storage.get_sweep(name)
+    created = row is None
+    if row is None:
+        row = storage.create_sweep(name, config)
     if row.stored_config.get("space") != config["space"]:
         raise ConfigError(
             f"space: differs from the stored sweep {name!r}; "
@@ -80,6 +84,8 @@ def _open(
     assert stored is not None
     claim(cfg, stored.created_at, storage.url)  # its run directory: before any MLflow write
     scheduler = build_scheduler(cfg, storage, create=True)
+    if created:
+        first_fill(cfg, storage, scheduler)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, cfg)
     storage.update_sweep(
         name,

@@ -196,6 +196,54 @@ def test_a_search_that_does_not_learn_keeps_one_ahead_per_live_worker(
     s.storage.close()
 
 
+def test_a_new_sweep_starts_with_the_queue_a_full_fleet_keeps(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """At its creation a random sweep makes one suggestion ahead per worker it may run at
+    once (up to its budget), so a fleet's first claims, all at once, take them without the
+    claim lock; continuing the sweep makes none."""
+    s = _session(postgres_url, tmp_path, trials=30, max_concurrent=8)
+    assert [n for n, _ in s.storage.ahead(s.name)] == list(range(8))
+    again = _session(postgres_url, tmp_path, trials=30, max_concurrent=8)  # another worker
+    assert len(s.storage.ahead(s.name)) == 8 and len(again.scheduler.study.get_trials()) == 8  # type: ignore[attr-defined]
+    taken = count_claim_locks(again.storage)
+    firsts = [Claims(again, SystemClock(), f"w{i}", 30.0).claim() for i in range(8)]
+    assert [f.trial_number for f in firsts if f is not None] == list(range(8)) and taken == []
+    s.storage.close()
+    again.storage.close()
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "budget", "made"),
+    [
+        ("random", {"trials": 5, "max_concurrent": 8}, 5),  # the budget first
+        ("random", {"max_concurrent": 8, "ahead": 0}, 0),  # turned off
+        ("random", {"max_concurrent": 8, "ahead": 3}, 3),  # as given
+        ("tpe", {"max_concurrent": 64}, 2),  # a search that learns: one per 32
+        ("tpe", {"max_concurrent": 20}, 0),
+    ],
+)
+def test_a_new_sweeps_first_fill_follows_its_depth(
+    postgres_url: str, tmp_path: Path, scheduler: str, budget: dict[str, int], made: int
+) -> None:
+    s = _session(postgres_url, tmp_path, scheduler=scheduler, **budget)
+    assert len(s.storage.ahead(s.name)) == made
+    assert requeue_phantoms(s) == []  # every one recorded
+    s.storage.close()
+
+
+def test_a_new_sweeps_first_fill_is_bounded_in_time_and_none_on_sqlite(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sqlite = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path / "one-host")
+    assert sqlite.storage.ahead(sqlite.name) == []  # one host: none
+    sqlite.storage.close()
+    monkeypatch.setattr(claims_mod, "FIRST_FILL_S", 0.0)  # no time for any
+    s = _session(postgres_url, tmp_path)
+    assert s.storage.ahead(s.name) == [] and s.scheduler.study.get_trials() == []  # type: ignore[attr-defined]
+    s.storage.close()
+
+
 def test_a_worker_tops_the_queue_ahead_up_between_launches(tmp_path: Path) -> None:
     """A worker whose take left fewer than half of the depth ahead makes more on its loop's
     ticks too, not only after a launch: at most every few seconds, for at most a slice of
@@ -245,9 +293,9 @@ def test_a_refill_stops_after_its_slice(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    s = _session(postgres_url, tmp_path, ahead=4)
+    s = _session(postgres_url, tmp_path, ahead=4)  # four made at the sweep's creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and mine.refill() == 4
+    assert mine.claim() is not None and [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]
     got: list[Any] = []
     other = _session(postgres_url, tmp_path, ahead=4)  # another worker's connection
     with s.storage.claim_lock(s.name):  # a refill (or a slow suggestion) holds it
@@ -266,9 +314,9 @@ def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
 ) -> None:
     """``max_concurrent`` 2, one running: a take in flight (it holds the takes' lock and has
     recorded the second) makes another worker's take wait, then find the sweep full."""
-    s = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
+    s = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)  # three made at creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and mine.refill() == 3
+    assert mine.claim() is not None and len(s.storage.ahead(s.name)) == 2
     other = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
     got: list[Any] = []
     t = threading.Thread(
@@ -282,7 +330,7 @@ def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
         assert t.is_alive() and got == []  # waits for the take in flight
     t.join(timeout=20)
     assert got == [None]  # two run now: the sweep is full
-    assert len(s.storage.ahead(s.name)) == 3
+    assert len(s.storage.ahead(s.name)) == 2
     s.storage.close()
     other.storage.close()
 
@@ -293,9 +341,9 @@ def test_one_connection_of_a_process_waits_for_the_takes_lock(
     """Many worker loops of one process take at once while another worker's take is in
     flight: they queue on a lock of the process, so one pooled connection waits for the
     database's advisory lock and the others stay free (a heartbeat needs one)."""
-    s = _session(postgres_url, tmp_path, ahead=6)
+    s = _session(postgres_url, tmp_path, ahead=6)  # six made at the sweep's creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and mine.refill() == 6
+    assert mine.claim() is not None and len(s.storage.ahead(s.name)) == 5
     got: list[Any] = []
 
     def claim(worker: str) -> None:
