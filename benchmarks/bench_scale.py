@@ -135,8 +135,9 @@ def claims_table(results: list[CaseResult]) -> str:
         "| scheduler | workers | trials | trial length | ramp | start-up wave p50 / p99 "
         "| steady p50 / p99 (claims) | steady p99: lock wait / less the wait "
         "| connections per worker | sessions in a statement / in a transaction on the client "
-        "| ahead | claims without the lock | refills: total, p99 | loops failed |",
-        "|" + " --- |" * 14,
+        "| ahead | claims without the lock | refills: total, p99 | launched again "
+        "| sweep created in | loops failed |",
+        "|" + " --- |" * 16,
     ]
     for r in results:
         rows.append(
@@ -148,6 +149,7 @@ def claims_table(results: list[CaseResult]) -> str:
             f"| {r.connections_per_worker:.3f} | {r.in_server_mean:.1f} / {r.on_client_mean:.1f} "
             f"| {'default' if r.ahead is None else r.ahead} | {r.claims_lockfree:,} of "
             f"{r.claims:,} | {r.refill_total_s:.1f} s, {r.refill_p99_ms:.1f} ms "
+            f"| {r.launched_again} | {r.submit_s:.2f} s "
             f"| {r.loops_failed}{'' if not r.loops_failed else f' ({r.first_loop_error})'} |"
         )
     return "\n".join(rows)

@@ -58,6 +58,7 @@ from benchmarks.scale_measures import (
     Timers,
     claim_split,
     claimed_twice,
+    launched_again,
     timed_driver,
 )
 from benchmarks.scale_measures import pct as _pct
@@ -188,6 +189,8 @@ class CaseResult:
     claims_lockfree: int = 0
     refill_total_s: float = 0.0
     refill_p99_ms: float = float("nan")
+    launched_again: int = 0  # launches of a trial launched before (requeued)
+    submit_s: float = float("nan")  # the sweep's creation (with its first suggestions ahead)
     # worker loops that stopped on an error (reported, not raised: the case's figures stand)
     loops_failed: int = 0
     first_loop_error: str | None = None
@@ -361,7 +364,9 @@ def run_case(
     cfg = parse_sweep(data)
     plan = Plan(url, data, trial_s, ramp_s, timeout_s)
     first = Storage(url)
+    submitted = time.monotonic()
     open_session(cfg, first, NullTracker(), None)  # submitted: every worker continues it
+    submit_s = time.monotonic() - submitted
     processes = processes or -(-workers // PER_PROCESS)
     sampler = Sampler(url, sample_s)
     t0 = time.monotonic()
@@ -383,7 +388,7 @@ def run_case(
     first.close()
     r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
                 leases, window)  # fmt: skip
-    r.trial_s, r.ramp_s, r.ahead = trial_s, ramp_s, ahead
+    r.trial_s, r.ramp_s, r.ahead, r.submit_s = trial_s, ramp_s, ahead, round(submit_s, 2)
     return r
 
 
@@ -417,6 +422,7 @@ def _result(
         wall_s=round(wall, 2),
         trials_done=done,
         claimed_twice=claimed_twice(leases),
+        launched_again=launched_again(leases),
         claim_p50_ms=round(1000 * _pct(claims, 0.5), 2),
         claim_p99_ms=round(1000 * _pct(claims, 0.99), 2),
         claims=len(claims),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +160,13 @@ def claimed_twice(leases: list[Any]) -> int:
         ends = [x.ended_at if x.ended_at is not None else float("inf") for x in held]
         twice += any(held[i + 1].started_at < ends[i] for i in range(len(held) - 1))
     return twice
+
+
+def launched_again(leases: list[Any]) -> int:
+    """Launches of trials launched before (a requeue: its worker taken for lost, its
+    heartbeat late, its process crashed)."""
+    by_trial = Counter(lease.trial for lease in leases)
+    return sum(n - 1 for n in by_trial.values())
 
 
 def _scheduler_classes() -> list[type[Scheduler]]:
