@@ -214,6 +214,7 @@ PER_PROCESS = 50  # worker loops per process: more, and one interpreter's lock i
 # (at 125, a process's 250 threads held every pooled connection while they waited for the
 # interpreter between round trips, and heartbeats timed out waiting for one)
 KEPT_PER_LOOPS = 5  # a pool keeps one connection per this many worker loops of its process
+BEATS_PER_KEPT = 25  # the heartbeat lane keeps one per this many loops (a beat every 3 s each)
 
 
 def _size_pools(loops: int) -> None:
@@ -221,8 +222,11 @@ def _size_pools(loops: int) -> None:
     :data:`KEPT_PER_LOOPS` of them (at least the default ``POOL_SIZE``): its loops and their
     heartbeat threads share one pool, where a real worker process has a pool of its own. With
     the default 5 kept, 250 threads opened and closed overflow connections all the time (a
-    PostgreSQL connection set up per heartbeat: a quarter of their CPU at 1,000 workers)."""
+    PostgreSQL connection set up per heartbeat: a quarter of their CPU at 1,000 workers). The
+    heartbeats' own lane keeps one per :data:`BEATS_PER_KEPT` loops (a real worker process
+    beats alone on it)."""
     engine.POOL_SIZE = max(engine.POOL_SIZE, -(-loops // KEPT_PER_LOOPS))
+    engine.HEARTBEAT_POOL_SIZE = max(engine.HEARTBEAT_POOL_SIZE, -(-loops // BEATS_PER_KEPT))
 
 
 @dataclass(frozen=True)

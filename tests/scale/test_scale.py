@@ -12,7 +12,12 @@ import pytest
 
 from benchmarks.scale_harness import run_case
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.storage.engine import POOL_OVERFLOW, POOL_SIZE
+from hyperfleet.platform.storage.engine import (
+    HEARTBEAT_POOL_OVERFLOW,
+    HEARTBEAT_POOL_SIZE,
+    POOL_OVERFLOW,
+    POOL_SIZE,
+)
 from hyperfleet.spec.states import TrialState
 
 
@@ -22,7 +27,9 @@ def test_the_harness_smallest_case_claims_each_trial_once(postgres_server: str) 
                  sample_s=0.1)  # fmt: skip
     assert r.trials_done == 6 and r.claims == 6 and r.claimed_twice == 0
     assert r.loops_failed == 0, r.first_loop_error
-    assert 1 <= r.connections_max <= POOL_SIZE + POOL_OVERFLOW + 3  # two pools, the sampler
+    # the work's pool, the heartbeats', Optuna's, the sampler
+    beats = HEARTBEAT_POOL_SIZE + HEARTBEAT_POOL_OVERFLOW
+    assert 1 <= r.connections_max <= POOL_SIZE + POOL_OVERFLOW + beats + 3
     assert r.xact_per_s > 0 and r.claim_p99_ms >= r.claim_p50_ms > 0
     assert r.platform_first_ms > 0 and 0 < r.waiting_share < 1
 

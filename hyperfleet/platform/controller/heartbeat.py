@@ -4,7 +4,9 @@ A worker is alive as long as its row in ``hf_workers`` and its RUNNING trials ar
 every ``heartbeat_every`` seconds; a worker silent for ``stale_after`` is taken for lost and
 its trials are requeued by others. The controller's loop can pause for seconds (opening a
 sweep, creating MLflow runs, a slow database) without being lost, because the stamping runs on
-this thread, with its own database connection.
+this thread, through its process's heartbeat pool (``lane="heartbeat"``,
+:mod:`hyperfleet.platform.storage.engine`): the worker's own work, however much of it, cannot
+hold every connection it could beat on.
 
 Each heartbeat also returns the trials still RUNNING under this worker. One that is missing
 was requeued by another worker meanwhile (this one was silent too long after all): the
@@ -27,7 +29,7 @@ logger = logging.getLogger(__name__)
 class Heartbeat(threading.Thread):
     def __init__(self, storage_url: str, worker: str, every: float) -> None:
         super().__init__(name="worker-heartbeat", daemon=True)
-        self.storage = Storage(storage_url, create=False, retry_s=every)
+        self.storage = Storage(storage_url, create=False, retry_s=every, lane="heartbeat")
         self.worker = worker
         self.every = every
         self._stop_event = threading.Event()

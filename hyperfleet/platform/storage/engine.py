@@ -10,13 +10,17 @@ database file and cannot write: SQLite is opened with ``mode=rw`` (a missing fil
 not a new empty database) and ``query_only``; PostgreSQL sessions start with
 ``default_transaction_read_only``.
 
-**One pool per process.** Every ``Storage`` of one process on one PostgreSQL URL (a worker's
-registry, its heartbeat, each sweep it serves, rank 0's recorders of its simulated or
-in-process trials, many workers run as threads) shares one engine (:func:`shared_engine`):
+**One pool per process, and one for heartbeats.** Every ``Storage`` of one process on one
+PostgreSQL URL (a worker's registry, each sweep it serves, rank 0's recorders of its simulated
+or in-process trials, many workers run as threads) shares one engine (:func:`shared_engine`):
 one bounded pool of at most ``POOL_SIZE + POOL_OVERFLOW`` connections, of which ``POOL_SIZE``
-stay open when idle. A process therefore holds a few connections however many of them it
-opens; the database's ``max_connections`` must exceed the processes' pools together
-(``docs/scale.md``: sizing, and PgBouncer).
+stay open when idle. Heartbeats have a lane of their own (``lane="heartbeat"``: at most
+``HEARTBEAT_POOL_SIZE + HEARTBEAT_POOL_OVERFLOW``): a worker that is alive must be able to
+say so while its work fills the other pool (1,000 simulated workers in processes of 50, their
+trials launched together: heartbeats waited 30 s for a pooled connection, failed, and their
+workers stopped and were taken for lost). A process therefore holds a few connections however
+many of them it opens; the database's ``max_connections`` must exceed the processes' pools
+together (``docs/scale.md``: sizing, and PgBouncer).
 
 **No ping before use** on the engines that write: a pooled connection that the server dropped
 (a restart, an idle timeout) fails its statement, SQLAlchemy then discards every connection of
@@ -45,6 +49,9 @@ from hyperfleet.platform.urls import storage_problem
 SQLITE_TIMEOUT_S = 60
 POOL_SIZE = 5  # PostgreSQL connections an engine keeps open (SQLAlchemy's default)
 POOL_OVERFLOW = 10  # more while it is busy, closed when given back
+HEARTBEAT_POOL_SIZE = 1  # the heartbeat lane's (a worker process beats every few seconds)
+HEARTBEAT_POOL_OVERFLOW = 4
+LANES = ("work", "heartbeat")
 
 T = TypeVar("T")
 
@@ -124,19 +131,26 @@ def readonly_url(url: str) -> str:
     return f"sqlite:///file:{path.resolve()}?mode=rw&uri=true"
 
 
-def engine_kwargs(url: str, readonly: bool = False) -> dict[str, Any]:
-    """``create_engine`` arguments for ``url`` (also given to Optuna's RDBStorage)."""
+def engine_kwargs(url: str, readonly: bool = False, lane: str = "work") -> dict[str, Any]:
+    """``create_engine`` arguments for ``url`` (also given to Optuna's RDBStorage); ``lane``:
+    the work's pool or the heartbeats' (see the module docstring)."""
     if parse_url(url).get_backend_name() == "sqlite":
         return {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
-    kwargs: dict[str, Any] = {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
+    kwargs: dict[str, Any] = (
+        {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
+        if lane == "work"
+        else {"pool_size": HEARTBEAT_POOL_SIZE, "max_overflow": HEARTBEAT_POOL_OVERFLOW}
+    )
     if readonly:
         kwargs["connect_args"] = {"options": "-c default_transaction_read_only=on"}
         kwargs["pool_pre_ping"] = True  # readers (status, dashboard) are not retried
     return kwargs
 
 
-def create_engine(url: str, readonly: bool = False) -> Engine:
+def create_engine(url: str, readonly: bool = False, lane: str = "work") -> Engine:
     """A SQLAlchemy engine for ``url`` (see the module docstring)."""
+    if lane not in LANES:
+        raise ValueError(f"lane: {lane!r} is not one of {LANES}")
     backend = parse_url(url).get_backend_name()
     if backend == "sqlite":
         if readonly:
@@ -152,7 +166,7 @@ def create_engine(url: str, readonly: bool = False) -> Engine:
                         f"give a writable path"
                     ) from None
     try:
-        engine = sa.create_engine(url, **engine_kwargs(url, readonly))
+        engine = sa.create_engine(url, **engine_kwargs(url, readonly, lane))
     except (sa.exc.ArgumentError, ImportError) as exc:
         shown = masked(url)
         raise StorageError(f"storage: cannot use {shown!r} ({mask_text(str(exc))})") from None
@@ -169,13 +183,13 @@ def configure_sqlite(engine: Engine, readonly: bool = False) -> None:
     engine.dispose()
 
 
-def shared_engine(url: str, readonly: bool = False) -> Engine:
-    """PostgreSQL: this process's one engine for ``url`` (see the module docstring), made on
-    first use; SQLite: a new engine (:func:`create_engine`). Give it back with
-    :func:`release_engine`."""
+def shared_engine(url: str, readonly: bool = False, lane: str = "work") -> Engine:
+    """PostgreSQL: this process's one engine for ``url`` in ``lane`` (see the module
+    docstring), made on first use; SQLite: a new engine (:func:`create_engine`). Give it back
+    with :func:`release_engine`."""
     if parse_url(url).get_backend_name() != "postgresql":
         return create_engine(url, readonly)
-    return _ENGINES.take((url, readonly), lambda: create_engine(url, readonly))
+    return _ENGINES.take((url, readonly, lane), lambda: create_engine(url, readonly, lane))
 
 
 def release_engine(engine: Engine) -> None:

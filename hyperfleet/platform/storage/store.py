@@ -119,18 +119,20 @@ class Storage(FleetStore, AheadStore):
         readonly: bool = False,
         clock: Any = None,
         retry_s: float = DEFAULT_RETRY_S,
+        lane: str = "work",
     ) -> None:
         """``create=False`` (trial processes): the controller already made the tables and
         checked Optuna's schema version, so opening costs no DDL or migration lookup.
         ``readonly``: see :meth:`open_readonly`. ``clock`` (``.time()``, default the system's)
         stamps heartbeats and reports: a simulated sweep runs on a virtual clock. ``retry_s``:
-        how long a data method rides out an outage (:mod:`.retry`)."""
+        how long a data method rides out an outage (:mod:`.retry`). ``lane``: the process's
+        pool it uses, ``"heartbeat"`` for a worker's heartbeat (:mod:`.engine`)."""
         self.url = keep(url)  # without its password: what is shown and handed on
         self.retry_s = retry_s
         self.clock = clock
         self.create = create and not readonly
         self.readonly = readonly
-        self.engine = shared_engine(reveal(self.url), readonly=readonly)
+        self.engine = shared_engine(reveal(self.url), readonly=readonly, lane=lane)
         try:
             if self.create:
                 create_schema(self.engine)

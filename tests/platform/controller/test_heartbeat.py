@@ -1,14 +1,17 @@
 """The worker's heartbeat thread: a look for stale trials right after a heartbeat reuses it
 instead of beating twice (a fleet's looks would double its heartbeats), and one after a pause
-beats afresh."""
+beats afresh; it does not wait for the worker's work to give back a pooled connection."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import pytest
+import sqlalchemy as sa
+
 from hyperfleet.platform.controller.heartbeat import Heartbeat
-from hyperfleet.platform.storage import Storage, WorkerRecord
+from hyperfleet.platform.storage import Storage, WorkerRecord, engine
 
 
 def _beat_at(storage: Storage, worker: str) -> float:
@@ -31,5 +34,30 @@ def test_a_heartbeat_within_the_interval_is_not_repeated(tmp_path: Path) -> None
     assert _beat_at(storage, "w") == first
     beat.beat_now(unless_within=0.01)  # began longer ago than that: beats
     assert _beat_at(storage, "w") > first
+    beat.storage.close()
+    storage.close()
+
+
+@pytest.mark.postgres
+def test_a_heartbeat_does_not_wait_for_the_work_pool(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every connection of the process's work pool is held (a burst of launches, a queue of
+    claims): the heartbeat still beats at once, on a lane of its own."""
+    monkeypatch.setattr(engine, "POOL_SIZE", 1)
+    monkeypatch.setattr(engine, "POOL_OVERFLOW", 0)
+    storage = Storage(postgres_url)  # this test's database: a new engine, one connection
+    storage.register_worker(
+        WorkerRecord("w", "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
+    )
+    beat = Heartbeat(postgres_url, "w", every=3.0)
+    assert beat.storage.engine is not storage.engine
+    with storage.engine.connect() as held:
+        held.execute(sa.text("SELECT 1"))  # the work pool's only connection, checked out
+        started = time.monotonic()
+        beat.beat_now()
+        waited = time.monotonic() - started
+    assert waited < 10.0  # not the pool's 30 s timeout
+    assert _beat_at(storage, "w") > 0.0
     beat.storage.close()
     storage.close()
