@@ -214,7 +214,7 @@ PER_PROCESS = 50  # worker loops per process: more, and one interpreter's lock i
 # (at 125, a process's 250 threads held every pooled connection while they waited for the
 # interpreter between round trips, and heartbeats timed out waiting for one)
 KEPT_PER_LOOPS = 5  # a pool keeps one connection per this many worker loops of its process
-BEATS_PER_KEPT = 25  # the heartbeat lane keeps one per this many loops (a beat every 3 s each)
+BEATS_PER_KEPT = 10  # the heartbeat lane keeps one per this many (2 per 50 churned its overflow)
 
 
 def _size_pools(loops: int) -> None:

@@ -13,9 +13,14 @@ is always either ahead or recorded (the look for phantoms counts both) and never
 
 ``budget.max_concurrent`` is counted in that transaction. On PostgreSQL it runs without the
 claim lock, so the count and the record are serialised by a transaction-level advisory lock
-of their own (a few milliseconds, released at commit, even if the client dies); every claim
-of such a scheduler records its trial under it (:meth:`AheadStore.record_claim`), so takes
-and fresh suggestions cannot both fill the last slot. The threads of one process queue on a
+of their own (released at commit, even if the client dies); every claim of such a scheduler
+records its trial under it (:meth:`AheadStore.record_claim`), so takes and fresh suggestions
+cannot both fill the last slot. There a take is **one statement**, a call of the database
+function :data:`TAKE_FUNCTION` (made on first use) in its own transaction: the lock is held
+for the server's few milliseconds only, never across a round trip to the client. (Taken over
+five round trips, it was held while the client waited for its CPU: 256 simulated workers'
+first takes, all at once on 2 cores, queued on it for up to 11 s; a worker far from its
+database would hold it for five of its round trips.) The threads of one process queue on a
 lock of the process first (as for the claim lock, :mod:`.locks`): without it, a process of
 many worker loops had every pooled connection waiting for the advisory lock, and its
 heartbeats timed out waiting for a connection (1,000 simulated workers: workers taken for
@@ -28,6 +33,8 @@ clock and the trial rows; this module does not import it.
 
 from __future__ import annotations
 
+import os
+import threading
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -48,6 +55,72 @@ Made = tuple[int, Mapping[str, Any]]
 def _take_key(sweep: str) -> int:
     """A 63-bit advisory lock key for ``sweep``'s takes (another key than its claim lock's)."""
     return (zlib.crc32(b"hyperfleet-take") << 31) ^ zlib.crc32(sweep.encode())
+
+
+TAKE_FUNCTION = "hf_take_v1"
+"""The PostgreSQL function of a take (:data:`_TAKE_SQL`); a changed body gets a new name."""
+
+_TAKE_ARGS = "text, integer, bigint, text, integer, text, double precision"
+
+# Each statement of a VOLATILE plpgsql function takes a fresh snapshot (READ COMMITTED): the
+# count after the advisory lock sees every take committed before it was granted.
+_TAKE_SQL = f"""
+CREATE OR REPLACE FUNCTION {TAKE_FUNCTION}(
+    p_sweep text, p_limit integer, p_key bigint, p_host text, p_pid integer,
+    p_worker text, p_now double precision)
+RETURNS TABLE (taken integer, taken_params json, left_ahead bigint)
+LANGUAGE plpgsql VOLATILE AS $take$
+DECLARE
+    n integer;
+    p json;
+BEGIN
+    SELECT a.number, a.params INTO n, p FROM hf_ahead a
+     WHERE a.sweep = p_sweep ORDER BY a.number LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(p_key);
+    IF (SELECT count(*) FROM hf_trials t
+         WHERE t.sweep = p_sweep AND t.state = 'RUNNING') >= p_limit THEN
+        RETURN;
+    END IF;
+    DELETE FROM hf_ahead a WHERE a.sweep = p_sweep AND a.number = n;
+    INSERT INTO hf_trials AS t (sweep, number, state, params, metrics, attempts, retries,
+                                host, pid, worker, heartbeat_at, started_at)
+    VALUES (p_sweep, n, 'RUNNING', '{{}}', '{{}}', 0, 0, p_host, p_pid, p_worker, p_now, p_now)
+    ON CONFLICT (sweep, number) DO UPDATE SET
+        state = 'RUNNING', host = p_host, pid = p_pid, worker = p_worker,
+        heartbeat_at = p_now, started_at = p_now, ended_at = NULL, outcome = NULL;
+    RETURN QUERY SELECT n, p, (SELECT count(*) FROM hf_ahead a WHERE a.sweep = p_sweep);
+END
+$take$
+"""
+
+_TAKE_FIELDS = frozenset(
+    {"state", "host", "pid", "worker", "heartbeat_at", "started_at", "ended_at", "outcome"}
+)
+"""What a claim's take records (``Claims._fields``): what the function sets."""
+
+_MAKING_KEY = zlib.crc32(b"hyperfleet-take-function")  # the advisory lock of making it
+_MADE: set[tuple[int, str]] = set()  # (pid, database URL) whose function is known made
+_MADE_LOCK = threading.Lock()
+
+
+def ensure_take_function(engine: sa.engine.Engine) -> None:
+    """Make :data:`TAKE_FUNCTION` in ``engine``'s PostgreSQL database unless it is there
+    (once per process and database; processes racing to make it wait for each other on an
+    advisory lock: concurrent ``CREATE OR REPLACE FUNCTION`` of one name can fail)."""
+    key = (os.getpid(), str(engine.url))
+    with _MADE_LOCK:
+        if key in _MADE:
+            return
+        look = sa.text(f"SELECT to_regprocedure('{TAKE_FUNCTION}({_TAKE_ARGS})') IS NOT NULL")
+        with engine.begin() as conn:
+            if not conn.execute(look).scalar():
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MAKING_KEY})
+                if not conn.execute(look).scalar():
+                    conn.execute(sa.text(_TAKE_SQL))
+        _MADE.add(key)
 
 
 class AheadStore:
@@ -112,7 +185,9 @@ class AheadStore:
         this worker) unless ``limit`` trials already run; with how many are left ahead.
         None when none is ahead or the sweep is full. Not retried here: a retry after a
         commit whose answer was lost would take a second trial (the caller's claim retries
-        as a whole)."""
+        as a whole). PostgreSQL: one statement (see the module docstring)."""
+        if self.takes_without_lock:
+            return self._take_in_one_statement(sweep, limit, fields)
         t = ahead_table
         with self._queued(sweep), self.session() as s:
             # the row first, locked (a take never waits for another's row): a fleet's idle
@@ -131,6 +206,27 @@ class AheadStore:
             self._record(s, sweep, number, fields)
             left = s.scalar(sa.select(sa.func.count()).where(t.c.sweep == sweep))
             return (number, params), int(left or 0)
+
+    def _take_in_one_statement(
+        self, sweep: str, limit: int, fields: TrialFields
+    ) -> tuple[Made, int] | None:
+        if set(fields) != _TAKE_FIELDS or fields.get("state") != TrialState.RUNNING:
+            raise ValueError(f"a take records a claim's fields, not {sorted(fields)}")
+        ensure_take_function(self.engine)
+        call = sa.text(
+            f"SELECT taken, taken_params, left_ahead FROM {TAKE_FUNCTION}"
+            "(:sweep, :limit, :key, :host, :pid, :worker, :now)"
+        )
+        args = {
+            "sweep": sweep, "limit": limit, "key": _take_key(sweep), "host": fields["host"],
+            "pid": fields["pid"], "worker": fields["worker"], "now": fields["heartbeat_at"],
+        }  # fmt: skip
+        with self._queued(sweep), self.engine.connect() as conn:
+            # its own transaction: committed (the lock released) as the statement ends
+            row = conn.execution_options(isolation_level="AUTOCOMMIT").execute(call, args).first()
+        if row is None:
+            return None
+        return (int(row[0]), dict(row[1])), int(row[2])
 
     def record_claim(
         self, sweep: str, made: Sequence[Made], limit: int, **fields: Unpack[TrialFields]

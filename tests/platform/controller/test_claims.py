@@ -309,6 +309,33 @@ def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(
     other.storage.close()
 
 
+def test_a_take_on_postgresql_is_one_statement_that_records_the_claim(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The take's advisory lock is never held across a round trip to the client: the whole
+    take (the row, the lock, the count, the move to a RUNNING record) is one call of the
+    database's function, in its own transaction; its record is the claim's."""
+    s = _session(postgres_url, tmp_path, ahead=3)  # three made at creation
+    claims = Claims(s, SystemClock(), "w1", 30.0)
+    assert claims.claim() is not None  # the function is made at the first take
+    seen: list[str] = []
+    listen = lambda *a: seen.append(" ".join(a[2].split()[:4]))  # noqa: E731
+    sa.event.listen(s.storage.engine, "before_cursor_execute", listen)
+    try:
+        taken = s.storage.take_ahead(s.name, 20, **claims._fields())
+    finally:
+        sa.event.remove(s.storage.engine, "before_cursor_execute", listen)
+    assert taken is not None and taken[0][0] == 1 and taken[1] == 1
+    assert seen == ["SELECT taken, taken_params, left_ahead"]
+    (record,) = [t for t in s.storage.trials(s.name) if t.number == 1]
+    assert record.state == TrialState.RUNNING and record.worker == "w1"
+    assert record.heartbeat_at == record.started_at and record.started_at is not None
+    assert record.attempts == 0 and record.params == {} and record.ended_at is None
+    with pytest.raises(ValueError, match="a take records a claim's fields"):
+        s.storage.take_ahead(s.name, 20, state=TrialState.RUNNING)
+    s.storage.close()
+
+
 def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
     postgres_url: str, tmp_path: Path
 ) -> None:
