@@ -33,6 +33,7 @@ clock and the trial rows; this module does not import it.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import zlib
@@ -42,11 +43,14 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import sqlalchemy as sa
 
+from hyperfleet.errors import first_line
 from hyperfleet.platform.storage.locks import local_lock
 from hyperfleet.platform.storage.records import TrialFields, json_safe
 from hyperfleet.platform.storage.retry import retried
 from hyperfleet.platform.storage.schema import TrialRow, ahead_table
 from hyperfleet.spec.states import TrialState
+
+logger = logging.getLogger(__name__)
 
 Made = tuple[int, Mapping[str, Any]]
 """A suggestion as it is kept ahead: the trial's number and its params."""
@@ -106,21 +110,38 @@ _MADE: set[tuple[int, str]] = set()  # (pid, database URL) whose function is kno
 _MADE_LOCK = threading.Lock()
 
 
-def ensure_take_function(engine: sa.engine.Engine) -> None:
+_REFUSED: set[tuple[int, str]] = set()  # ... whose user may not make it
+
+
+def ensure_take_function(engine: sa.engine.Engine, again: bool = False) -> bool:
     """Make :data:`TAKE_FUNCTION` in ``engine``'s PostgreSQL database unless it is there
-    (once per process and database; processes racing to make it wait for each other on an
-    advisory lock: concurrent ``CREATE OR REPLACE FUNCTION`` of one name can fail)."""
+    (once per process and database, or ``again``: it was found missing; processes racing to
+    make it wait for each other on an advisory lock: concurrent ``CREATE OR REPLACE
+    FUNCTION`` of one name can fail). False when the database's user may not make it (only
+    the tables' rows granted): takes then run as separate statements, and a warning says so."""
     key = (os.getpid(), str(engine.url))
     with _MADE_LOCK:
-        if key in _MADE:
-            return
+        if again:
+            _MADE.discard(key)
+        if key in _MADE or key in _REFUSED:
+            return key in _MADE
         look = sa.text(f"SELECT to_regprocedure('{TAKE_FUNCTION}({_TAKE_ARGS})') IS NOT NULL")
-        with engine.begin() as conn:
-            if not conn.execute(look).scalar():
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MAKING_KEY})
+        try:
+            with engine.begin() as conn:
                 if not conn.execute(look).scalar():
-                    conn.execute(sa.text(_TAKE_SQL))
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MAKING_KEY})
+                    if not conn.execute(look).scalar():
+                        conn.execute(sa.text(_TAKE_SQL))
+        except sa.exc.ProgrammingError as exc:  # insufficient privilege
+            logger.warning(
+                "storage: cannot make the function %s (%s); claims take suggestions made "
+                "ahead in several statements instead (grant CREATE on the schema to use it)",
+                TAKE_FUNCTION, first_line(exc.orig),
+            )  # fmt: skip
+            _REFUSED.add(key)
+            return False
         _MADE.add(key)
+        return True
 
 
 class AheadStore:
@@ -186,8 +207,15 @@ class AheadStore:
         None when none is ahead or the sweep is full. Not retried here: a retry after a
         commit whose answer was lost would take a second trial (the caller's claim retries
         as a whole). PostgreSQL: one statement (see the module docstring)."""
-        if self.takes_without_lock:
-            return self._take_in_one_statement(sweep, limit, fields)
+        if self.takes_without_lock and ensure_take_function(self.engine):
+            try:
+                return self._take_in_one_statement(sweep, limit, fields)
+            except sa.exc.ProgrammingError as exc:  # dropped since (a database made anew)
+                if "does not exist" not in str(exc.orig) or not ensure_take_function(
+                    self.engine, again=True
+                ):
+                    raise
+                return self._take_in_one_statement(sweep, limit, fields)
         t = ahead_table
         with self._queued(sweep), self.session() as s:
             # the row first, locked (a take never waits for another's row): a fleet's idle
@@ -212,7 +240,6 @@ class AheadStore:
     ) -> tuple[Made, int] | None:
         if set(fields) != _TAKE_FIELDS or fields.get("state") != TrialState.RUNNING:
             raise ValueError(f"a take records a claim's fields, not {sorted(fields)}")
-        ensure_take_function(self.engine)
         call = sa.text(
             f"SELECT taken, taken_params, left_ahead FROM {TAKE_FUNCTION}"
             "(:sweep, :limit, :key, :host, :pid, :worker, :now)"

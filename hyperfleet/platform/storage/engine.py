@@ -17,8 +17,8 @@ one bounded pool of at most ``POOL_SIZE + POOL_OVERFLOW`` connections, of which 
 stay open when idle. Heartbeats have a lane of their own (``lane="heartbeat"``: at most
 ``HEARTBEAT_POOL_SIZE + HEARTBEAT_POOL_OVERFLOW``): a worker that is alive must be able to
 say so while its work fills the other pool (1,000 simulated workers in processes of 50, their
-trials launched together: heartbeats waited 30 s for a pooled connection, failed, and their
-workers stopped and were taken for lost). A process therefore holds a few connections however
+trials launched together: heartbeats waited 30 s for a pooled connection and failed, and other
+workers took theirs for lost). A process therefore holds a few connections however
 many of them it opens; the database's ``max_connections`` must exceed the processes' pools
 together (``docs/scale.md``: sizing, and PgBouncer).
 

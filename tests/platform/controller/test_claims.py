@@ -26,6 +26,7 @@ from hyperfleet.platform.controller.recovery import requeue_phantoms
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.launcher.simulated import curve
 from hyperfleet.platform.storage import Storage, WorkerRecord
+from hyperfleet.platform.storage import ahead as ahead_mod
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.states import TrialState, WorkerState
 from hyperfleet.testing.controller import Sim
@@ -333,6 +334,40 @@ def test_a_take_on_postgresql_is_one_statement_that_records_the_claim(
     assert record.attempts == 0 and record.params == {} and record.ended_at is None
     with pytest.raises(ValueError, match="a take records a claim's fields"):
         s.storage.take_ahead(s.name, 20, state=TrialState.RUNNING)
+    s.storage.close()
+
+
+def test_a_take_without_the_right_to_make_the_function_runs_as_statements(
+    postgres_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database user granted only the tables' rows cannot make the take's function: the
+    takes run as separate statements (a warning says so once), and a function dropped since
+    it was made is made again."""
+    s = _session(postgres_url, tmp_path, ahead=3)  # three made at creation
+    role = f"hf_rows_{postgres_url.rsplit('/', 1)[1]}"  # roles are the server's: one per test
+    with s.storage.engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
+        conn.execute(sa.text(f"GRANT USAGE ON SCHEMA public TO {role}"))
+        conn.execute(sa.text("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+        conn.execute(sa.text(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"
+        ))  # fmt: skip
+        conn.execute(sa.text(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+    rows_only = Storage(postgres_url.replace("//hf@", f"//{role}@"), create=False)
+    fields = Claims(s, SystemClock(), "w1", 30.0)._fields()
+    with caplog.at_level("WARNING", logger="hyperfleet.platform.storage.ahead"):
+        first = rows_only.take_ahead(s.name, 20, **fields)
+        second = rows_only.take_ahead(s.name, 20, **fields)
+    assert first is not None and second is not None
+    assert [first[0][0], second[0][0]] == [0, 1] and second[1] == 1
+    assert sum("cannot make the function" in r.getMessage() for r in caplog.records) == 1
+    assert s.storage.take_ahead(s.name, 20, **fields) is not None  # its owner makes it
+    with s.storage.engine.begin() as conn:
+        conn.execute(sa.text(f"DROP FUNCTION {ahead_mod.TAKE_FUNCTION}({ahead_mod._TAKE_ARGS})"))
+    s.storage.put_ahead(s.name, [(9, {"x": 0.5})])
+    again = s.storage.take_ahead(s.name, 20, **fields)
+    assert again is not None and again[0] == (9, {"x": 0.5})
+    rows_only.close()
     s.storage.close()
 
 
