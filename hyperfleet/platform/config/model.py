@@ -89,7 +89,8 @@ class Budget(_Frozen):
         ge=0,
         description="suggestions kept made ahead of the claims that take them, so that a "
         "fleet's claims do not queue for the scheduler (default: one per 32 live workers on "
-        "PostgreSQL, one per live worker for random, qmc and grid, none on SQLite; not for "
+        "PostgreSQL, one per live worker for random, qmc and grid, and as many for "
+        "max_concurrent workers made when the sweep is created; none on SQLite; not for "
         "pbt/pb2)",
     )
 
