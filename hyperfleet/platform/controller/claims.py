@@ -35,7 +35,7 @@ worker's loop), and a worker that left the queue ahead short tops it up between 
 at most every :data:`TOP_UP_EVERY_S` (:meth:`Claims.top_up`): a fleet whose trials all run
 fills it before they end, not only at its launches.
 
-A new sweep starts with the queue a full fleet keeps (:func:`first_fill`): the depth for
+A new sweep starts with the queue a full fleet keeps (:func:`.depth.first_fill`): the depth for
 ``budget.max_concurrent`` live workers, made when the sweep is created, before any worker
 asks. Without it a fleet's first claims, all at once, found nothing made and queued for the
 claim lock while suggestions were made one at a time (1,000 simulated workers: a start-up
@@ -50,18 +50,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hyperfleet.platform.clock import STALE_AFTER_S, Clock
-from hyperfleet.platform.schedulers import Scheduler, Suggestion, TrialState
-from hyperfleet.platform.storage import Storage, worker_identity
+from hyperfleet.platform.controller.depth import WORKERS_PER_AHEAD, default_depth
+from hyperfleet.platform.schedulers import Suggestion, TrialState
+from hyperfleet.platform.storage import worker_identity
 from hyperfleet.platform.storage.ahead import Made
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.config import SweepConfig
     from hyperfleet.platform.controller.session import SweepSession
 
-logger = logging.getLogger(__name__)
+__all__ = ["WORKERS_PER_AHEAD", "Claims"]
 
-WORKERS_PER_AHEAD = 32
-"""By default a fleet keeps one suggestion made ahead per this many live workers."""
+logger = logging.getLogger(__name__)
 
 QUEUE_WAIT_S = 0.05
 """A claim that waited less than this for the claim lock found no queue worth serving ahead."""
@@ -78,47 +77,6 @@ TOP_UP_EVERY_S = DEPTH_EVERY_S
 """How often a worker that left the queue ahead short tops it up between launches (a look
 every 5 s of each of 1,000 simulated workers, with its queries' CPU, starved their loops on 2
 cores until their heartbeats were late)."""
-
-
-FIRST_FILL_S = 10.0
-"""A new sweep's first suggestions ahead are made for at most this long (random search on an
-idle PostgreSQL: about 7 ms each, so 1,000 take 7 s); the fleet's refills make the rest."""
-
-
-def default_depth(cfg: SweepConfig, scheduler: Scheduler, live: int) -> int:
-    """How many suggestions ``live`` workers keep ahead: ``budget.ahead``, or one per
-    :data:`WORKERS_PER_AHEAD` of them, one each for a search that does not learn from results
-    (the caller has checked that the scheduler's suggestions may be made ahead at all)."""
-    given = cfg.budget.ahead
-    if given is not None:
-        return given
-    return live // WORKERS_PER_AHEAD if scheduler.learns_from_results() else live
-
-
-def first_fill(cfg: SweepConfig, storage: Storage, scheduler: Scheduler) -> int:
-    """At a sweep's creation (under its claim lock): make the suggestions ahead that a fleet of
-    ``budget.max_concurrent`` workers keeps, for at most :data:`FIRST_FILL_S`, so that the
-    fleet's first claims take them (see the module docstring); how many it made. None on
-    SQLite, for schedulers that make none ahead, or with ``budget.ahead: 0``."""
-    if not (scheduler.capabilities.ahead and storage.takes_without_lock):
-        return 0
-    want = default_depth(cfg, scheduler, cfg.budget.max_concurrent)
-    made, kept = 0, list[Made]()
-    until = time.monotonic() + FIRST_FILL_S
-    while made < want and time.monotonic() < until:
-        more = scheduler.suggest()
-        if more is None:
-            break  # the budget is used up
-        kept.append((more.trial_number, more.params))
-        made += 1
-        if len(kept) == 100:  # kept as made: a crash leaves few unrecorded (phantoms)
-            storage.put_ahead(cfg.name, kept)
-            kept = []
-    if kept:
-        storage.put_ahead(cfg.name, kept)
-    if made:
-        logger.info("%s: %d suggestions made ahead for the fleet's first claims", cfg.name, made)
-    return made
 
 
 @dataclass(eq=False)

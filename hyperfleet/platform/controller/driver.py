@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -40,6 +41,7 @@ from hyperfleet.platform.controller.recovery import (
     adopt_donor_record,
     mark_stopped,
     requeue_phantoms_locked,
+    requeue_unclaimed,
 )
 from hyperfleet.platform.controller.session import close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
@@ -94,6 +96,8 @@ class SweepDriver(SweepSeat):
     launched: int = field(default=0, init=False)
     _next_ask: float = field(default=0.0, init=False)  # none to ask: again then, or at an end
     disk_full: str | None = field(default=None, init=False)  # where a trial found it full
+    claimed: set[int] = field(default_factory=set, init=False)  # every claim answered here
+    _orphans_at: float = field(default=-math.inf, init=False)  # the heartbeat last looked at
 
     def __post_init__(self) -> None:
         self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
@@ -120,7 +124,10 @@ class SweepDriver(SweepSeat):
 
     def _claim(self) -> Suggestion | None:
         """The next trial, recorded RUNNING with this worker (:mod:`.claims`)."""
-        return self.claims.claim()
+        suggestion = self.claims.claim()
+        if suggestion is not None:
+            self.claimed.add(suggestion.trial_number)
+        return suggestion
 
     def refill_ahead(self, number: int | None = None) -> int:
         """After trial ``number``'s launch, or between launches (``None``: at most every
@@ -320,10 +327,17 @@ class SweepDriver(SweepSeat):
 
     def fence(self, owned: set[tuple[str, int]], taken_at: float) -> None:
         """Stop the copies of trials no longer RUNNING under this worker at a heartbeat taken
-        after they were launched (another worker requeued them)."""
+        after they were launched (another worker requeued them); requeue the trials RUNNING
+        under it that no claim here was answered with (:func:`.recovery.requeue_unclaimed`)."""
         for r in list(self.running.values()):
             if r.launched_at < taken_at and (self.name, r.number) not in owned:
                 self._superseded(r)
+        if taken_at <= self._orphans_at:
+            return  # this heartbeat's list was looked through
+        self._orphans_at = taken_at
+        for sweep, number in owned:
+            if sweep == self.name and number not in self.claimed:
+                requeue_unclaimed(self.session, self.worker, number)
 
     def reap(self) -> None:
         record = functools.partial(self.session.storage.upsert_trial, self.name)

@@ -53,6 +53,24 @@ def requeue_stale(
     return requeued
 
 
+def requeue_unclaimed(session: SweepSession, worker: str | None, number: int) -> bool:
+    """Requeue trial ``number``, RUNNING under ``worker`` at its last heartbeat though none of
+    its claims was answered with it: a claim whose commit's answer was lost (the connection
+    dropped as it committed), then retried, took another trial, and this one would stay
+    RUNNING, stamped by the worker's own heartbeats, and never run. No retry is counted (it
+    never ran). Only if it is still RUNNING under ``worker`` as read; whether it was."""
+    t = session.storage.get_trial(session.name, number)
+    if t is None or t.state != TrialState.RUNNING or t.worker != worker:
+        return False
+    if not session.storage.take_over(t, retry=False):  # beaten meanwhile: at the next look
+        return False
+    logger.warning(
+        "trial %d was recorded RUNNING here by a claim whose answer was lost; requeued", number
+    )
+    session.scheduler.requeue(number)
+    return True
+
+
 STOPPED = ".stopped"  # in a trial's folder: its controller stopped it but could not say so
 
 

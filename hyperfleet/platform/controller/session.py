@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.claims import first_fill
+from hyperfleet.platform.controller.depth import first_fill
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.sweeps.ownership import claim

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from hyperfleet.platform.clock import SystemClock, VirtualClock
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import claims as claims_mod
+from hyperfleet.platform.controller import depth as depth_mod
 from hyperfleet.platform.controller import open_session
 from hyperfleet.platform.controller.claims import TOP_UP_EVERY_S, WORKERS_PER_AHEAD, Claims
 from hyperfleet.platform.controller.recovery import requeue_phantoms
@@ -239,7 +240,7 @@ def test_a_new_sweeps_first_fill_is_bounded_in_time_and_none_on_sqlite(
     sqlite = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path / "one-host")
     assert sqlite.storage.ahead(sqlite.name) == []  # one host: none
     sqlite.storage.close()
-    monkeypatch.setattr(claims_mod, "FIRST_FILL_S", 0.0)  # no time for any
+    monkeypatch.setattr(depth_mod, "FIRST_FILL_S", 0.0)  # no time for any
     s = _session(postgres_url, tmp_path)
     assert s.storage.ahead(s.name) == [] and s.scheduler.study.get_trials() == []  # type: ignore[attr-defined]
     s.storage.close()

@@ -1,12 +1,15 @@
 """Fencing rules of the controller, on simulated trials (a virtual clock, real storage): a
 controller that was paused itself judges with a fresh heartbeat and never takes its own trials
-for stale; one whose trial was taken over stops its copy without counting a retry."""
+for stale; one whose trial was taken over stops its copy without counting a retry; a trial recorded
+RUNNING under it by a claim whose answer was lost goes back in the queue."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from hyperfleet.platform.launcher.simulated import SimReport, SimScript, SimTrial, curve
 from hyperfleet.platform.storage import WorkerRecord
@@ -86,3 +89,44 @@ def test_a_copy_requeued_after_its_last_report_ends_without_recording(tmp_path: 
     t0, t1 = sim.trials()
     assert (t0.state, t0.worker, t0.attempts, t0.outcome) == ("RUNNING", "other", 2, None)
     assert t1.state == "COMPLETE"
+
+
+def test_a_claim_whose_answer_was_lost_is_requeued_at_the_next_heartbeat(tmp_path: Path) -> None:
+    """The connection drops as a claim commits: its retry takes another trial, and the first
+    is RUNNING under this worker, kept fresh by its heartbeats, with no copy anywhere. The
+    next heartbeat's list of the worker's trials shows it: requeued (no retry counted), run,
+    and the sweep ends."""
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 3, "max_concurrent": 2}})
+    c = sim.controller(stale_after=30)
+    c.worker = _worker(sim, "me")
+    c._rescan()
+    driver = c.drivers[sim.cfg.name]
+    claim, lost = driver.claims.claim, []
+
+    def answer_lost() -> Any:
+        got = claim()
+        if not lost and got is not None:
+            lost.append(got.trial_number)
+            raise sa.exc.OperationalError("COMMIT", {}, ConnectionError("server closed"))
+        return got
+
+    driver.claims.claim = answer_lost  # type: ignore[method-assign]
+    for _ in range(4):
+        c._tick()
+        sim.clock.advance(0.5)
+    (orphan,) = lost
+    # the retry took trial 1; the orphan holds the other slot of max_concurrent 2
+    assert orphan == 0 and sorted(driver.running) == [1] and driver.claims.claim() is None
+    record = sim.storage.get_trial(sim.cfg.name, orphan)
+    assert record is not None and (record.state, record.worker) == ("RUNNING", "me")
+    owned = sim.storage.beat("me")  # what the worker's heartbeat returns
+    assert owned == {(sim.cfg.name, 0), (sim.cfg.name, 1)}
+    driver.fence(owned, sim.clock.time())
+    record = sim.storage.get_trial(sim.cfg.name, orphan)
+    assert record is not None and (record.state, record.retries) == ("WAITING", 0)
+    assert sorted(driver.running) == [1]  # its launched copy left alone
+    sim.run(c)
+    trials = sim.trials()
+    assert [(t.number, t.state, t.attempts) for t in trials] == [
+        (0, "COMPLETE", 1), (1, "COMPLETE", 1), (2, "COMPLETE", 1),
+    ]  # fmt: skip
