@@ -80,7 +80,9 @@ class RankZeroRecorder:
         self.sink: MetricSink | None = None
         if spec.run_id and spec.tracking_uri:
             spool = Path(spec.trial_dir) / "mlflow"
-            self.sink = MetricSink(spec.tracking_uri, spec.run_id, spool, system_metrics=True)
+            self.sink = MetricSink(  # the controller ships it (SweepTracker.ship_running)
+                spec.tracking_uri, spec.run_id, spool, ship_every_s=None, system_metrics=True
+            )
         self.params: Mapping[str, Any] = spec.params
         self._searched = set(cfg.space)
         self._pinned: Pinned | None = None  # as the last decision saw them (PBT)

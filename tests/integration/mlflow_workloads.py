@@ -4,10 +4,12 @@
 step ``hold_at`` it writes ``<gates>/held-<trial>`` and waits until ``<gates>/go-<trial>`` or
 ``<gates>/go`` exists, so a test can stop or restart the tracking server, or interrupt the
 sweep, while a trial is known to be at a given step. ``x >= fail_above`` fails on purpose.
+At its end it writes the MLflow modules its process imported to ``<gates>/modules-<trial>``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,8 @@ def gated(ctx: Any) -> None:
         if step == hold_at:
             (gates / f"held-{ctx.trial_number}").touch()
             wait_for_file(gates / f"go-{ctx.trial_number}", gates / "go")
+    mlflow = sorted(m for m in sys.modules if m == "mlflow" or m.startswith("mlflow."))
+    (gates / f"modules-{ctx.trial_number}").write_text("\n".join(mlflow))
 
 
 gated.hyperfleet_params = {"x": 0.5, "gates": ".", "hold_at": 0, "fail_above": 2.0}

@@ -47,8 +47,9 @@ def sweep_env(**extra: str) -> dict[str, str]:
     return cli_env(MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL="1", **extra)
 
 
-def start_sweep(path: Path, **env: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json"]
+def start_sweep(path: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+    """``hyperfleet sweep run PATH --json ARGS`` started, with :func:`sweep_env`."""
+    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json", *args]
     return subprocess.Popen(
         cmd,
         cwd=path.parent,

@@ -143,3 +143,38 @@ def test_a_pause_that_mlflow_had_no_time_to_see_costs_only_its_reports(tmp_path:
     assert (got.info.status, got.data.tags["hyperfleet.state"]) == ("FINISHED", "COMPLETE")
     history = MlflowClient(tracking_uri=uri).get_metric_history(run_id, "loss")
     assert [(m.step, m.value) for m in history] == [(5, 0.5), (10, 0.4)]
+
+
+def test_running_trials_reports_are_shipped_by_the_controller_one_shipment_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """What a running trial spooled reaches its run through the tracker, at most every
+    ``ship_every_s``; a trial the tracker cannot find a run for is passed over."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "live", tmp_path / "runs", ship_every_s=0.0)
+    parent = tracker.start_parent("live", None, parse_sweep(minimal_sweep(name="live")))
+    run = ChildRun(sweep="live", parent_id=parent, number=0, params={"x": 0.5},
+                   sampled={"x": 0.5}, knobs={}, config={}, tags={}, prior_run_id=None,
+                   population=False)  # fmt: skip
+    given = tracker.child(run)
+    spool = Spool(tmp_path / "runs" / "live" / "trial-0000" / "mlflow")
+    spool.append([("loss", 1.0, 1000, 1)], {})
+    tracker.ship_running({0: given, 7: "pending:7"})  # 7: no run, nothing to make it from
+    assert tracker.wait()
+    real = tracker.take_created()[0][1]
+    client = MlflowClient(tracking_uri=uri)
+    assert [m.step for m in client.get_metric_history(real, "loss")] == [1]
+
+    tracker.ship_every_s = 3600.0
+    spool.append([("loss", 0.7, 2000, 2)], {})
+    tracker.ship_running({0: given})  # shipped; the next one an hour from now
+    assert tracker.wait()
+    spool.append([("loss", 0.5, 3000, 3)], {})
+    tracker.ship_running({0: given})
+    assert tracker.wait()
+    assert [m.step for m in client.get_metric_history(real, "loss")] == [1, 2]
+    tracker.end_child(given, "COMPLETE", {"loss": 0.5})  # the end ships the rest
+    assert tracker.close()
+    assert [m.step for m in client.get_metric_history(real, "loss")] == [1, 2, 3]

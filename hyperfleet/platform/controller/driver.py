@@ -343,6 +343,7 @@ class SweepDriver(SweepSeat):
         record = functools.partial(self.session.storage.upsert_trial, self.name)
         for n, run_id in self.session.tracker.take_created():  # runs made off-thread
             self._db(functools.partial(record, n, mlflow_run_id=run_id))
+        self.session.tracker.ship_running({n: r.run_id for n, r in self.running.items()})
         for r in list(self.running.values()):
             code = r.handle.poll()
             if code is not None and not self._superseded(r):

@@ -71,6 +71,11 @@ class Tracker(Protocol):
         """The sweep closes; True when everything is in the tracking store."""
         ...
 
+    def ship_running(self, running: Mapping[int, str]) -> None:
+        """Send what the running trials (number -> run id) reported since the last time (at
+        most every few seconds, off the caller's thread)."""
+        ...
+
     def resolved(self) -> dict[int, str]:
         """Trials whose run was created after launch: number -> run id, for storage."""
         ...
@@ -122,6 +127,9 @@ class NullTracker:
     def end_parent(self, run_id: str, status: str, view: SweepView) -> bool:
         self.calls.append(("end_parent", (run_id, status)))
         return True
+
+    def ship_running(self, running: Mapping[int, str]) -> None:
+        pass
 
     def resolved(self) -> dict[int, str]:
         return {}

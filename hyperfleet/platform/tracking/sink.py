@@ -8,10 +8,12 @@ or ``hyperfleet mlflow sync`` ships them. No MLflow call and no MLflow import on
 thread, so a slow or absent tracking server never slows a step.
 
 A background thread wakes every ``flush_every_s`` seconds and appends what is buffered (tags,
-points whose write failed) to the spool; every ``ship_every_s`` seconds (the first time
-``ship_every_s`` after the start: a trial shorter than that never imports MLflow, whose import
-costs a trial process about 1.5 s of CPU, and the controller ships its spool) it ships
-everything unsent with
+points whose write failed) to the spool. A trial under a controller stops there
+(``ship_every_s=None``, :class:`~hyperfleet.platform.recorder.RankZeroRecorder`'s sink): its
+controller ships the running trials' spools every few seconds
+(:meth:`~.tracker.SweepTracker.ship_running`), so a trial process never imports MLflow, whose
+import costs it about 1.5 s of CPU. A sink given ``ship_every_s`` ships itself every that many
+seconds (the first time ``ship_every_s`` after the start), everything unsent with
 ``log_batch`` (:func:`~.client.log_points`), a few large calls rather than many small ones
 (each call costs an HTTP request or a database transaction of its own). While the server is
 unreachable the records stay in the spool and the thread retries with a growing pause (up to
@@ -48,7 +50,8 @@ class MetricSink:
     """One run's records from a trial's rank 0 (see the module docstring).
 
     ``spool_dir`` is the trial's ``mlflow/`` folder (a temporary one if None);
-    ``system_metrics`` samples MLflow's system metrics into the same run.
+    ``ship_every_s``: None to spool only (the controller ships); ``system_metrics`` samples
+    MLflow's system metrics into the same run.
     """
 
     def __init__(
@@ -57,7 +60,7 @@ class MetricSink:
         run_id: str | None,
         spool_dir: str | Path | None = None,
         flush_every_s: float = 2.0,
-        ship_every_s: float = 6.0,
+        ship_every_s: float | None = 6.0,
         max_backoff_s: float | None = None,  # as the outbox's (client.retry_s: 10 s)
         tags: Mapping[str, str] | None = None,
         system_metrics: bool = False,
@@ -75,10 +78,11 @@ class MetricSink:
         self._unwritable = False  # the last append failed (warned once)
         self._stop = threading.Event()
         self._every = flush_every_s
-        self._ship_every = max(ship_every_s, flush_every_s)
+        # None: the spool only (the controller ships it)
+        self._ship_every = None if ship_every_s is None else max(ship_every_s, flush_every_s)
         self._max_backoff = retry_s() if max_backoff_s is None else max_backoff_s
-        self._next_ship = time.monotonic() + self._ship_every
-        self._backoff = min(self._ship_every, self._max_backoff)  # the wait after a failure
+        self._next_ship = time.monotonic() + (self._ship_every or 0.0)
+        self._backoff = min(self._ship_every or 0.0, self._max_backoff)  # after a failure
         self._down_since: float | None = None
         self.sent = 0  # points this sink shipped (benchmarks, tests)
         self.system = (
@@ -177,7 +181,7 @@ class MetricSink:
     def _tick(self) -> None:
         self._spool_buffered()
         now = time.monotonic()
-        if now < self._next_ship:
+        if self._ship_every is None or now < self._next_ship:
             return
         if self._ship():
             self._backoff = min(self._ship_every, self._max_backoff)

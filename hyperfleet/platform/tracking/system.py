@@ -9,8 +9,8 @@ spooled through an outage and sent once, like them. The GPUs are read with MLflo
 collector. The host's figures are read with ``psutil`` here, under MLflow's own keys, in the
 same way as MLflow's CPU, disk and network collectors: those live in the ``mlflow`` package,
 whose import costs a trial process about 1.5 s of CPU (seconds of every short trial's life, on
-every start of a trial process) while a trial that lasts less than its sink's first shipment
-needs no MLflow at all (the controller ships its spool).
+every start of a trial process) while a trial needs no MLflow at all (its controller ships its
+spool).
 
 One sample every ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` seconds (MLflow's variable,
 default 10), at steps 0, 1, 2, ... that continue across a resumed trial, plus one when the
