@@ -48,9 +48,12 @@ class StorageError(HyperfleetError):
 
 
 class StorageOutageError(StorageError):
-    """The storage stayed unreachable for the whole retry period; the CLI exits 3."""
+    """The storage stayed unreachable for the whole retry period; the CLI exits 3. Its message
+    says what the command does about it (it stops cleanly); ``outage`` says only what happened,
+    for a caller that goes on (a heartbeat thread tries again at its next beat)."""
 
     exit_code = 3
+    outage = ""
 
 
 class Superseded(StorageError):  # noqa: N818 - a fact the trial learns, like TrialPruned

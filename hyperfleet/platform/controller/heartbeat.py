@@ -43,7 +43,12 @@ class Heartbeat(threading.Thread):
             try:
                 self.beat_now()
             except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
-                logger.warning("worker heartbeat failed: %s", first_line(exc))
+                what = getattr(exc, "outage", "") or first_line(exc)  # not the CLI's "stopped"
+                logger.warning(
+                    "worker heartbeat failed: %s; the next beat tries again in %g s",
+                    what,
+                    self.every,
+                )
 
     def beat_now(self, unless_within: float = 0.0) -> None:
         """One heartbeat now (also from the controller's thread, before it judges others),

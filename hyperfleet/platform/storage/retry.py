@@ -144,10 +144,12 @@ def retrying(
             waited = time.monotonic() - start
             if waited >= budget_s:
                 reason = first_line(getattr(exc, "orig", None) or exc, 200)
-                raise StorageOutageError(
+                outage = StorageOutageError(
                     f"{what}: unreachable for {waited:.0f} s ({reason}); stopped cleanly: "
                     f"running trials go back in the queue when the sweep runs again"
-                ) from exc
+                )
+                outage.outage = f"{what}: unreachable for {waited:.0f} s ({reason})"
+                raise outage from exc
             if warned < 0 or waited - warned >= 10:
                 first = first_line(getattr(exc, "orig", None) or exc, 200)
                 logger.warning(

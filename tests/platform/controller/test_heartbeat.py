@@ -61,3 +61,30 @@ def test_a_heartbeat_does_not_wait_for_the_work_pool(
     assert _beat_at(storage, "w") > 0.0
     beat.storage.close()
     storage.close()
+
+
+def test_a_failed_heartbeat_says_it_tries_again_not_that_the_worker_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An outage that outlasts a beat's retries ends that beat only: the warning names the
+    outage and the next beat, not the command's "stopped cleanly" (the worker runs on)."""
+    from hyperfleet.platform.storage.retry import retrying
+
+    url = f"sqlite:///{tmp_path / 'hf.db'}"
+    Storage(url).close()
+    beat = Heartbeat(url, "w", every=0.05)
+
+    def unreachable() -> None:
+        raise sa.exc.OperationalError("SELECT 1", {}, Exception("database is locked"))
+
+    beat.storage.beat = lambda *a, **k: retrying(unreachable, budget_s=0.0)  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="hyperfleet.platform.controller.heartbeat"):
+        beat.start()
+        deadline = time.monotonic() + 10
+        while "heartbeat failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.02)
+        beat.stop()
+    line = next(r.getMessage() for r in caplog.records if "heartbeat failed" in r.getMessage())
+    assert "unreachable for 0 s (database is locked)" in line
+    assert "the next beat tries again in 0.05 s" in line
+    assert "stopped" not in line
