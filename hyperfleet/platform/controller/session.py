@@ -8,6 +8,7 @@ nothing there (see :mod:`hyperfleet.platform.tracking.marks`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.depth import first_fill
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
-from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage import Storage, TrialRecord
 from hyperfleet.platform.sweeps.ownership import claim
 from hyperfleet.platform.sweeps.paths import sweep_replica
 from hyperfleet.platform.sweeps.results import SweepSummary, summarize
@@ -101,18 +102,20 @@ def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
     this one queued for MLflow is written): its lineage, best trial and end written to MLflow
     (what MLflow cannot take now is left for ``hyperfleet mlflow sync``), and its status ended."""
     name = session.name
-    summary = summarize(session.storage, name, interrupted=interrupted)
+    # the sweep's trials read once (a fleet's workers all close a sweep as it ends: each read
+    # is of every trial)
+    records = session.storage.trials(name)
+    summary = summarize(session.storage, name, interrupted=interrupted, records=records)
     tracker = session.tracker
     if any(t.state == TrialState.RUNNING for t in summary.trials):  # others are still at work on it
-        _mlflow_done(session, tracker.close())
+        _mlflow_done(session, tracker.close(), records)
         session.storage.close()
         return summary
     if session.cfg.is_population and session.tracking_uri is not None and tracker.active:
         log_sweep_lineage(tracker, session.parent_run_id, session.storage, name)
-    records = session.storage.trials(name)
     view = SweepView(name, session.cfg, records, interrupted)
     status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
-    _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view))
+    _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view), records)
     session.storage.update_sweep(
         name, status=SweepStatus.INTERRUPTED if interrupted else SweepStatus.DONE
     )
@@ -120,11 +123,11 @@ def close_session(session: SweepSession, interrupted: bool) -> SweepSummary:
     return summary
 
 
-def _mlflow_done(session: SweepSession, synced: bool) -> None:
-    """Storage learns the runs created after their trial launched (during an outage); what
-    MLflow did not take is named."""
+def _mlflow_done(session: SweepSession, synced: bool, records: Sequence[TrialRecord]) -> None:
+    """Storage learns the runs created after their trial launched (during an outage; of the
+    sweep's ``records`` as read at its close); what MLflow did not take is named."""
     resolved = session.tracker.resolved()
-    for r in session.storage.trials(session.name):
+    for r in records:
         if is_pending(r.mlflow_run_id) and r.number in resolved:
             session.storage.upsert_trial(session.name, r.number, mlflow_run_id=resolved[r.number])
     if not synced:

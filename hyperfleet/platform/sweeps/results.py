@@ -7,6 +7,7 @@ samplers and PBT alike): state, params, the last report's metrics, timings and e
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,14 +138,23 @@ def no_sweep(name: str, known: list[str], where: str = "this storage") -> str:
     return f"sweep: no sweep named {name!r} in {where}; {hint}(known: {listed})"
 
 
-def trial_summaries(storage: Storage, config: SweepConfig) -> list[TrialSummary]:
-    """The summaries of a sweep's trials, in the order of their numbers."""
+def trial_summaries(
+    storage: Storage, config: SweepConfig, records: Sequence[TrialRecord] | None = None
+) -> list[TrialSummary]:
+    """The summaries of a sweep's trials, in the order of their numbers (``records``: the
+    sweep's trials as the caller read them, instead of reading them again)."""
     metrics, _ = _objectives(config)
     searched = set(config.dims)
-    return [_summary(t, metrics, searched) for t in storage.trials(config.name)]
+    rows = storage.trials(config.name) if records is None else records
+    return [_summary(t, metrics, searched) for t in rows]
 
 
-def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSummary:
+def summarize(
+    storage: Storage,
+    name: str,
+    interrupted: bool = False,
+    records: Sequence[TrialRecord] | None = None,
+) -> SweepSummary:
     row = storage.get_sweep(name)
     if row is None:
         raise ConfigError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
@@ -154,7 +164,7 @@ def summarize(storage: Storage, name: str, interrupted: bool = False) -> SweepSu
         sweep=name,
         metrics=metrics,
         directions=directions,
-        trials=trial_summaries(storage, config),
+        trials=trial_summaries(storage, config, records),
         experiment_id=row.mlflow_experiment_id,
         parent_run_id=row.mlflow_parent_run_id,
         interrupted=interrupted,
