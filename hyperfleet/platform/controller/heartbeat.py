@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 
-from hyperfleet.errors import first_line
+from hyperfleet.errors import StorageOutageError, first_line
 from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.states import WorkerState
 
@@ -43,7 +43,8 @@ class Heartbeat(threading.Thread):
             try:
                 self.beat_now()
             except Exception as exc:  # noqa: BLE001 - one line; the loop says what it means
-                what = getattr(exc, "outage", "") or first_line(exc)  # not the CLI's "stopped"
+                outage = exc.outage if isinstance(exc, StorageOutageError) else ""
+                what = outage or first_line(exc)  # not the CLI's "stopped cleanly"
                 logger.warning(
                     "worker heartbeat failed: %s; the next beat tries again in %g s",
                     what,
