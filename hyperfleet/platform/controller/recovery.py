@@ -164,14 +164,27 @@ def recover(
     so a look that finds none is right, and a fleet's looks cost one short query each
     instead of a queue on the lock (1,000 workers starting together each took it).
     Phantoms are otherwise found when a sweep seems to be over
-    (:func:`requeue_phantoms_locked`) or by a look that takes the lock."""
+    (:func:`requeue_phantoms_locked`) or by a look that takes the lock.
+
+    A later look (not ``always``) that finds a stale trial takes the lock only if it is free
+    now: a lost worker's trials go stale for every worker of the fleet at once, and each
+    queued on the lock behind the first, which requeued them, to find nothing (claims that
+    needed the lock waited behind them all). A look that finds the lock held does nothing;
+    the trial is still stale at the next look if no holder requeued it."""
     seen = session.storage.stale_running(session.name, stale_after)
     stale = any(worker is None or t.worker != worker for t in seen)
     if not stale and not (always and _may_have_phantoms(session, exact=True)):
         return 0
-    with session.storage.claim_lock(session.name):
-        stale_ones = requeue_stale(session, stale_after, worker)
-        return len(stale_ones) + len(requeue_phantoms(session))
+    if always:
+        with session.storage.claim_lock(session.name):
+            return _requeue_locked(session, stale_after, worker)
+    with session.storage.try_claim_lock(session.name) as free:
+        return _requeue_locked(session, stale_after, worker) if free else 0
+
+
+def _requeue_locked(session: SweepSession, stale_after: float, worker: str | None) -> int:
+    """:func:`requeue_stale` and :func:`requeue_phantoms`, the claim lock held; how many."""
+    return len(requeue_stale(session, stale_after, worker)) + len(requeue_phantoms(session))
 
 
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:

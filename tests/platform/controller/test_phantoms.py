@@ -5,8 +5,10 @@ queue on the lock one by one."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import open_session
 from hyperfleet.platform.controller.recovery import (
     recover,
@@ -18,6 +20,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.controller import Sim
+from hyperfleet.testing.sweeps import minimal_sweep
 from tests.platform.controller.locks import count_claim_locks
 
 
@@ -82,4 +85,42 @@ def test_the_running_trials_are_read_only_when_the_counts_differ(tmp_path: Path)
     phantom = s.scheduler.suggest()  # its claimer died before recording it
     assert phantom is not None
     assert requeue_phantoms_locked(s) == [phantom.trial_number] and reads  # 2 running, 1 recorded
+    s.storage.close()
+
+
+def test_a_later_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A lost worker's trials go stale for a whole fleet at once: a later look (not a worker's
+    first) that finds one while another worker holds the claim lock does not queue behind it
+    (a thousand did, each to find nothing once the first had requeued them); the trial is
+    requeued by the next look that finds the lock free."""
+    cfg = parse_sweep(minimal_sweep(name="stale", storage=db_url, workdir=str(tmp_path / "runs"),
+                                    budget={"ahead": 0}))  # fmt: skip
+    s = open_session(cfg, Storage(db_url), NullTracker(), None)
+    first = s.scheduler.suggest()
+    assert first is not None
+    number = first.trial_number
+    s.storage.upsert_trial(s.name, number, state=TrialState.RUNNING, worker="gone",
+                           host="elsewhere", pid=1, heartbeat_at=0.0)  # fmt: skip
+    held, release = threading.Event(), threading.Event()
+
+    def another_worker() -> None:
+        other = Storage(db_url, create=False)
+        with other.claim_lock(s.name):
+            held.set()
+            release.wait(10)
+        other.close()
+
+    holder = threading.Thread(target=another_worker)
+    holder.start()
+    assert held.wait(10)
+    try:  # a blocking look would wait the holder's 10 s out, then requeue it: 1
+        assert recover(s, 30.0, "me", always=False) == 0
+        assert s.storage.get_trial(s.name, number).state == TrialState.RUNNING  # type: ignore[union-attr]
+    finally:
+        release.set()
+        holder.join()
+    assert recover(s, 30.0, "me", always=False) == 1
+    assert s.storage.get_trial(s.name, number).state == TrialState.WAITING  # type: ignore[union-attr]
     s.storage.close()
