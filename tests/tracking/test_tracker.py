@@ -53,6 +53,38 @@ def test_a_trial_launches_with_a_placeholder_and_learns_its_run(tmp_path: Path) 
     assert ended.info.status == "FINISHED" and ended.data.metrics["final/loss"] == 0.5
 
 
+def test_a_run_made_for_a_launch_that_did_not_happen_here_is_deleted_and_never_recorded(
+    tmp_path: Path,
+) -> None:
+    """Its trial was requeued and taken by another worker between this worker's claim and its
+    launch: the run created for it here is deleted (the trial's record names the other
+    worker's run), and its id is not handed to storage; a later launch of the same trial here
+    is tracked as usual."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = SweepTracker(uri, "disowned", tmp_path / "runs")
+    config = parse_sweep(minimal_sweep(name="disowned"))
+    parent = tracker.start_parent("disowned", None, config)
+    run = ChildRun(
+        sweep="disowned", parent_id=parent, number=4, params={"lr": 0.1}, sampled={"lr": 0.1},
+        knobs={}, config={}, tags={}, prior_run_id=None, population=False,
+    )  # fmt: skip
+    tracker.child(run)
+    tracker.disown(4)
+    assert tracker.wait()
+    assert tracker.take_created() == [], "not recorded: the trial is another worker's"
+    client = MlflowClient(tracking_uri=uri)
+    live = client.search_runs([tracker.experiment_id], "tags.`hyperfleet.trial` = '4'")
+    assert live == [], "the run made here is deleted"
+    given = tracker.child(run)  # claimed again later, and launched here this time
+    assert tracker.wait()
+    (number, real), *_ = tracker.take_created()
+    assert number == 4 and client.get_run(real).info.lifecycle_stage == "active"
+    tracker.end_child(given, "COMPLETE", {"loss": 0.5})
+    assert tracker.close()
+
+
 def test_the_best_so_far_curve_is_written_in_one_request_for_trials_ended_meanwhile(
     tmp_path: Path,
 ) -> None:

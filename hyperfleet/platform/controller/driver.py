@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from hyperfleet.errors import StorageError
+from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.claims import Claims
@@ -173,6 +173,10 @@ class SweepDriver(SweepSeat):
                 self.running[prepared.number] = self._start(prepared, lease, pool)
                 self.launched += 1
                 self.refill_ahead(prepared.number)
+        except Superseded as exc:  # requeued since the claim: its new holder runs it
+            logger.warning("trial %d not launched here: %s", suggestion.trial_number, exc)
+            pool.release(lease)
+            self.session.tracker.disown(suggestion.trial_number)
         except BaseException:
             self._abandon(suggestion.trial_number, lease, pool)
             raise
@@ -189,38 +193,41 @@ class SweepDriver(SweepSeat):
         except Exception:
             logger.warning("could not requeue trial %d", number, exc_info=True)
 
-    def _record_start(self, p: PreparedTrial, launch: bool = True) -> int:
-        """Record the trial RUNNING here; a launch takes its next attempt number (returned),
-        which fences off every earlier copy's writes."""
+    def _started_fields(self, p: PreparedTrial) -> dict[str, Any]:
+        """The trial's record as it starts here: RUNNING under this worker."""
         host, pid = worker_identity()
-        now = self.clock.time()
-        fields: dict[str, Any] = dict(
+        return dict(
             state=TrialState.RUNNING, params=p.stored_params, host=host, pid=pid,
-            worker=self.worker, heartbeat_at=now, ended_at=None,
+            worker=self.worker, heartbeat_at=self.clock.time(), ended_at=None,
             outcome=None, mlflow_run_id=p.spec.run_id,
             log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
         )  # fmt: skip
-        if not launch:
-            self.session.storage.upsert_trial(self.name, p.number, attempts=0, **fields)
-            return 0
-        return self.session.storage.start_attempt(self.name, p.number, **fields)
+
+    def _record_launch(self, p: PreparedTrial, lease: Lease) -> tuple[int, int]:
+        """Record the trial RUNNING here with its next attempt number, which fences off every
+        earlier copy's writes, and its lease of the devices, only while the trial is still
+        this worker's claim (:meth:`Storage.launch_attempt`, else ``Superseded``); the
+        attempt and the lease row."""
+        devices = [str(d) for d in lease.devices]
+        return self.session.storage.launch_attempt(
+            self.name, p.number, devices, lease.share, lease.per_device, **self._started_fields(p)
+        )
 
     def _reject(self, p: PreparedTrial, lease: Lease, pool: LocalPool, error: str) -> None:
         logger.warning("trial %d rejected before launch: %s", p.number, error)
-        self._record_start(p, launch=False)
+        self.session.storage.upsert_trial(
+            self.name, p.number, attempts=0, **self._started_fields(p)
+        )
         rejected = Running(p.number, NoProcess(), lease, pool, p.spec.run_id or "")
         self.running[p.number] = rejected
         self._end(rejected, TrialState.FAIL, None, error)
 
     def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
         adopt_donor_record(self.session, p.number, p.spec.restore)
-        attempt = self._record_start(p)
+        attempt, row = self._record_launch(p, lease)
         spec = p.spec.model_copy(update={"attempt": attempt})
         spec.write()
         devices = [str(d) for d in lease.devices]
-        row = self.session.storage.open_lease(
-            self.name, p.number, devices, self.worker, lease.share, lease.per_device
-        )
         shared = f" (share {lease.share} of {lease.per_device})" if lease.per_device > 1 else ""
         logger.info("trial %d starts on %s%s", p.number, ", ".join(devices), shared)
         gang, rendezvous = None, None

@@ -22,6 +22,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from hyperfleet.platform.storage.records import GangRecord, LeaseRecord, TrialRecord, WorkerRecord
 from hyperfleet.platform.storage.retry import retried
@@ -158,14 +159,20 @@ class FleetStore:
         """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on
         (``share``: its lane on a device shared ``per_device`` ways)."""
         with self.session() as s:
-            row = LeaseRow(
-                sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
-                devices=list(devices), started_at=self.now(), worker=worker,
-                share=share, per_device=per_device,
-            )  # fmt: skip
-            s.add(row)
-            s.flush()
-            return int(row.id)
+            return self._add_lease(s, sweep, trial, devices, worker, share, per_device)
+
+    def _add_lease(
+        self, s: Session, sweep: str, trial: int, devices: list[str], worker: str | None,
+        share: int, per_device: int,
+    ) -> int:  # fmt: skip
+        row = LeaseRow(
+            sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
+            devices=list(devices), started_at=self.now(), worker=worker,
+            share=share, per_device=per_device,
+        )  # fmt: skip
+        s.add(row)
+        s.flush()
+        return int(row.id)
 
     @retried
     def close_lease(self, lease_id: int, state: TrialState) -> None:

@@ -15,7 +15,10 @@ Every write is one transaction.
 (``attempt=`` / ``fence=``): storage applies them only while the trial is RUNNING at that
 attempt, in the same statement or transaction, and raises :class:`~hyperfleet.errors.Superseded`
 otherwise, so a copy that was taken over (its worker or host paused, then continued) never
-changes the record of the copy that replaced it.
+changes the record of the copy that replaced it. A worker's launch takes its attempt and its
+lease in one transaction (:meth:`Storage.launch_attempt`), only while the trial is still that
+worker's claim: one that stalled after its claim until the trial was requeued and taken by
+another worker starts no second copy.
 """
 
 from __future__ import annotations
@@ -314,10 +317,39 @@ class Storage(FleetStore, AheadStore):
         now on."""
         with self.session() as s:
             row = self._trial_row(s, sweep, number, lock=True)
-            row = self._set_fields(s, row, sweep, number, fields)
-            row.attempts = int(row.attempts or 0) + 1
-            s.flush()
-            return int(row.attempts)
+            return self._next_attempt(s, row, sweep, number, fields)
+
+    @_retried
+    def launch_attempt(
+        self, sweep: str, number: int, devices: list[str], share: int = 0, per_device: int = 1,
+        **fields: Unpack[TrialFields],
+    ) -> tuple[int, int]:  # fmt: skip
+        """The launch of a trial this worker claimed (``fields["worker"]``): its next attempt
+        number (:meth:`start_attempt`) and its lease of ``devices`` (:meth:`open_lease`), in
+        one transaction under the row's lock, and only while the trial is still RUNNING under
+        this worker. :class:`Superseded` when it is not: the worker stalled between its claim
+        and its launch (its heartbeats late on a machine out of CPU) until another worker
+        took it for lost and requeued it, maybe launched it already; a launch then would be
+        a second live copy (it took the record over and opened a second lease)."""
+        worker = fields.get("worker")
+        with self.session() as s:
+            row = self._trial_row(s, sweep, number, lock=True)
+            if row is None or row.state != TrialState.RUNNING or row.worker != worker:
+                held = "gone" if row is None else f"{row.state} under {row.worker or 'no worker'}"
+                raise Superseded(
+                    f"trial {number} was requeued since its claim here (now {held})",
+                    None if row is None else int(row.attempts or 0),
+                )
+            attempt = self._next_attempt(s, row, sweep, number, fields)
+            return attempt, self._add_lease(s, sweep, number, devices, worker, share, per_device)
+
+    def _next_attempt(
+        self, s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
+    ) -> int:
+        row = self._set_fields(s, row, sweep, number, fields)
+        row.attempts = int(row.attempts or 0) + 1
+        s.flush()
+        return int(row.attempts)
 
     @_retried
     def check_attempt(self, sweep: str, number: int, attempt: int) -> None:

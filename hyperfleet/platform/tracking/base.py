@@ -71,6 +71,11 @@ class Tracker(Protocol):
         """The sweep closes; True when everything is in the tracking store."""
         ...
 
+    def disown(self, number: int) -> None:
+        """Trial ``number``'s launch here did not happen (another worker holds the trial): the
+        run made for it here, if any, is deleted and never recorded in storage."""
+        ...
+
     def ship_running(self, running: Mapping[int, str]) -> None:
         """Send what the running trials (number -> run id) reported since the last time (at
         most every few seconds, off the caller's thread)."""
@@ -127,6 +132,9 @@ class NullTracker:
     def end_parent(self, run_id: str, status: str, view: SweepView) -> bool:
         self.calls.append(("end_parent", (run_id, status)))
         return True
+
+    def disown(self, number: int) -> None:
+        self.calls.append(("disown", number))
 
     def ship_running(self, running: Mapping[int, str]) -> None:
         pass

@@ -136,6 +136,7 @@ class SweepTracker:
         self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
         self._waits: dict[int, Ticket] = {}  # trial number -> the write of its WAITING end
         self._fresh: set[int] = set()  # runs this tracker created that nothing ended yet
+        self._disowned: set[int] = set()  # launched elsewhere after all: not recorded here
         self._lock = threading.Lock()
         self.best = LiveBest(self)
         self.ship_every_s = ship_every_s
@@ -206,6 +207,8 @@ class SweepTracker:
 
     def child(self, run: ChildRun) -> str:
         n = run.number
+        with self._lock:
+            self._disowned.discard(n)
         self._activate_parent()
         self._children[n] = run
         prior = run.prior_run_id
@@ -292,7 +295,26 @@ class SweepTracker:
         """The runs created since the last call (trial number, run id), for storage."""
         with self._lock:
             created, self._created = self._created, []
-        return created
+            return [(n, run_id) for n, run_id in created if n not in self._disowned]
+
+    def disown(self, number: int) -> None:
+        """Trial ``number`` was not launched here after all (requeued and taken by another
+        worker between this worker's claim and its launch): the run this tracker created for
+        it (queued before this, so done first) is deleted, and its id never goes to storage,
+        where the trial's record names the run of the worker that runs it."""
+        with self._lock:
+            self._disowned.add(number)
+        self._children.pop(number, None)
+        self._start_ms.pop(number, None)
+
+        def drop() -> None:
+            if number in self._fresh and number in self._real:
+                self._fresh.discard(number)
+                run_id = self._real.pop(number)
+                self._numbers.pop(run_id, None)
+                self.client.delete_run(run_id)
+
+        self.outbox.put(f"trial {number}'s run, not launched here", drop)
 
     def _resolve(self, run_id: str | None, number: int | None) -> str:
         if run_id and not is_pending(run_id):

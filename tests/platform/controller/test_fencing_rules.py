@@ -91,6 +91,39 @@ def test_a_copy_requeued_after_its_last_report_ends_without_recording(tmp_path: 
     assert t1.state == "COMPLETE"
 
 
+def test_a_claim_requeued_before_its_launch_is_left_to_the_worker_that_took_it(
+    tmp_path: Path,
+) -> None:
+    """This worker stalled between its claim of trial 0 and the launch (a machine out of
+    CPU, its heartbeats late) until another worker took it for lost, requeued it and launched
+    it. The launch here then starts nothing and writes nothing (it took the record over and
+    opened a second lease: two live copies), and the worker goes on with its next claim."""
+    sim = Sim(tmp_path, TEN_STEPS, {"budget": {"trials": 2, "max_concurrent": 2}})
+    c = sim.controller(stale_after=30)
+    c.worker = _worker(sim, "me")
+    c._rescan()
+    driver = c.drivers[sim.cfg.name]
+    claim = driver.claims.claim
+
+    def stalled() -> Any:
+        got = claim()
+        if got is not None and got.trial_number == 0:  # meanwhile, on another worker:
+            sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
+            sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other")
+            sim.storage.open_lease(sim.cfg.name, 0, ["cpu:9"], "other")
+        return got
+
+    driver.claims.claim = stalled  # type: ignore[method-assign]
+    c._tick()
+    assert sorted(driver.running) == [1], "trial 0 not launched here; the next claim was"
+    t0 = sim.trials()[0]
+    assert (t0.state, t0.worker, t0.attempts, t0.retries) == ("RUNNING", "other", 1, 1)
+    leases = [(lease.trial, lease.worker) for lease in sim.storage.leases(sim.cfg.name)]
+    assert sorted(leases) == [(0, "other"), (1, "me")], "one lease of trial 0: the other's"
+    assert ("disown", 0) in driver.session.tracker.calls, "the run made for it here is dropped"
+    assert sim.pool.free == sim.pool.size - 1, "its device went back"
+
+
 def test_a_claim_whose_answer_was_lost_is_requeued_at_the_next_heartbeat(tmp_path: Path) -> None:
     """The connection drops as a claim commits: its retry takes another trial, and the first
     is RUNNING under this worker, kept fresh by its heartbeats, with no copy anywhere. The
