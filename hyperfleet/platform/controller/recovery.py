@@ -110,20 +110,20 @@ def requeue_phantoms(session: SweepSession) -> list[int]:
     return phantoms
 
 
-def _may_have_phantoms(session: SweepSession, exact: bool = False) -> bool:
+def _may_have_phantoms(session: SweepSession) -> bool:
     """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
     A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
     is right; a claim in flight looks like one, and the caller takes the lock to be sure.
-    Unless ``exact``, the trials are counted first (two counts by the database) and read
-    only when the scheduler runs more than have a record: a fleet's idle workers look every
-    few seconds at a sweep's end, and each read every running trial (1,000 workers: most of
-    their CPU). A record whose trial the scheduler no longer runs (its end told, its record
-    not yet written; a worker that died in between, until its trial is found stale) can hide
-    a phantom from the counts until it is written or requeued; the next look finds it."""
-    if not exact:
-        running = session.scheduler.running_count()
-        if running <= session.storage.recorded_count(session.name):
-            return False
+    The trials are counted first (two counts by the database) and read only when the
+    scheduler runs more than have a record: a fleet's idle workers look every few seconds at
+    a sweep's end, and each read every running trial (1,000 workers: most of their CPU); a
+    worker's first read is every trial of the sweep. A record whose trial the scheduler no
+    longer runs (its end told, its record not yet written; a worker that died in between,
+    until its trial is found stale) can hide a phantom from the counts until it is written
+    or requeued; the next look finds it."""
+    running = session.scheduler.running_count()
+    if running <= session.storage.recorded_count(session.name):
+        return False
     return bool(_phantoms(session))
 
 
@@ -160,31 +160,36 @@ def recover(
 ) -> int:
     """Requeue stale and phantom trials, under the sweep's claim lock; how many. The lock is
     taken only when a look without it finds a trial of another worker stale or (``always``:
-    a worker's first look) a phantom: a stale trial stays so until it is requeued or beats,
-    so a look that finds none is right, and a fleet's looks cost one short query each
-    instead of a queue on the lock (1,000 workers starting together each took it).
-    Phantoms are otherwise found when a sweep seems to be over
-    (:func:`requeue_phantoms_locked`) or by a look that takes the lock.
+    a worker's first look) may find a phantom (:func:`_may_have_phantoms`: two counts): a
+    stale trial stays so until it is requeued or beats, so a look that finds none is right,
+    and a fleet's looks cost one short query each instead of a queue on the lock (1,000
+    workers starting together each took it). Phantoms are otherwise found when a sweep seems
+    to be over (:func:`requeue_phantoms_locked`) or by a look that takes the lock.
 
-    A later look (not ``always``) that finds a stale trial takes the lock only if it is free
-    now: a lost worker's trials go stale for every worker of the fleet at once, and each
-    queued on the lock behind the first, which requeued them, to find nothing (claims that
-    needed the lock waited behind them all). A look that finds the lock held does nothing;
-    the trial is still stale at the next look if no holder requeued it."""
+    A look that finds a stale trial (and, at a worker's first look, no phantom) takes the
+    lock only if it is free now: a lost worker's trials go stale for every worker of the
+    fleet at once, and each queued on the lock behind the first, which requeued them, to
+    find nothing (claims that needed the lock waited behind them all; 1,000 simulated
+    workers joining while some were taken for lost spent minutes in their first look
+    before their first claim). A look that finds the lock held does nothing; the trial is
+    still stale at the next look if no holder requeued it."""
     seen = session.storage.stale_running(session.name, stale_after)
     stale = any(worker is None or t.worker != worker for t in seen)
-    if not stale and not (always and _may_have_phantoms(session, exact=True)):
-        return 0
-    if always:
+    if always and _may_have_phantoms(session):
         with session.storage.claim_lock(session.name):
             return _requeue_locked(session, stale_after, worker)
+    if not stale:
+        return 0
     with session.storage.try_claim_lock(session.name) as free:
         return _requeue_locked(session, stale_after, worker) if free else 0
 
 
 def _requeue_locked(session: SweepSession, stale_after: float, worker: str | None) -> int:
-    """:func:`requeue_stale` and :func:`requeue_phantoms`, the claim lock held; how many."""
-    return len(requeue_stale(session, stale_after, worker)) + len(requeue_phantoms(session))
+    """:func:`requeue_stale` and :func:`requeue_phantoms`, the claim lock held; how many. The
+    history is read for phantoms only when the counts say there may be one (a worker's
+    first read of it is every trial of the sweep)."""
+    stale = len(requeue_stale(session, stale_after, worker))
+    return stale + (len(requeue_phantoms(session)) if _may_have_phantoms(session) else 0)
 
 
 def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint | None) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import open_session
 from hyperfleet.platform.controller.recovery import (
@@ -88,13 +90,15 @@ def test_the_running_trials_are_read_only_when_the_counts_differ(tmp_path: Path)
     s.storage.close()
 
 
-def test_a_later_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
-    db_url: str, tmp_path: Path
+@pytest.mark.parametrize("first", [False, True], ids=["a later look", "a worker's first look"])
+def test_a_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
+    db_url: str, tmp_path: Path, first: bool
 ) -> None:
-    """A lost worker's trials go stale for a whole fleet at once: a later look (not a worker's
-    first) that finds one while another worker holds the claim lock does not queue behind it
-    (a thousand did, each to find nothing once the first had requeued them); the trial is
-    requeued by the next look that finds the lock free."""
+    """A lost worker's trials go stale for a whole fleet at once: a look that finds one while
+    another worker holds the claim lock does not queue behind it (a thousand did, each to
+    find nothing once the first had requeued them; workers joining the fleet then spent
+    minutes in their first look, before their first claim); the trial is requeued by the
+    next look that finds the lock free."""
     cfg = parse_sweep(minimal_sweep(name="stale", storage=db_url, workdir=str(tmp_path / "runs"),
                                     budget={"ahead": 0}))  # fmt: skip
     s = open_session(cfg, Storage(db_url), NullTracker(), None)
@@ -116,7 +120,7 @@ def test_a_later_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
     holder.start()
     assert held.wait(10)
     try:  # a blocking look would wait the holder's 10 s out, then requeue it: 1
-        assert recover(s, 30.0, "me", always=False) == 0
+        assert recover(s, 30.0, "me", always=first) == 0
         assert s.storage.get_trial(s.name, number).state == TrialState.RUNNING  # type: ignore[union-attr]
     finally:
         release.set()
