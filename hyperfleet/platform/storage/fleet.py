@@ -80,21 +80,26 @@ class FleetStore:
     def beat(self, worker: str, state: WorkerState = WorkerState.ACTIVE) -> set[tuple[str, int]]:
         """One heartbeat of a worker and of every trial it runs, in one transaction; the
         ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
-        which found this one silent, is missing: its copy here must stop). Two statements:
-        every worker beats every few seconds, so a fleet's load grows with its size."""
+        which found this one silent, is missing: its copy here must stop). One statement on
+        PostgreSQL (the worker's row updated in a ``WITH`` of the trials' update), two on
+        SQLite: every worker beats every few seconds, so a fleet's load grows with its size,
+        and each round trip counts (1,000 simulated workers' heartbeats were a third of their
+        CPU on 2 cores)."""
         now = self.now()
         workers, trials = cast(sa.Table, WorkerRow.__table__), cast(sa.Table, TrialRow.__table__)
+        me = sa.update(workers).where(workers.c.id == worker).values(heartbeat_at=now, state=state)
+        theirs = (
+            sa.update(trials)
+            .where(trials.c.worker == worker, trials.c.state == TrialState.RUNNING)
+            .values(heartbeat_at=now)
+            .returning(trials.c.sweep, trials.c.number)
+        )
         with self.session() as s:
-            s.execute(
-                sa.update(workers).where(workers.c.id == worker)
-                .values(heartbeat_at=now, state=state)
-            )  # fmt: skip
-            owned = s.execute(
-                sa.update(trials)
-                .where(trials.c.worker == worker, trials.c.state == TrialState.RUNNING)
-                .values(heartbeat_at=now)
-                .returning(trials.c.sweep, trials.c.number)
-            )
+            if s.get_bind().dialect.name == "postgresql":
+                owned = s.execute(theirs.add_cte(me.cte("beat_worker")))
+            else:
+                s.execute(me)
+                owned = s.execute(theirs)
             return {(str(name), int(number)) for name, number in owned}
 
     @retried

@@ -88,3 +88,27 @@ def test_a_failed_heartbeat_says_it_tries_again_not_that_the_worker_stopped(
     assert "unreachable for 0 s (database is locked)" in line
     assert "the next beat tries again in 0.05 s" in line
     assert "stopped" not in line
+
+
+def test_a_heartbeat_stamps_the_worker_and_only_its_running_trials(db_url: str) -> None:
+    """One statement on PostgreSQL, two on SQLite, the same effect: the worker's row and its
+    RUNNING trials are stamped; another worker's trials and its own ended ones are not; the
+    trials still RUNNING under it are returned (the fencing list)."""
+    from hyperfleet.spec.states import WorkerState
+
+    storage = Storage(db_url)
+    storage.create_sweep("s", {})
+    for w in ("w", "other"):
+        storage.register_worker(
+            WorkerRecord(w, "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
+        )
+    for number, worker, state in [(0, "w", "RUNNING"), (1, "w", "RUNNING"), (2, "w", "COMPLETE"),
+                                  (3, "other", "RUNNING")]:  # fmt: skip
+        storage.upsert_trial("s", number, state=state, worker=worker, heartbeat_at=0.0)
+    assert storage.beat("w") == {("s", 0), ("s", 1)}
+    beats = {t.number: t.heartbeat_at for t in storage.trials("s")}
+    assert beats[0] > 0.0 and beats[1] > 0.0 and beats[2] == 0.0 and beats[3] == 0.0
+    assert _beat_at(storage, "w") > 0.0 and _beat_at(storage, "other") == 0.0
+    storage.beat("w", WorkerState.STOPPED)
+    assert [x.state for x in storage.workers() if x.id == "w"] == ["stopped"]
+    storage.close()
