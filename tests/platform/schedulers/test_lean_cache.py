@@ -69,3 +69,34 @@ def test_a_read_of_unfinished_states_answers_as_optunas_cache(tmp_path: Path) ->
     waiting = cache.get_all_trials(sid, states=(TrialState.WAITING,))
     running = cache.get_all_trials(sid, states=(TrialState.RUNNING,))
     assert [t.number for t in waiting] == [1] and [t.number for t in running] == [3, 5, 6]
+
+
+def test_the_running_trials_numbers_are_read_without_the_history(tmp_path: Path) -> None:
+    """A worker whose claims all took suggestions made ahead never read the history; its
+    look for phantoms asks for the running trials' numbers, and reads no trial in full
+    (through the cache it read every trial of the sweep, at every idle worker's look)."""
+    from hyperfleet.platform.schedulers.optuna.internals import running_numbers
+
+    rdb = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}")
+    mine = optuna.create_study(storage=LeanCachedStorage(rdb), study_name="s")
+    for i in range(8):
+        t = mine.ask()
+        t.suggest_float("x", 0.0, 1.0)
+        if i % 3:
+            mine.tell(t, float(i))
+    rdb.set_trial_state_values(mine.trials[3]._trial_id, TrialState.WAITING)  # requeued
+    read: list[Any] = []
+    full = rdb._get_trials
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        out = full(*args, **kw)
+        read.append(len(out))
+        return out
+
+    rdb._get_trials = spy  # type: ignore[method-assign]
+    idle = optuna.load_study(storage=LeanCachedStorage(rdb), study_name="s")
+    assert running_numbers(idle) == {0, 6}
+    assert read == [], "no trial read in full"
+    memory = optuna.create_study()
+    memory.ask()
+    assert running_numbers(memory) == {0}

@@ -107,9 +107,8 @@ class OptunaScheduler(Scheduler):
         return max(0, limit - sum(t.state in _COUNTED for t in trials))
 
     def running(self) -> set[int]:
-        return {
-            t.number for t in self.study.get_trials(deepcopy=False, states=(OptunaState.RUNNING,))
-        }
+        """One query of the running trials' numbers (:func:`internals.running_numbers`)."""
+        return internals.running_numbers(self.study)
 
     def running_count(self) -> int:
         """One ``GROUP BY`` of the study's trials instead of reading the running ones."""
