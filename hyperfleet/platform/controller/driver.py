@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -83,6 +84,15 @@ class Timing:
     rescan_every: float = 2.0  # a worker looks for new sweeps, stale trials, open gangs
 
 
+def paced(seconds: float, share: float) -> float:
+    """An idle worker's wait of ``seconds``, in a fleet where it is one of ``share`` times
+    as many workers as need to look (the controller's ``LOOKERS``): that many times longer,
+    at a random phase, so the fleet's looks keep one pace whatever its size (1,000 simulated
+    workers idle at a sweep's end asked and looked every 2 s each: thousands of queries a
+    second, their heartbeats late). Unchanged in a small fleet."""
+    return seconds if share <= 1.0 else seconds * share * random.uniform(0.5, 1.5)
+
+
 @dataclass(eq=False)
 class SweepDriver(SweepSeat):
     """Claims, launches and reaps the trials of one sweep (see the module docstring)."""
@@ -98,6 +108,7 @@ class SweepDriver(SweepSeat):
     disk_full: str | None = field(default=None, init=False)  # where a trial found it full
     claimed: set[int] = field(default_factory=set, init=False)  # every claim answered here
     _orphans_at: float = field(default=-math.inf, init=False)  # the heartbeat last looked at
+    pace: float = field(default=1.0, init=False)  # its worker's share of a large fleet (paced)
 
     def __post_init__(self) -> None:
         self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
@@ -163,7 +174,7 @@ class SweepDriver(SweepSeat):
             raise
         if suggestion is None:
             pool.release(lease)
-            self._next_ask = self.clock.monotonic() + self.timing.ask_every
+            self._next_ask = self.clock.monotonic() + paced(self.timing.ask_every, self.pace)
             return False
         try:
             prepared = prepare(self.session, suggestion)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from hyperfleet import startup
 from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.driver import SweepDriver, Timing
+from hyperfleet.platform.controller.driver import SweepDriver, Timing, paced
 from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession
@@ -116,6 +115,7 @@ class Controller:
         self.timing = timing or Timing()
         self.worker = worker
         self.registry = registry  # where the worker registers and heartbeats
+        self._share = 1.0  # live workers over LOOKERS, at least 1 (:meth:`_recovery_every`)
         self.until = until or Until()
         self.on_progress = on_progress
         self.drivers: dict[str, SweepDriver] = {}
@@ -153,6 +153,7 @@ class Controller:
             session, launcher, self.clock, worker, address, timing=self.timing,
             stopping=self._stop.is_set,
         )  # fmt: skip
+        self.drivers[session.name].pace = self._share
         self._started[session.name] = self.clock.monotonic()
         logger.info("serving sweep %s", session.name)
         self._follow_storage_retry()
@@ -213,9 +214,10 @@ class Controller:
             live = self.registry.count_live_workers(self.timing.stale_after)
         except Exception:  # noqa: BLE001 - unreachable storage: look at the usual pace
             return every
-        if live <= LOOKERS:
-            return every
-        return every * (live / LOOKERS) * random.uniform(0.5, 1.5)
+        self._share = max(1.0, live / LOOKERS)
+        for d in self.drivers.values():
+            d.pace = self._share  # its idle asks and looks too (:func:`.driver.paced`)
+        return paced(every, self._share)
 
     def _timed_out(self, d: SweepDriver) -> bool:
         timeout = d.cfg.budget.timeout
@@ -233,7 +235,7 @@ class Controller:
             busy = d._db(functools.partial(d.session.storage.running_elsewhere, d.name, None))
             if busy and not self._timed_out(d):
                 # other workers still run its trials: stay, to take over if they die
-                self._look_again[d.name] = now + self.timing.ask_every
+                self._look_again[d.name] = now + paced(self.timing.ask_every, self._share)
                 continue
             self.summaries[d.name] = d.close(interrupted=False)
             del self.drivers[d.name]

@@ -1,11 +1,13 @@
-"""A fleet's looks for stale trials keep about the same pace whatever its size: a worker of a
-small fleet looks every ``stale_after / 3``; one of a large fleet looks its share less often,
-at a random phase, so the fleet as a whole still looks every few hundred milliseconds."""
+"""A fleet's looks for stale trials, and its idle workers' asks, keep about the same pace
+whatever its size: a worker of a small fleet looks every ``stale_after / 3`` and asks every
+``ask_every``; one of a large fleet does both its share less often, at a random phase, so the
+fleet as a whole still looks every few hundred milliseconds."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from hyperfleet.platform.controller.driver import paced
 from hyperfleet.platform.controller.loop import LOOKERS
 from hyperfleet.platform.launcher.simulated import curve
 from hyperfleet.platform.storage import Storage, WorkerRecord
@@ -31,5 +33,10 @@ def test_the_fleet_not_each_worker_looks_every_few_seconds(tmp_path: Path) -> No
     assert max(paces) - min(paces) > 0.5 * share, "spread: workers do not look in step"
     fleet = 1000 / (sum(paces) / len(paces))  # looks a second, the fleet's
     assert 0.8 * LOOKERS / 10 < fleet < 1.25 * LOOKERS / 10
+    c._rescan()
+    (driver,) = c.drivers.values()
+    assert driver.pace == 1000 / LOOKERS, "an idle worker asks its share less often too"
+    asks = [paced(2.0, driver.pace) for _ in range(200)]
+    assert all(0.5 * 2.0 * driver.pace <= a <= 1.5 * 2.0 * driver.pace for a in asks)
     sim.clock.advance(31)  # silent past stale_after: no longer live, the usual pace again
-    assert c._recovery_every() == 10.0
+    assert c._recovery_every() == 10.0 and driver.pace == 1.0 and paced(2.0, 1.0) == 2.0
