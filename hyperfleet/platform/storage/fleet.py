@@ -164,12 +164,14 @@ class FleetStore:
         """Record that this process (host, pid) holds ``devices`` for ``trial`` from now on
         (``share``: its lane on a device shared ``per_device`` ways)."""
         with self.session() as s:
-            return self._add_lease(s, sweep, trial, devices, worker, share, per_device)
+            return self.insert_lease(s, sweep, trial, devices, worker, share, per_device)
 
-    def _add_lease(
+    def insert_lease(
         self, s: Session, sweep: str, trial: int, devices: list[str], worker: str | None,
         share: int, per_device: int,
     ) -> int:  # fmt: skip
+        """:meth:`open_lease` within the caller's transaction ``s`` (a launch takes its attempt
+        and its lease in one: :meth:`Storage.launch_attempt`); the lease row's id."""
         row = LeaseRow(
             sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
             devices=list(devices), started_at=self.now(), worker=worker,

@@ -341,7 +341,7 @@ class Storage(FleetStore, AheadStore):
                     None if row is None else int(row.attempts or 0),
                 )
             attempt = self._next_attempt(s, row, sweep, number, fields)
-            return attempt, self._add_lease(s, sweep, number, devices, worker, share, per_device)
+            return attempt, self.insert_lease(s, sweep, number, devices, worker, share, per_device)
 
     def _next_attempt(
         self, s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
