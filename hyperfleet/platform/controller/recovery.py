@@ -114,10 +114,10 @@ def _may_have_phantoms(session: SweepSession) -> bool:
     """A look without the lock: the scheduler hands out a trial that has no RUNNING record.
     A phantom stays one until it is requeued (its claimer is dead), so a look that finds none
     is right; a claim in flight looks like one, and the caller takes the lock to be sure.
-    The trials are counted first (two counts by the database) and read only when the
-    scheduler runs more than have a record: a fleet's idle workers look every few seconds at
-    a sweep's end, and each read every running trial (1,000 workers: most of their CPU); a
-    worker's first read is every trial of the sweep. A record whose trial the scheduler no
+    The trials are counted first (two counts by the database), and the running ones'
+    numbers are read only when the scheduler runs more than have a record: a fleet's idle
+    workers look every few seconds at a sweep's end, and each read every running trial
+    (1,000 workers: most of their CPU). A record whose trial the scheduler no
     longer runs (its end told, its record not yet written; a worker that died in between,
     until its trial is found stale) can hide a phantom from the counts until it is written
     or requeued; the next look finds it."""
@@ -186,8 +186,7 @@ def recover(
 
 def _requeue_locked(session: SweepSession, stale_after: float, worker: str | None) -> int:
     """:func:`requeue_stale` and :func:`requeue_phantoms`, the claim lock held; how many. The
-    history is read for phantoms only when the counts say there may be one (a worker's
-    first read of it is every trial of the sweep)."""
+    running trials are read for phantoms only when the counts say there may be one."""
     stale = len(requeue_stale(session, stale_after, worker))
     return stale + (len(requeue_phantoms(session)) if _may_have_phantoms(session) else 0)
 
