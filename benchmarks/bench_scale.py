@@ -19,8 +19,16 @@ Trial length: each case's trials last about ``--trial-per-worker`` x workers sec
 spread of +-50 %), so every case keeps its workers busy for about the same wall time and the
 claim rate stays near ``1 / --trial-per-worker`` (12.5) trials per second whatever the fleet's
 size (a larger fleet runs longer trials, as a real one does); ``--trial-s`` fixes it instead.
-Workers join over ``--ramp-s`` seconds (as a cluster's scheduler starts jobs; 0: at once).
-Claims are reported for the start-up wave (each worker's first) and the steady state apart.
+Workers join over ``--ramp-s`` seconds (as a cluster's scheduler starts jobs; 0: at once),
+by default 10 a second (``JOIN_PER_S``: 1,000 workers over 100 s). Every simulated worker
+runs on this machine: a worker's start (its registration, heartbeat, first look, claim,
+launch and its trial's recorder) costs this machine's CPU, where a real worker's costs its
+own host's. On 2 cores, 100 joining a second needed more CPU than the machine has (1,000
+workers: a load near 100 for a minute, claims waiting up to 41 s behind the machine's CPU
+queue, not the platform); 10 a second leave it about half idle. Each case reports the
+machine's busy share (whole case, and its busiest 5 s): near 100 %, every figure of that
+case includes the CPU queue. Claims are reported for the start-up wave (each worker's first)
+and the steady state apart.
 """
 
 from __future__ import annotations
@@ -81,8 +89,12 @@ def trial_length(args: argparse.Namespace, workers: int, given: float | None) ->
     return given if given is not None else max(0.02, args.trial_per_worker * workers)
 
 
+JOIN_PER_S = 10.0
+"""Workers join at this rate by default (see the module docstring)."""
+
+
 def ramp(args: argparse.Namespace, workers: int) -> float:
-    return float(args.ramp_s) if args.ramp_s is not None else min(10.0, 0.01 * workers)
+    return float(args.ramp_s) if args.ramp_s is not None else workers / JOIN_PER_S
 
 
 def table(results: list[CaseResult]) -> str:
@@ -136,8 +148,8 @@ def claims_table(results: list[CaseResult]) -> str:
         "| steady p50 / p99 (claims) | steady p99: lock wait / less the wait "
         "| connections per worker | sessions in a statement / in a transaction on the client "
         "| ahead | claims without the lock | refills: total, p99 | launched again "
-        "| sweep created in | loops failed |",
-        "|" + " --- |" * 16,
+        "| sweep created in | machine busy: mean / busiest 5 s | loops failed |",
+        "|" + " --- |" * 17,
     ]
     for r in results:
         rows.append(
@@ -150,6 +162,7 @@ def claims_table(results: list[CaseResult]) -> str:
             f"| {'default' if r.ahead is None else r.ahead} | {r.claims_lockfree:,} of "
             f"{r.claims:,} | {r.refill_total_s:.1f} s, {r.refill_p99_ms:.1f} ms "
             f"| {r.launched_again} | {r.submit_s:.2f} s "
+            f"| {100 * r.cpu_busy_mean:.0f} / {100 * r.cpu_busy_peak:.0f} % "
             f"| {r.loops_failed}{'' if not r.loops_failed else f' ({r.first_loop_error})'} |"
         )
     return "\n".join(rows)
@@ -168,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trial-s", type=float, default=None, help="every trial's length, seconds")
     ap.add_argument(
         "--ramp-s", type=float, default=None,
-        help="seconds over which the workers join (default: 0.01 x workers, <= 10; 0: at once)",
+        help=f"seconds over which the workers join (default: workers / {JOIN_PER_S:g}; 0: at once)",
     )  # fmt: skip
     ap.add_argument(
         "--ahead", type=int, default=None,

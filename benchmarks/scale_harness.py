@@ -59,6 +59,7 @@ from benchmarks.scale_measures import (
     claim_split,
     claimed_twice,
     launched_again,
+    machine_busy,
     timed_driver,
 )
 from benchmarks.scale_measures import pct as _pct
@@ -191,6 +192,10 @@ class CaseResult:
     refill_p99_ms: float = float("nan")
     launched_again: int = 0  # launches of a trial launched before (requeued)
     submit_s: float = float("nan")  # the sweep's creation (with its first suggestions ahead)
+    # the share of this machine's CPU in use (every worker loop runs on it), on the whole
+    # and in the busiest 5 s: near 1, its CPU queue is in every figure above
+    cpu_busy_mean: float = float("nan")
+    cpu_busy_peak: float = float("nan")
     # worker loops that stopped on an error (reported, not raised: the case's figures stand)
     loops_failed: int = 0
     first_loop_error: str | None = None
@@ -419,6 +424,7 @@ def _result(
     wait_by = {int(n): w for p in parts for n, w in p.get("claim_wait", {}).items()}
     nowait = [(n, v - wait_by.get(n, 0.0)) for n, v in platform]
     row_waits = [s.get("row_waits", 0.0) for s in samples]
+    busy_mean, busy_peak = machine_busy(samples)
     return CaseResult(
         scheduler=scheduler,
         workers=workers,
@@ -455,6 +461,8 @@ def _result(
         claims_lockfree=sum(1 for c in split if c[1] == 0.0),
         refill_total_s=round(sum(refills), 2),
         refill_p99_ms=round(1000 * _pct(refills, 0.99), 2),
+        cpu_busy_mean=busy_mean,
+        cpu_busy_peak=busy_peak,
         loops_failed=len(failed),
         first_loop_error=failed[0] if failed else None,
         **claim_split(split),  # type: ignore[arg-type]

@@ -5,12 +5,14 @@ sweep: tests/platform/schedulers/test_history.py)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import pytest
 
 from benchmarks.scale_harness import run_case
+from benchmarks.scale_measures import machine_busy
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import (
     HEARTBEAT_POOL_OVERFLOW,
@@ -32,6 +34,18 @@ def test_the_harness_smallest_case_claims_each_trial_once(postgres_server: str) 
     assert 1 <= r.connections_max <= POOL_SIZE + POOL_OVERFLOW + beats + 3
     assert r.xact_per_s > 0 and r.claim_p99_ms >= r.claim_p50_ms > 0
     assert r.platform_first_ms > 0 and 0 < r.waiting_share < 1
+    assert 0 < r.cpu_busy_mean <= r.cpu_busy_peak <= 1
+
+
+def test_the_machines_busy_share_is_read_whole_and_in_its_busiest_window() -> None:
+    # a sample a second for 20 s (100 ticks a second): busy in full from 8 to 12 s, idle else
+    busy = [0.0] * 9 + [100.0, 200.0, 300.0, 400.0] + [400.0] * 8
+    samples = [{"at": float(t), "cpu_busy": b, "cpu_total": 100.0 * t}
+               for t, b in enumerate(busy)]  # fmt: skip
+    whole, peak = machine_busy(samples, window_s=4.0)
+    assert whole == 0.2 and peak == 1.0
+    assert machine_busy(samples[:3], window_s=4.0) == (0.0, 0.0)  # shorter than a window
+    assert all(math.isnan(x) for x in machine_busy(samples[:1]))  # nothing to read
 
 
 @pytest.mark.postgres
