@@ -37,6 +37,46 @@ def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
     st.close()
 
 
+@pytest.mark.postgres
+def test_a_sweep_write_of_what_its_row_holds_takes_no_row_lock(postgres_url: str) -> None:
+    """Every worker of a fleet writes the same status as it opens and closes a sweep: a
+    worker that finds it written leaves the row alone, without queueing for its lock; a
+    change still waits for the lock and is made."""
+    import threading
+
+    import sqlalchemy as sa
+
+    from hyperfleet.spec.states import SweepStatus
+
+    st = Storage(postgres_url)
+    st.create_sweep("s", {})
+    st.update_sweep("s", status=SweepStatus.DONE, mlflow_experiment_id="7")
+    written = st.get_sweep("s").updated_at
+    holder = sa.create_engine(postgres_url)
+    done: list[str] = []
+    with holder.connect() as conn:  # another session holds the sweep's row lock
+        conn.execute(sa.text("SELECT 1 FROM hf_sweeps WHERE name = 's' FOR UPDATE"))
+        same = threading.Thread(target=lambda: (st.update_sweep("s", status="done"),
+                                                done.append("same")))  # fmt: skip
+        same.start()
+        same.join(timeout=10)
+        assert done == ["same"]  # not behind the lock
+        assert st.get_sweep("s").updated_at == written  # and nothing written
+        other = threading.Thread(target=lambda: (st.update_sweep("s", status="running"),
+                                                 done.append("other")))  # fmt: skip
+        other.start()
+        other.join(timeout=1.0)
+        assert done == ["same"]  # a change waits for the holder
+        conn.rollback()
+    other.join(timeout=10)
+    assert done == ["same", "other"]
+    row = st.get_sweep("s")
+    assert row.status == "running" and row.mlflow_experiment_id == "7"
+    assert row.updated_at > written
+    holder.dispose()
+    st.close()
+
+
 def _dead_pid() -> int:
     """The pid of a process of this host that has ended."""
     proc = mp.get_context("spawn").Process(target=os.getpid)
