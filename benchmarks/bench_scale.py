@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.scale_harness import SCHEDULERS, CaseResult, postgres, run_case
+from benchmarks.scale_harness import SCHEDULERS, SLOW_S, CaseResult, postgres, run_case
 
 # (scheduler, workers, trials, trial seconds or None: --trial-per-worker x workers): the
 # fleet's sizes on a 1,000-trial random sweep, then the sweep's length with each scheduler
@@ -168,6 +168,25 @@ def claims_table(results: list[CaseResult]) -> str:
     return "\n".join(rows)
 
 
+def slow_table(results: list[CaseResult]) -> str:
+    """The claims over ``SLOW_S`` told apart: how many a garbage collection of their own
+    process overlapped (the collection held that process's interpreter lock), the
+    processes' collections of 5 ms or more, and the machine's most runnable threads."""
+    rows = [
+        f"| scheduler | workers | trials | claims over {1000 * SLOW_S:.0f} ms "
+        "| of them during a collection of their process | collections of 5 ms or more: count, "
+        "longest, in all | runnable threads, most in a sample |",
+        "|" + " --- |" * 7,
+    ]
+    for r in results:
+        rows.append(
+            f"| {r.scheduler} | {r.workers:,} | {r.trials:,} | {r.claims_slow} of {r.claims:,} "
+            f"| {r.claims_slow_in_gc} | {r.gc_pauses:,}, {r.gc_pause_max_ms:.0f} ms, "
+            f"{r.gc_pause_total_s:.1f} s | {r.runnable_max:.0f} |"
+        )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = ap.add_mutually_exclusive_group()
@@ -203,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print(waits_table(results))
     print(claims_table(results))
+    print(slow_table(results))
     if args.json:
         raw: dict[str, Any] = {
             "command": " ".join(sys.argv),

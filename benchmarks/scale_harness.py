@@ -10,7 +10,12 @@ record), launch, report and reap path. Only the trials are simulated
 ``trial_s`` seconds of wall time through the platform's rank-0 recorder and ends, so every
 write a real trial makes is made. A worker loop whose trials run sleeps until their next
 report or end (the simulated launcher's ``next_event_in``; a real launcher's loop polls every
-``poll_every``): the loops' own ticks would otherwise be what 1,000 of them measure.
+``poll_every``): the loops' own ticks would otherwise be what 1,000 of them measure. Each
+process starts as a ``hyperfleet worker`` does (:mod:`hyperfleet.startup`): the garbage
+collector off while it builds its loops, then what start-up made frozen, so later collections
+walk only what the loops make since. Without that, a process's collections walked its 50
+loops' start-up objects again and again: at 1,000 workers, one run without it had 24 claims
+of the start-up wave over 100 ms, clustered in the wave's last seconds; one run with it, 1.
 
 What it measures, per case:
 
@@ -27,7 +32,11 @@ What it measures, per case:
 * **platform time per trial**: claim + preparation + start + each report's recording and
   decision + the end's records, by the worker's thread, for the first and the last
   ``window`` trials of the sweep;
-* **waiting share**: the share of the workers' time spent in those platform calls.
+* **waiting share**: the share of the workers' time spent in those platform calls;
+* **slow claims** (over ``SLOW_S``): how many a garbage collection of their own process
+  overlapped, the processes' collections, the machine's runnable threads, and a timeline of
+  the case in ``TIMELINE_S`` slices (claims, slow claims, collections, sweep closes, the
+  machine's busy share), to read a burst against what else the fleet did then.
 
 The harness times the driver's own methods with thin wrappers
 (:mod:`benchmarks.scale_measures`); nothing of the claim, heartbeat or report path is replaced.
@@ -46,7 +55,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +67,15 @@ from benchmarks.scale_measures import (
     Timers,
     claim_split,
     claimed_twice,
+    gc_pauses,
     launched_again,
     machine_busy,
+    slow_claims,
     timed_driver,
+    timeline,
 )
 from benchmarks.scale_measures import pct as _pct
+from hyperfleet import startup
 from hyperfleet.platform.clock import SystemClock
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import Controller, FixedSweeps, Timing, Until, open_session
@@ -75,6 +88,8 @@ from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.sweeps import minimal_sweep
 
 SCHEDULERS = ("random", "tpe", "gp", "pbt")
+SLOW_S = 0.1  # a claim slower than this is told apart (the 1,000-worker target's p99)
+TIMELINE_S = 5.0  # the case's timeline in slices this long (the JSON's, for reading bursts)
 
 
 MAX_CONNECTIONS = 1000  # 20 processes of 50 loops, two pools of at most 10 + 10 each: 800
@@ -199,6 +214,17 @@ class CaseResult:
     # worker loops that stopped on an error (reported, not raised: the case's figures stand)
     loops_failed: int = 0
     first_loop_error: str | None = None
+    # claims over SLOW_S, and how many a garbage collection of their own process overlapped
+    # (it holds the interpreter's lock: every loop of that process waits); the processes'
+    # collections of 5 ms or more; the machine's runnable threads, most in a sample
+    claims_slow: int = 0
+    claims_slow_in_gc: int = 0
+    gc_pauses: int = 0
+    gc_pause_max_ms: float = 0.0
+    gc_pause_total_s: float = 0.0
+    runnable_max: float = float("nan")
+    slowest_claims: list[dict[str, float | int]] = field(default_factory=list)
+    timeline: list[dict[str, float]] = field(default_factory=list)  # every TIMELINE_S
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -286,6 +312,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
     timers = Timers()
     _size_pools(count)
     controllers = _controllers(plan, first, count, timers)
+    startup.resume()  # what start-up made, frozen, as a worker process does once it started
     errors: list[BaseException] = []
 
     def loop(c: Controller) -> None:
@@ -295,7 +322,8 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             errors.append(exc)
 
     threads = [threading.Thread(target=loop, args=(c,), daemon=True) for c in controllers]
-    with timed_driver(timers):
+    pauses: list[tuple[float, float, int]] = []
+    with timed_driver(timers), gc_pauses(pauses):
         start()
         t0 = time.monotonic()
         for th in threads:
@@ -306,6 +334,8 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
         for c in controllers:
             c.request_stop()
     return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
+            "claims_at": [(a, d) for a, d, _, _ in timers.claims], "gc": pauses,
+            "closes": timers.closes,
             "suggest": timers.suggest, "platform": dict(timers.platform),
             "claim_wait": timers.claim_wait, "refills": timers.refills,
             "loops_failed": [repr(e) for e in errors]}  # fmt: skip
@@ -320,6 +350,7 @@ def _orphaned_exit(parent: int) -> None:
 
 
 def _child(plan: Plan, first: int, count: int, barrier: Any, results: Any) -> None:
+    startup.pause()  # as ``hyperfleet worker`` starts (``hyperfleet.startup``): resumed in serve
     threading.Thread(target=_orphaned_exit, args=(os.getppid(),), daemon=True).start()
     try:
         results.put(serve(plan, first, count, lambda: barrier.wait()))
@@ -396,7 +427,7 @@ def run_case(
     leases = first.leases(cfg.name)
     first.close()
     r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
-                leases, window)  # fmt: skip
+                leases, window, since=t0)  # fmt: skip
     r.trial_s, r.ramp_s, r.ahead, r.submit_s = trial_s, ramp_s, ahead, round(submit_s, 2)
     return r
 
@@ -404,7 +435,7 @@ def run_case(
 def _result(
     cfg: Any, scheduler: str, workers: int, trials: int, wall: float,
     parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
-    leases: list[Any], window: int,
+    leases: list[Any], window: int, since: float,
 ) -> CaseResult:  # fmt: skip
     split = [tuple(c) for p in parts for c in p["claims"]]
     failed = [e for p in parts for e in p.get("loops_failed", [])]
@@ -425,6 +456,8 @@ def _result(
     nowait = [(n, v - wait_by.get(n, 0.0)) for n, v in platform]
     row_waits = [s.get("row_waits", 0.0) for s in samples]
     busy_mean, busy_peak = machine_busy(samples)
+    slow = slow_claims([(p["claims_at"], p["gc"]) for p in parts], SLOW_S, since)
+    runnable = [s["runnable"] for s in samples if "runnable" in s]
     return CaseResult(
         scheduler=scheduler,
         workers=workers,
@@ -465,5 +498,8 @@ def _result(
         cpu_busy_peak=busy_peak,
         loops_failed=len(failed),
         first_loop_error=failed[0] if failed else None,
+        runnable_max=max(runnable, default=float("nan")),
+        timeline=timeline(parts, samples, since, TIMELINE_S, SLOW_S),
+        **slow,
         **claim_split(split),  # type: ignore[arg-type]
     )

@@ -10,6 +10,8 @@ lock; row locks, e.g. a PBT population's)."""
 from __future__ import annotations
 
 import contextlib
+import gc
+import itertools
 import threading
 import time
 from collections import Counter, defaultdict
@@ -29,7 +31,8 @@ from hyperfleet.platform.storage import Storage
 class Timers:
     """Durations of the platform's calls, by trial number, from every worker thread."""
 
-    # claims won: (start, seconds, seconds waited for the claim lock, the worker's first)
+    # claims won: (start on time.monotonic(), seconds, seconds waited for the claim lock, the
+    # worker's first)
     claims: list[tuple[float, float, float, bool]] = field(default_factory=list)
     _claimed: set[int] = field(default_factory=set)  # drivers that won a claim
     empty_claims: int = 0  # claims that got no trial (nothing to run now)
@@ -37,6 +40,7 @@ class Timers:
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     claim_wait: dict[int, float] = field(default_factory=dict)  # waited for the claim lock
     refills: list[float] = field(default_factory=list)  # each launch's refill of the ahead
+    closes: list[tuple[float, float]] = field(default_factory=list)  # (start, seconds)
     _waited: threading.local = field(default_factory=threading.local)
 
     def add(self, number: int, seconds: float) -> None:
@@ -49,7 +53,7 @@ def timed_driver(t: Timers) -> Iterator[None]:
     with timers (restored on exit)."""
     drv = driver_mod.SweepDriver
     saved = (drv._claim, drv._start, drv._end, driver_mod.prepare)
-    saved_refill = drv.refill_ahead
+    saved_refill, saved_close = drv.refill_ahead, drv.close
     saved_lock = Storage.claim_lock
 
     def claim(self: Any) -> Any:
@@ -63,7 +67,7 @@ def timed_driver(t: Timers) -> Iterator[None]:
         else:
             first = id(self) not in t._claimed  # the start-up wave: each worker's first claim
             t._claimed.add(id(self))
-            t.claims.append((t0, dt, waited, first))
+            t.claims.append((time.monotonic() - dt, dt, waited, first))
             t.add(s.trial_number, dt)
             t.claim_wait[s.trial_number] = waited
         return s
@@ -91,6 +95,13 @@ def timed_driver(t: Timers) -> Iterator[None]:
             t.refills.append(dt)
         return made
 
+    def close(self: Any, interrupted: bool) -> Any:  # the sweep's end, by each worker
+        t0 = time.monotonic()
+        try:
+            return saved_close(self, interrupted)
+        finally:
+            t.closes.append((t0, time.monotonic() - t0))
+
     def end(self: Any, r: Any, *args: Any) -> None:
         t0 = time.perf_counter()
         saved[2](self, r, *args)
@@ -107,17 +118,108 @@ def timed_driver(t: Timers) -> Iterator[None]:
         suggests[cls] = cls.suggest
         cls.suggest = _timed_suggest(cls.suggest, t)  # type: ignore[method-assign]
     drv._claim, drv._start, drv._end = claim, start, end  # type: ignore[method-assign]
-    drv.refill_ahead = refill  # type: ignore[method-assign]
+    drv.refill_ahead, drv.close = refill, close  # type: ignore[method-assign]
     driver_mod.prepare = prepare  # type: ignore[assignment]
     Storage.claim_lock = claim_lock  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
         drv._claim, drv._start, drv._end, driver_mod.prepare = saved  # type: ignore[method-assign]
-        drv.refill_ahead = saved_refill  # type: ignore[method-assign]
+        drv.refill_ahead, drv.close = saved_refill, saved_close  # type: ignore[method-assign]
         Storage.claim_lock = saved_lock  # type: ignore[method-assign]
         for cls, fn in suggests.items():
             cls.suggest = fn  # type: ignore[method-assign]
+
+
+PAUSE_S = 0.005  # garbage collections kept: this long or longer
+
+
+@contextlib.contextmanager
+def gc_pauses(into: list[tuple[float, float, int]]) -> Iterator[None]:
+    """Record this process's garbage collections of :data:`PAUSE_S` or longer into ``into``
+    as (start on ``time.monotonic()``, seconds, generation): a collection holds the
+    interpreter's lock, so every worker loop of the process waits for it."""
+    began: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.monotonic()
+            return
+        seconds = time.monotonic() - began[0]
+        if seconds >= PAUSE_S:
+            into.append((began[0], seconds, info["generation"]))
+
+    gc.callbacks.append(callback)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def slow_claims(
+    parts: list[tuple[list[tuple[float, float]], list[tuple[float, float, int]]]],
+    over: float,
+    since: float,
+) -> dict[str, Any]:
+    """The claims that took longer than ``over`` seconds, each with the garbage collections
+    of its own process during it: ``parts``, per process, its claims (start, seconds) and
+    its collections (:func:`gc_pauses`); ``since``: the case's start (``time.monotonic()``).
+    A slow claim that a collection overlapped waited for it; one that none did waited for
+    something else (the machine's CPU, its interpreter's other threads, the database)."""
+    slow: list[dict[str, float | int]] = []
+    for process, (claims, pauses) in enumerate(parts):
+        for start, seconds in claims:
+            if seconds <= over:
+                continue
+            end = start + seconds
+            in_gc = sum(max(0.0, min(end, a + d) - max(start, a)) for a, d, _ in pauses)
+            slow.append({"at_s": round(start - since, 2), "ms": round(1000 * seconds, 1),
+                         "gc_ms": round(1000 * in_gc, 1), "process": process})  # fmt: skip
+    pauses = [d for _, gcs in parts for _, d, _ in gcs]
+    slow.sort(key=lambda c: -c["ms"])
+    return {
+        "claims_slow": len(slow),
+        "claims_slow_in_gc": sum(1 for c in slow if c["gc_ms"] > 0),
+        "gc_pauses": len(pauses),
+        "gc_pause_max_ms": round(1000 * max(pauses, default=0.0), 1),
+        "gc_pause_total_s": round(sum(pauses), 2),
+        "slowest_claims": slow[:20],
+    }
+
+
+def timeline(
+    parts: list[dict[str, Any]],
+    samples: list[dict[str, float]],
+    since: float,
+    every: float,
+    over: float,
+) -> list[dict[str, float]]:
+    """The case in slices of ``every`` seconds from ``since``: claims and claims over
+    ``over`` seconds, the processes' garbage collections (seconds, by their start), sweep
+    closes and their seconds, the machine's busy share and its most runnable threads, so a
+    burst of slow claims can be read against what else the fleet did then."""
+    rows: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def at(t: float) -> dict[str, float]:
+        return rows[int((t - since) // every)]
+
+    for p in parts:
+        for start, seconds in p["claims_at"]:
+            at(start)["claims"] += 1
+            at(start)["slow"] += seconds > over
+        for start, seconds, _ in p["gc"]:
+            at(start)["gc_s"] += seconds
+        for start, seconds in p["closes"]:
+            at(start)["closes"] += 1
+            at(start)["close_s"] += seconds
+    for a, b in itertools.pairwise(samples):
+        if "cpu_busy" in a and "cpu_busy" in b:
+            row = at(b["at"])
+            share = (b["cpu_busy"] - a["cpu_busy"]) / max(b["cpu_total"] - a["cpu_total"], 1e-9)
+            row["busy"] = max(row["busy"], share)
+            row["runnable"] = max(row["runnable"], b.get("runnable", 0.0))
+    return [{"at_s": k * every, **{n: round(v, 3) for n, v in rows[k].items()}}
+            for k in sorted(rows)]  # fmt: skip
 
 
 def pct(values: list[float], q: float) -> float:
@@ -215,16 +317,20 @@ class TimedRecorder:
         self._timed(self.inner.rewind, *args)
 
 
-def machine_ticks() -> tuple[float, float]:
+def machine_ticks() -> tuple[float, float, float]:
     """This machine's CPU time so far, busy and in all (``/proc/stat``'s first line, in
-    ticks; busy: all but idle and I/O wait); (NaN, NaN) where there is no ``/proc/stat``."""
+    ticks; busy: all but idle and I/O wait), and its threads that can run now (its
+    ``procs_running``: more than its cores, and they queue); NaN where there is no
+    ``/proc/stat``."""
     try:
         with open("/proc/stat") as f:
-            ticks = [float(x) for x in f.readline().split()[1:]]
+            lines = f.read().splitlines()
     except OSError:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
+    ticks = [float(x) for x in lines[0].split()[1:]]
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0.0)
-    return sum(ticks) - idle, sum(ticks)
+    running = next((float(x.split()[1]) for x in lines if x.startswith("procs_running ")), 0.0)
+    return sum(ticks) - idle, sum(ticks), running
 
 
 def machine_busy(samples: list[dict[str, float]], window_s: float = 5.0) -> tuple[float, float]:
@@ -264,7 +370,7 @@ class Sampler(threading.Thread):
         self._halt = threading.Event()
 
     def sample(self) -> dict[str, float]:
-        busy, total = machine_ticks()
+        busy, total, runnable = machine_ticks()
         q = """SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database
                        WHERE datname = :db) AS xacts,
                       (SELECT count(*) FROM pg_stat_activity WHERE datname = :db) AS conns,
@@ -286,6 +392,7 @@ class Sampler(threading.Thread):
         with self.engine.connect() as conn:
             row = conn.execute(sa.text(q), {"db": self.db}).one()
         return {"at": time.monotonic(), "cpu_busy": busy, "cpu_total": total,
+                "runnable": runnable,
                 **{k: float(v or 0) for k, v in row._mapping.items()}}  # fmt: skip
 
     def run(self) -> None:

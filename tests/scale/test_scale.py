@@ -12,7 +12,7 @@ import time
 import pytest
 
 from benchmarks.scale_harness import run_case
-from benchmarks.scale_measures import machine_busy
+from benchmarks.scale_measures import gc_pauses, machine_busy, slow_claims, timeline
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import (
     HEARTBEAT_POOL_OVERFLOW,
@@ -35,6 +35,9 @@ def test_the_harness_smallest_case_claims_each_trial_once(postgres_server: str) 
     assert r.xact_per_s > 0 and r.claim_p99_ms >= r.claim_p50_ms > 0
     assert r.platform_first_ms > 0 and 0 < r.waiting_share < 1
     assert 0 < r.cpu_busy_mean <= 1 and 0 < r.cpu_busy_peak <= 1  # read from /proc/stat
+    assert r.runnable_max >= 1  # the sampler itself runs when it reads
+    assert sum(row.get("claims", 0) for row in r.timeline) == 6
+    assert 0 <= r.claims_slow_in_gc <= r.claims_slow <= r.claims
 
 
 def test_the_machines_busy_share_is_read_whole_and_in_its_busiest_window() -> None:
@@ -46,6 +49,47 @@ def test_the_machines_busy_share_is_read_whole_and_in_its_busiest_window() -> No
     assert whole == 0.2 and peak == 1.0
     assert machine_busy(samples[:3], window_s=4.0) == (0.0, 0.0)  # shorter than a window
     assert all(math.isnan(x) for x in machine_busy(samples[:1]))  # nothing to read
+
+
+def test_a_slow_claim_is_read_against_its_own_processs_collections() -> None:
+    # process 0: a claim of 0.3 s from 10 s that a collection from 10.1 to 10.2 s overlapped,
+    # and a fast one; process 1: a slow claim at 20 s, its process collected at 10 s only
+    parts = [
+        ([(10.0, 0.3), (11.0, 0.01)], [(10.1, 0.1, 2)]),
+        ([(20.0, 0.2)], [(10.0, 0.5, 2), (30.0, 0.01, 0)]),
+    ]
+    out = slow_claims(parts, over=0.1, since=5.0)
+    assert out["claims_slow"] == 2 and out["claims_slow_in_gc"] == 1
+    assert out["gc_pauses"] == 3 and out["gc_pause_max_ms"] == 500.0
+    assert out["slowest_claims"][0] == {"at_s": 5.0, "ms": 300.0, "gc_ms": 100.0, "process": 0}
+    assert out["slowest_claims"][1]["gc_ms"] == 0.0  # process 0's collection is not its own
+
+
+def test_the_timeline_puts_claims_collections_and_closes_in_their_slice() -> None:
+    part = {"claims_at": [(1.0, 0.2), (2.0, 0.01), (7.0, 0.01)], "gc": [(6.0, 0.4, 2)],
+            "closes": [(8.0, 0.5)]}  # fmt: skip
+    samples = [{"at": float(t), "cpu_busy": 50.0 * t, "cpu_total": 100.0 * t, "runnable": t}
+               for t in range(1, 10)]  # fmt: skip
+    rows = timeline([part], samples, since=0.0, every=5.0, over=0.1)
+    assert [r["at_s"] for r in rows] == [0.0, 5.0]
+    assert rows[0]["claims"] == 2 and rows[0]["slow"] == 1 and rows[0]["busy"] == 0.5
+    assert rows[1]["gc_s"] == 0.4 and rows[1]["closes"] == 1 and rows[1]["close_s"] == 0.5
+    assert rows[1]["runnable"] == 9 and rows[1]["slow"] == 0
+
+
+def test_collections_are_recorded_while_watched_only() -> None:
+    import gc
+
+    pauses: list[tuple[float, float, int]] = []
+    with gc_pauses(pauses):
+        kept = [[] for _ in range(1_000_000)]  # a full collection walks them all: 20+ ms
+        gc.collect()
+        del kept
+    seen = len(pauses)
+    gc.collect()
+    assert any(g == 2 for _, _, g in pauses)
+    assert all(d >= 0.005 for _, d, _ in pauses)  # the short ones are not kept
+    assert len(pauses) == seen  # removed on exit
 
 
 @pytest.mark.postgres
