@@ -301,6 +301,7 @@ def _controllers(plan: Plan, first: int, count: int, timers: Timers) -> list[Con
         controller = Controller(
             pool, FixedSweeps([session]), lambda _, la=launcher: la, clock=clock,
             timing=Timing(), worker=record, registry=registry, until=Until(done=True),
+            counts_only=True,  # as a hyperfleet worker leaves a sweep
         )  # fmt: skip
         out.append(controller)
     return out

@@ -95,10 +95,10 @@ def timed_driver(t: Timers) -> Iterator[None]:
             t.refills.append(dt)
         return made
 
-    def close(self: Any, interrupted: bool) -> Any:  # the sweep's end, by each worker
+    def close(self: Any, *args: Any) -> Any:  # the sweep's end, by each worker
         t0 = time.monotonic()
         try:
-            return saved_close(self, interrupted)
+            return saved_close(self, *args)
         finally:
             t.closes.append((t0, time.monotonic() - t0))
 

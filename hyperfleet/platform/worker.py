@@ -193,12 +193,15 @@ def run_worker(
     on_progress: Any = None,
     launchers: Launchers | None = None,
     retry_s: float = DEFAULT_RETRY_S,
+    counts_only: bool = False,
 ) -> tuple[dict[str, SweepSummary], bool]:
     """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
     sweeps closed meanwhile and whether a signal stopped it. ``launchers``: ones already
     holding started processes (``sweep run`` starts its first trials' at once). ``retry_s``:
     how long the worker's own storage waits out an outage until it serves a sweep (then the
-    sweeps' ``storage_retry``)."""
+    sweeps' ``storage_retry``). ``counts_only``: the summary of a sweep that others ran to its
+    end holds its counts only (one of a fleet's workers: each reading every trial of a sweep
+    as it ends is the fleet's size times the sweep's table)."""
     import time
 
     launchers = launchers or Launchers(pool)
@@ -208,7 +211,7 @@ def run_worker(
     source.catalog.retry_s = retry_s
     controller = Controller(
         pool, source, launchers, timing=timing, worker=record, registry=registry,
-        until=until or Until(done=False), on_progress=on_progress,
+        until=until or Until(done=False), on_progress=on_progress, counts_only=counts_only,
     )  # fmt: skip
     logger.info("worker %s serves %s on %s", record.id, sweeps or "every sweep", record.devices)
     with draining_on_signals(controller.request_stop) as signalled:

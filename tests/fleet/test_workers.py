@@ -36,6 +36,10 @@ def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet)
     assert len({x.worker for x in leases}) > 1, "the work was shared"
     status = invoke("sweep", "list", "--storage", fleet.storage_url)
     assert status.exit_code == 0 and "done" in status.stdout
+    # each says how the sweep ended as it leaves (the one that ended it read the trials, the
+    # others counted them)
+    for w in fleet.workers:
+        assert "sweep many: COMPLETE 40\n" in w.text(), w.text()[-2000:]
 
 
 @pytest.mark.long

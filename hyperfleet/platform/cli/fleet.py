@@ -83,7 +83,7 @@ def worker(
         timing = Timing(heartbeat_every=beat, stale_after=stale, rescan_every=beat)
         return run_worker(
             storage, local, sweeps=sweep or None, pool_name=pool, address=advertise_address,
-            tracking_uri=tracking_uri, until=until, timing=timing,
+            tracking_uri=tracking_uri, until=until, timing=timing, counts_only=True,
         )  # fmt: skip
 
     summaries, signalled = _guard(start)

@@ -433,5 +433,5 @@ class SweepDriver(SweepSeat):
             return False
         return True
 
-    def close(self, interrupted: bool) -> SweepSummary:
-        return close_session(self.session, interrupted)
+    def close(self, interrupted: bool, counts_only: bool = False) -> SweepSummary:
+        return close_session(self.session, interrupted, counts_only)

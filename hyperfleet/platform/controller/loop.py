@@ -107,7 +107,11 @@ class Controller:
         registry: Storage | None = None,
         until: Until | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        counts_only: bool = False,
     ) -> None:
+        """``counts_only``: a sweep it leaves that runs elsewhere or that another worker
+        ended is summarised by its counts, not read whole (a fleet's worker:
+        :func:`.session.close_session`)."""
         self.pool = pool
         self.sweeps = sweeps
         self.launcher_for = launcher_for
@@ -118,6 +122,7 @@ class Controller:
         self._share = 1.0  # live workers over LOOKERS, at least 1 (:meth:`_recovery_every`)
         self.until = until or Until()
         self.on_progress = on_progress
+        self.counts_only = counts_only
         self.drivers: dict[str, SweepDriver] = {}
         self.summaries: dict[str, SweepSummary] = {}
         self._started: dict[str, float] = {}
@@ -237,7 +242,7 @@ class Controller:
                 # other workers still run its trials: stay, to take over if they die
                 self._look_again[d.name] = now + paced(self.timing.ask_every, self._share)
                 continue
-            self.summaries[d.name] = d.close(interrupted=False)
+            self.summaries[d.name] = d.close(False, self.counts_only)
             del self.drivers[d.name]
 
     # -- one tick ---------------------------------------------------------------------------
@@ -419,7 +424,7 @@ class Controller:
             launcher.close()
         for d in list(self.drivers.values()):
             if d.session.storage.retry_s > 0:
-                self.summaries[d.name] = d.close(interrupted=interrupted)
+                self.summaries[d.name] = d.close(interrupted, self.counts_only)
             del self.drivers[d.name]
         if self._beat is not None:
             self._beat.stop()

@@ -140,6 +140,18 @@ class FleetStore:
             return int(s.scalar(q) or 0)
 
     @retried
+    def state_counts(self, sweep: str) -> dict[str, int]:
+        """The sweep's trials counted by state, by the database (a fleet's workers leaving a
+        sweep as it ends: each would otherwise read every trial)."""
+        q = (
+            sa.select(TrialRow.state, sa.func.count())
+            .where(TrialRow.sweep == sweep)
+            .group_by(TrialRow.state)
+        )
+        with self.session() as s:
+            return {str(state): int(n) for state, n in s.execute(q)}
+
+    @retried
     def set_job(self, job_id: str, job_state: str, reason: str | None, ended: bool = False) -> None:
         """Stamp what the batch scheduler says of job ``job_id`` on every row that names it
         (the pool's row of a pending job, and the row of the worker that runs in it); the

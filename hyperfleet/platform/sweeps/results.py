@@ -14,7 +14,7 @@ from typing import Any
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.suggest import did_you_mean
-from hyperfleet.platform.storage import Storage, TrialRecord
+from hyperfleet.platform.storage import Storage, SweepRecord, TrialRecord
 from hyperfleet.spec.states import TrialState
 
 ENDINGS = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -42,15 +42,18 @@ class SweepSummary:
     sweep: str
     metrics: list[str]
     directions: list[str]  # "maximize" | "minimize", one per objective
-    trials: list[TrialSummary]
+    trials: list[TrialSummary]  # empty where the trials were only counted (:func:`counted`)
     experiment_id: str | None = None
     parent_run_id: str | None = None
     interrupted: bool = False
+    counts: dict[str, int] | None = None  # by state, where only counted
 
     @property
     def state_counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(ENDINGS, 0)
-        counts.update(Counter(t.state for t in self.trials))
+        counts.update(
+            self.counts if self.counts is not None else Counter(t.state for t in self.trials)
+        )
         return counts
 
     def _key(self, t: TrialSummary) -> list[float]:
@@ -147,6 +150,24 @@ def trial_summaries(
     searched = set(config.dims)
     rows = storage.trials(config.name) if records is None else records
     return [_summary(t, metrics, searched) for t in rows]
+
+
+def counted(row: SweepRecord, counts: dict[str, int], interrupted: bool = False) -> SweepSummary:
+    """The summary of the sweep stored as ``row`` with its trials counted by state only
+    (``counts``: :meth:`Storage.state_counts`), not read: what a fleet's worker says of a
+    sweep it leaves (a thousand workers each reading every trial of a sweep as it ends is a
+    thousand times the sweep's table)."""
+    metrics, directions = _objectives(row.parsed())
+    return SweepSummary(
+        sweep=row.name,
+        metrics=metrics,
+        directions=directions,
+        trials=[],
+        experiment_id=row.mlflow_experiment_id,
+        parent_run_id=row.mlflow_parent_run_id,
+        interrupted=interrupted,
+        counts=dict(counts),
+    )
 
 
 def summarize(
