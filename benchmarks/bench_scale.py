@@ -1,8 +1,9 @@
 """Scale: claims, PostgreSQL load and scheduler cost with up to 1,000 workers and 10,000-trial
 sweeps, on one real PostgreSQL, with simulated trials (:mod:`benchmarks.scale_harness`).
 
-Each case runs real worker control loops (threads of this process: the claim under the sweep's
-lock, the heartbeat, the reports through rank 0's recorder) against a throwaway PostgreSQL
+Each case runs real worker control loops (threads of spawned processes, 50 to a process,
+each started as a ``hyperfleet worker`` is: the claim under the sweep's lock, the heartbeat,
+the reports through rank 0's recorder) against a throwaway PostgreSQL
 server, and reports claim latency (p50, p99), trials claimed twice, transactions per second,
 connections held (and per worker), lock waits, suggestion time and the platform's own time per
 trial for the first and the last 100 trials of the sweep, and the share of the workers' time
@@ -120,11 +121,14 @@ def table(results: list[CaseResult]) -> str:
 
 def waits_table(results: list[CaseResult]) -> str:
     """The queue told apart from the history: the claim lock's wait, the platform's time
-    less it (first and last 100 trials), and row-lock waits (a PBT population's)."""
+    less it (first and last 100 trials), the suggestion's own CPU (its thread's: the rest of
+    its time is database round trips and waits for its process's interpreter lock), and
+    row-lock waits (a PBT population's)."""
     rows = [
         "| scheduler | workers | trials | claim-lock wait first/last 100 "
-        "| platform per trial less that wait, first/last 100 | row-lock waits |",
-        "|" + " --- |" * 6,
+        "| platform per trial less that wait, first/last 100 "
+        "| suggestion's CPU first/last 100 | row-lock waits |",
+        "|" + " --- |" * 7,
     ]
     for r in results:
         first, last = r.platform_nowait_first_ms, r.platform_nowait_last_ms
@@ -133,6 +137,7 @@ def waits_table(results: list[CaseResult]) -> str:
             f"| {r.scheduler} | {r.workers:,} | {r.trials:,} "
             f"| {r.claim_wait_first_ms:.1f} / {r.claim_wait_last_ms:.1f} ms "
             f"| {first:.1f} / {last:.1f} ms ({ratio:.2f}x) "
+            f"| {r.suggest_cpu_first_ms:.1f} / {r.suggest_cpu_last_ms:.1f} ms "
             f"| {100 * r.row_wait_samples:.0f} % of samples, max {r.row_waits_max} |"
         )
     return "\n".join(rows)

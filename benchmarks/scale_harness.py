@@ -198,6 +198,10 @@ class CaseResult:
     in_server_mean: float = float("nan")  # sessions running a statement, mean of samples
     on_client_mean: float = float("nan")  # sessions in a transaction waiting on their client
     trial_s: float = float("nan")  # the trials' mean length
+    # the suggestion's CPU (its thread's), first and last window: what it computed, where
+    # suggest_*_ms also holds its database round trips and its waits for the interpreter
+    suggest_cpu_first_ms: float = float("nan")
+    suggest_cpu_last_ms: float = float("nan")
     ramp_s: float = float("nan")  # the workers joined over this long
     # suggestions made ahead (budget.ahead): claims that took one without the claim lock,
     # and the refills after launches (their time is in the platform's time per trial)
@@ -334,8 +338,7 @@ def serve(plan: Plan, first: int, count: int, start: Callable[[], None]) -> dict
             th.join(max(0.0, t0 + plan.timeout_s - time.monotonic()))
         for c in controllers:
             c.request_stop()
-    return {"claims": [(d, w, f) for _, d, w, f in timers.claims], "empty": timers.empty_claims,
-            "claims_at": [(a, d) for a, d, _, _ in timers.claims], "gc": pauses,
+    return {"claims": timers.claims, "empty": timers.empty_claims, "gc": pauses,
             "closes": timers.closes,
             "suggest": timers.suggest, "platform": dict(timers.platform),
             "claim_wait": timers.claim_wait, "refills": timers.refills,
@@ -396,7 +399,10 @@ def run_case(
     """One sweep of ``trials`` simulated trials (each ``trial_s`` seconds of wall time, with a
     spread of +-50 %) on ``workers`` worker loops that start over ``ramp_s`` seconds, on a new
     database of ``server``; what it measured (see the module docstring). ``processes``: how
-    many processes run the loops (default: one per ``PER_PROCESS``; 1 runs them in this one);
+    many processes run the loops (default: one per ``PER_PROCESS``), each spawned and started
+    as a ``hyperfleet worker`` is, however small the case (in this process, a case would run
+    unfrozen, after what earlier cases left: TPE's 10,000-trial case measured 2.72x there,
+    1.72x alone);
     ``ahead``: the sweep's ``budget.ahead`` (None: its default)."""
     url = new_database(server)
     scratch = Path(tempfile.mkdtemp(prefix="hyperfleet-scale-"))
@@ -412,10 +418,7 @@ def run_case(
     sampler = Sampler(url, sample_s)
     t0 = time.monotonic()
     try:
-        if processes == 1:
-            parts = [serve(plan, 0, workers, sampler.start)]
-        else:
-            parts = _spread(plan, workers, processes, sampler)
+        parts = _spread(plan, workers, processes, sampler)
     finally:
         wall = time.monotonic() - t0
         if sampler.is_alive():
@@ -438,11 +441,12 @@ def _result(
     parts: list[dict[str, Any]], samples: list[dict[str, float]], records: list[Any],
     leases: list[Any], window: int, since: float,
 ) -> CaseResult:  # fmt: skip
-    split = [tuple(c) for p in parts for c in p["claims"]]
+    split = [(d, w, f) for p in parts for _, d, w, f in p["claims"]]
     failed = [e for p in parts for e in p.get("loops_failed", [])]
     claims = [c[0] for c in split]
     refills = [float(x) for p in parts for x in p.get("refills", [])]
-    suggest = [tuple(x) for p in parts for x in p["suggest"]]
+    suggest = [(n, d) for p in parts for n, d, _ in p["suggest"]]
+    suggest_cpu = [(n, c) for p in parts for n, _, c in p["suggest"]]
     platform_by: dict[int, float] = defaultdict(float)
     for p in parts:
         for number, seconds in p["platform"].items():
@@ -457,7 +461,8 @@ def _result(
     nowait = [(n, v - wait_by.get(n, 0.0)) for n, v in platform]
     row_waits = [s.get("row_waits", 0.0) for s in samples]
     busy_mean, busy_peak = machine_busy(samples)
-    slow = slow_claims([(p["claims_at"], p["gc"]) for p in parts], SLOW_S, since)
+    slow = slow_claims([([(a, d) for a, d, *_ in p["claims"]], p["gc"]) for p in parts],
+                       SLOW_S, since)  # fmt: skip
     runnable = [s["runnable"] for s in samples if "runnable" in s]
     return CaseResult(
         scheduler=scheduler,
@@ -476,8 +481,10 @@ def _result(
         connections_per_worker=round(conns / workers, 3),
         lock_wait_samples=round(sum(w > 0 for w in waits) / max(1, len(waits)), 3),
         lock_waits_max=int(max(waits, default=0)),
-        suggest_first_ms=round(_mean_ms(suggest, True, window), 2),  # type: ignore[arg-type]
-        suggest_last_ms=round(_mean_ms(suggest, False, window), 2),  # type: ignore[arg-type]
+        suggest_first_ms=round(_mean_ms(suggest, True, window), 2),
+        suggest_last_ms=round(_mean_ms(suggest, False, window), 2),
+        suggest_cpu_first_ms=round(_mean_ms(suggest_cpu, True, window), 2),
+        suggest_cpu_last_ms=round(_mean_ms(suggest_cpu, False, window), 2),
         platform_first_ms=round(_mean_ms(platform, True, window), 2),
         platform_last_ms=round(_mean_ms(platform, False, window), 2),
         waiting_share=round(sum(platform_by.values()) / (workers * wall), 4),

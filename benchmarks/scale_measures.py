@@ -36,7 +36,9 @@ class Timers:
     claims: list[tuple[float, float, float, bool]] = field(default_factory=list)
     _claimed: set[int] = field(default_factory=set)  # drivers that won a claim
     empty_claims: int = 0  # claims that got no trial (nothing to run now)
-    suggest: list[tuple[int, float]] = field(default_factory=list)  # (trial, seconds)
+    # (trial, seconds, of them this thread's CPU: the rest waited for the database or for
+    # the interpreter's lock, which the process's other loops held)
+    suggest: list[tuple[int, float, float]] = field(default_factory=list)
     platform: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     claim_wait: dict[int, float] = field(default_factory=dict)  # waited for the claim lock
     refills: list[float] = field(default_factory=list)  # each launch's refill of the ahead
@@ -204,7 +206,7 @@ def timeline(
         return rows[int((t - since) // every)]
 
     for p in parts:
-        for start, seconds in p["claims_at"]:
+        for start, seconds, *_ in p["claims"]:
             at(start)["claims"] += 1
             at(start)["slow"] += seconds > over
         for start, seconds, _ in p["gc"]:
@@ -282,10 +284,11 @@ def _scheduler_classes() -> list[type[Scheduler]]:
 
 def _timed_suggest(fn: Callable[..., Any], t: Timers) -> Callable[..., Any]:
     def suggest(self: Any) -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         s = fn(self)
         if s is not None:
-            t.suggest.append((s.trial_number, time.perf_counter() - t0))
+            cpu = time.thread_time() - c0
+            t.suggest.append((s.trial_number, time.perf_counter() - t0, cpu))
         return s
 
     return suggest

@@ -66,7 +66,7 @@ def test_a_slow_claim_is_read_against_its_own_processs_collections() -> None:
 
 
 def test_the_timeline_puts_claims_collections_and_closes_in_their_slice() -> None:
-    part = {"claims_at": [(1.0, 0.2), (2.0, 0.01), (7.0, 0.01)], "gc": [(6.0, 0.4, 2)],
+    part = {"claims": [(1.0, 0.2), (2.0, 0.01), (7.0, 0.01)], "gc": [(6.0, 0.4, 2)],
             "closes": [(8.0, 0.5)]}  # fmt: skip
     samples = [{"at": float(t), "cpu_busy": 50.0 * t, "cpu_total": 100.0 * t, "runnable": t}
                for t in range(1, 10)]  # fmt: skip
