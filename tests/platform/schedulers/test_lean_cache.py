@@ -100,3 +100,40 @@ def test_the_running_trials_numbers_are_read_without_the_history(tmp_path: Path)
     memory = optuna.create_study()
     memory.ask()
     assert running_numbers(memory) == {0}
+
+
+def test_the_history_stays_in_order_when_trials_arrive_out_of_it(tmp_path: Path) -> None:
+    """The history is answered from a list kept by number (Optuna's cache sorts every trial
+    at each read). A trial this process makes can be numbered after others' it has not read
+    yet; they arrive after it, and every read still answers what Optuna's does, in order.
+    A list handed out is the caller's own."""
+    from optuna.storages._cached_storage import _CachedStorage
+
+    rdb = RDBStorage(f"sqlite:///{tmp_path / 'o.db'}")
+    theirs = optuna.create_study(storage=LeanCachedStorage(rdb), study_name="s")
+    cache = LeanCachedStorage(rdb)
+    mine = optuna.load_study(storage=cache, study_name="s")
+    sid = mine._study_id
+    assert cache.get_all_trials(sid) == []
+    for i in range(3):
+        t = theirs.ask()
+        t.suggest_float("x", 0.0, 1.0)
+        theirs.tell(t, float(i))
+    made = cache.create_new_trial(sid)  # number 3, before 0-2 were read here
+    assert [t.number for t in cache._ordered[sid]] == [3]
+    t = theirs.ask()
+    theirs.tell(t, 9.0)  # 4, ended
+    rdb.set_trial_state_values(made, TrialState.PRUNED)
+    expected = [TrialState.COMPLETE] * 3 + [TrialState.PRUNED, TrialState.COMPLETE]
+    assert [(t.number, t.state) for t in cache.get_all_trials(sid)] == [
+        (n, s) for n, s in enumerate(expected)
+    ]
+    for states in [None, (TrialState.COMPLETE,), (TrialState.COMPLETE, TrialState.PRUNED),
+                   (TrialState.PRUNED, TrialState.RUNNING)]:  # fmt: skip
+        lean = [(t.number, t.state) for t in cache.get_all_trials(sid, False, states)]
+        optunas = [
+            (t.number, t.state) for t in _CachedStorage.get_all_trials(cache, sid, False, states)
+        ]
+        assert lean == optunas, states
+    cache.get_all_trials(sid, deepcopy=False).clear()
+    assert len(cache.get_all_trials(sid, deepcopy=False)) == 5

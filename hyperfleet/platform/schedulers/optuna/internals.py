@@ -34,6 +34,7 @@ them shows here, in one file, and in the tests of the samplers that use it
 
 from __future__ import annotations
 
+import bisect
 import copy
 from collections.abc import Callable, Container
 from dataclasses import dataclass
@@ -275,6 +276,10 @@ class HistoryView:
         return self._keep(self._study.get_trials(deepcopy=deepcopy, states=states), states)
 
 
+def _number(trial: FrozenTrial) -> int:
+    return trial.number
+
+
 class LeanCachedStorage(_CachedStorage):
     """Optuna's cache of a study's trials (what ``optuna.load_study`` wraps an RDB storage
     in) that re-reads a trial it holds unfinished only when its state changed.
@@ -287,11 +292,37 @@ class LeanCachedStorage(_CachedStorage):
     seen. A running trial's params are final when it is first read (they are sampled under
     the claim lock, as it is created); what may change while it runs (its intermediate values)
     is read from storage by ``get_trial``, which never answers an unfinished trial from the
-    cache."""
+    cache.
+
+    It also keeps each study's trials in a list ordered by number, updated as trials are
+    read: a read of the history answers from it, where Optuna's sorts every trial of the
+    study at each call (a read of 10,000 finished trials, as TPE makes two a suggestion under
+    the claim lock: 1.64 ms against 2.26 ms, ``benchmarks/bench_suggest_growth.py``)."""
 
     def __init__(self, backend: optuna.storages.RDBStorage) -> None:
         super().__init__(backend)
         self._seen: dict[int, int] = {}  # study id -> the highest trial id read
+        self._ordered: dict[int, list[FrozenTrial]] = {}  # study id -> its trials, by number
+
+    def _add_trials_to_cache(self, study_id: int, trials: list[FrozenTrial]) -> None:
+        super()._add_trials_to_cache(study_id, trials)
+        ordered = self._ordered.setdefault(study_id, [])
+        for trial in trials:  # by id: a study's numbers rise with its ids, so mostly appends
+            n = trial.number
+            if not ordered or ordered[-1].number < n:
+                ordered.append(trial)
+                continue
+            i = bisect.bisect_left(ordered, n, key=_number)
+            if i < len(ordered) and ordered[i].number == n:
+                ordered[i] = trial
+            else:
+                ordered.insert(i, trial)
+
+    def delete_study(self, study_id: int) -> None:
+        with self._lock:
+            self._ordered.pop(study_id, None)
+            self._seen.pop(study_id, None)
+        super().delete_study(study_id)
 
     def _read_trials_from_remote_storage(self, study_id: int) -> None:
         with self._lock:
@@ -321,9 +352,17 @@ class LeanCachedStorage(_CachedStorage):
     ) -> list[FrozenTrial]:
         """As Optuna's, but a read of unfinished states only (the WAITING trial a suggestion
         pops, the RUNNING ones) looks at the unfinished trials held, not the whole history
-        (Optuna's filters and sorts every trial of the study at each call)."""
+        (Optuna's filters and sorts every trial of the study at each call); any other read
+        answers from the trials kept in order."""
         if states is None or any(s.is_finished() and s in states for s in TrialState):
-            return super().get_all_trials(study_id, deepcopy, states)
+            self._read_trials_from_remote_storage(study_id)
+            with self._lock:
+                ordered = self._ordered.get(study_id, [])
+                if states is None:
+                    trials = list(ordered)
+                else:
+                    trials = [t for t in ordered if t.state in states]
+                return copy.deepcopy(trials) if deepcopy else trials
         self._read_trials_from_remote_storage(study_id)
         with self._lock:
             study = self._studies[study_id]
