@@ -354,8 +354,8 @@ class LeanCachedStorage(_CachedStorage):
         pops, the RUNNING ones) looks at the unfinished trials held, not the whole history
         (Optuna's filters and sorts every trial of the study at each call); any other read
         answers from the trials kept in order."""
+        self._read_trials_from_remote_storage(study_id)
         if states is None or any(s.is_finished() and s in states for s in TrialState):
-            self._read_trials_from_remote_storage(study_id)
             with self._lock:
                 ordered = self._ordered.get(study_id, [])
                 if states is None:
@@ -363,7 +363,6 @@ class LeanCachedStorage(_CachedStorage):
                 else:
                     trials = [t for t in ordered if t.state in states]
                 return copy.deepcopy(trials) if deepcopy else trials
-        self._read_trials_from_remote_storage(study_id)
         with self._lock:
             study = self._studies[study_id]
             ids = study.unfinished_trial_ids
