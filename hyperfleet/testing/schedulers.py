@@ -220,6 +220,25 @@ class SchedulerContract:
         assert sched.suggest() is None
         self.check_the_end(built, launched)
 
+    def test_a_report_at_the_last_step_is_never_pruned(self, built: Built) -> None:
+        """A trial that trained to its last step (:data:`STEPS`) is a finished result: its
+        report there never prunes it, however bad the value (a pruner's rung or median that
+        falls at the last step would end it PRUNED, its value lost). The first trial reports
+        its curve and completes; each later one reports once, at its last step, far worse."""
+        sched = built.scheduler
+        first = sched.suggest()
+        assert first is not None
+        for step in range(2, STEPS + 1, 2):
+            sched.report(first.trial_number, step, {"loss": loss(first.params, step)})
+            assert sched.decide(first.trial_number, step).kind.value == "continue"
+        sched.on_trial_end(first.trial_number, TrialState.COMPLETE, [loss(first.params, STEPS)])
+        for _ in range(2):
+            s = sched.suggest()
+            assert s is not None
+            sched.report(s.trial_number, STEPS, {"loss": 1e6})
+            assert sched.decide(s.trial_number, STEPS).kind.value != "prune"
+            sched.on_trial_end(s.trial_number, TrialState.COMPLETE, [1e6])
+
     def test_a_rebuilt_scheduler_decides_the_same(self, built: Built) -> None:
         """A scheduler built from the same storage (as in another process: a trial's rank 0,
         another worker) answers every decision the same and continues the suggestions."""

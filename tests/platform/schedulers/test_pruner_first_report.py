@@ -3,6 +3,7 @@ judged at the first report, the next one at a later report (not several rungs at
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -69,3 +70,41 @@ def test_a_sweeps_pruner_starts_at_its_trials_first_report() -> None:
         assert first_report(cfg.trial) == EVERY
         study = open_study(cfg, optuna.storages.InMemoryStorage(), create=True)
         assert [0] in _rungs_judged(study.pruner, 1), kind  # Hyperband: its first bracket
+
+
+@pytest.mark.parametrize("kind", ["asha", "hyperband"])
+def test_a_trial_that_reaches_its_last_step_completes(kind: str, tmp_path: Path) -> None:
+    """The quickstart's numbers (200 steps, a report every 50, ASHA's reduction factor 4):
+    ASHA's second rung falls at step 200, the trials' last. Eight trials, each the best so
+    far at every report but its last and the worst there, through the scheduler the platform
+    builds on its SQLite storage: every trial reports step 200, and completes with its value
+    (before the fix, the trials after the first ended PRUNED there)."""
+    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.schedulers import TrialState, build_scheduler
+    from hyperfleet.platform.storage import Storage
+
+    root = Path(__file__).resolve().parents[3]
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = load_sweep(root / "examples" / "quickstart.yaml")
+    cfg = cfg.model_copy(update={"storage": url, "pruner": parse_pruner_config({"type": kind})})
+    storage = Storage(url)
+    storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    sched = build_scheduler(cfg, storage, create=True)
+    steps, every = cfg.trial.steps, cfg.trial.eval_every
+    ended = {}
+    for n in range(8):
+        s = sched.suggest()
+        assert s is not None
+        state = TrialState.COMPLETE
+        for step in range(every, steps + 1, every):
+            # maximised: each trial the best so far until its last step, then the worst
+            accuracy = 0.9 - 0.05 * n if step == steps else 0.5 + 0.05 * n + step / 10_000
+            sched.report(s.trial_number, step, {"val_accuracy": accuracy})
+            if sched.decide(s.trial_number, step).kind.value == "prune":
+                state = TrialState.PRUNED
+                break
+        ended[s.trial_number] = (state, step)
+        sched.on_trial_end(
+            s.trial_number, state, [accuracy] if state is TrialState.COMPLETE else None
+        )
+    assert ended == {n: (TrialState.COMPLETE, steps) for n in range(8)}

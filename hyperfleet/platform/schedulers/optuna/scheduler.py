@@ -167,7 +167,16 @@ class OptunaScheduler(Scheduler):
         )
 
     def decide(self, trial_number: int, step: int) -> Decision:
-        if len(self.cfg.all_objectives) != 1 or isinstance(self.study.pruner, NopPruner):
+        """Optuna's pruner on the trial's report at ``step``. A report at the trial's last
+        step (``trial.steps``) is never pruned: the trial trained to its full length and ends
+        COMPLETE with its value (a rung that falls there, as ASHA's second does for 200 steps
+        reported every 50, would otherwise end it PRUNED with no value; Ray Tune's ASHA
+        completes a trial at ``max_t`` likewise)."""
+        if (
+            len(self.cfg.all_objectives) != 1
+            or isinstance(self.study.pruner, NopPruner)
+            or step >= self.cfg.trial.steps
+        ):
             return Decision.cont()
         # what ``Trial.should_prune`` asks, without building a ``Trial`` (whose constructor
         # runs the sampler's relative search space over the whole history)
