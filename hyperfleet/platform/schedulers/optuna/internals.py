@@ -103,6 +103,8 @@ def set_intermediate_value(study: Study, trial: int, step: int, value: float) ->
     backend = getattr(storage, "_backend", storage)  # Optuna wraps RDB storage in a cache
     if isinstance(backend, optuna.storages.RDBStorage):
         _write_intermediate(backend, trial, step, value)
+        if isinstance(storage, LeanCachedStorage):
+            storage._touch(trial)
     else:
         storage.set_trial_intermediate_value(trial, step, value)
 
@@ -282,17 +284,23 @@ def _number(trial: FrozenTrial) -> int:
 
 class LeanCachedStorage(_CachedStorage):
     """Optuna's cache of a study's trials (what ``optuna.load_study`` wraps an RDB storage
-    in) that re-reads a trial it holds unfinished only when its state changed.
+    in) that re-reads a trial it holds unfinished only when it changed.
 
     Optuna's re-reads every unfinished trial in full (params, attributes, intermediate
     values) at every read of the history, and a suggestion reads it two or three times: with
     a fleet's hundreds of trials running, that is most of a claim's time, under the sweep's
-    claim lock. This one asks the database for the states of the unfinished trials it holds
-    (one light query), and reads in full only those that changed and the trials it has not
-    seen. A running trial's params are final when it is first read (they are sampled under
-    the claim lock, as it is created); what may change while it runs (its intermediate values)
-    is read from storage by ``get_trial``, which never answers an unfinished trial from the
-    cache.
+    claim lock. This one asks the database, in one light query, for each unfinished trial it
+    holds: its state and how many params, intermediate values, user and system attributes it
+    has (index look-ups, no values). It reads in full only the trials whose answer differs
+    from the copy held, the trials it has not seen, and the trials this process wrote to
+    since it read them (:meth:`_touch`: a write that replaces a value in place changes no
+    count). So every write to a RUNNING or WAITING trial is in the next read of the history,
+    as in Optuna's cache: the params a suggestion writes after its sampler read the trial
+    without them (what constant liars and the GP's pending points need), another trial's
+    intermediate values and ASHA's ``completed_rung_*`` attributes (what a pruner compares
+    against). One gap is left, and said: another process's write that replaces a value in
+    place (an attribute set again, a step reported again) is seen at the trial's next change
+    of count or state; the platform writes neither to a running trial's Optuna record.
 
     It also keeps each study's trials in a list ordered by number, updated as trials are
     read: a read of the history answers from it, where Optuna's sorts every trial of the
@@ -303,6 +311,30 @@ class LeanCachedStorage(_CachedStorage):
         super().__init__(backend)
         self._seen: dict[int, int] = {}  # study id -> the highest trial id read
         self._ordered: dict[int, list[FrozenTrial]] = {}  # study id -> its trials, by number
+        self._written: set[int] = set()  # trials this process wrote to since it read them
+
+    def _touch(self, trial_id: int) -> None:
+        """``trial_id`` was written through this process: read it in full at the next read."""
+        with self._lock:
+            self._written.add(trial_id)
+
+    def set_trial_param(
+        self, trial_id: int, name: str, internal: float, distribution: BaseDistribution
+    ) -> None:
+        super().set_trial_param(trial_id, name, internal, distribution)
+        self._touch(trial_id)
+
+    def set_trial_intermediate_value(self, trial_id: int, step: int, value: float) -> None:
+        super().set_trial_intermediate_value(trial_id, step, value)
+        self._touch(trial_id)
+
+    def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
+        super().set_trial_user_attr(trial_id, key, value)
+        self._touch(trial_id)
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        super().set_trial_system_attr(trial_id, key, value)
+        self._touch(trial_id)
 
     def _add_trials_to_cache(self, study_id: int, trials: list[FrozenTrial]) -> None:
         super()._add_trials_to_cache(study_id, trials)
@@ -337,6 +369,7 @@ class LeanCachedStorage(_CachedStorage):
             self._add_trials_to_cache(study_id, trials)
             for trial in trials:
                 tid = trial._trial_id
+                self._written.discard(tid)
                 self._seen[study_id] = max(self._seen.get(study_id, -1), tid)
                 if trial.state.is_finished():
                     study.unfinished_trial_ids.discard(tid)
@@ -371,23 +404,60 @@ class LeanCachedStorage(_CachedStorage):
             return copy.deepcopy(trials) if deepcopy else trials
 
     def _changed(self, study: _StudyInfo, seen: int) -> set[int]:
-        """The unfinished trials held (ids up to ``seen``) whose state is not the cached one."""
+        """The unfinished trials held (ids up to ``seen``) that changed since they were read:
+        written through this process, or whose state or number of params, intermediate
+        values, user or system attributes in the database is not the copy's."""
         from optuna.storages._rdb import models
 
         ids = sorted(i for i in study.unfinished_trial_ids if i <= seen)
         if not ids:
             return set()
+        changed = {i for i in ids if i in self._written}
+        asked = [i for i in ids if i not in changed]
+        if not asked:
+            return changed
         trials = models.TrialModel.__table__
+        counted = [
+            sa.select(sa.func.count())
+            .where(table.c.trial_id == trials.c.trial_id)
+            .scalar_subquery()
+            for table in _child_tables()
+        ]
         with self._backend.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(trials.c.trial_id, trials.c.state).where(trials.c.trial_id.in_(ids))
+                sa.select(trials.c.trial_id, trials.c.state, *counted).where(
+                    trials.c.trial_id.in_(asked)
+                )
             ).all()
-        changed = set()
-        for tid, state in rows:
+        for tid, state, *counts in rows:
             _, number = self._trial_id_to_study_id_and_number[tid]
-            if study.trials[number].state != state:
+            held = study.trials[number]
+            if held.state != state or tuple(counts) != _counts(held):
                 changed.add(int(tid))
         return changed
+
+
+def _child_tables() -> tuple[sa.Table, ...]:
+    """Optuna's tables of a trial's params, intermediate values, user and system attributes,
+    in the order of :func:`_counts`."""
+    from optuna.storages._rdb import models
+
+    return (
+        models.TrialParamModel.__table__,
+        models.TrialIntermediateValueModel.__table__,
+        models.TrialUserAttributeModel.__table__,
+        models.TrialSystemAttributeModel.__table__,
+    )
+
+
+def _counts(trial: FrozenTrial) -> tuple[int, int, int, int]:
+    """How many rows ``trial`` has in each of :func:`_child_tables`, as held."""
+    return (
+        len(trial.params),
+        len(trial.intermediate_values),
+        len(trial.user_attrs),
+        len(trial.system_attrs),
+    )
 
 
 def lean_storage(storage: Any) -> Any:
@@ -478,6 +548,8 @@ def write_params(storage: Any, trial_id: int, params: list[Param]) -> None:
         _insert(storage._backend, study_id, trial_id, params, dict(known))
         for name, _, distribution in params:
             known.setdefault(name, distribution)
+    if isinstance(storage, LeanCachedStorage):
+        storage._touch(trial_id)
 
 
 def _insert(
