@@ -1,7 +1,8 @@
 """Lightning workloads of the integration's tests: the example's digits module, which also
 keeps a log a test reads (``lr.jsonl`` in the trial's directory: each start, with the step it
-starts from and its weights right after Lightning restored a checkpoint, and each validation's
-step and the learning rate the optimizer steps with); ``held`` holds after a report (see
+starts from and its weights right after Lightning restored a checkpoint; each optimizer step,
+with the trainer's step before it and the learning rate it steps with; each validation's step
+and the optimizer's learning rate then); ``held`` holds after a report (see
 ``hyperfleet.testing.workloads``); ``paced`` waits after chosen reports for another member's
 (:data:`PBT_PACE`); ``ignore_ckpt`` forgets to pass ``ckpt_path``."""
 
@@ -42,6 +43,11 @@ class Watched(DigitsModule):
             torch.save({k: v.detach().clone() for k, v in self.state_dict().items()}, path)
             entry["weights"] = str(path)
         self._write(entry)
+
+    def on_before_optimizer_step(self, optimizer: Any) -> None:
+        # the step about to be taken (the trainer's count before it) and the lr it steps with
+        lr = optimizer.param_groups[0]["lr"]
+        self._write({"event": "step", "step": self.global_step, "lr": lr})
 
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()
@@ -90,12 +96,17 @@ paced.hyperfleet_params = main.hyperfleet_params  # type: ignore[attr-defined]
 
 def lr_log(trial_dir: Path) -> list[dict[str, Any]]:
     """A trial's log: one segment per start (``start``: the step it started from, ``weights``:
-    the file of its weights then), with the ``(step, lr)`` of each validation."""
+    the file of its weights then), with the ``(step, lr)`` of each validation (``evals``) and of
+    each optimizer step (``steps``: the trainer's step before it)."""
     segments: list[dict[str, Any]] = []
     for line in (trial_dir / "lr.jsonl").read_text().splitlines():
         entry = json.loads(line)
         if entry["event"] == "start":
-            segments.append({"start": entry["step"], "weights": entry.get("weights"), "evals": []})
+            segments.append(
+                {"start": entry["step"], "weights": entry.get("weights"), "evals": [], "steps": []}
+            )
+        elif entry["event"] == "step":
+            segments[-1]["steps"].append((entry["step"], entry["lr"]))
         else:
             segments[-1]["evals"].append((entry["step"], entry["lr"]))
     return segments

@@ -9,6 +9,9 @@
   rate the optimizer steps with (logged by the model at each validation) is the member's
   explored value the platform recorded, and the weights right after it equal the donor's
   checkpoint exactly.
+* PBT of 3 members on one slot, one exploit relaunched from the donor's checkpoint and one in
+  place: the learning rate of every optimizer step after each exploit, from the first, is the
+  member's explored value on its own schedule, never the donor's.
 """
 
 from __future__ import annotations
@@ -178,6 +181,53 @@ def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
             restored = torch.load(seg["weights"], weights_only=True)
             assert all(torch.equal(restored[k], donors[k]) for k in donors), e
     assert checked > 0, "no validation after an exploit"
+
+
+def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    # One slot, so the decisions follow from the scores alone (no timing). Member 0 (the best
+    # lr) pauses at its ready check at step 4 (time-sharing: member 2 is not born yet). Member 1
+    # ranks last at step 4, exploits member 0 and pauses too: it goes on later, in a new launch,
+    # from member 0's checkpoint. Member 2 ranks last at step 4 with every member born and none
+    # behind it: it exploits member 0 and goes on in place, in the same processes.
+    path = sweep_file({
+        "name": "lit-pbt-steps",
+        "objective": {"metric": "loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": 3, "perturbation_interval": 4,
+                      "quantile_fraction": 0.5, "resample_probability": 0.0, "seed": 0,
+                      "initial": [{"lr": 0.05}, {"lr": 0.0001}, {"lr": 0.0003}]},
+        "budget": {"trials": None, "max_concurrent": 1},
+        "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
+        "trial": {
+            "workload": WORKLOAD, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
+            "steps": 8, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
+            "checkpoint": {"keep": 100},
+        },
+    })  # fmt: skip
+    run(path, "cpu:2")
+    runs = tmp_path / "runs"
+    storage = Storage(f"sqlite:///{runs / 'hf.db'}")
+    events = SqlPopulationStore(storage.engine).lineage("lit-pbt-steps")
+    explores = sorted((e for e in events if e.kind == "explore"), key=lambda e: e.member)
+    story = _population_story(storage, "lit-pbt-steps")
+    assert [(e.member, e.step, e.donor, e.donor_step) for e in explores] == [
+        (1, 4, 0, 4),
+        (2, 4, 0, 4),
+    ], story
+    attempts = {t.number: t.attempts for t in storage.trials("lit-pbt-steps")}
+    assert (attempts[1], attempts[2]) == (2, 1), story  # 1 relaunched, 2 exploited in place
+    for e in explores:
+        lr = float(e.new_params["lr"])
+        assert lr != 0.05, e  # explored: the donor's lr would not tell the two apart
+        segments = lr_log(runs / "lit-pbt-steps" / f"trial-{e.member:04d}")
+        assert [s["start"] for s in segments] == [0, e.donor_step], (e, segments)
+        steps = segments[1]["steps"]  # (the trainer's step before it, the lr it stepped with)
+        assert [step for step, _ in steps] == list(range(e.donor_step, 8)), (e, steps)
+        # every optimizer step from the first after the exploit: the member's explored lr on
+        # its own schedule (decay 0.5 per 100 steps) at the donor's step count
+        expected = [lr * 0.5 ** (step / 100) for step, _ in steps]
+        assert [got for _, got in steps] == pytest.approx(expected, rel=1e-12), (e, steps)
 
 
 def _population_story(storage: Storage, sweep: str) -> str:

@@ -11,6 +11,9 @@
 * PBT of 4 members: after every exploit the learning rate the optimizer steps with (probed at
   each evaluation) is the member's explored value in the lineage the platform recorded, and
   the weights right after the Trainer's restore equal the donor's saved checkpoint exactly.
+* PBT of 3 members on one slot, one exploit relaunched from the donor's checkpoint and one in
+  place: the learning rate of every optimizer step after each exploit, from the first, is the
+  member's explored value on its own (linear) schedule, never the donor's.
 """
 
 from __future__ import annotations
@@ -176,6 +179,52 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
                 and x["time"] < begin["time"]
             ]  # fmt: skip
             assert saved and begin["weights"] == saved[-1]
+
+
+def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
+    sweep_file: Callable[..., Path], tmp_path: Path
+) -> None:
+    # One slot, so the decisions follow from the scores alone (no timing). Member 0 (the best
+    # lr) pauses at its ready check at step 4 (time-sharing: member 2 is not born yet). Member 1
+    # ranks last at step 4, exploits member 0 and pauses too: it goes on later, in a new launch,
+    # from member 0's checkpoint. Member 2 ranks last at step 4 with every member born and none
+    # behind it: it exploits member 0 and goes on in place, in the same process.
+    path = sweep_file({
+        "name": "tf-pbt-steps", "objective": {"metric": "eval_loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": 3, "perturbation_interval": 4,
+                      "quantile_fraction": 0.5, "resample_probability": 0.0, "seed": 0,
+                      "initial": [{"lr": 1.0e-2}, {"lr": 1.0e-5}, {"lr": 3.0e-5}]},
+        "budget": {"trials": None, "max_concurrent": 1},
+        "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
+        "trial": {"workload": WORKLOAD, "params": {"batch_size": 4, "schedule": "linear"},
+                  "steps": 8, "eval_every": 2, "resources": {"devices": 0},
+                  "parallel": {"data": 1}, "checkpoint": {"keep": 4}},
+    })  # fmt: skip
+    run_sweep(path, 2)
+    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
+    events = SqlPopulationStore(storage.engine).lineage("tf-pbt-steps")
+    explores = sorted((e for e in events if e.kind == "explore"), key=lambda e: e.member)
+    trials = storage.trials("tf-pbt-steps")
+    story = [(t.number, t.state, t.attempts, t.last_step, t.params.get("lr")) for t in trials]
+    assert [(e.member, e.step, e.donor, e.donor_step) for e in explores] == [
+        (1, 4, 0, 4),
+        (2, 4, 0, 4),
+    ], (explores, story)
+    attempts = {t.number: t.attempts for t in trials}
+    assert (attempts[1], attempts[2]) == (2, 1), story  # 1 relaunched, 2 exploited in place
+    for e in explores:
+        lr = float(e.new_params["lr"])
+        assert lr != 1.0e-2, e  # explored: the donor's lr would not tell the two apart
+        segments = split_at_begin(probe_lines(trial_dir(tmp_path / "runs", "tf-pbt-steps",
+                                                        e.member)))  # fmt: skip
+        assert [seg[0]["step"] for seg in segments] == [0, e.donor_step], (e, segments)
+        # (the Trainer's step before it, the lr it stepped with) of each optimizer step
+        steps = [(x["step"], x["lr"]) for x in segments[1] if x["event"] == "step"]
+        assert [step for step, _ in steps] == list(range(e.donor_step, 8)), (e, steps)
+        # every optimizer step from the first after the exploit: the member's explored lr on
+        # its own linear schedule (to 0 at step 8) at the donor's step count
+        expected = [lr * (8 - step) / 8 for step, _ in steps]
+        assert [got for _, got in steps] == pytest.approx(expected, rel=1e-9), (e, steps)
 
 
 def probe_lines(directory: Path) -> list[dict[str, Any]]:

@@ -4,6 +4,8 @@ trial's directory, rank 0): what the Trainer ran with, seen from inside the tria
 * ``begin``: the step the Trainer starts at, the world size it and the process group see, and
   (when it resumed) a digest of the model's weights right after its restore, over the tensors
   of the checkpoint's ``model.safetensors``;
+* ``step``: at each optimizer step, the Trainer's global step before it and the learning rate
+  it steps with;
 * ``eval``: at each report step, the learning rate of the optimizer's last step;
 * ``save``: a digest of the ``model.safetensors`` the Trainer just saved (before
   ``HyperfleetCallback`` files it as the trial's checkpoint);
@@ -62,6 +64,7 @@ class Probe(TrainerCallback):
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.lr = kw["optimizer"].param_groups[0]["lr"]
+        self.write(event="step", step=state.global_step, lr=self.lr)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.write(event="eval", step=state.global_step, lr=self.lr)
