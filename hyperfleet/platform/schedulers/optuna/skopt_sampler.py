@@ -165,6 +165,18 @@ class SkoptSampler(DelegatingSampler):
             name: d for name, d in self._search_space.calculate(study).items() if not d.single()
         }
 
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        # single-objective on both paths, as Optuna's samplers are (its TPE fallback would
+        # sample a multi-objective study)
+        internals.reject_multi_objective(self, study)
+        return super().sample_independent(study, trial, param_name, param_distribution)
+
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
