@@ -12,6 +12,11 @@ complex numbers, ints too large for a float (``10**400``: ``OverflowError``), ``
 lists and tensors with more than one element. :func:`metric_values` raises
 :class:`ReportValueError` before anything of the report is written.
 
+**Steps.** A step is an int from 0 to :data:`MAX_STEP` (2**31 - 1, PostgreSQL's ``integer``,
+the type of the platform's and Optuna's step columns: a larger step is refused there and
+kept on SQLite, so it is refused on every backend). :func:`check_step` is the one check, for
+``ctx.report`` and for a script trial's reports alike.
+
 **Checkpoints.** A checkpoint is loaded back with ``torch.load(weights_only=True)``, whose
 unpickler reads tensors, plain Python values and containers, and refuses everything else
 (a ``numpy.float64`` among them). :func:`loadable` walks the state before it is saved:
@@ -42,8 +47,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckpointContentError", "ReportValueError", "loadable", "metric_values"]
+__all__ = [
+    "MAX_STEP",
+    "CheckpointContentError",
+    "ReportValueError",
+    "check_step",
+    "loadable",
+    "metric_values",
+]
 
+MAX_STEP = 2**31 - 1  # PostgreSQL's integer: hf_trials' and Optuna's step columns
 _NUMERIC_KINDS = "iuf"  # NumPy dtype kinds of real numbers (b: bool, c: complex excluded)
 
 
@@ -104,6 +117,19 @@ def _real(value: object) -> float | str:
         return f"{_a(type_name(value))} too large for a float ({_shown(value)})"
 
 
+def check_step(step: int, where: str = "ctx.report") -> int:
+    """``step`` if the storage holds it (0 to :data:`MAX_STEP`); else :class:`ReportValueError`
+    saying so, after ``where`` (who reported it)."""
+    if 0 <= step <= MAX_STEP:
+        return step
+    text = str(step)
+    shown = text if len(text) <= 20 else f"{text[:5]}… ({len(text.lstrip('-'))} digits)"
+    raise ReportValueError(
+        f"{where}: step {shown} is outside 0..{MAX_STEP}, the steps the storage holds; "
+        f"report a step in that range"
+    )
+
+
 def metric_values(step: object, metrics: object) -> tuple[int, dict[str, float]]:
     """The report's step as an int and its metrics as floats; :class:`ReportValueError`
     naming the step, the metric and its value's type if any of them is not a real number."""
@@ -113,6 +139,7 @@ def metric_values(step: object, metrics: object) -> tuple[int, dict[str, float]]
         raise ReportValueError(
             f"ctx.report: the step is a {type_name(step)} ({_shown(step)}); pass an int"
         ) from None
+    check_step(step)
     if not isinstance(metrics, Mapping):
         raise ReportValueError(
             f"ctx.report(step {step}): metrics is a {type_name(metrics)}; pass a dict of "

@@ -48,6 +48,7 @@ from hyperfleet.platform.launcher.script import (
 from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
 from hyperfleet.spec.states import Outcome, TrialState
 from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
+from hyperfleet.trials.values import ReportValueError, check_step
 from hyperfleet.trials.workloads.registry import merged_params
 
 RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
@@ -57,6 +58,10 @@ GANG_WAIT_S = STALE_AFTER_S  # a following node waits this long for the outcome 
 
 class StopRequestError(Exception):
     """SIGTERM reached the runner: the controller stops the trial."""
+
+
+class ReportRefusedError(Exception):
+    """The program reported what the trial cannot record (a step out of range): it fails."""
 
 
 def _on_sigterm(signum: int, _frame: Any) -> None:
@@ -150,6 +155,9 @@ class ScriptRun:
         except StopRequestError:
             print("hyperfleet: the trial was stopped; stopping the program", flush=True)
             code = 128 + signal.SIGTERM
+        except ReportRefusedError as exc:
+            print(f"ScriptError: {exc}", flush=True)
+            code = 1
         except Superseded as exc:  # a newer attempt runs the trial: record nothing
             print(f"hyperfleet: trial {self.spec.number} {exc}; stopping", flush=True)
             self.outcome, code = Outcome.SUPERSEDED, 0
@@ -276,6 +284,11 @@ class ScriptRun:
         """Record one report; True when its decision ended the program."""
         if self.pushed():  # the program reports itself (hyperfleet.trial())
             return False
+        try:
+            check_step(step, "the program's report")
+        except ReportValueError as exc:
+            program.stop()
+            raise ReportRefusedError(str(exc)) from None
         self.reported = True
         decision = self.recorder(step, metrics)
         if decision.kind is DecisionKind.CONTINUE:
