@@ -1,5 +1,11 @@
 """Reading a script trial's reports: from its output lines, or from its MLflow run.
 
+**Lines.** The program's output is cut into lines as it comes (:func:`split_output`): a
+carriage return ends a line as a newline does (a tqdm-style progress line ``\rstep=3 loss=…``
+is a report when printed, not one line at the program's end), and a line longer than
+:data:`MAX_LINE` keeps its first :data:`MAX_LINE` bytes, the rest dropped as it is read
+(never held) and the line read as no report.
+
 **stdout** (``trial.metrics: {from: stdout}``, the default; Katib's metrics collector idea): a
 line of rank 0's output carrying ``name=value`` tokens, a value being a number
 (``step=12 val_loss=0.314 val_accuracy=0.91``, also ``val_loss=3.1e-2``, ``nan``, ``inf``).
@@ -17,13 +23,40 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)"
 _TOKEN = re.compile(rf"(?<![^\s,;(\[|:])([A-Za-z_][\w./-]*)=((?>{_NUMBER}))(?!\w)", re.IGNORECASE)
 STEP_KEYS = ("step", "epoch")
+MAX_LINE = 64 * 1024  # bytes of one line of the program's output kept; the rest is dropped
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+def split_output(
+    chunks: Iterable[bytes], limit: int = MAX_LINE
+) -> Iterator[tuple[bytes, bytes, int]]:
+    """The lines of a stream read in ``chunks``, each as soon as its end is read: ``(line,
+    end, cut)``, ``end`` the byte that ended it (``\r`` or ``\n``; empty at the stream's
+    end), ``cut`` how many bytes past ``limit`` were dropped from it."""
+    pending = bytearray()
+    cut = 0
+    for chunk in chunks:
+        start = 0
+        while True:
+            found = _LINE_END.search(chunk, start)
+            piece = chunk[start : len(chunk) if found is None else found.start()]
+            room = max(limit - len(pending), 0)
+            pending += piece[:room]
+            cut += max(len(piece) - room, 0)
+            if found is None:
+                break
+            yield bytes(pending), found.group(), cut
+            pending.clear()
+            cut, start = 0, found.end()
+    if pending or cut:
+        yield bytes(pending), b"", cut
 
 
 def _number(text: str) -> float | None:

@@ -14,13 +14,20 @@ The runner:
    that logs with ``mlflow`` logs into its trial's child run) and the spec's path
    (``HYPERFLEET_SPEC``, for ``hyperfleet.trial()``);
 2. copies every line of the program's stdout and stderr to the trial's log, and turns rank 0's
-   lines (or the MLflow run's new steps) into reports (:mod:`.readers`);
+   lines (or the MLflow run's new steps) into reports (:mod:`.readers`: a ``\r`` ends a line,
+   a line longer than 64 KiB is cut, with a note in the log);
 3. records each report as a function trial's rank 0 does, through
    :class:`~hyperfleet.platform.recorder.RankZeroRecorder` (storage, the scheduler's decision,
    MLflow), and on a PRUNE (or a stop: SUPERSEDED, SIGTERM) ends the program: SIGTERM to its
    process group and every process of its launch, then SIGKILL after
    :data:`PRUNE_GRACE_S`, so it is gone within 2 s of the decision;
-4. records the outcome: COMPLETE when the program exits 0 having reported its objective,
+4. once the program's main process exited, reads what is left of its output for up to
+   :data:`DRAIN_S`, then ends everything the program left running: its process group, every
+   process of its launch, and every descendant of the runner, which is their *subreaper*
+   (:func:`~.procs.hold_descendants`, as an in-process worker is), so a daemon that left the
+   program's session (``setsid``, a double fork) is ended too, and a child that still holds
+   the program's output pipe does not hold the trial;
+5. records the outcome: COMPLETE when the program exits 0 having reported its objective,
    PRUNED, else FAIL, its error line last in the log (the last lines of the program's stderr
    and the exit code, or what was looked for when no objective came).
 """
@@ -30,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -50,7 +58,13 @@ from hyperfleet.platform.launcher.command import (
     render,
     under_torchrun,
 )
-from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
+from hyperfleet.platform.launcher.procs import (
+    LAUNCH_VAR,
+    end_descendants,
+    kill_tagged,
+    tag_launch,
+)
+from hyperfleet.platform.launcher.readers import MAX_LINE, split_output
 from hyperfleet.platform.launcher.torchrun import (
     TorchrunHandle,
     die_with_parent,
@@ -66,6 +80,8 @@ from hyperfleet.spec.wire import TrialSpec
 RUNNER = "hyperfleet.platform.launcher.script_run"  # the runner's module
 PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
+DRAIN_S = 2.0  # its output is read this long after the program's main process exited
+CHUNK = 64 * 1024  # bytes read from the program's output at a time
 MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
 LOCAL_STORE = f"program-{TRACKING_FILE}"  # in the trial directory: its run while MLflow is away
@@ -100,6 +116,8 @@ class Program:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._write = threading.Lock()
+        self._exited_at: float | None = None  # when settle() first saw the program exited
+        self._rest_ended = False
         print(f"# hyperfleet script: {' '.join(argv)}", flush=True)
         self.proc = subprocess.Popen(
             argv,
@@ -119,13 +137,22 @@ class Program:
 
     def _copy(self, stream: IO[bytes], is_stdout: bool) -> None:
         out = sys.stdout.buffer
-        for raw in iter(stream.readline, b""):
+        chunks = iter(functools.partial(os.read, stream.fileno(), CHUNK), b"")
+        for raw, end, cut in split_output(chunks):
             with self._write:
-                out.write(raw)
+                out.write(raw + end)
+                if cut:
+                    out.write(
+                        f"\nhyperfleet: the line above was longer than {MAX_LINE // 1024} "
+                        f"KiB; its last {cut} bytes were dropped and it is read as no "
+                        f"report\n".encode()
+                    )
                 out.flush()
-            line = raw.decode(errors="replace").rstrip("\r\n")
+            line = raw.decode(errors="replace")
             if not is_stdout:
-                self.stderr.append(line)
+                self.stderr.append(line[:1000])
+            elif cut or not line:
+                continue
             elif self.prefix is None:
                 self.lines.put(line)
             elif line.startswith(self.prefix):
@@ -133,7 +160,36 @@ class Program:
         if is_stdout:
             self.lines.put(None)  # end of output
 
+    def settle(self) -> None:
+        """Once the program's main process has exited: after :data:`DRAIN_S` of its output,
+        end what it left running (whose ends of its pipes then close)."""
+        if self._rest_ended or self.proc.poll() is None:
+            return
+        if self._exited_at is None:
+            self._exited_at = time.monotonic()
+        elif time.monotonic() - self._exited_at >= DRAIN_S:
+            self.end_rest()
+
+    def end_rest(self) -> None:
+        """End every process the program left: its group, its launch's tagged processes and
+        every descendant of this runner (their subreaper). Call it once the program exited."""
+        self._rest_ended = True
+        self._signal(signal.SIGKILL)
+        left = end_descendants(set())
+        if left:
+            print(
+                f"hyperfleet: the program exited leaving {len(left)} process(es) running; "
+                f"ended them",
+                flush=True,
+            )
+
     def finish_output(self, timeout: float = 5.0) -> None:
+        """Read the output of the program that exited for up to :data:`DRAIN_S`, end what it
+        left, then read the rest."""
+        deadline = time.monotonic() + DRAIN_S
+        for t in self._threads:
+            t.join(max(deadline - time.monotonic(), 0))
+        self.end_rest()
         for t in self._threads:
             t.join(timeout)
 

@@ -30,6 +30,7 @@ from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
+from hyperfleet.platform.launcher.procs import hold_descendants
 from hyperfleet.platform.launcher.readers import (
     MlflowReader,
     StdoutReader,
@@ -162,8 +163,10 @@ class ScriptRun:
             print(f"hyperfleet: trial {self.spec.number} {exc}; stopping", flush=True)
             self.outcome, code = Outcome.SUPERSEDED, 0
         finally:
-            if self.program is not None and self.program.proc.poll() is None:
-                self.program.stop()
+            if self.program is not None:
+                if self.program.proc.poll() is None:
+                    self.program.stop()
+                self.program.end_rest()
             self._finish()
         return code
 
@@ -221,6 +224,7 @@ class ScriptRun:
             except queue.Empty:
                 line = ""
             ended = line is None
+            program.settle()
             if self.following and not line and time.monotonic() >= next_look:
                 next_look = time.monotonic() + GANG_POLL_S
                 if self._ended_elsewhere():
@@ -338,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     """The runner: ``python -m hyperfleet.platform.launcher.script_run SPEC``."""
     args = sys.argv[1:] if argv is None else argv
     rendezvous = Rendezvous(**json.loads(args[1])) if len(args) > 1 else None
+    hold_descendants()  # what the program starts stays in this tree, to be ended with it
     return ScriptRun(TrialSpec.read(args[0]), rendezvous).run()
 
 
