@@ -14,8 +14,8 @@ lists and tensors with more than one element. :func:`metric_values` raises
 
 **Steps.** A step is an int from 0 to :data:`MAX_STEP` (2**31 - 1, PostgreSQL's ``integer``,
 the type of the platform's and Optuna's step columns: a larger step is refused there and
-kept on SQLite, so it is refused on every backend). :func:`check_step` is the one check, for
-``ctx.report`` and for a script trial's reports alike.
+kept on SQLite, so it is refused on every backend). :func:`~hyperfleet.trials.steps.check_step`
+is the one check, for ``ctx.report`` and for a script trial's reports alike.
 
 **Checkpoints.** A checkpoint is loaded back with ``torch.load(weights_only=True)``, whose
 unpickler reads tensors, plain Python values and containers, and refuses everything else
@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from hyperfleet.trials.steps import MAX_STEP, ReportValueError, check_step
+
 __all__ = [
     "MAX_STEP",
     "CheckpointContentError",
@@ -56,12 +58,7 @@ __all__ = [
     "metric_values",
 ]
 
-MAX_STEP = 2**31 - 1  # PostgreSQL's integer: hf_trials' and Optuna's step columns
 _NUMERIC_KINDS = "iuf"  # NumPy dtype kinds of real numbers (b: bool, c: complex excluded)
-
-
-class ReportValueError(ValueError):
-    """``ctx.report`` was given something that is not a real number; nothing was kept."""
 
 
 class CheckpointContentError(TypeError):
@@ -115,19 +112,6 @@ def _real(value: object) -> float | str:
         return float(value)
     except OverflowError:
         return f"{_a(type_name(value))} too large for a float ({_shown(value)})"
-
-
-def check_step(step: int, where: str = "ctx.report") -> int:
-    """``step`` if the storage holds it (0 to :data:`MAX_STEP`); else :class:`ReportValueError`
-    saying so, after ``where`` (who reported it)."""
-    if 0 <= step <= MAX_STEP:
-        return step
-    text = str(step)
-    shown = text if len(text) <= 20 else f"{text[:5]}… ({len(text.lstrip('-'))} digits)"
-    raise ReportValueError(
-        f"{where}: step {shown} is outside 0..{MAX_STEP}, the steps the storage holds; "
-        f"report a step in that range"
-    )
 
 
 def metric_values(step: object, metrics: object) -> tuple[int, dict[str, float]]:

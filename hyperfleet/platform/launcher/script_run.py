@@ -49,7 +49,7 @@ from hyperfleet.platform.launcher.script import (
 from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
 from hyperfleet.spec.states import Outcome, TrialState
 from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
-from hyperfleet.trials.values import ReportValueError, check_step
+from hyperfleet.trials.steps import ReportValueError, check_step
 from hyperfleet.trials.workloads.registry import merged_params
 
 RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
