@@ -1,9 +1,10 @@
 """Issue #50: a script trial ends when its program ends, whatever the program left behind.
 
-Real ``hyperfleet sweep run`` processes and tiny programs written by each test: a program that
-leaves a child holding its output pipe completes as soon as it exits (the child is ended),
-and a detached daemon (``setsid`` and a double fork) is gone when the sweep ends, even one that
-carries none of the launch's environment tags.
+Real ``hyperfleet sweep run`` processes and tiny programs written by each test: progress
+printed with carriage returns is a report per step; a program that leaves a child holding its
+output pipe completes as soon as it exits (the child is ended); a detached daemon (``setsid``
+and a double fork) is gone when the sweep ends, even one that carries none of the launch's
+environment tags.
 """
 
 from __future__ import annotations
@@ -82,6 +83,27 @@ while not any(pathlib.Path(folder).iterdir()):
     time.sleep(0.01)
 print("step=1 loss=0.2", flush=True)
 """
+
+
+PROGRESS = """
+import sys
+for step, loss in ((1, 0.9), (2, 0.5), (3, 0.4)):
+    sys.stdout.write(f"\\rstep={step} loss={loss}")
+    sys.stdout.flush()
+sys.stdout.write("\\n")
+"""
+
+
+def test_progress_printed_with_carriage_returns_is_a_report_per_step(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'store.db'}"
+    path = program_sweep(tmp_path, db_url, PROGRESS)
+    proc = cli("sweep", "run", str(path), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trial = the_trial(db_url)
+    assert trial.state == "COMPLETE", (trial.state, trial.error)
+    log = Path(trial.trial_dir, "log.txt").read_text()
+    reported = [line.split(":")[0] for line in log.splitlines() if line.startswith("report ")]
+    assert reported == ["report step 1", "report step 2", "report step 3"], log[-2000:]
 
 
 def test_a_child_holding_the_output_does_not_hold_the_trial(tmp_path: Path) -> None:
