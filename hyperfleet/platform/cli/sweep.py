@@ -209,16 +209,18 @@ def sweep_status(
     from hyperfleet.spec.states import SweepStatus, TrialState
 
     def read() -> tuple[Any, str | None]:
-        from hyperfleet.platform.config import parse_sweep
         from hyperfleet.platform.worker import unschedulable
 
         st = Storage.open_readonly(storage)
         summary = summarize(st, name)
         row = st.get_sweep(name)
         waiting = row is not None and row.status in (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
+        # the stored config as the sweep file's models parse it, never its semantic checks:
+        # those load the workload (unpickle trial.code, import module:function), and a reader
+        # runs no stored code (README, "Security")
         reason = (
-            unschedulable(parse_sweep(row.stored_config), st, STALE_AFTER_S)
-            if waiting and row
+            unschedulable(row.config, st, STALE_AFTER_S)
+            if waiting and row and row.config is not None
             else None
         )
         st.close()
