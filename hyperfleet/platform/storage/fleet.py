@@ -105,18 +105,23 @@ class FleetStore:
     @retried
     def _columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
         """The columns of ``table`` the database has: a reader of a database an older
-        hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``)."""
+        hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``); none for a
+        table it does not have yet (a version-1 database has no ``hf_workers``)."""
         if self._present is None:
             self._present = {}
         if table.name not in self._present:
-            found = sa.inspect(s.connection()).get_columns(table.name)
+            inspector = sa.inspect(s.connection())
+            found = inspector.get_columns(table.name) if inspector.has_table(table.name) else []
             self._present[table.name] = frozenset(c["name"] for c in found)
         return [c for c in table.c if c.name in self._present[table.name]]
 
     def workers(self) -> list[WorkerRecord]:
         table = cast(sa.Table, WorkerRow.__table__)
         with self.session() as s:
-            q = sa.select(*self._columns(s, table)).order_by(table.c.started_at)
+            columns = self._columns(s, table)
+            if not columns:
+                return []
+            q = sa.select(*columns).order_by(table.c.started_at)
             return [WorkerRecord.of_mapping(r._mapping) for r in s.execute(q)]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
@@ -218,7 +223,10 @@ class FleetStore:
         so a reader of a database an older hyperfleet wrote sees its leases as whole."""
         table = cast(sa.Table, LeaseRow.__table__)
         with self.session() as s:
-            q = sa.select(*self._columns(s, table)).order_by(table.c.id)
+            columns = self._columns(s, table)
+            if not columns:  # a database from before hf_leases
+                return []
+            q = sa.select(*columns).order_by(table.c.id)
             if sweep is not None:
                 q = q.where(table.c.sweep == sweep)
             return [LeaseRecord.of_mapping(r._mapping) for r in s.execute(q)]

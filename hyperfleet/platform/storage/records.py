@@ -122,6 +122,12 @@ class TrialRecord:
     def of(cls, row: Any) -> TrialRecord:
         return copy(cls, row, state=TrialState(row.state))
 
+    @classmethod
+    def of_mapping(cls, row: Mapping[str, Any]) -> TrialRecord:
+        """From a row's columns; those a database of an older schema lacks keep defaults."""
+        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        return cls(**{**values, "state": TrialState(values["state"])})
+
 
 class SweepFields(TypedDict, total=False):
     """The fields of a sweep's row that ``Storage.update_sweep`` may set."""

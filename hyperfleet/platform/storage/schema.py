@@ -43,11 +43,13 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from hyperfleet.errors import StorageError
 
 SCHEMA_VERSION = 4
-"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases;
-3: hf_leases.share and hf_leases.per_device (devices shared among small trials),
-hf_workers.job_id, job_state and job_reason (a batch job's worker); 4: hf_ahead (an older
-hyperfleet would take its suggestions for phantoms and requeue them while newer workers take
-them: it must refuse the database)."""
+"""1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases, then
+hf_workers, hf_gangs and hf_trials.worker, retries, notes and hf_leases.worker (added while
+version 2 was stamped: a version-2 database may lack them); 3: hf_leases.share and
+hf_leases.per_device (devices shared among small trials), hf_workers.job_id, job_state and
+job_reason (a batch job's worker; added on two branches, each stamping 3 without the other's);
+4: hf_ahead (an older hyperfleet would take its suggestions for phantoms and requeue them while
+newer workers take them: it must refuse the database)."""
 
 
 class Base(DeclarativeBase):
@@ -156,8 +158,18 @@ class LeaseRow(Base):
 
 #: what each version added to an existing table, as ``(table, column, its SQL type and
 #: default)``: ``create_schema`` adds them to a database of an older version (the defaults
-#: make rows written before read as they were meant: a whole device)
+#: make rows written before read as they were meant: a whole device, no retry). Every column
+#: is looked for whatever version is stamped: columns were added under one stamp (version 2's
+#: hf_trials.worker) and on parallel branches under the same one (version 3's), so the stamp
+#: alone does not say what a database holds. ``tests/platform/schema_history`` holds the
+#: tables of every past version.
 UPGRADES: dict[int, list[tuple[str, str, str]]] = {
+    2: [
+        ("hf_trials", "worker", "VARCHAR(64)"),
+        ("hf_trials", "retries", "INTEGER NOT NULL DEFAULT 0"),
+        ("hf_trials", "notes", "TEXT"),
+        ("hf_leases", "worker", "VARCHAR(64)"),
+    ],
     3: [
         ("hf_leases", "share", "INTEGER NOT NULL DEFAULT 0"),
         ("hf_leases", "per_device", "INTEGER NOT NULL DEFAULT 1"),
@@ -166,6 +178,8 @@ UPGRADES: dict[int, list[tuple[str, str, str]]] = {
         ("hf_workers", "job_reason", "TEXT"),
     ],
 }
+
+_ADDED = [added for version in sorted(UPGRADES) for added in UPGRADES[version]]
 
 
 #: indexes added to existing tables after their first release: ``create_schema`` makes them
@@ -247,8 +261,13 @@ _CREATE_ATTEMPTS = 20
 
 
 def create_schema(engine: Engine) -> None:
-    """Create the missing ``hf_*`` tables and stamp the schema version (idempotent; safe when
-    several processes do it at once)."""
+    """Create the missing ``hf_*`` tables, add the columns an older schema lacks and stamp the
+    schema version (idempotent; safe when several processes do it at once). A database
+    without a stamp is judged by what it holds (:func:`held_version`), never stamped current
+    before its tables have every column."""
+    with engine.connect() as conn:
+        found = held_version(conn)
+    _check_version(found, engine.url)
     for attempt in range(_CREATE_ATTEMPTS):
         try:
             metadata.create_all(engine)
@@ -260,20 +279,27 @@ def create_schema(engine: Engine) -> None:
             if not raced or attempt == _CREATE_ATTEMPTS - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
-    with engine.begin() as conn:
-        found = schema_version(conn)
-        if found is None:
-            try:
-                with conn.begin_nested():
-                    conn.execute(
-                        meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
-                    )
-            except sa.exc.IntegrityError:
-                found = schema_version(conn)
-        _check_version(found, engine.url)
-    if found is not None and found < SCHEMA_VERSION:
+    if found is not None:
         upgrade(engine, found)
+    with engine.begin() as conn:
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    meta_table.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                )
+        except sa.exc.IntegrityError:  # stamped meanwhile, by a racing process or before
+            _check_version(schema_version(conn), engine.url)
     add_indexes(engine)
+
+
+def held_version(conn: Connection) -> int | None:
+    """The schema version of a database: its stamp; without one, what it holds (hyperfleet's
+    sweeps without ``hf_meta``: version 1, from before the stamp); None for a database
+    without hyperfleet's tables (a new one)."""
+    found = schema_version(conn)
+    if found is None and sa.inspect(conn).has_table(SweepRow.__tablename__):
+        return 1
+    return found
 
 
 def add_indexes(engine: Engine) -> None:
@@ -293,12 +319,16 @@ def add_indexes(engine: Engine) -> None:
 
 
 def upgrade(engine: Engine, found: int) -> None:
-    """Bring a database of schema version ``found`` to :data:`SCHEMA_VERSION`: add the
-    columns later versions added (a column another process added meanwhile is kept), then
-    stamp the version."""
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        for table, column, kind in UPGRADES.get(version, []):
+    """Bring a database of schema version ``found`` (or of none, its tables just made) to
+    :data:`SCHEMA_VERSION`: add every column of :data:`UPGRADES` it lacks, whatever its stamp
+    says (a column another process added meanwhile is kept), then stamp the version."""
+    inspector = sa.inspect(engine)
+    held = {t: {c["name"] for c in inspector.get_columns(t)} for t, _, _ in _ADDED}
+    for table, column, kind in _ADDED:
+        if column not in held[table]:
             _add_column(engine, table, column, kind)
+    if found >= SCHEMA_VERSION:
+        return
     with engine.begin() as conn:
         conn.execute(
             meta_table.update()

@@ -29,7 +29,7 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
@@ -256,18 +256,22 @@ class Storage(FleetStore, AheadStore):
 
     @_retried
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
+        table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
-            row = self._trial_row(s, sweep, number)
-            return TrialRecord.of(row) if row else None
+            q = sa.select(*self._columns(s, table))
+            row = s.execute(q.where(table.c.sweep == sweep, table.c.number == number)).first()
+            return TrialRecord.of_mapping(row._mapping) if row else None
 
     @_retried
     def trials(self, sweep: str, state: TrialState | None = None) -> list[TrialRecord]:
         """The sweep's trials by number (``state``: only those in it, read by the database)."""
+        table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
-            q = sa.select(TrialRow).where(TrialRow.sweep == sweep).order_by(TrialRow.number)
+            # the columns the database has: a reader of an older schema reads it as it is
+            q = sa.select(*self._columns(s, table)).where(table.c.sweep == sweep)
             if state is not None:
-                q = q.where(TrialRow.state == state)
-            return [TrialRecord.of(r) for r in s.scalars(q)]
+                q = q.where(table.c.state == state)
+            return [TrialRecord.of_mapping(r._mapping) for r in s.execute(q.order_by("number"))]
 
     @_retried
     def running_elsewhere(self, sweep: str, worker: str | None) -> int:
