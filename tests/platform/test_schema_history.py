@@ -7,7 +7,7 @@ one not upgraded yet read what it has, without a traceback."""
 
 from __future__ import annotations
 
-import sqlite3
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,49 +26,50 @@ HISTORY = Path(__file__).resolve().parent / "schema_history"
 VERSIONS = sorted(HISTORY.glob("*.sql"))
 
 
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-
-
-def _insert(db: sqlite3.Connection, table: str, row: dict[str, Any]) -> None:
+def _insert(conn: sa.Connection, table: str, row: dict[str, Any]) -> None:
     """``row``'s values for the columns ``table`` had in that version."""
-    held = {k: v for k, v in row.items() if k in _columns(db, table)}
-    marks = ", ".join("?" for _ in held)
-    db.execute(f"INSERT INTO {table} ({', '.join(held)}) VALUES ({marks})", list(held.values()))
+    held = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    values = {k: v for k, v in row.items() if k in held}
+    names = ", ".join(values)
+    marks = ", ".join(f":{k}" for k in values)
+    conn.execute(sa.text(f"INSERT INTO {table} ({names}) VALUES ({marks})"), values)
 
 
-def build(version: Path, path: Path) -> str:
-    """A database of ``version``'s schema holding the sweep ``old``: two COMPLETE trials, a
-    FAIL, and a worker where the version had workers."""
-    import json
-
-    url = f"sqlite:///{path}"
+def build(version: Path, url: str) -> str:
+    """A database of ``version``'s schema (its DDL in the URL's dialect) holding the sweep
+    ``old``: two COMPLETE trials, a FAIL, and a worker where the version had workers."""
+    engine = sa.create_engine(url)
+    if engine.dialect.name == "postgresql":
+        version = HISTORY / "postgresql" / version.name
     config = parse_sweep(minimal_sweep(name="old", storage=url)).model_dump(mode="json")
     now = time.time()
-    db = sqlite3.connect(path)
-    db.executescript(version.read_text())
-    _insert(db, "hf_sweeps", {
-        "name": "old", "study_name": "old", "config": json.dumps(config),
-        "created_at": now, "updated_at": now, "status": "done",
-    })  # fmt: skip
-    for number, (state, loss) in enumerate(
-        [("COMPLETE", 0.5), ("COMPLETE", 0.125), ("FAIL", None)]
-    ):
-        _insert(db, "hf_trials", {
-            "id": number + 1, "sweep": "old", "number": number, "state": state,
-            "params": json.dumps({"x": 0.1 * (number + 1)}), "host": "oldhost", "pid": 100,
-            "heartbeat_at": now, "started_at": now, "ended_at": now, "attempts": 1,
-            "last_step": 4, "metrics": json.dumps({} if loss is None else {"loss": loss}),
-            "outcome": state.lower(), "error": "boom" if loss is None else None, "retries": 0,
+    with engine.begin() as conn:
+        lines = [line for line in version.read_text().splitlines() if not line.startswith("--")]
+        for statement in "\n".join(lines).split(";\n"):
+            if statement.strip():
+                conn.execute(sa.text(statement))
+        _insert(conn, "hf_sweeps", {
+            "name": "old", "study_name": "old", "config": json.dumps(config),
+            "created_at": now, "updated_at": now, "status": "done",
         })  # fmt: skip
-    if "hf_workers" in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}:
-        _insert(db, "hf_workers", {
-            "id": "w-old", "host": "oldhost", "pid": 100, "pool": "default",
-            "devices": json.dumps([]), "sweeps": json.dumps(["old"]), "started_at": now,
-            "heartbeat_at": now, "state": "stopped",
-        })  # fmt: skip
-    db.commit()
-    db.close()
+        trials = [("COMPLETE", 0.5), ("COMPLETE", 0.125), ("FAIL", None)]
+        for number, (state, loss) in enumerate(trials):
+            _insert(conn, "hf_trials", {
+                "sweep": "old", "number": number, "state": state,
+                "params": json.dumps({"x": 0.1 * (number + 1)}), "host": "oldhost",
+                "pid": 100, "heartbeat_at": now, "started_at": now, "ended_at": now,
+                "attempts": 1, "last_step": 4,
+                "metrics": json.dumps({} if loss is None else {"loss": loss}),
+                "outcome": state.lower(), "error": "boom" if loss is None else None,
+                "retries": 0,
+            })  # fmt: skip
+        if sa.inspect(conn).has_table("hf_workers"):
+            _insert(conn, "hf_workers", {
+                "id": "w-old", "host": "oldhost", "pid": 100, "pool": "default",
+                "devices": json.dumps([]), "sweeps": json.dumps(["old"]), "started_at": now,
+                "heartbeat_at": now, "state": "stopped",
+            })  # fmt: skip
+    engine.dispose()
     return url
 
 
@@ -91,9 +92,9 @@ def test_every_recorded_version_is_distinct_and_the_first_has_no_version_table()
 
 @pytest.mark.parametrize("version", VERSIONS, ids=[v.stem for v in VERSIONS])
 def test_a_writer_upgrades_each_past_version_and_its_sweep_reads(
-    version: Path, tmp_path: Path
+    version: Path, db_url: str
 ) -> None:
-    url = build(version, tmp_path / "old.db")
+    url = build(version, db_url)
     Storage(url).close()  # what a sweep run, a worker or a submit does first
     engine = sa.create_engine(url)
     inspector = sa.inspect(engine)
@@ -117,12 +118,25 @@ def test_a_writer_upgrades_each_past_version_and_its_sweep_reads(
 
 @pytest.mark.parametrize("version", VERSIONS, ids=[v.stem for v in VERSIONS])
 def test_readers_of_a_past_version_not_upgraded_read_what_it_has(
-    version: Path, tmp_path: Path
+    version: Path, db_url: str
 ) -> None:
-    url = build(version, tmp_path / "old.db")
-    before = (tmp_path / "old.db").read_bytes()
+    url = build(version, db_url)
+    before = _held(url)
     _reads(url)
-    assert (tmp_path / "old.db").read_bytes() == before  # a reader changes nothing
+    assert _held(url) == before  # a reader neither upgrades nor stamps
+
+
+def _held(url: str) -> tuple[dict[str, set[str]], list[Any]]:
+    """The tables and columns a database has, and its ``hf_meta`` rows."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        tables = {
+            t: {c["name"] for c in inspector.get_columns(t)} for t in inspector.get_table_names()
+        }
+        meta = list(conn.execute(sa.text("SELECT * FROM hf_meta"))) if "hf_meta" in tables else []
+    engine.dispose()
+    return tables, meta
 
 
 @pytest.mark.slow
@@ -134,7 +148,7 @@ def test_the_dashboard_and_load_read_the_oldest_version_not_upgraded(
 
     import hyperfleet
 
-    url = build(VERSIONS[0], tmp_path / "old.db")
+    url = build(VERSIONS[0], f"sqlite:///{tmp_path / 'old.db'}")
     assert hyperfleet.load("old", storage=url).best_value == 0.125
     monkeypatch.setenv("HYPERFLEET_STORAGE", url)
     app_file = Path(hyperfleet.__file__).parent / "dashboards" / "app.py"
