@@ -1,8 +1,8 @@
 """Readers never run stored code: a pickle planted as a sweep's ``trial.code`` and a stored
 ``module:function`` workload whose module writes a file on import stay unread by every reader
-(``sweep status``, ``sweep list``, ``workers``, the dashboard's pages, ``hyperfleet.load``),
-and each reader still shows the sweeps. Stored code runs only in the trial processes of a
-worker that serves the sweep."""
+(``sweep status``, ``sweep list``, ``workers``, the dashboard's pages, ``hyperfleet.load``) and
+by ``sweep enqueue`` of a stored sweep, and each still shows the sweeps. Stored code runs only
+on a worker that serves the sweep."""
 
 from __future__ import annotations
 
@@ -92,6 +92,11 @@ def test_no_reader_unpickles_or_imports_the_stored_workload(
     listed = runner.invoke(app, ["sweep", "list", "--storage", url], terminal_width=200)
     assert listed.exit_code == 0 and "pickled" in listed.output and "imported" in listed.output
     assert ran() == [], "sweep list"
+    for name in ("pickled", "imported"):  # queues a point by the sweep's stored space alone
+        point = ["sweep", "enqueue", name, "--params", '{"x": 0.7}', "--storage", url]
+        queued = runner.invoke(app, point)
+        assert ran() == [], f"sweep enqueue {name}"
+        assert queued.exit_code == 0 and "queued as trial" in queued.output, queued.output
     workers = runner.invoke(app, ["workers", "--storage", url])
     assert workers.exit_code == 0, workers.output
     assert ran() == [], "workers"

@@ -278,7 +278,7 @@ def sweep_enqueue(
     storage: Annotated[str | None, typer.Option(help="Storage URL.")] = None,
 ) -> None:
     """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
-    from hyperfleet.platform.config import load_sweep, parse_sweep
+    from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.sweeps.enqueue import enqueue
     from hyperfleet.platform.sweeps.results import no_sweep
@@ -301,7 +301,7 @@ def sweep_enqueue(
             if row is None:
                 known = [r.name for r in st.list_sweeps()]
                 raise ConfigError(no_sweep(target, known, url) + "; or give its file")
-            cfg = parse_sweep(row.stored_config)
+            cfg = row.parsed()  # the stored config, its workload neither unpickled nor imported
         return enqueue(cfg, url, point)
 
     number = _guard(run)
