@@ -123,7 +123,7 @@ class TrialRecord:
         return copy(cls, row, state=TrialState(row.state))
 
     @classmethod
-    def of_mapping(cls, row: Mapping[str, Any]) -> TrialRecord:
+    def of_mapping(cls, row: Mapping[Any, Any]) -> TrialRecord:
         """From a row's columns; those a database of an older schema lacks keep defaults."""
         values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
         return cls(**{**values, "state": TrialState(values["state"])})
