@@ -157,3 +157,16 @@ def test_the_dashboard_and_load_read_the_oldest_version_not_upgraded(
     for view in ("sweep", "compare", "population", "devices"):
         at.switch_page(f"views/{view}.py").run()
         assert not at.exception and not at.error, (view, at.exception, at.error)
+
+
+def test_a_database_stamped_current_without_a_column_gains_it(tmp_path: Path) -> None:
+    """The slurm branch's version 3 lacked hf_leases.share; the upgrade of main (which added
+    only the columns of versions above the stamp) then stamped it 4 without them."""
+    url = build(HISTORY / "2026-12-05-6754024.sql", f"sqlite:///{tmp_path / 'old.db'}")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE hf_meta SET value = :v"), {"v": str(SCHEMA_VERSION)})
+    Storage(url).close()
+    held = {c["name"] for c in sa.inspect(engine).get_columns("hf_leases")}
+    engine.dispose()
+    assert {"share", "per_device"} <= held
