@@ -74,12 +74,14 @@ def build(version: Path, url: str) -> str:
 
 
 def _reads(url: str) -> None:
-    """``sweep status`` and ``workers`` read the sweep: its trials, its best value."""
+    """``sweep status``, ``workers`` and ``sweep list`` read the sweep: its trials, its best."""
     runner = CliRunner()
     status = runner.invoke(app, ["sweep", "status", "old", "--storage", url], terminal_width=200)
     workers = runner.invoke(app, ["workers", "--storage", url], terminal_width=200)
-    said = [r.output or repr(r.exception) for r in (status, workers)]
-    assert (status.exit_code, workers.exit_code) == (0, 0), said
+    listed = runner.invoke(app, ["sweep", "list", "--storage", url], terminal_width=200)
+    said = [r.output or repr(r.exception) for r in (status, workers, listed)]
+    assert (status.exit_code, workers.exit_code, listed.exit_code) == (0, 0, 0), said
+    assert "0.125" in listed.output
     assert "0.125" in status.output and "boom" in status.output, status.output
     assert "Traceback" not in workers.output
 
