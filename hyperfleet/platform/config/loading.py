@@ -22,7 +22,7 @@ from hyperfleet.platform.config.checks import semantic_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.space import BRANCH_TAGS
 from hyperfleet.platform.config.suggest import did_you_mean, keys_at, quoted_names
-from hyperfleet.platform.config.values import finite_problems, shown
+from hyperfleet.platform.config.values import finite_problems, range_problems, shown
 from hyperfleet.platform.config.yaml_limits import MAX_BYTES, BoundedLoader
 
 
@@ -156,7 +156,8 @@ def parse_sweep(data: Mapping[str, Any]) -> SweepConfig:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError([_problem(e, data) for e in exc.errors()]) from None
-    problems = finite_problems(cfg.model_dump(mode="python")) or semantic_problems(cfg)
+    dumped = cfg.model_dump(mode="python")
+    problems = finite_problems(dumped) or range_problems(dumped) or semantic_problems(cfg)
     if problems:
         raise ConfigError(problems)
     return cfg

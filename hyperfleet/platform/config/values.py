@@ -12,6 +12,21 @@ Numbers must be finite: a sweep file is stored as JSON, which has no NaN or Infi
 refuses them), and a bound or choice that is NaN makes every comparison false. YAML writes them as
 ``.nan`` and ``.inf``, and pydantic reads the strings ``nan`` and ``inf`` as floats, so the
 check walks the validated config (:func:`finite_problems`), not the text.
+
+Finite is not enough: numbers must also fit what the samplers and the storage hold
+(:func:`range_problems`, limits tried against the real components):
+
+- a float dimension's width ``high - low`` must be finite: numpy's ``uniform`` (every Optuna
+  sampler draws through it) raises ``OverflowError: Range exceeds valid bounds`` for
+  ``low: -1e308, high: 1e308``, although both bounds are finite; a stepped float's count of
+  steps ``(high - low) / step`` likewise.
+- an int dimension's bounds must be within +-2**53 (:data:`MAX_EXACT_INT`): Optuna keeps every
+  param in its float representation (``IntDistribution.to_internal_repr``, the float
+  ``param_value`` column), where ints beyond 2**53 are no longer exact, so a sampled int could
+  round past its bound. A categorical's int choices are stored by index and are not limited.
+- a step count (``trial.steps``, ``eval_every``, ``checkpoint.every``) must fit PostgreSQL's
+  ``integer`` step columns (:data:`MAX_STEP`, 2**31 - 1): a report at a later step fails
+  there.
 """
 
 from __future__ import annotations
@@ -26,6 +41,10 @@ SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """A sweep's name, matched whole (a trailing newline included)."""
 MAX_KEY = 200
 _KEY = re.compile(r"[\w./\- :]+")
+MAX_EXACT_INT = 2**53
+"""The largest int bound of a dimension: Optuna holds params as floats, exact up to 2**53."""
+MAX_STEP = 2**31 - 1
+"""The largest step a trial may reach: PostgreSQL's ``integer`` step columns."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -76,4 +95,58 @@ def finite_problems(data: Any) -> list[str]:
         f"{path}: {value} is not a finite number; give a real number"
         for path, value in _floats(data, "")
         if not math.isfinite(value)
+    ]
+
+
+def _dimension_problems(path: str, spec: dict[str, Any]) -> list[str]:
+    low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
+    if spec.get("type") == "float":
+        if not math.isfinite(high - low):
+            return [
+                f"{path}: high - low overflows a float ({low} to {high}); the samplers draw "
+                f"within that width: narrow the range (or use log: true for positive bounds)"
+            ]
+        if step is not None and not math.isfinite((high - low) / step):
+            return [
+                f"{path}.step: (high - low) / step overflows a float ({step}); use a larger "
+                f"step or a narrower range"
+            ]
+    if spec.get("type") == "int":
+        return [
+            f"{path}.{bound}: {value} is beyond +-2**53 ({MAX_EXACT_INT}), past which the "
+            f"samplers' float representation is not exact; use a smaller {bound} (or a float "
+            f"dimension)"
+            for bound, value in (("low", low), ("high", high))
+            if abs(value) > MAX_EXACT_INT
+        ]
+    return []
+
+
+def _dimensions(space: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, spec in space.items():
+        at = f"{path}.{shown(name)}"
+        yield at, spec
+        choices = spec.get("choices")
+        if isinstance(choices, dict):
+            for choice, sub in choices.items():
+                yield from _dimensions(sub or {}, f"{at}.choices.{shown(choice)}")
+
+
+def range_problems(data: dict[str, Any]) -> list[str]:
+    """One line per bound or step count the samplers or the storage can't hold (see the module
+    docstring), naming its path; ``data`` is a validated config as a dict."""
+    problems = [
+        p for at, spec in _dimensions(data["space"], "space") for p in _dimension_problems(at, spec)
+    ]
+    trial = data["trial"]
+    counts = (
+        ("trial.steps", trial["steps"]),
+        ("trial.eval_every", trial["eval_every"]),
+        ("trial.checkpoint.every", (trial.get("checkpoint") or {}).get("every")),
+    )
+    return problems + [
+        f"{path}: {value} is beyond the storage's step column (PostgreSQL integer, at most "
+        f"{MAX_STEP}); use at most {MAX_STEP} steps"
+        for path, value in counts
+        if value is not None and value > MAX_STEP
     ]

@@ -55,12 +55,15 @@ def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
 
 def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
     conditional = is_conditional(cfg.space)
+    # Only a grid enumerates the space: an int dimension over [0, 2**40] is a list of 2**40
+    # values, which another sampler never needs (and memory can't hold).
+    gridded = cfg.scheduler.type == "grid"
     sampler = build_sampler(
         cfg.scheduler,
-        grid=None if conditional else space_mod.grid(cfg.space),
+        grid=space_mod.grid(cfg.space) if gridded and not conditional else None,
         n_objectives=len(cfg.all_objectives),
         n_trials=cfg.budget.trials,
-        cells=(space_mod.cells(cfg.space) or []) if conditional else None,
+        cells=((space_mod.cells(cfg.space) or []) if gridded else []) if conditional else None,
     )
     pruner = build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
     storage = internals.lean_storage(storage)  # a claim re-reads running trials only if changed
