@@ -19,6 +19,15 @@ under its claim lock: it writes the marker if there is none (adopting a director
 older hyperfleet, whose sweep is in storage), atomically (a hard link: one of two racing
 sweeps wins), or refuses when the marker names another sweep.
 
+**Workload code.** A sweep's workload is ``trial.workload`` and, for a function shipped by
+value, ``trial.code`` (its cloudpickle, :mod:`~hyperfleet.platform.sweeps.shipping`): both are
+stored with the config, which a run of the same name replaces. :func:`check_same_code` refuses
+a run whose workload differs from the stored one while a live worker of another process serves
+the sweep (a ``sweep run`` or ``hyperfleet.run`` elsewhere): its trials would run the new
+code and both callers get one sweep's mixed results. The pickles are compared (their sha256 is
+shown): the same function pickles to the same bytes in another process of the same script.
+An ended or interrupted sweep may be continued with changed code.
+
 **Tracking store.** The MLflow store given at submit (``--tracking-uri``, ``tracking.uri`` or
 the default beside the workdir) belongs to the sweep: :func:`owned_config` writes it into the
 stored configuration, absolute (a relative SQLite path, like a relative workdir, would mean
@@ -40,6 +49,7 @@ from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.sweeps.paths import creation_stamp
+from hyperfleet.spec.states import SweepStatus
 
 if TYPE_CHECKING:
     from hyperfleet.platform.storage import SweepRecord
@@ -49,6 +59,7 @@ MARKER = ".hyperfleet-sweep.json"
 __all__ = [
     "MARKER",
     "check_owner",
+    "check_same_code",
     "check_same_store",
     "check_store",
     "claim",
@@ -133,6 +144,45 @@ def check_same_store(cfg: SweepConfig, row: SweepRecord | None) -> None:
             f"--tracking-uri: sweep {cfg.name!r} logs to {masked(stored)}, not {masked(given)}; "
             f"give --tracking-uri {masked(stored)} (its MLflow runs are there) or a new name"
         )
+
+
+def _code_id(trial: Any) -> str:
+    workload, code = trial.get("workload"), trial.get("code")
+    if code is None:
+        return str(workload)
+    import hashlib
+
+    return f"{workload} (pickle sha256 {hashlib.sha256(code.encode()).hexdigest()[:12]})"
+
+
+def check_same_code(cfg: SweepConfig, row: SweepRecord | None, storage_url: str) -> None:
+    """``ConfigError`` when sweep ``cfg.name`` is being run by a live worker of another process
+    with another workload (see the module docstring); reads only."""
+    if row is None or row.status in (SweepStatus.DONE, SweepStatus.INTERRUPTED):
+        return
+    stored = dict(row.stored_config.get("trial") or {})
+    given = cfg.trial.model_dump(mode="json")
+    if (stored.get("workload"), stored.get("code")) == (given["workload"], given["code"]):
+        return
+    from hyperfleet.platform.clock import STALE_AFTER_S
+    from hyperfleet.platform.storage import Storage
+
+    st = Storage.open_readonly(storage_url)
+    try:
+        serving = [
+            w for w in st.live_workers(STALE_AFTER_S) if w.sweeps is None or cfg.name in w.sweeps
+        ]
+    finally:
+        st.close()
+    if not serving:
+        return
+    worker = serving[0]
+    raise ConfigError(
+        f"workload: sweep {cfg.name!r} is being run by another process (worker {worker.id} on "
+        f"{worker.host}, pid {worker.pid}) with {_code_id(stored)}, not {_code_id(given)}; "
+        f"give this run another name, or wait for it to end (or run it with the same code "
+        f"to join it)"
+    )
 
 
 def claim(cfg: SweepConfig, created_at: float, storage_url: str) -> None:

@@ -22,6 +22,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import sqlite_path
 from hyperfleet.platform.sweeps.ownership import (
     check_owner,
+    check_same_code,
     check_same_store,
     owned_config,
     stored_sweep,
@@ -39,10 +40,13 @@ def default_urls(cfg: SweepConfig) -> tuple[str, str]:
     return cfg.storage_url, cfg.tracking_uri
 
 
-def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepConfig:
+def preflight(
+    cfg: SweepConfig, storage_url: str, tracking_uri: str, runs: bool = False
+) -> SweepConfig:
     """The checks made before anything is written: the working directory, the storage and
-    the tracking server can be used; the sweep's run directory is not another sweep's, and a
-    continued sweep keeps its tracking store (:mod:`~hyperfleet.platform.sweeps.ownership`). Returns
+    the tracking server can be used; the sweep's run directory is not another sweep's, a
+    continued sweep keeps its tracking store, and (``runs``: it is run here) another process
+    does not run it with other code (:mod:`~hyperfleet.platform.sweeps.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")
@@ -50,6 +54,8 @@ def preflight(cfg: SweepConfig, storage_url: str, tracking_uri: str) -> SweepCon
     row = stored_sweep(storage_url, cfg.name)
     check_owner(cfg, row)
     check_same_store(cfg, row)
+    if runs:
+        check_same_code(cfg, row, storage_url)
     return cfg
 
 
@@ -113,7 +119,7 @@ class SweepRunner:
         self.tracking_uri = tracking_uri
         self.launchers = launchers
         self.pool = build_pool(cfg, devices) if launchers is None else launchers.pool
-        self.cfg = preflight(cfg, storage_url, tracking_uri)
+        self.cfg = preflight(cfg, storage_url, tracking_uri, runs=True)
         self.on_progress = on_progress
         self.timing = timing
 
