@@ -99,7 +99,9 @@ def finite_problems(data: Any) -> list[str]:
 
 
 def _dimension_problems(path: str, spec: dict[str, Any]) -> list[str]:
-    low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
+    low: Any = spec.get("low")
+    high: Any = spec.get("high")
+    step: Any = spec.get("step")
     if spec.get("type") == "float":
         if not math.isfinite(high - low):
             return [
