@@ -56,7 +56,8 @@ def slurm(
     once: Annotated[bool, typer.Option("--once", help="One decision, then exit (cron).")] = False,
 ) -> None:
     """Submit Slurm jobs running `hyperfleet worker --exit-when-idle` as the queue needs
-    them, never more than --max-workers alive; show them in `hyperfleet workers`."""
+    them, never more than --max-workers alive; show them in `hyperfleet workers`. Slurm not
+    answering is retried with backoff; SIGTERM or Ctrl-C cancels the jobs it submitted."""
     from hyperfleet.platform.elastic.pool import PoolSettings, SlurmPool, describe
     from hyperfleet.platform.sweeps.preflight import check_urls
 
@@ -100,5 +101,7 @@ def slurm(
                     stopped.is_set, _duration(every, "--every") or DECIDE_EVERY_S, say
                 )
             )
+            # stopped by a signal: the jobs it submitted go too (their workers drain)
+            _guard(lambda: elastic.release(say))
     finally:
         elastic.close()

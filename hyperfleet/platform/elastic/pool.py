@@ -12,8 +12,20 @@ Each decision (every ``every`` seconds, or once with ``--once``, e.g. from cron)
 3. :mod:`.demand` turns the queued trials and the live and pending workers into the number of
    jobs to submit, at most ``max_workers`` alive, none while start failures back off;
 4. ``sbatch`` submits them: each job ``exec``s ``hyperfleet worker --exit-when-idle IDLE``
-   (jobs that keep ``min_workers`` up run without it), so a worker leaves when the queue is
-   empty and the pool submits none while nothing waits.
+   (the jobs that keep ``min_workers`` up too: the pool submits their replacements, and a
+   job left behind by a pool that is gone ends by itself), so a worker leaves when the queue
+   is empty and the pool submits none while nothing waits.
+
+Slurm unreachable: a decision whose ``sbatch``/``squeue``/``scancel`` gets no answer from
+``slurmctld`` (frozen, restarting: :class:`~.slurm.SlurmUnreachableError`) is logged in one line
+and retried after a backoff (``every``, doubling to :data:`UNREACHABLE_CAP_S`) instead of
+ending the pool; any other Slurm error (a bad ``--sbatch-arg``) still ends it.
+
+Stopping: on SIGTERM or SIGINT (:meth:`SlurmPool.release`) the pool cancels every job it
+submitted that is still pending or running, its ``min_workers`` jobs included; ``scancel``
+sends the workers SIGTERM, whose drain requeues their trials. Slurm not answering then is
+retried for :data:`RELEASE_S` seconds; the jobs left are named in the log and end by their
+idle exit.
 
 Draining: the jobs are submitted with ``--signal=B:TERM@120`` (unless an ``--sbatch-arg``
 gives ``--signal`` itself): Slurm sends the worker SIGTERM two minutes before the job's time
@@ -35,10 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hyperfleet.errors import PoolError
 from hyperfleet.platform.clock import STALE_AFTER_S, Clock
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.elastic import BACKOFF_BASE_S, demand
-from hyperfleet.platform.elastic.slurm import Job, Slurm
+from hyperfleet.platform.elastic.slurm import Job, Slurm, SlurmUnreachableError
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.spec.states import JOB_ENDED, JobState, SweepStatus, WorkerState
 
@@ -46,6 +59,10 @@ logger = logging.getLogger(__name__)
 
 ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
 DRAIN_SIGNAL = "--signal=B:TERM@120"
+UNREACHABLE_CAP_S = 60.0
+"""The longest wait between decisions while Slurm does not answer."""
+RELEASE_S = 120.0
+"""How long a stopping pool keeps trying to cancel its jobs while Slurm does not answer."""
 _CPU = re.compile(r"^cpu:(\d+)$")
 _CUDA = re.compile(r"^cuda:([\d,]+)$")
 
@@ -168,13 +185,13 @@ class SlurmPool:
         until = demand.retry_at(demand.start_failures(rows, s.pool), s.backoff)
         if n and until is not None and until > self.clock():
             decision.waiting_until, n = until, 0
-        for i in range(n):
-            keep_up = decision.alive + i < s.min_workers
-            decision.submitted.append(self._submit(keep_up))
+        for _ in range(n):
+            decision.submitted.append(self._submit())
         return decision
 
-    def worker_command(self, keep_up: bool) -> list[str]:
-        """The job's command: this interpreter's ``hyperfleet worker`` on the pool's storage."""
+    def worker_command(self) -> list[str]:
+        """The job's command: this interpreter's ``hyperfleet worker`` on the pool's storage,
+        leaving when idle (the jobs that keep ``min_workers`` up too: the pool replaces them)."""
         s = self.settings
         command = [
             sys.executable, "-m", "hyperfleet.platform", "worker", "--storage", keep(s.storage),
@@ -182,18 +199,16 @@ class SlurmPool:
         ]  # fmt: skip
         if s.tracking_uri:
             command += ["--tracking-uri", keep(s.tracking_uri)]
-        if not keep_up:
-            command += ["--exit-when-idle", f"{s.idle:g}s"]
-        return command
+        return [*command, "--exit-when-idle", f"{s.idle:g}s"]
 
-    def _submit(self, keep_up: bool) -> str:
+    def _submit(self) -> str:
         s = self.settings
         s.log_dir.mkdir(parents=True, exist_ok=True)
         args = list(s.sbatch_args)
         if not any(a.startswith("--signal") for a in args):
             args.insert(0, DRAIN_SIGNAL)
         log = s.log_dir.resolve() / "worker-%j.log"
-        job_id = self.slurm.submit(self.worker_command(keep_up), s.job_name, args, log)
+        job_id = self.slurm.submit(self.worker_command(), s.job_name, args, log)
         now = self.clock()
         self.storage.register_worker(
             WorkerRecord(
@@ -206,17 +221,60 @@ class SlurmPool:
         return job_id
 
     def run(self, stop: Callable[[], bool], every: float, say: Callable[[str], None]) -> None:
-        """Decide every ``every`` seconds until ``stop()``; ``say`` each change in one line."""
-        last = ""
+        """Decide every ``every`` seconds until ``stop()``; ``say`` each change in one line.
+        A decision Slurm does not answer is said and retried after a backoff."""
+        last, wait = "", every
         while not stop():
-            d = self.step()
-            line = describe(d)
-            if d.submitted or d.cancelled or line != last:
-                say(line)
-                last = line
-            deadline = self.clock() + every
-            while not stop() and self.clock() < deadline:
-                time.sleep(min(0.5, every))
+            try:
+                d = self.step()
+            except SlurmUnreachableError as exc:
+                wait = min(max(wait * 2, every), UNREACHABLE_CAP_S)
+                say(f"Slurm does not answer ({exc}); retrying in {wait:g}s")
+                last = ""
+            else:
+                wait = every
+                line = describe(d)
+                if d.submitted or d.cancelled or line != last:
+                    say(line)
+                    last = line
+            _sleep(stop, wait)
+
+    def alive_jobs(self) -> list[str]:
+        """The jobs this pool submitted that were pending or running when last seen."""
+        rows = self._submitted(self.storage.workers())
+        return [w.job_id for w in rows if w.job_id is not None and w.job_state not in JOB_ENDED]
+
+    def release(self, say: Callable[[str], None], within: float = RELEASE_S) -> list[str]:
+        """Cancel every job the pool submitted that is still alive (module docstring); the
+        ones Slurm did not let it cancel within ``within`` seconds."""
+        left = self.alive_jobs()
+        deadline = time.monotonic() + within
+        while left:
+            for job_id in list(left):
+                try:
+                    self.slurm.cancel(job_id)
+                except SlurmUnreachableError as exc:
+                    if time.monotonic() >= deadline:
+                        say(f"Slurm does not answer ({exc}); jobs {', '.join(left)} left to "
+                            f"their idle exit")  # fmt: skip
+                        return left
+                    say(f"Slurm does not answer ({exc}); retrying the cancel")
+                    time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+                    break
+                except PoolError as exc:  # e.g. the job ended since it was last seen
+                    say(f"stopping: job {job_id}: {exc}")
+                    left.remove(job_id)
+                    continue
+                left.remove(job_id)
+                self.storage.set_job(job_id, JobState.CANCELLED, "pool stopped", ended=True)
+                say(f"stopping: cancelled job {job_id}")
+        return left
+
+
+def _sleep(stop: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop() and time.monotonic() < deadline:
+        time.sleep(min(0.5, seconds))
 
 
 def describe(d: Decision) -> str:

@@ -9,11 +9,15 @@ default), with its state (``%T``, :class:`~hyperfleet.spec.states.JobState`) and
 missing from the list is over (:attr:`~hyperfleet.spec.states.JobState.GONE`).
 
 A command that fails raises :class:`~hyperfleet.errors.PoolError` with the command's own last
-line; a missing command says which package provides it.
+line; a missing command says which package provides it. A command that gets no answer from
+``slurmctld`` (frozen, restarting, failed over: it times out, or says ``Socket timed out``,
+``Unable to contact slurm controller``, ``Connection refused``...) raises
+:class:`SlurmUnreachableError`, which the pool rides out with backoff instead of exiting.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -23,6 +27,16 @@ from pathlib import Path
 from hyperfleet.errors import PoolError
 
 TIMEOUT_S = 60.0  # one Slurm command; slurmctld answers in milliseconds when it is up
+_UNREACHABLE = re.compile(
+    r"timed out|unable to contact|connect(ion)? (failure|refused)|zero bytes were transmitted|"
+    r"not connected|temporarily unavailable|try again",
+    re.IGNORECASE,
+)
+"""What Slurm's client commands say when ``slurmctld`` does not answer (Slurm 22.05)."""
+
+
+class SlurmUnreachableError(PoolError):
+    """A Slurm command got no answer from ``slurmctld``: a transient error, worth a retry."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +66,14 @@ class Slurm:
                 f"or run the pool where they are"
             ) from None
         except subprocess.TimeoutExpired:
-            raise PoolError(f"{argv[0]}: no answer in {TIMEOUT_S:g}s; is slurmctld up?") from None
+            raise SlurmUnreachableError(
+                f"{argv[0]}: no answer in {TIMEOUT_S:g}s; is slurmctld up?"
+            ) from None
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
-            raise PoolError(f"{argv[0]} failed ({done.returncode}): {lines[-1]}")
+            line = f"{argv[0]} failed ({done.returncode}): {lines[-1]}"
+            text = done.stderr + done.stdout
+            raise SlurmUnreachableError(line) if _UNREACHABLE.search(text) else PoolError(line)
         return done.stdout
 
     def submit(self, command: Sequence[str], name: str, args: Sequence[str], log: Path) -> str:

@@ -257,3 +257,63 @@ def test_slurms_signal_before_the_time_limit_drains_the_worker(site: Site) -> No
     assert trial.last_step == held.last_step == 2, "requeued at its checkpoint"
     (row,) = [w for w in site.rows() if w.id == held.worker]
     assert row.state == WorkerState.STOPPED, row
+
+
+def _pool_log(site: Site) -> str:
+    path = site.root / "pool.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_a_frozen_controller_is_ridden_out_and_queued_trials_get_workers(
+    site: Site, running_pool: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """slurmctld frozen (SIGSTOP) for ~25 s while the pool runs: the pool says Slurm does not
+    answer and keeps deciding; the trials queued meanwhile get a worker after SIGCONT."""
+    import os
+    import signal
+
+    log = site.root / "pool.log"
+    pool = running_pool("--max-workers", "1", "--idle", "20s", "--every", "1s")
+    wait(lambda: "queue wants 0 workers" in _pool_log(site), 60, "a first decision", log)
+    ctld = int((site.cluster.root / "ctld.pid").read_text().split()[0])
+    os.kill(ctld, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        name = site.submit(name="frozen", budget={"trials": 2, "max_concurrent": 1})
+        wait(lambda: "Slurm does not answer" in _pool_log(site) or pool.poll() is not None,
+             90, "the pool to say Slurm does not answer", log)  # fmt: skip
+        assert pool.poll() is None, f"the pool exited\n{_pool_log(site)[-3000:]}"
+        # the outage lasts ~25 s whatever the pool does: that is the fault, not a wait
+        wait(lambda: time.monotonic() - frozen_at >= 25 or pool.poll() is not None, 60,
+             "the outage's end", log)  # fmt: skip
+        assert pool.poll() is None, f"the pool exited\n{_pool_log(site)[-3000:]}"
+    finally:
+        os.kill(ctld, signal.SIGCONT)
+    wait(lambda: len(site.trials(name)) == 2
+         and all(t.state == TrialState.COMPLETE for t in site.trials(name).values()),
+         240, "both trials COMPLETE after the outage", log)  # fmt: skip
+    assert pool.poll() is None
+
+
+def test_a_stopped_pool_cancels_its_jobs_and_min_workers_exit_when_idle(
+    site: Site, running_pool: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """SIGTERM to the pool: every job it submitted, the --min-workers one included, leaves
+    squeue within a bounded wait; that job carries --exit-when-idle like the others."""
+    import signal
+
+    log = site.root / "pool.log"
+    name = "hyperfleet-default"
+    watch = JobWatch(site.cluster, name)
+    Storage(site.storage_url).close()  # the database the pool and this test read
+    pool = running_pool("--max-workers", "2", "--min-workers", "1", "--idle", "10m",
+                        "--every", "1s")  # fmt: skip
+    wait(lambda: any(w.state == WorkerState.ACTIVE for w in site.rows()), 120,
+         "the min-workers job's worker to register", log)  # fmt: skip
+    (job,) = {w.job_id for w in site.rows() if w.job_id is not None}
+    assert job is not None, "the pool's job and its worker's row name one job"
+    script = site.cluster.run("scontrol", "write", "batch_script", job, "-")
+    pool.send_signal(signal.SIGTERM)
+    pool.wait(timeout=180)
+    wait(lambda: watch.alive() == 0, 90, "every job of the pool gone from squeue", log)
+    assert "--exit-when-idle 600s" in script, script
