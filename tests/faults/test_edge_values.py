@@ -39,6 +39,22 @@ EDGES: list[tuple[str, dict[str, Any], str]] = [
         "error: space.x.low: -9007199254740994 is beyond",
     ),
     (
+        "gp-int-values-beyond-2-24",
+        {
+            "scheduler": {"type": "gp", "seed": 0},
+            "space": {"x": {"type": "int", "low": 1, "high": 2**40, "log": True}},
+        },
+        "error: space.x: 1099511627776 values, which scheduler 'gp' enumerates",
+    ),
+    (
+        "grid-stepped-float-values-beyond-2-24",
+        {
+            "scheduler": {"type": "grid"},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1.0e-9}},
+        },
+        "error: space.x: 1000000001 values, which scheduler 'grid' enumerates",
+    ),
+    (
         "steps-beyond-int32",
         {"trial": {"steps": 2**31}},
         "error: trial.steps: 2147483648 is beyond the storage's step column",
@@ -56,8 +72,7 @@ def test_edge_values_are_one_line_exit_2_and_nothing_written(
     case: str, changes: dict[str, Any], start: str, tmp_path: Path
 ) -> None:
     data = deep_update(fault_sweep(tmp_path), changes)
-    if "space" in changes:
-        data["space"] = changes["space"]
+    data.update({k: v for k, v in changes.items() if k in ("space", "scheduler")})
     path = write_sweep(tmp_path, data)
     first = case == EDGES[0][0]  # one case from a real process, the others in this one
     for command in (("validate",), ("sweep", "run")):

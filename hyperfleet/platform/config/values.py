@@ -24,6 +24,10 @@ Finite is not enough: numbers must also fit what the samplers and the storage ho
   param in its float representation (``IntDistribution.to_internal_repr``, the float
   ``param_value`` column), where ints beyond 2**53 are no longer exact, so a sampled int could
   round past its bound. A categorical's int choices are stored by index and are not limited.
+- a scheduler that enumerates each value of a discrete dimension (an int, a stepped float)
+  holds at most :data:`MAX_ENUMERATED` values of one: Optuna's GP sampler builds an array of
+  all of them at each suggestion (2**24 values peaked at 256 MiB; an int over [1, 2**40]
+  asked for 8 TiB, 2**31 for 32 GiB), and ``grid`` lists them.
 - a step count (``trial.steps``, ``eval_every``, ``checkpoint.every``) must fit PostgreSQL's
   ``integer`` step columns (:data:`MAX_STEP`, 2**31 - 1): a report at a later step fails
   there.
@@ -43,6 +47,10 @@ MAX_KEY = 200
 _KEY = re.compile(r"[\w./\- :]+")
 MAX_EXACT_INT = 2**53
 """The largest int bound of a dimension: Optuna holds params as floats, exact up to 2**53."""
+MAX_ENUMERATED = 2**24
+"""The most values of one discrete dimension under a scheduler that enumerates them."""
+ENUMERATING = ("gp", "grid")
+"""The schedulers that enumerate every value of a discrete dimension."""
 MAX_STEP = 2**31 - 1
 """The largest step a trial may reach: PostgreSQL's ``integer`` step columns."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -124,6 +132,28 @@ def _dimension_problems(path: str, spec: dict[str, Any]) -> list[str]:
     return []
 
 
+def _count(spec: dict[str, Any]) -> int | None:
+    """How many values a discrete dimension has (None: continuous or categorical)."""
+    low: Any = spec.get("low")
+    high: Any = spec.get("high")
+    step: Any = spec.get("step")
+    if spec.get("type") == "int":
+        return int((high - low) // (step or 1) + 1)
+    if spec.get("type") == "float" and step is not None:
+        return round((high - low) / step) + 1
+    return None
+
+
+def _enumerated_problems(path: str, spec: dict[str, Any], scheduler: str) -> list[str]:
+    count = _count(spec)
+    if count is None or count <= MAX_ENUMERATED:
+        return []
+    return [
+        f"{path}: {count} values, which scheduler {scheduler!r} enumerates (at most "
+        f"{MAX_ENUMERATED}); give a larger step, a float dimension, or another scheduler"
+    ]
+
+
 def _dimensions(space: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for name, spec in space.items():
         at = f"{path}.{shown(name)}"
@@ -137,9 +167,13 @@ def _dimensions(space: dict[str, Any], path: str) -> Iterator[tuple[str, dict[st
 def range_problems(data: dict[str, Any]) -> list[str]:
     """One line per bound or step count the samplers or the storage can't hold (see the module
     docstring), naming its path; ``data`` is a validated config as a dict."""
-    problems = [
-        p for at, spec in _dimensions(data["space"], "space") for p in _dimension_problems(at, spec)
-    ]
+    scheduler = str((data.get("scheduler") or {}).get("type"))
+    problems: list[str] = []
+    for at, spec in _dimensions(data["space"], "space"):
+        found = _dimension_problems(at, spec)
+        if not found and scheduler in ENUMERATING:
+            found = _enumerated_problems(at, spec, scheduler)
+        problems += found
     trial = data["trial"]
     counts = (
         ("trial.steps", trial["steps"]),
