@@ -93,8 +93,11 @@ def test_the_largest_values_that_fit_still_validate(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_refused_edge_leaves_the_name_free_for_the_corrected_file(tmp_path: Path) -> None:
+def test_a_refused_edge_leaves_the_name_free_for_the_corrected_file(
+    tmp_path: Path, db_url: str
+) -> None:
     data = fault_sweep(tmp_path)
+    data["storage"] = db_url
     data["space"] = {"x": {"type": "float", "low": -1.0e308, "high": 1.0e308}}
     path = write_sweep(tmp_path, data)
     refused(tmp_path, "sweep", "run", str(path), start="error: space.x: high - low overflows")
