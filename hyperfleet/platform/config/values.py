@@ -29,8 +29,8 @@ Finite is not enough: numbers must also fit what the samplers and the storage ho
   all of them at each suggestion (2**24 values peaked at 256 MiB; an int over [1, 2**40]
   asked for 8 TiB, 2**31 for 32 GiB), and ``grid`` lists them.
 - a step count (``trial.steps``, ``eval_every``, ``checkpoint.every``) must fit PostgreSQL's
-  ``integer`` step columns (:data:`MAX_STEP`, 2**31 - 1): a report at a later step fails
-  there.
+  ``integer`` step columns (:data:`MAX_STEP`, 2**31 - 1): a report
+  at a later step fails there.
 """
 
 from __future__ import annotations
@@ -45,14 +45,16 @@ SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """A sweep's name, matched whole (a trailing newline included)."""
 MAX_KEY = 200
 _KEY = re.compile(r"[\w./\- :]+")
+MAX_STEP = 2**31 - 1
+"""The largest step a trial may reach: PostgreSQL's ``integer`` step columns (the same bound
+as :data:`hyperfleet.trials.steps.MAX_STEP`, which the dashboard, importing this module, may
+not reach)."""
 MAX_EXACT_INT = 2**53
 """The largest int bound of a dimension: Optuna holds params as floats, exact up to 2**53."""
 MAX_ENUMERATED = 2**24
 """The most values of one discrete dimension under a scheduler that enumerates them."""
 ENUMERATING = ("gp", "grid")
 """The schedulers that enumerate every value of a discrete dimension."""
-MAX_STEP = 2**31 - 1
-"""The largest step a trial may reach: PostgreSQL's ``integer`` step columns."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
