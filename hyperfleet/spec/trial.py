@@ -22,6 +22,11 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+MAX_STEP = 2**31 - 1
+"""The largest step a trial may reach or report: PostgreSQL's ``integer``, the type of the
+platform's step columns (``hf_trials.last_step`` and the others) and of Optuna's
+``trial_intermediate_values.step``."""
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 

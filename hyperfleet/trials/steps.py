@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["MAX_STEP", "ReportValueError", "check_step"]
 
-MAX_STEP = 2**31 - 1  # PostgreSQL's integer: hf_trials' and Optuna's step columns
+from hyperfleet.spec.trial import MAX_STEP
 
 
 class ReportValueError(ValueError):

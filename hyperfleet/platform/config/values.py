@@ -41,14 +41,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from hyperfleet.spec.trial import MAX_STEP
+
 SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """A sweep's name, matched whole (a trailing newline included)."""
 MAX_KEY = 200
 _KEY = re.compile(r"[\w./\- :]+")
-MAX_STEP = 2**31 - 1
-"""The largest step a trial may reach: PostgreSQL's ``integer`` step columns (the same bound
-as :data:`hyperfleet.trials.steps.MAX_STEP`, which the dashboard, importing this module, may
-not reach)."""
 MAX_EXACT_INT = 2**53
 """The largest int bound of a dimension: Optuna holds params as floats, exact up to 2**53."""
 MAX_ENUMERATED = 2**24
