@@ -143,10 +143,13 @@ def check_replica(location: str) -> None:
         replica_path(location)
         return
     parsed = urlparse(location)
-    if "@" in parsed.netloc:
+    if "@" in parsed.netloc or parsed.query or parsed.fragment or "?" in location:
+        # user-info or a query (?key=...&secret=...): either would reach the database,
+        # spec.json, MLflow and the object keys; a URL names only the bucket and prefix
         raise ValueError(
-            "credentials in the URL are refused: give them through the store's standard "
-            "environment or files (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws)"
+            "credentials in the URL are refused (no user-info, query or fragment): give them "
+            "through the store's standard environment or files (AWS_ACCESS_KEY_ID / "
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws) and name only scheme://bucket/prefix"
         )
     if not parsed.netloc:
         raise ValueError(f"{location!r} names no bucket; expected {parsed.scheme}://bucket/prefix")

@@ -153,6 +153,9 @@ def test_config_takes_object_store_urls_and_refuses_bad_ones() -> None:
         "s3://": "names no bucket",
         "ftp://host/x": "got scheme 'ftp'",
         "s3://AKIAX:topsecret@bucket/x": "credentials in the URL are refused",
+        "s3://bucket/x?key=AKIAX&secret=topsecret": "credentials in the URL are refused",
+        "s3://bucket/x?anything=1": "no user-info, query or fragment",
+        "s3://bucket/x#topsecret": "credentials in the URL are refused",
     }
     for url, expected in cases.items():
         with pytest.raises(ValidationError, match="replica") as info:
