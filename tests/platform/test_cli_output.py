@@ -248,3 +248,23 @@ def test_workers_count_a_device_held_in_shares_once(tmp_path: Any) -> None:
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert row["busy"] == "1" and row["trials"] == "shared/0, shared/1, shared/2"
+
+
+def test_live_view_says_when_the_replica_store_is_unreachable() -> None:
+    """A trial's note of an object store outage (see ``hyperfleet.trials.replica``) is a line
+    of the live view's header: the store, since when, and which trials said so."""
+    from hyperfleet.platform.controller import Progress
+    from hyperfleet.platform.sweeps.board import board_view
+
+    note = "checkpoint replica s3://bkt/replicas/trial-{n:04d} unreachable since {t}: 3 uploads"
+    running = [
+        _trial(n, TrialState.RUNNING, last_step=5, duration_s=None, started_at=1000.0,
+               notes=note.format(n=n, t=f"2026-12-07 04:1{n}:00 UTC"))
+        for n in (4, 5)
+    ]  # fmt: skip
+    view = board_view("s", "loss", "min", Progress(2, 3, 20), [*TRIALS, *running],
+                      elapsed=90.0, now=1065.0, width=120)  # fmt: skip
+    line = next((x for x in view if x.startswith("replica store")), None)
+    assert line == (
+        "replica store s3://bkt/replicas unreachable since 2026-12-07 04:14:00 UTC (trials 4, 5)"
+    ), view

@@ -238,6 +238,7 @@ def sweep_status(
     out.print(results_table(summary))
     if reason is not None:
         out.print(f"unschedulable: {reason}", style="bold red", markup=False, highlight=False)
+    _store_outages(summary)
     for t in summary.trials:
         if t.notes:
             out.print(f"trial {t.number}: {t.notes}", markup=False, highlight=False)
@@ -249,6 +250,15 @@ def sweep_status(
         out.print(best, markup=False, highlight=False, soft_wrap=True)
     if len(summary.directions) > 1:
         out.print(pareto_table(summary))
+
+
+def _store_outages(summary: Any) -> None:
+    """A line per checkpoint replica store the trials last recorded as unreachable (from
+    their notes; ``summary``: a ``SweepSummary``)."""
+    from hyperfleet.platform.sweeps.display import store_lines
+
+    for line in store_lines(summary.trials):
+        out.print(line, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 @sweep_app.command("list")

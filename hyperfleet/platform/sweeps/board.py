@@ -1,8 +1,10 @@
 """The live view of ``sweep run`` in a terminal: a header and a table of running trials.
 
 The header says how far the sweep is (ended/budget, running), the best value so far with its
-trial and params, the time elapsed and an estimate of the time left: the mean time per ended trial,
-taken from the elapsed time, times the trials still to end (``elapsed / ended * left``),
+trial and params, a checkpoint replica's store that trials recorded as unreachable (since
+when, which trials), the time elapsed and an estimate of the time left: the mean time per
+ended trial, taken from the elapsed time, times the trials still to end
+(``elapsed / ended * left``),
 which holds for trials of similar cost run with steady concurrency. The table has one row per
 running trial: its number, its last reported step and objective value, its params and how
 long it has run. The params are cut to what the console's width leaves, so the view stays
@@ -23,7 +25,7 @@ from rich.text import Text
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.display import compact, params_text
+from hyperfleet.platform.sweeps.display import compact, params_text, store_lines
 from hyperfleet.platform.sweeps.results import ENDINGS, TrialSummary, trial_summaries
 from hyperfleet.spec.states import TrialState
 
@@ -77,7 +79,11 @@ def board_view(
     is the objective's (``min``/``max``; None for several objectives: no best then); ``now``
     is the wall-clock time running durations are counted to."""
     now = time.time() if now is None else now
-    header = [_progress_line(name, p, trials, elapsed), *_best_lines(metric, mode, trials)]
+    header = [
+        _progress_line(name, p, trials, elapsed),
+        *_best_lines(metric, mode, trials),
+        *store_lines(trials),
+    ]
     lines = [_cut(x, width) for x in header]
     running = [t for t in trials if t.state == TrialState.RUNNING]
     if not running:

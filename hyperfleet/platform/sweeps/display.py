@@ -13,6 +13,7 @@ or running trials changes. IPython is imported only in a kernel, where it is the
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +34,30 @@ def compact(value: Any) -> str:
 def params_text(params: Mapping[str, Any]) -> str:
     """``lr=0.001, hidden=64``."""
     return ", ".join(f"{k}={compact(v)}" for k, v in params.items())
+
+
+#: a trial's note of its checkpoint replica's outage (written by ``hyperfleet.trials.replica``)
+_STORE_DOWN = re.compile(
+    r"checkpoint replica (\S+?)(?:/trial-\d+)? unreachable since ([^:]+:\d\d:\d\d UTC)"
+)
+
+
+def store_lines(trials: list[TrialSummary]) -> list[str]:
+    """``replica store s3://b/p unreachable since 2026-12-07 04:10:00 UTC (trials 3, 4)``: one
+    line per object store that trials last recorded as unreachable, from their notes."""
+    down: dict[str, tuple[str, list[int]]] = {}
+    for t in trials:
+        found = _STORE_DOWN.search(t.notes or "")
+        if found is None:
+            continue
+        store, since = found.groups()
+        first, numbers = down.get(store, (since, []))
+        down[store] = (min(first, since), [*numbers, t.number])
+    return [
+        f"replica store {store} unreachable since {since} "
+        f"(trial{'s' if len(ns) > 1 else ''} {', '.join(map(str, ns))})"
+        for store, (since, ns) in down.items()
+    ]
 
 
 def trial_line(t: TrialSummary, metrics: list[str]) -> str:
