@@ -228,10 +228,11 @@ class RankZeroRecorder:
         self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, **fields)
         self._log(step, adopted)
 
-    def note(self, message: str) -> None:
-        """Keep ``message`` in the trial's record (``sweep status`` shows it); the trial starts
-        over, so its reports are recorded again from the first."""
-        self.reported_through = -1
+    def note(self, message: str, restart: bool = True) -> None:
+        """Keep ``message`` in the trial's record (``sweep status`` shows it); ``restart``: the
+        trial starts over, so its reports are recorded again from the first."""
+        if restart:
+            self.reported_through = -1
         self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, notes=message)
 
     def finish(self, outcome: str) -> None:

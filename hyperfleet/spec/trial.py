@@ -112,6 +112,11 @@ class SyncConfig(_Section):
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
 
 
+#: an object store replica's default seconds to connect, and to wait for an answer, per attempt
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 20.0
+
+
 def replica_is_remote(location: str | os.PathLike[str]) -> bool:
     """Whether ``location`` names an object store (``s3://bucket/prefix``) rather than a
     directory (a plain path or a ``file://`` URI)."""
@@ -183,6 +188,13 @@ class CheckpointConfig(_Section):
         None,
         description="second location: a directory, a file:// URI or an object store URL "
         "(s3://bucket/prefix, gs://, az://; uploaded in the background)",
+    )
+
+    connect_timeout: float = Field(
+        CONNECT_TIMEOUT_S, gt=0, description="object store replica: seconds to connect, per attempt"
+    )
+    read_timeout: float = Field(
+        READ_TIMEOUT_S, gt=0, description="object store replica: seconds to an answer, per attempt"
     )
 
     @field_validator("replica")

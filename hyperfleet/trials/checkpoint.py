@@ -38,7 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from hyperfleet.spec.trial import CheckpointConfig, replica_is_remote, replica_path
+from hyperfleet.spec.trial import (
+    CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S,
+    CheckpointConfig,
+    replica_is_remote,
+    replica_path,
+)
 from hyperfleet.trials.files import atomic_write_bytes, sha256_file
 from hyperfleet.trials.replica import ObjectReplica, ReplicaChecksumError
 from hyperfleet.trials.values import loadable
@@ -108,13 +114,16 @@ class CheckpointManager:
         replica: str | os.PathLike[str] | None = None,
         protect: Callable[[], Iterable[int] | None] | None = None,
         cache: bool = False,
+        timeouts: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+        notify: Callable[[str], None] | None = None,
     ) -> None:
         """``protect``: asked before pruning, the steps that must stay (older than the last
         ``keep``), e.g. a PBT member's checkpoint another member will still load; None when
         it cannot tell (its store is unreachable): then nothing is pruned. ``cache``: the
         directory is this host's copy of *another* trial's checkpoints (a PBT donor's), so an
         object store replica's copy of a step wins when its checksum differs (the donor may
-        have written that step again elsewhere since)."""
+        have written that step again elsewhere since). ``timeouts`` (connect, read) and
+        ``notify`` (told of an object store's outage): see :class:`ObjectReplica`."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = Path(directory)
@@ -124,7 +133,8 @@ class CheckpointManager:
         self._primary = _Location(self.directory)
         self._replica: _Location | ObjectReplica | None = None
         if replica is not None and replica_is_remote(replica):
-            self._replica = ObjectReplica(os.fspath(replica), self.directory / ".upload")
+            staging = self.directory / ".upload"
+            self._replica = ObjectReplica(os.fspath(replica), staging, timeouts, notify)
         elif replica is not None:
             self._replica = _Location(replica_path(replica))
 
@@ -132,7 +142,8 @@ class CheckpointManager:
     def from_config(
         cls, directory: str | os.PathLike[str], cfg: CheckpointConfig
     ) -> CheckpointManager:
-        return cls(directory, keep=cfg.keep, replica=cfg.replica)
+        timeouts = (cfg.connect_timeout, cfg.read_timeout)
+        return cls(directory, keep=cfg.keep, replica=cfg.replica, timeouts=timeouts)
 
     @property
     def replica(self) -> Path | str | None:
@@ -233,7 +244,7 @@ class CheckpointManager:
         except ReplicaChecksumError as exc:
             logger.warning("%s; using an older checkpoint", exc)
             return None
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - any store error (an outage): an older step
             logger.warning("could not read checkpoint step %d from %s: %s", step, replica.url, exc)
             return None
         logger.warning(

@@ -38,6 +38,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -75,9 +76,9 @@ class Recorder(Protocol):
         """This trial's checkpoint steps another trial will still load (never pruned);
         None when unknown (then none are pruned)."""
 
-    def note(self, message: str) -> None:
-        """Something the user should know about this trial (kept in its record); reports
-        are recorded again from the start."""
+    def note(self, message: str, restart: bool = True) -> None:
+        """Something the user should know about this trial (kept in its record); with
+        ``restart`` (the trial starts over), reports are recorded again from the start."""
 
 
 class PrintRecorder:
@@ -104,7 +105,7 @@ class PrintRecorder:
     def pinned_steps(self) -> set[int] | None:
         return set()
 
-    def note(self, message: str) -> None:
+    def note(self, message: str, restart: bool = True) -> None:
         print(f"note: {message}", flush=True)
 
 
@@ -150,22 +151,27 @@ def checkpoints_of(
     number: int,
     protect: Callable[[], set[int] | None] | None = None,
     fence: Callable[[], None] | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> CheckpointManager:
     """The checkpoints of trial ``number`` of this sweep: in its trial directory and, with
     ``checkpoint.replica``, in its folder under the sweep's replica folder. A run without
     stores (``hyperfleet train``, ``sweep replay``) writes no replica. ``fence``: asked
-    before each save (:mod:`~hyperfleet.trials.fencing`)."""
+    before each save (:mod:`~hyperfleet.trials.fencing`); ``notify``: told what the trial's
+    record should say of an object store's outage."""
     own = spec.number == number
     directory = Path(spec.trial_dir) if own else trial_dir(spec.workdir, spec.sweep, number)
     replica = None if spec.replica is None else replica_join(spec.replica, directory.name)
-    keep = spec.trial.checkpoint.keep
+    cfg = spec.trial.checkpoint
+    timeouts = (cfg.connect_timeout, cfg.read_timeout)
     if fence is not None:
         return FencedCheckpoints(
-            directory / "checkpoints", keep=keep, replica=replica, protect=protect, fence=fence
-        )
+            directory / "checkpoints", keep=cfg.keep, replica=replica, protect=protect,
+            fence=fence, timeouts=timeouts, notify=notify,
+        )  # fmt: skip
     return CheckpointManager(
-        directory / "checkpoints", keep=keep, replica=replica, protect=protect, cache=not own
-    )
+        directory / "checkpoints", keep=cfg.keep, replica=replica, protect=protect,
+        cache=not own, timeouts=timeouts, notify=notify,
+    )  # fmt: skip
 
 
 def _adopt_donor(
@@ -208,7 +214,8 @@ class _Run:
         self.recorder = recorder
         protect = recorder.pinned_steps if recorder is not None else None
         fence = getattr(recorder, "check", None)  # a platform recorder's attempt check
-        self.own = checkpoints_of(spec, spec.number, protect, fence)
+        notify = None if recorder is None else partial(recorder.note, restart=False)
+        self.own = checkpoints_of(spec, spec.number, protect, fence, notify)
         # The step of this trial's checkpoints every rank continues from (None: step 0). Rank 0
         # names it, so that a rank that starts later never finds a checkpoint that this
         # attempt's own ranks have written meanwhile.
