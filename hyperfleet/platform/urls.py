@@ -60,6 +60,26 @@ def absolute(url: str) -> str:
     return f"sqlite:///{db.resolve()}{sep}{query}"
 
 
+def _unencoded_password(url: str) -> str | None:
+    """Why ``url``'s user part does not parse as written (an ``@``, ``/``, ``?`` or ``#`` in
+    the password, which would make part of it the host or the database), or None. Names no
+    part of the URL but its scheme: any of it may be the password."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest or rest.startswith("/"):  # no user part (sqlite:///PATH)
+        return None
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    head, tail = rest[:cut], rest[cut:]
+    at = head.find("@")
+    if at >= 0 and "/" not in head[:at] and "@" not in head[at + 1 :]:
+        return None  # user[:password]@host/db: parses as written
+    if at < 0 and ("/" in head or "@" not in tail):
+        return None  # no user part; an '@' in a query parameter
+    return (
+        f"the {scheme}:// URL does not parse: its user or password holds '@', '/', '?' or "
+        f"'#'; percent-encode the password (urllib.parse.quote(password, safe=''))"
+    )
+
+
 def _database_problem(url: str) -> str | None:
     """Why SQLAlchemy URL ``url`` is not one the platform runs on (a reason), or None."""
     from sqlalchemy.engine import make_url
@@ -67,6 +87,9 @@ def _database_problem(url: str) -> str | None:
 
     if not url.isprintable():
         return f"{masked(url)!r} has a control character"
+    unencoded = _unencoded_password(url)
+    if unencoded is not None:
+        return unencoded
     try:
         parsed = make_url(url)
     except ArgumentError:
