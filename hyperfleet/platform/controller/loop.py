@@ -36,7 +36,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.driver import SweepDriver, Timing, paced
 from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.recovery import recover
-from hyperfleet.platform.controller.session import SweepSession
+from hyperfleet.platform.controller.session import SweepSession, leave_session
 from hyperfleet.platform.diskspace import disk_full_error, full_path
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
@@ -399,8 +399,10 @@ class Controller:
         sweeps closed meanwhile. A storage outage longer than the retry period stops every
         trial and raises ``StorageOutageError``; a full disk requeues them and raises
         ``DiskFullError`` (:mod:`hyperfleet.platform.diskspace`)."""
+        ended = False
         try:
             self._loop()
+            ended = True
         except StorageOutageError:
             for d in self.drivers.values():  # the outage lasted: clean up without waiting
                 d.session.storage.retry_s = 0.0
@@ -413,17 +415,25 @@ class Controller:
                 d.session.storage.retry_s = 0.0
             raise disk_full_error(full) from exc
         finally:
-            self._shutdown()
+            self._shutdown(failed=not ended)
         return self.summaries
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, failed: bool = False) -> None:
+        """Stop what runs here and close the sweeps. ``failed``: the loop ended on an error,
+        which ends no sweep: each is left as it stands (its trials requeued), for this or
+        another worker to go on with; a sweep is done only when its budget is reached or a
+        user ends it."""
         interrupted = self._stop.is_set()
         for d in list(self.drivers.values()):
             d.stop_all()
         for launcher in self._launchers:
             launcher.close()
         for d in list(self.drivers.values()):
-            if d.session.storage.retry_s > 0:
+            if d.session.storage.retry_s <= 0:  # an outage, a full disk: write nothing more
+                pass
+            elif failed:
+                leave_session(d.session)
+            else:
                 self.summaries[d.name] = d.close(interrupted, self.counts_only)
             del self.drivers[d.name]
         if self._beat is not None:

@@ -137,6 +137,15 @@ def close_session(
     return summary
 
 
+def leave_session(session: SweepSession) -> None:
+    """Let go of the sweep without ending it (this controller stopped on an error): what it
+    queued for MLflow is written, its status is left as it stands for other workers."""
+    try:
+        _mlflow_done(session, session.tracker.close(), None)
+    finally:
+        session.storage.close()
+
+
 def _mlflow_done(
     session: SweepSession, synced: bool, records: Sequence[TrialRecord] | None
 ) -> None:
