@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ class StoredSweeps:
         self.tracking_uri = tracking_uri
         self._skipped: set[str] = set()
         self._refused: dict[str, str] = {}  # sweep -> why it cannot be opened here
+        self._unusable: set[str] = set()  # sweeps whose config has a problem on this host
         self.catalog = Storage(storage_url, create=False)
 
     def _fits(self, cfg: SweepConfig) -> bool:
@@ -117,12 +118,26 @@ class StoredSweeps:
                 continue
             if self.names is not None and row.name not in self.names:
                 continue
-            cfg = parse_sweep(row.stored_config)
-            if self._fits(cfg):
+            cfg = self._parse(row.name, row.stored_config)
+            if cfg is not None and self._fits(cfg):
                 session = self._open(cfg)
                 if session is not None:
                     opened.append(session)
         return opened
+
+    def _parse(self, name: str, stored: Mapping[str, Any]) -> SweepConfig | None:
+        """The sweep's config as this host reads it; None, said once in one line and
+        remembered, when it has a problem here (a relative ``trial.command`` script that is
+        only in its submitter's directory): that sweep's problem on this host, never the
+        worker's, which goes on serving the others."""
+        if name in self._unusable:
+            return None
+        try:
+            return parse_sweep(stored)
+        except ConfigError as exc:
+            logger.warning("not serving sweep %s on this host: %s", name, exc)
+            self._unusable.add(name)
+            return None
 
     def _open(self, cfg: SweepConfig) -> SweepSession | None:
         """The sweep opened with its own tracking store (this worker's ``--tracking-uri``,

@@ -63,17 +63,23 @@ class Fleet:
         assert result.exit_code == 0, result.output[-3000:]
 
     def start(
-        self, name: str, *args: str, host: Sequence[str] = (), storage_url: str | None = None
+        self,
+        name: str,
+        *args: str,
+        host: Sequence[str] = (),
+        storage_url: str | None = None,
+        cwd: Path | None = None,
     ) -> Worker:
         """A ``hyperfleet worker``; ``host``: a command prefix that runs it elsewhere (another
-        network namespace), where the storage is at ``storage_url``."""
+        network namespace), where the storage is at ``storage_url``; ``cwd``: the directory
+        it is started in (default: the fleet's root)."""
         log = self.root / f"worker-{name}.log"
         cmd = [*host, sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
                storage_url or self.storage_url, "--heartbeat", "1s", "--stale-after", "15s",
                *args]  # fmt: skip
         with log.open("w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                    env=cli_env(), cwd=self.root)  # fmt: skip
+                                    env=cli_env(), cwd=cwd or self.root)  # fmt: skip
         worker = Worker(name, proc, log)
         self.workers.append(worker)
         return worker
