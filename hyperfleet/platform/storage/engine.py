@@ -52,6 +52,10 @@ POOL_OVERFLOW = 10  # more while it is busy, closed when given back
 HEARTBEAT_POOL_SIZE = 1  # the heartbeat lane's (a worker process beats every few seconds)
 HEARTBEAT_POOL_OVERFLOW = 4
 LANES = ("work", "heartbeat")
+# What one controller process (``sweep run``, ``hyperfleet worker``) may hold at once: its work
+# pool, its heartbeat lane and Optuna's own engine (same sizes as the work pool); checked
+# against the role's and the database's CONNECTION LIMIT when it opens (:func:`connection_problem`)
+CONNECTIONS_NEEDED = 2 * (POOL_SIZE + POOL_OVERFLOW) + HEARTBEAT_POOL_SIZE + HEARTBEAT_POOL_OVERFLOW
 
 T = TypeVar("T")
 
@@ -190,6 +194,42 @@ def shared_engine(url: str, readonly: bool = False, lane: str = "work") -> Engin
     if parse_url(url).get_backend_name() != "postgresql":
         return create_engine(url, readonly)
     return _ENGINES.take((url, readonly, lane), lambda: create_engine(url, readonly, lane))
+
+
+def connection_problem(engine: Engine) -> str | None:
+    """Why a controller process cannot get the PostgreSQL connections it needs
+    (:data:`CONNECTIONS_NEEDED`): the role's or the database's ``CONNECTION LIMIT``, or the
+    server's ``max_connections``, is below it; one line, or None (SQLite: None)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    query = sa.text(
+        "SELECT current_user, r.rolconnlimit, d.datconnlimit, "
+        "current_setting('max_connections')::int FROM pg_roles r, pg_database d "
+        "WHERE r.rolname = current_user AND d.datname = current_database()"
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).one_or_none()
+    if row is None:
+        return None
+    user, role_limit, db_limit, server_limit = row
+    limits = [
+        (role_limit, f"role {user}'s CONNECTION LIMIT {role_limit}", f"ALTER ROLE {user}"),
+        (db_limit, f"the database's CONNECTION LIMIT {db_limit}", "ALTER DATABASE …"),
+        (server_limit, f"the server's max_connections {server_limit}", "max_connections"),
+    ]
+    for limit, what, fix in limits:
+        if 0 <= limit < CONNECTIONS_NEEDED:
+            return too_few_connections(what, fix)
+    return None
+
+
+def too_few_connections(what: str, fix: str = "ALTER ROLE …") -> str:
+    """The one line for a run that cannot get its connections (``what``: the limit)."""
+    return (
+        f"storage: a run needs {CONNECTIONS_NEEDED} connections to PostgreSQL (sweep run or a "
+        f"worker, plus each trial's own processes), but {what} allows fewer; raise it "
+        f"({fix} CONNECTION LIMIT {CONNECTIONS_NEEDED} or more) or use another role"
+    )
 
 
 def release_engine(engine: Engine) -> None:

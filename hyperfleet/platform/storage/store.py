@@ -40,10 +40,12 @@ from hyperfleet.platform.storage.ahead import AheadStore
 from hyperfleet.platform.storage.engine import (
     Shared,
     configure_sqlite,
+    connection_problem,
     engine_kwargs,
     readonly_url,
     release_engine,
     shared_engine,
+    too_few_connections,
 )
 from hyperfleet.platform.storage.fleet import FleetStore
 from hyperfleet.platform.storage.locks import claim_lock, try_claim_lock
@@ -139,6 +141,9 @@ class Storage(FleetStore, AheadStore):
         try:
             if self.create:
                 create_schema(self.engine)
+                problem = connection_problem(self.engine)
+                if problem is not None:
+                    raise StorageError(problem)
             elif readonly:
                 check_readable(self.engine)
         except sa.exc.OperationalError as exc:
@@ -146,6 +151,9 @@ class Storage(FleetStore, AheadStore):
             reason = login_refused(exc)
             if reason is not None:
                 raise StorageError(refused_message(reason, url)) from None
+            if "too many connections" in str(exc.orig):
+                limit = str(exc.orig).rpartition("FATAL:")[2].strip()
+                raise StorageError(too_few_connections(f"the server ({limit})")) from None
             raise StorageError(f"storage: cannot open {masked(url)!r}: {exc.orig}") from None
         except StorageError:
             release_engine(self.engine)
