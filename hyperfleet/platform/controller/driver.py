@@ -25,6 +25,7 @@ import functools
 import logging
 import math
 import random
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -178,8 +179,9 @@ class SweepDriver(SweepSeat):
             return False
         try:
             prepared = prepare(self.session, suggestion)
-            if prepared.problems:  # a sampled combination that breaks a layout rule: FAIL
-                self._reject(prepared, lease, pool, "; ".join(prepared.problems))
+            problems = prepared.problems or self._launch_problems(k)
+            if problems:  # a sampled combination that breaks a layout rule, or no rendezvous
+                self._reject(prepared, lease, pool, "; ".join(problems))
             else:
                 self.running[prepared.number] = self._start(prepared, lease, pool)
                 self.launched += 1
@@ -192,6 +194,14 @@ class SweepDriver(SweepSeat):
             self._abandon(suggestion.trial_number, lease, pool)
             raise
         return True
+
+    def _launch_problems(self, ranks: int) -> list[str]:
+        """Why the launcher could not start a trial of ``ranks`` processes here (a host name
+        that does not resolve: the group would wait forever), as the trial's FAIL reason."""
+        spans = self.cfg.trial.resources.nodes > 1
+        address = (self.address or socket.gethostname()) if spans else None
+        problem = self.launcher.launch_problem(self.cfg.trial, ranks, address)
+        return [] if problem is None else [problem]
 
     def _abandon(self, number: int, lease: Lease, pool: LocalPool) -> None:
         """A claimed trial that could not be launched goes back in the queue (best effort:

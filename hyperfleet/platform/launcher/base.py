@@ -94,6 +94,13 @@ class Launcher(ABC):
     def close(self) -> None:
         """Release what the launcher holds (worker pools); running trials were stopped."""
 
+    def launch_problem(self, trial: TrialConfig, ranks: int, address: str | None) -> str | None:
+        """Why a trial of ``ranks`` processes on this host (``address``: the one this worker
+        advertises to other hosts, for a trial that spans hosts) cannot meet here, in one
+        line, or None; the controller fails such a trial with it instead of launching a
+        process group that would wait forever."""
+        return None
+
     def prestart(self, leases: list[Lease], trial: TrialConfig) -> None:
         """Start now the processes the first trials (of ``trial``, on ``leases``) will most
         likely run in, so their start-up overlaps the controller's (default: nothing)."""

@@ -42,6 +42,7 @@ from hyperfleet.platform.launcher.base import (
 )
 from hyperfleet.platform.launcher.procs import LAUNCH_VAR, kill_tagged, tag_launch
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
 
 ENTRY = "hyperfleet.platform.trial_entry"  # every trial process's module (agent and ranks)
@@ -182,11 +183,42 @@ def spawn(
     return TorchrunHandle(proc, log, spec.log_path, env[LAUNCH_VAR])
 
 
+def unresolved(host: str) -> str | None:
+    """Why ``host`` cannot be looked up (the resolver's reason), or None when it resolves."""
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
+    return None
+
+
+def rendezvous_problem(ranks: int, address: str | None) -> str | None:
+    """A process group of ``ranks`` on this host cannot meet: torchrun's agent hands its
+    ranks this host's name as the master address (and a trial that spans hosts is met at
+    ``address``, else that name), which every rank would look up again forever."""
+    if ranks < 2 and address is None:
+        return None
+    for host, what in ((socket.gethostname(), "this host's name"), (address, "the address")):
+        if host is None:
+            continue
+        reason = unresolved(host)
+        if reason is not None:
+            return (
+                f"rendezvous: {what} {host!r} does not resolve ({reason}); the trial's "
+                f"processes could not meet. Fix the host's name resolution (/etc/hosts, DNS) "
+                f"or the worker's --advertise-address"
+            )
+    return None
+
+
 class TorchrunLauncher(Launcher):
     """One torchrun process group per trial, on this host's leased devices."""
 
     def __init__(self, threads_per_process: int = 1) -> None:
         self.threads_per_process = threads_per_process
+
+    def launch_problem(self, trial: TrialConfig, ranks: int, address: str | None) -> str | None:
+        return rendezvous_problem(ranks, address)
 
     def launch(
         self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None

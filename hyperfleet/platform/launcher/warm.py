@@ -61,6 +61,7 @@ from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_older_copies, kil
 from hyperfleet.platform.launcher.torchrun import (
     ENTRY,
     die_with_parent,
+    rendezvous_problem,
     torchrun_command,
     trial_env,
 )
@@ -329,6 +330,9 @@ class WarmTorchrunLauncher(Launcher):
         self.directory = Path(tempfile.mkdtemp(prefix="hf-warm-"))  # short: socket paths
         self.groups: list[WarmGroup] = []
         self.started = 0  # groups started, for tests and benchmarks
+
+    def launch_problem(self, trial: TrialConfig, ranks: int, address: str | None) -> str | None:
+        return rendezvous_problem(ranks, address)  # its groups are torchrun's too
 
     def _new_group(self, key: GroupKey, lease: Lease, one_shot: bool) -> WarmGroup:
         self.started += 1
