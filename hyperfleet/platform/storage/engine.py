@@ -20,7 +20,10 @@ say so while its work fills the other pool (1,000 simulated workers in processes
 trials launched together: heartbeats waited 30 s for a pooled connection and failed, and other
 workers took theirs for lost). A process therefore holds a few connections however
 many of them it opens; the database's ``max_connections`` must exceed the processes' pools
-together (``docs/scale.md``: sizing, and PgBouncer).
+together (``docs/scale.md``: sizing, and PgBouncer). A controller process (``sweep run``, a
+worker) may hold :data:`CONNECTIONS_NEEDED` at once; it checks the role's and the database's
+``CONNECTION LIMIT`` and the server's ``max_connections`` against that number when it opens
+the storage and stops with one line naming both (:func:`connection_problem`).
 
 **No ping before use** on the engines that write: a pooled connection that the server dropped
 (a restart, an idle timeout) fails its statement, SQLAlchemy then discards every connection of
@@ -212,23 +215,27 @@ def connection_problem(engine: Engine) -> str | None:
     if row is None:
         return None
     user, role_limit, db_limit, server_limit = row
+    n = CONNECTIONS_NEEDED
     limits = [
-        (role_limit, f"role {user}'s CONNECTION LIMIT {role_limit}", f"ALTER ROLE {user}"),
-        (db_limit, f"the database's CONNECTION LIMIT {db_limit}", "ALTER DATABASE …"),
-        (server_limit, f"the server's max_connections {server_limit}", "max_connections"),
-    ]
+        (role_limit, f"role {user}'s CONNECTION LIMIT {role_limit}",
+         f"ALTER ROLE {user} CONNECTION LIMIT {n}"),
+        (db_limit, f"the database's CONNECTION LIMIT {db_limit}",
+         f"ALTER DATABASE … CONNECTION LIMIT {n}"),
+        (server_limit, f"the server's max_connections {server_limit}",
+         f"max_connections = {n} or more in postgresql.conf"),
+    ]  # fmt: skip
     for limit, what, fix in limits:
-        if 0 <= limit < CONNECTIONS_NEEDED:
+        if 0 <= limit < n:
             return too_few_connections(what, fix)
     return None
 
 
-def too_few_connections(what: str, fix: str = "ALTER ROLE …") -> str:
+def too_few_connections(what: str, fix: str = "ALTER ROLE … CONNECTION LIMIT …") -> str:
     """The one line for a run that cannot get its connections (``what``: the limit)."""
     return (
-        f"storage: a run needs {CONNECTIONS_NEEDED} connections to PostgreSQL (sweep run or a "
-        f"worker, plus each trial's own processes), but {what} allows fewer; raise it "
-        f"({fix} CONNECTION LIMIT {CONNECTIONS_NEEDED} or more) or use another role"
+        f"storage: a run needs {CONNECTIONS_NEEDED} connections to PostgreSQL for its sweep run "
+        f"or worker process (more for each trial's own processes: docs/scale.md), but {what} "
+        f"allows fewer; raise it ({fix}) or use another role"
     )
 
 
