@@ -103,7 +103,7 @@ class FleetStore:
             return {(str(name), int(number)) for name, number in owned}
 
     @retried
-    def _columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
+    def held_columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
         """The columns of ``table`` the database has: a reader of a database an older
         hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``); none for a
         table it does not have yet (a version-1 database has no ``hf_workers``)."""
@@ -118,11 +118,11 @@ class FleetStore:
     def workers(self) -> list[WorkerRecord]:
         table = cast(sa.Table, WorkerRow.__table__)
         with self.session() as s:
-            columns = self._columns(s, table)
+            columns = self.held_columns(s, table)
             if not columns:
                 return []
             q = sa.select(*columns).order_by(table.c.started_at)
-            return [WorkerRecord.of_mapping(r._mapping) for r in s.execute(q)]
+            return [WorkerRecord.of_mapping(r) for r in s.execute(q).mappings()]
 
     def live_workers(self, stale_after: float) -> list[WorkerRecord]:
         """Workers that run and heartbeat (a batch job still pending is not one)."""
@@ -223,13 +223,13 @@ class FleetStore:
         so a reader of a database an older hyperfleet wrote sees its leases as whole."""
         table = cast(sa.Table, LeaseRow.__table__)
         with self.session() as s:
-            columns = self._columns(s, table)
+            columns = self.held_columns(s, table)
             if not columns:  # a database from before hf_leases
                 return []
             q = sa.select(*columns).order_by(table.c.id)
             if sweep is not None:
                 q = q.where(table.c.sweep == sweep)
-            return [LeaseRecord.of_mapping(r._mapping) for r in s.execute(q)]
+            return [LeaseRecord.of_mapping(r) for r in s.execute(q).mappings()]
 
     # -- stale trials ---------------------------------------------------------------------
 

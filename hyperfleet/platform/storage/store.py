@@ -266,9 +266,10 @@ class Storage(FleetStore, AheadStore):
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
         table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
-            q = sa.select(*self._columns(s, table))
-            row = s.execute(q.where(table.c.sweep == sweep, table.c.number == number)).first()
-            return TrialRecord.of_mapping(row._mapping) if row else None
+            q = sa.select(*self.held_columns(s, table))
+            where = q.where(table.c.sweep == sweep, table.c.number == number)
+            row = s.execute(where).mappings().first()
+            return TrialRecord.of_mapping(row) if row else None
 
     @_retried
     def trials(self, sweep: str, state: TrialState | None = None) -> list[TrialRecord]:
@@ -276,10 +277,11 @@ class Storage(FleetStore, AheadStore):
         table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
             # the columns the database has: a reader of an older schema reads it as it is
-            q = sa.select(*self._columns(s, table)).where(table.c.sweep == sweep)
+            q = sa.select(*self.held_columns(s, table)).where(table.c.sweep == sweep)
             if state is not None:
                 q = q.where(table.c.state == state)
-            return [TrialRecord.of_mapping(r._mapping) for r in s.execute(q.order_by("number"))]
+            rows = s.execute(q.order_by("number")).mappings()
+            return [TrialRecord.of_mapping(r) for r in rows]
 
     @_retried
     def running_elsewhere(self, sweep: str, worker: str | None) -> int:
