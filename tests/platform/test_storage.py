@@ -224,6 +224,24 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     st.close()
 
 
+def test_a_storage_opened_before_the_tables_reads_them_once_they_exist(db_url: str) -> None:
+    """A reader opened on a database its sweep has not written to yet (a test or a script
+    waiting for the first trial) sees the trials once a writer made the tables: what it found
+    missing is asked again, not kept."""
+    if db_url.startswith("sqlite"):
+        Path(db_url.removeprefix("sqlite:///")).touch()
+    early = Storage(db_url, create=False)
+    assert early.trials("s") == [] and early.get_trial("s", 0) is None
+    writer = Storage(db_url)
+    writer.create_sweep("s", {"space": {}})
+    writer.upsert_trial("s", 0, state="RUNNING", params={"lr": 0.1})
+    writer.record_report("s", 0, 3, {"val": 0.5})
+    assert [(t.number, t.last_step) for t in early.trials("s")] == [(0, 3)]
+    assert early.get_trial("s", 0).last_step == 3
+    early.close()
+    writer.close()
+
+
 def test_readonly_storage_creates_nothing(tmp_path: Path) -> None:
     from hyperfleet.errors import StorageError
 

@@ -109,11 +109,14 @@ class FleetStore:
         table it does not have yet (a version-1 database has no ``hf_workers``)."""
         if self._present is None:
             self._present = {}
-        if table.name not in self._present:
+        present = self._present.get(table.name)
+        if present is None:
             inspector = sa.inspect(s.connection())
             found = inspector.get_columns(table.name) if inspector.has_table(table.name) else []
-            self._present[table.name] = frozenset(c["name"] for c in found)
-        return [c for c in table.c if c.name in self._present[table.name]]
+            present = frozenset(c["name"] for c in found)
+            if present >= {c.name for c in table.c}:  # whole: nothing it lacks can come later
+                self._present[table.name] = present
+        return [c for c in table.c if c.name in present]
 
     def workers(self) -> list[WorkerRecord]:
         table = cast(sa.Table, WorkerRow.__table__)

@@ -266,8 +266,10 @@ class Storage(FleetStore, AheadStore):
     def get_trial(self, sweep: str, number: int) -> TrialRecord | None:
         table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
-            q = sa.select(*self.held_columns(s, table))
-            where = q.where(table.c.sweep == sweep, table.c.number == number)
+            columns = self.held_columns(s, table)
+            if not columns:  # no hf_trials yet: a database its sweep has not written to
+                return None
+            where = sa.select(*columns).where(table.c.sweep == sweep, table.c.number == number)
             row = s.execute(where).mappings().first()
             return TrialRecord.of_mapping(row) if row else None
 
@@ -277,7 +279,10 @@ class Storage(FleetStore, AheadStore):
         table = cast(sa.Table, TrialRow.__table__)
         with self.session() as s:
             # the columns the database has: a reader of an older schema reads it as it is
-            q = sa.select(*self.held_columns(s, table)).where(table.c.sweep == sweep)
+            columns = self.held_columns(s, table)
+            if not columns:  # no hf_trials yet: a database its sweep has not written to
+                return []
+            q = sa.select(*columns).where(table.c.sweep == sweep)
             if state is not None:
                 q = q.where(table.c.state == state)
             rows = s.execute(q.order_by("number")).mappings()
