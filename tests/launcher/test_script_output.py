@@ -1,8 +1,8 @@
 """Issue #50: how a script trial's program's output is cut into lines (:class:`Program`).
 
 A carriage return ends a line as a newline does (a tqdm-style progress line gives each report
-as the next one is printed, not all of them at the program's end), and a line longer than :data:`MAX_LINE` is cut with a note in the log,
-never queued (or held) whole.
+as the next one is printed, not all of them at the program's end), and a line longer than
+:data:`MAX_LINE` is cut with a note in the log, never queued (or held) whole.
 """
 
 from __future__ import annotations
