@@ -7,8 +7,10 @@ still running when the last trial is asked, so its result informs nothing; its o
 own value. One trial at a time that is the last trial alone; with ``c`` in flight, the last
 ``c``. The samplers (``gp``, ``skopt``) then maximise an exploiting acquisition, the lower
 confidence bound ``mean - kappa * std`` with a small ``kappa`` (minimisation), on the model
-that already holds the trials in flight by the kriging believer: their uncertainty is gone, so
-the batch spreads over the best region of the model instead of repeating one point.
+that already holds the trials in flight by the kriging believer: their uncertainty is gone.
+The believer keeps the model's mean, so the bound's best point can stay on a pending point;
+``spread`` then takes the bound's best point that keeps its distance from every trial in
+flight, and the batch covers the best region of the model instead of repeating one point.
 
 The rule is the same at every concurrency and needs the budget (``budget.trials``); without
 one (a sweep bounded by time only) there is no final batch.

@@ -39,6 +39,10 @@ Two more changes apply at every concurrency, one at a time included:
   (``final_batch``: those whose results no later suggestion will see) maximise
   ``mean + FINAL_KAPPA * std`` on the (believer-conditioned) model instead of LogEI.
 
+Whatever the acquisition (these, qLogEI or Optuna's multi-objective ones), a suggestion keeps
+``spread.SEPARATION`` from every trial in flight (``spread``): no two trials in flight
+share a point.
+
 Multi-objective and constrained studies use Optuna's own acquisitions (qLogEHVI, qLogCEI,
 qLogCEHVI) with running trials; the start-up rule applies to them as well.
 
@@ -57,7 +61,7 @@ from optuna.distributions import BaseDistribution
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from hyperfleet.platform.schedulers.optuna import internals
+from hyperfleet.platform.schedulers.optuna import internals, spread
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch
 from hyperfleet.platform.schedulers.optuna.history import capped
 from hyperfleet.platform.schedulers.optuna.skopt_support import finite, transformed
@@ -99,6 +103,7 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
         self._final = False  # the trial being sampled is in the budget's final batch
         self._transform = value_transform
         self._max_history = max_history  # finished trials fitted at most (history.capped)
+        self._running: np.ndarray | None = None  # the normalized points in flight (settle)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -122,6 +127,7 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
         return completed
 
     def acquisition(self, fit: internals.GPFit) -> tuple[Any, np.ndarray | None] | None:
+        self._running = fit.x_running
         if (
             (self._final or (self._pending == "kriging_believer" and fit.x_running is not None))
             and fit.y.shape[-1] == 1
@@ -130,6 +136,15 @@ class PendingAwareGPSampler(internals.GPSamplerHooks):
             kappa = self._final_kappa if self._final else None
             return believer_acqf(fit.gprs[0], fit.space, fit.x, fit.y[:, 0], fit.x_running, kappa)
         return None  # Optuna's own acquisition
+
+    def settle(self, acqf: Any, x: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+        # apart from every trial in flight (spread), whichever acquisition chose x
+        categorical = internals.gp_categorical(acqf)
+        if self._running is None or not spread.crowded(x, self._running, categorical):
+            return x
+        points, scores = internals.gp_candidates(acqf, x, rng)
+        best = spread.best_apart(points, scores, self._running, categorical)
+        return x if best is None else points[best]
 
 
 def _transformed_trials(trials: list[FrozenTrial], direction: StudyDirection) -> list[FrozenTrial]:

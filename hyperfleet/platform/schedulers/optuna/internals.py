@@ -48,6 +48,8 @@ from optuna.storages._cached_storage import _CachedStorage, _StudyInfo
 from optuna.study._constrained_optimization import _is_constrained_optimization
 from optuna.trial import TrialState
 
+from hyperfleet.platform.schedulers.optuna import spread
+
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.storages import BaseStorage
@@ -209,6 +211,32 @@ class GPSamplerHooks(optuna.samplers.GPSampler):
         )
         chosen = self.acquisition(GPFit(*args))
         return chosen if chosen is not None else super()._get_acqf_and_best_params(*args)
+
+    def settle(self, acqf: Any, x: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+        """The normalized point to suggest, given the acquisition and ``x``, the point found
+        to maximise it (default: ``x``); ``rng``: the sampler's random state."""
+        return x
+
+    def _optimize_acqf(self, acqf: Any, best_params: np.ndarray | None) -> np.ndarray:
+        return self.settle(acqf, super()._optimize_acqf(acqf, best_params), self._rng.rng)
+
+
+def gp_categorical(acqf: Any) -> np.ndarray:
+    """The mask of the columns of ``acqf``'s normalized points that hold a choice's index."""
+    return np.asarray(acqf.search_space.is_categorical, dtype=bool)
+
+
+def gp_candidates(
+    acqf: Any, x: np.ndarray, rng: np.random.RandomState, n: int = 2048
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates for ``spread.best_apart`` on Optuna's GP path and their acquisition values:
+    ``n`` quasi-random normalized points of ``acqf``'s search space and points scattered
+    around ``x`` in its continuous columns."""
+    space = acqf.search_space
+    continuous = np.zeros(space.dim, dtype=bool)
+    continuous[space.continuous_indices] = True
+    points = np.vstack([space.sample_normalized_params(n, rng), spread.around(x, continuous, rng)])
+    return points, np.asarray(acqf.eval_acqf_no_grad(points), dtype=float)
 
 
 def believer_gp(

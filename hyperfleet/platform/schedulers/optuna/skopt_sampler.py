@@ -40,7 +40,9 @@ them to invented values, as skopt's own ``ask(n_points)`` does, is what made par
 erratic: a lie far from the data makes the function look rough, the length scales collapse and
 the next trials go to the edges. An optimistic lie (``cl_min``) also pulls the next
 suggestions next to the pending points, where the model now believes the best value lies. The
-numbers of the pending trials are stored on each suggested trial (user attr
+suggestion also keeps ``spread.SEPARATION`` from every pending point (``spread``): where the
+acquisition's best point is a pending one or beside it, the best point of the acquisition that
+is not is taken. The numbers of the pending trials are stored on each suggested trial (user attr
 ``hyperfleet.pending_trials``). A trial still inside its own suggestion (the model's fit
 time) has no point yet and cannot be pending.
 
@@ -91,6 +93,7 @@ from hyperfleet.platform.schedulers.optuna.skopt_support import (
     finite,
     frozen_gp,
     gbrt_quantile,
+    spread_out,
     transformed,
 )
 
@@ -281,7 +284,7 @@ class SkoptSampler(DelegatingSampler):
                 },
             )
             opt.tell(xs + pending, zs + lies)
-            x = opt.ask()
+            x = spread_out(opt, opt.ask(), pending, rng, self._n_candidates)
         return codec.decode(x), [number for number, _ in running]
 
     def _surrogate(

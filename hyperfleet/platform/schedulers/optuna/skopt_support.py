@@ -12,6 +12,7 @@ which calls ``np.in1d`` (removed in numpy 2.4). numpy 2 scalars
 
 from __future__ import annotations
 
+import copy
 import functools
 import zlib
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+
+from hyperfleet.platform.schedulers.optuna import spread
 
 
 @functools.cache
@@ -174,3 +177,40 @@ def finite(ys: np.ndarray) -> np.ndarray:
     if finite.size == 0:
         return np.zeros_like(ys)
     return np.nan_to_num(ys, nan=finite.max(), posinf=finite.max(), neginf=finite.min())
+
+
+def spread_out(
+    opt: Any, x: list[Any], pending: list[list[Any]], rng: np.random.RandomState, n: int
+) -> list[Any]:
+    """``x``, the point ``opt`` (a fitted ``skopt.Optimizer``) asked for, or, when it lies
+    within ``spread.SEPARATION`` of a ``pending`` point, the best point by ``opt``'s
+    acquisition among ``n`` random points and points around ``x`` that keep that distance
+    from every pending point (``spread``). Distances are taken in the unit box of the space
+    (``normalize_dimensions``: a categorical's one-hot columns differ by 1)."""
+    from skopt.acquisition import _gaussian_acquisition
+    from skopt.space import Integer, Real
+    from skopt.utils import normalize_dimensions
+
+    if not pending:
+        return x
+    # a copy: normalize_dimensions changes the transformers of the dimensions it is given
+    unit = normalize_dimensions(copy.deepcopy(opt.space.dimensions))
+    away = np.asarray(unit.transform(pending), dtype=float)
+    ux = np.asarray(unit.transform([x]), dtype=float)[0]
+    if not spread.crowded(ux, away, None):
+        return x
+    free = np.concatenate(
+        [np.full(d.transformed_size, isinstance(d, Real | Integer)) for d in unit.dimensions]
+    )
+    points = opt.space.rvs(n, random_state=rng) + unit.inverse_transform(
+        spread.around(ux, free, rng)
+    )
+    scores = -_gaussian_acquisition(  # skopt's acquisitions are minimised
+        X=np.asarray(opt.space.transform(points)),
+        model=opt.models[-1],
+        y_opt=np.min(opt.yi),
+        acq_func=opt.acq_func,
+        acq_func_kwargs=opt.acq_func_kwargs,
+    )
+    best = spread.best_apart(np.asarray(unit.transform(points), dtype=float), scores, away, None)
+    return x if best is None else list(points[best])
