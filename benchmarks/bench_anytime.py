@@ -49,7 +49,7 @@ from benchmarks.side_by_side import ROOT, machine, mlflow_template
 from hyperfleet.platform.launcher.trial_process import IMPORT_AHEAD_ENV
 
 RESULTS = ROOT / "benchmarks" / "results"
-#: hyperfleet's recommended configuration (README, "Which scheduler"; ``hyperfleet init``)
+#: hyperfleet's recommended configuration (docs/schedulers.md, "Which scheduler"; hyperfleet init)
 RECOMMENDED = "hf-tpe-asha"
 #: (workloads, seeds, wall budget per workload in s, systems; None: every system). ``full``:
 #: the recommended configuration and every peer, both workloads, 3 seeds (36 runs of ~35 s,

@@ -5,7 +5,7 @@ GradScaler and its shared overflow verdict, clipping) on the best device here: C
 is one, else CPU. The precisions alternate over several rounds so machine load hits all alike;
 medians of steps/s are printed with ``ratio = steps/s / fp32 steps/s`` and, on CUDA, the
 model-FLOPs utilisation. On CPUs without native fp16 arithmetic fp16 is emulated: this shows
-by how much, and why the README steers CPU users to bf16.
+by how much, and why docs/trials.md steers CPU users to bf16.
 Usage: ``python benchmarks/bench_precision.py [--quick | --large]`` (``--large``: GPT-2 small's
 shape, 12 layers of width 768 over 1024 tokens, where a GPU's tensor cores have work to do).
 """

@@ -2,8 +2,9 @@
 files are valid against the Compose Specification's JSON schema (as published in the
 ``check-jsonschema`` package, a dev dependency), before and after interpolation with the
 ``.env.example`` values; the services, healthchecks, volumes, GPU reservation and published
-ports are what the README promises; no password is written in them; the commands they run
-are real CLI commands; and the image's dependency lock covers the runtime dependencies."""
+ports are what the docs (``docs/fleets.md``) promise; no password is written in them; the
+commands they run are real CLI commands; and the image's dependency lock covers the runtime
+dependencies."""
 
 from __future__ import annotations
 
@@ -246,16 +247,16 @@ def test_the_image_is_pinned_and_runs_as_a_user() -> None:
     assert version("check-jsonschema")  # the schema's package is installed by the dev extra
 
 
-def readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+def fleets_section() -> str:
+    text = (ROOT / "docs" / "fleets.md").read_text()
     start = text.index("## Team set-up / many hosts")
     return text[start : text.index("\n## ", start + 3)]
 
 
-def test_the_readme_snippets_are_valid() -> None:
-    """The many-hosts section's YAML parses (its compose override against the schema), and
-    every `hyperfleet` command in it names real subcommands and options."""
-    section = readme_section()
+def test_the_fleet_docs_snippets_are_valid() -> None:
+    """The many-hosts section's YAML (``docs/fleets.md``) parses (its compose override against
+    the schema), and every `hyperfleet` command in it names real subcommands and options."""
+    section = fleets_section()
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
     yamls = [yaml.safe_load(body) for lang, body in blocks if lang == "yaml"]
     assert [doc.get("kind") for doc in yamls] == [None]  # Kubernetes: deploy/kubernetes/

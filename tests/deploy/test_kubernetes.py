@@ -1,8 +1,8 @@
 """The Kubernetes manifests in ``deploy/kubernetes/``, checked offline: every document is valid
 against the Kubernetes API schema of a pinned version (the ``kubernetes-validate`` package
-ships them; strict: an unknown field is an error), and the workers are what the README
-promises — a Job whose pods run a real ``hyperfleet worker`` command, the URLs and the
-password from the Secret (never in a command line), and the drain as
+ships them; strict: an unknown field is an error), and the workers are what the docs
+(``docs/fleets.md``) promise — a Job whose pods run a real ``hyperfleet worker`` command, the
+URLs and the password from the Secret (never in a command line), and the drain as
 ``terminationGracePeriodSeconds``."""
 
 from __future__ import annotations
