@@ -9,7 +9,7 @@ connections held (and per worker), lock waits, suggestion time and the platform'
 trial for the first and the last 100 trials of the sweep, and the share of the workers' time
 spent in the platform.
 
-    python benchmarks/bench_scale.py --full         # the sizes of BENCHMARKS.md "Scale"
+    python benchmarks/bench_scale.py --full         # the sizes of docs/benchmarks/scale.md
     python benchmarks/bench_scale.py --quick        # a few minutes: 1-16 workers, 100-1,000
     python benchmarks/bench_scale.py --case random:64:1000  # one case (scheduler:workers:trials)
     python benchmarks/bench_scale.py --case random:16:10000:0.4  # ... and its trials' seconds
@@ -195,7 +195,7 @@ def slow_table(results: list[CaseResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--full", action="store_true", help="every size of BENCHMARKS.md Scale")
+    size.add_argument("--full", action="store_true", help="every size of docs/benchmarks/scale.md")
     size.add_argument("--quick", action="store_true", help="small sizes (default)")
     size.add_argument("--smallest", action="store_true", help="one tiny case (the test)")
     size.add_argument(

@@ -9,8 +9,8 @@ Runs the benchmarks of :mod:`benchmarks.suite` and :mod:`benchmarks.suite_pbt` (
 the peers' virtual environments on first use), prints each table as it is done, and writes
 
 * ``benchmarks/results/side_by_side-<mode>.json``: every raw figure, the machine and versions;
-* for the full sizes, the generated section of ``BENCHMARKS.md`` (between its ``side-by-side
-  full`` markers): the tables, the machine and the command that reproduces them.
+* for the full sizes, the generated section of ``docs/benchmarks/startup.md`` (between its
+  ``side-by-side full`` markers): the tables, the machine and the command that reproduces them.
 """
 
 from __future__ import annotations
@@ -62,8 +62,11 @@ def markdown(results: dict[str, dict], facts: dict, command: str, seconds: float
     return "\n".join(lines)
 
 
-def write_section(section: str, mode: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace the generated section of ``mode`` in BENCHMARKS.md (added at its end if absent)."""
+STARTUP_PAGE = ROOT / "docs" / "benchmarks" / "startup.md"
+
+
+def write_section(section: str, mode: str, path: Path = STARTUP_PAGE) -> None:
+    """Replace the generated section of ``mode`` in the start-up page (added at its end if none)."""
     text = path.read_text()
     begin, end = BEGIN.format(mode=mode), END.format(mode=mode)
     if begin in text and end in text:
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smallest", action="store_true", help="the smallest case, no peers")
     ap.add_argument("--only", default=",".join(BENCHES), help="comma-separated benchmarks")
     ap.add_argument("--out", type=Path, default=HERE / "results", help="JSON folder")
-    ap.add_argument("--no-markdown", action="store_true", help="leave BENCHMARKS.md alone")
+    ap.add_argument("--no-markdown", action="store_true", help="leave the start-up page alone")
     ap.add_argument("--components", action="store_true", help="also run bench_*.py")
     ap.add_argument("--rounds", type=int, help="rounds of every benchmark (default: the mode's)")
     args = ap.parse_args(argv)
