@@ -9,6 +9,7 @@ it. ``tests/test_docs.py`` checks that every field is there.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 import typing
@@ -128,8 +129,21 @@ def default_of(field: FieldInfo) -> str:
     return _value(field.default)
 
 
+ROLE = re.compile(r":(?:class|mod|func|meth|attr|data|exc|obj):`~?([^`]+)`")
+
+
+def _prose(text: str) -> str:
+    """A docstring's or description's text as Markdown shows it as written: Sphinx roles as
+    code, and outside code no emphasis (``__main__``) or HTML (``<name>``), on one line."""
+    text = " ".join(ROLE.sub(lambda m: f"`{m.group(1)}`", text).split())
+    parts = re.split(r"(`+[^`]*`+)", text)
+    for i in range(0, len(parts), 2):  # the parts outside code spans
+        parts[i] = re.sub(r"([_*<])", r"\\\1", parts[i])
+    return "".join(parts)
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _prose(text).replace("|", "\\|")
 
 
 def table(model: Model) -> list[str]:
@@ -162,7 +176,7 @@ def reference() -> str:
         lines += [heading(path, model), ""]
         doc = (model.__doc__ or "").strip()
         if doc and not doc.startswith(("Usage docs", "A base class")):
-            lines += [doc.split("\n\n")[0].replace("\n", " "), ""]
+            lines += [_prose(doc.split("\n\n")[0]), ""]
         lines += [*table(model), ""]
     return "\n".join(lines)
 

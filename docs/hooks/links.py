@@ -93,8 +93,8 @@ def on_files(files: Files, config: Any) -> Files:
     """Copy every repository file a page links to into the site, under ``repo/``."""
     wanted: set[Path] = set()
     for file in files.documentation_pages():
-        page_dir = Path(file.abs_src_path or "").parent
-        wanted |= _repo_files(include(Path(file.abs_src_path or "").read_text(), page_dir), page_dir)
+        source = Path(file.abs_src_path or "")
+        wanted |= _repo_files(include(source.read_text(), source.parent), source.parent)
     for path in sorted(wanted):
         rel = path.relative_to(ROOT).as_posix()
         if rel in ROOT_PAGES:
