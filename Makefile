@@ -5,7 +5,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of torch. A GPU user sets TORCH_SPEC to the CUDA build they want (see README).
+# The CPU build of torch. A GPU user sets TORCH_SPEC to the CUDA build they want
+# (docs/getting-started.md, "GPUs").
 TORCH_SPEC ?= torch==2.13.0
 SWEEP ?= examples/quickstart.yaml
 PYTEST_ARGS ?=
