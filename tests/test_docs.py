@@ -70,6 +70,9 @@ def test_every_page_is_in_the_nav_and_built(site: Path) -> None:
         built = page.removesuffix(".md")
         built = built.removesuffix("index").rstrip("/")
         assert (site / built / "index.html").is_file(), page
+    # nothing is fetched from the internet by the pages (no web fonts, no CDN scripts)
+    remote = re.findall(r"<(?:script|link)[^>]*https?://[^>]*>", (site / "index.html").read_text())
+    assert remote == []
 
 
 def sweep_models() -> list[type[BaseModel]]:
