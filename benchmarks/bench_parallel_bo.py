@@ -31,8 +31,8 @@ from typing import Any
 
 import optuna
 
+from hyperfleet.platform.config.scheduler_parsing import parse_scheduler_config
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
-from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 from hyperfleet.testing.functions import FUNCTIONS, run_concurrent
 
 SCHEDULERS: dict[str, dict[str, Any]] = {

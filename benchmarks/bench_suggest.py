@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import optuna
 
+from hyperfleet.platform.config.scheduler_parsing import parse_scheduler_config
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
-from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 from hyperfleet.testing.functions import HARTMANN6
 
 SAMPLERS: dict[str, dict[str, Any]] = {

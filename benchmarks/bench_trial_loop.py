@@ -30,13 +30,13 @@ from torch.nn import functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.spec.workloads import BUILTIN
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import CONTINUE, TrialContext
 from hyperfleet.trials.data import TokenLoader
 from hyperfleet.trials.distributed import DistEnv
 from hyperfleet.trials.models.gpt import GPT, GPTConfig
 from hyperfleet.trials.workloads import charlm
-from hyperfleet.trials.workloads.registry import BUILTIN
 
 PARAMS: dict[str, Any] = {
     **(BUILTIN["charlm"].params or {}),

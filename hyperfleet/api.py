@@ -120,10 +120,10 @@ def run(
     Raises ``ConfigError`` before anything is written when the config is invalid, and
     ``KeyboardInterrupt`` once an interrupt has requeued the running trials."""
     from hyperfleet.platform.pool import parse_devices
+    from hyperfleet.platform.storage.results import none_complete
     from hyperfleet.platform.sweeps.display import ProgressLine, TrialLines
     from hyperfleet.platform.sweeps.outcome import SweepResult
     from hyperfleet.platform.sweeps.preflight import check_urls
-    from hyperfleet.platform.sweeps.results import none_complete
     from hyperfleet.platform.sweeps.run import SweepRunner
     from hyperfleet.platform.tracking.client import check_env
 

@@ -181,7 +181,7 @@ def test_submit_stores_the_function_for_workers(sweep: dict[str, Any]) -> None:
     assert stored["workload"] == "__main__:closure_workload.<locals>.train"
     assert stored["code"]
     cfg = parse_sweep(row.stored_config)  # what a worker does with the stored row
-    from hyperfleet.trials.workloads.registry import load_workload
+    from hyperfleet.spec.workloads import load_workload
 
     train = load_workload(cfg.trial.workload, cfg.trial.code)
     assert train.__closure__ is not None and train.__closure__[0].cell_contents == 0.5

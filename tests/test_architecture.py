@@ -9,8 +9,11 @@ or type-checking import is still a cycle to read through).
   (``hyperfleet.platform.trial_entry`` and ``hyperfleet.platform.launcher.trial_process``),
   whose own torch imports are inside functions;
 * no import cycle exists anywhere in ``hyperfleet/``;
+* the platform imports the trial side only in its trial processes' code;
+* the platform's folders (and its loose modules) form one order: each imports only those below
+  it (``tests/test_folder_order.py``);
 * the schedulers' wings (``schedulers.optuna``, ``schedulers.pbt``) are imported only by the
-  platform's control path; anyone may read a wing's config module;
+  platform's control path; every scheduler's configuration is in ``config/``;
 * the dashboards never reach a module that writes.
 """
 
@@ -83,6 +86,16 @@ def test_the_trial_side_never_imports_the_platform() -> None:
         m: sorted(e for e in GRAPH[m] if e.startswith("hyperfleet.platform"))
         for m in MODULES
         if m.startswith(TRIAL_SIDE)
+    }
+    assert not {m: e for m, e in bad.items() if e}
+
+
+def test_the_platform_imports_the_trial_side_only_in_trial_process_code() -> None:
+    """What both sides need (the workload catalogue, a report's step check) is in ``spec``."""
+    bad = {
+        m: sorted(e for e in GRAPH[m] if _in(e, ("hyperfleet.trials",)))
+        for m in MODULES
+        if _in(m, ("hyperfleet.platform",)) and m not in TRIAL_PROCESS
     }
     assert not {m: e for m, e in bad.items() if e}
 
@@ -186,8 +199,6 @@ CONTROL_PATH = (
     "hyperfleet.platform.sweeps",
     "hyperfleet.platform.cli",  # e.g. ``hyperfleet pbt replay``
 )
-# a wing's configuration, readable by anyone: validating a sweep file loads no scheduling code
-WING_CONFIGS = ("hyperfleet.platform.schedulers.pbt.config",)
 
 
 def _in(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -197,21 +208,18 @@ def _in(module: str, prefixes: tuple[str, ...]) -> bool:
 def test_only_the_control_path_imports_the_schedulers_wings() -> None:
     """The dashboards, tracking (``tracking.lineage``), config and storage never import a
     scheduler's implementation; what they need of PBT's population is storage's."""
-    bad = {
-        (m, e)
-        for m in MODULES
-        if not _in(m, CONTROL_PATH)
-        for e in GRAPH[m]
-        if _in(e, WINGS) and e not in WING_CONFIGS
-    }
+    bad = {(m, e) for m in MODULES if not _in(m, CONTROL_PATH) for e in GRAPH[m] if _in(e, WINGS)}
     assert sorted(bad) == []
 
 
 def test_a_config_module_imports_no_scheduling_code() -> None:
-    configs = [m for m in MODULES if _in(m, ("hyperfleet.platform.config", *WING_CONFIGS))]
+    """Every scheduler's configuration is in ``config/`` (``config/schedulers.py``,
+    ``config/pbt.py``): validating a sweep file loads no scheduling code."""
+    configs = [m for m in MODULES if _in(m, ("hyperfleet.platform.config",))]
     assert configs
-    reached = {e for m in configs for e in _reachable(m) if _in(e, WINGS)}
-    assert reached <= set(WING_CONFIGS), sorted(reached - set(WING_CONFIGS))
+    schedulers = ("hyperfleet.platform.schedulers",)
+    reached = {e for m in configs for e in _reachable(m) if _in(e, schedulers)}
+    assert not reached, sorted(reached)
 
 
 def _reachable(start: str) -> set[str]:

@@ -26,7 +26,7 @@ STRINGS = {
     "mlflow.db": ("hyperfleet/platform/urls.py", True),  # TRACKING_FILE (local_tracking)
     "spec.json": ("hyperfleet/spec/wire.py", False),  # SPEC_FILE
     "log.txt": ("hyperfleet/spec/wire.py", False),  # LOG_FILE
-    ".hyperfleet-sweep.json": ("hyperfleet/platform/sweeps/ownership.py", False),  # MARKER
+    ".hyperfleet-sweep.json": ("hyperfleet/platform/storage/ownership.py", False),  # MARKER
     "hyperfleet-stack": ("hyperfleet/platform/services/__init__.py", False),  # DEFAULT_STATE
 }
 
@@ -148,9 +148,7 @@ def test_population_types_have_one_home() -> None:
         return {_string(e) for e in node.elts} == {"pbt", "pb2"}
 
     places = _places(match)
-    assert places == [
-        p for p in places if p.startswith("hyperfleet/platform/schedulers/configs.py")
-    ]
+    assert places == [p for p in places if p.startswith("hyperfleet/platform/config/schedulers.py")]
     assert len(places) == 1, places
 
 
@@ -224,7 +222,7 @@ def test_skopt_sampler_takes_its_acquisition_default_from_the_sweep_file() -> No
     does (``SkoptConfig.acq_func``)."""
     import inspect
 
-    from hyperfleet.platform.schedulers.configs import SkoptConfig
+    from hyperfleet.platform.config.schedulers import SkoptConfig
     from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
 
     default = inspect.signature(SkoptSampler).parameters["acq_func"].default

@@ -30,7 +30,7 @@ from hyperfleet.platform.storage.population import (
     SqlPopulationStore,
     replay_schedule,
 )
-from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, no_sweep, summarize
+from hyperfleet.platform.storage.results import SweepSummary, TrialSummary, no_sweep, summarize
 from hyperfleet.spec.states import SweepStatus, TrialState
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

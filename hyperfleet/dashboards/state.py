@@ -33,7 +33,7 @@ from hyperfleet.dashboards.format import known_run
 from hyperfleet.dashboards.study import build_study
 from hyperfleet.errors import HyperfleetError, StorageError
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.results import no_sweep
+from hyperfleet.platform.storage.results import no_sweep
 from hyperfleet.platform.urls import DEFAULT_STORAGE, local_tracking, rebased, started_from
 
 TTL_S = 2.0

@@ -37,7 +37,7 @@ from optuna.distributions import (
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hyperfleet.dashboards.queries import SweepData
-from hyperfleet.platform.sweeps.results import TrialSummary
+from hyperfleet.platform.storage.results import TrialSummary
 from hyperfleet.spec.states import TrialState as Stored
 
 _STATES = {

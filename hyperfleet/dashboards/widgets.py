@@ -23,7 +23,7 @@ from hyperfleet.dashboards.format import (
 )
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import STATE_ORDER, number_format
-from hyperfleet.platform.sweeps.results import TrialSummary
+from hyperfleet.platform.storage.results import TrialSummary
 from hyperfleet.spec.states import TrialState
 
 LOG_LINES = 40

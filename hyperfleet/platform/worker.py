@@ -34,9 +34,9 @@ from hyperfleet.platform.launcher.launchers import Launchers
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
+from hyperfleet.platform.storage.ownership import check_store
+from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
-from hyperfleet.platform.sweeps.ownership import check_store
-from hyperfleet.platform.sweeps.results import SweepSummary
 from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
 from hyperfleet.spec.states import SweepStatus, WorkerState
 

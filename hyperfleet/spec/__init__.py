@@ -3,7 +3,9 @@
 ``hyperfleet.spec.trial`` is the ``trial:`` section of a sweep file (layout, precision,
 accumulation, communication, synchronisation, checkpoints) with the checks that need no torch;
 ``hyperfleet.spec.wire`` holds what travels between the two sides: the trial spec a launcher
-hands to a trial, the restore point of a resumed trial and the decision after a report.
+hands to a trial, the restore point of a resumed trial and the decision after a report;
+``hyperfleet.spec.workloads`` is the workload catalogue (the built-ins, what a workload declares
+it supports: ``WorkloadSupports``) and ``hyperfleet.spec.steps`` the check of a report's step.
 
 Rule (checked by ``tests/test_architecture.py``): this package imports neither
 ``hyperfleet.platform`` nor ``hyperfleet.trials`` nor torch, so both sides may import it.

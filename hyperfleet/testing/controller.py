@@ -34,7 +34,7 @@ from hyperfleet.platform.controller import (
 from hyperfleet.platform.launcher.simulated import Script, SimulatedLauncher
 from hyperfleet.platform.pool import Device, LocalPool
 from hyperfleet.platform.storage import Storage, TrialRecord
-from hyperfleet.platform.sweeps.results import SweepSummary
+from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.testing.sweeps import deep_update, minimal_sweep
 
 __all__ = ["BASE", "Sim"]

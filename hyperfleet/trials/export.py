@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from hyperfleet.spec.wire import TrialSpec
-from hyperfleet.trials.workloads.registry import BUILTIN, load_workload, merged_params
+from hyperfleet.spec.workloads import BUILTIN, load_workload, merged_params
 
 logger = logging.getLogger(__name__)
 

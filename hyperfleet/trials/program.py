@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.spec.wire import TrialSpec
+from hyperfleet.spec.workloads import merged_params
 from hyperfleet.trials import distributed
 from hyperfleet.trials.context import TrialContext
 from hyperfleet.trials.runtime import RecorderFactory, _finish, _Run, _setup_logging
-from hyperfleet.trials.workloads.registry import merged_params
 
 
 class ProgramTrial:

@@ -46,12 +46,12 @@ from hyperfleet.errors import Superseded, TrialPruned
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.trial import replica_join
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
+from hyperfleet.spec.workloads import load_workload, merged_params
 from hyperfleet.trials import distributed
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.context import Exploit, Pause, TrialContext
 from hyperfleet.trials.distributed import DistEnv
 from hyperfleet.trials.fencing import FencedCheckpoints
-from hyperfleet.trials.workloads.registry import load_workload, merged_params
 
 logger = logging.getLogger("hyperfleet.trial")
 

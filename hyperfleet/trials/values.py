@@ -14,7 +14,7 @@ lists and tensors with more than one element. :func:`metric_values` raises
 
 **Steps.** A step is an int from 0 to :data:`MAX_STEP` (2**31 - 1, PostgreSQL's ``integer``,
 the type of the platform's and Optuna's step columns: a larger step is refused there and
-kept on SQLite, so it is refused on every backend). :func:`~hyperfleet.trials.steps.check_step`
+kept on SQLite, so it is refused on every backend). :func:`~hyperfleet.spec.steps.check_step`
 is the one check, for ``ctx.report`` and for a script trial's reports alike.
 
 **Checkpoints.** A checkpoint is loaded back with ``torch.load(weights_only=True)``, whose
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from hyperfleet.trials.steps import MAX_STEP, ReportValueError, check_step
+from hyperfleet.spec.steps import MAX_STEP, ReportValueError, check_step
 
 __all__ = [
     "MAX_STEP",

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.results import summarize
+from hyperfleet.platform.storage.results import summarize
 from tests.dashboards.server import start as start_dashboard
 from tests.dashboards.sweeps import MULTI, PBT, TPE, WORKLOAD, Filled
 from tests.integration.cli import invoke

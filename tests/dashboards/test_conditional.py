@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.results import summarize
+from hyperfleet.platform.storage.results import summarize
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

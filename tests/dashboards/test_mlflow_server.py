@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.results import summarize
+from hyperfleet.platform.storage.results import summarize
 from tests.dashboards.sweeps import TPE, Filled
 from tests.tracking.server import MlflowServer
 

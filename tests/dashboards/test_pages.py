@@ -23,7 +23,7 @@ from hyperfleet.dashboards.analysis import POPULATION_REASON
 from hyperfleet.dashboards.charts import trial_colour
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
-from hyperfleet.platform.sweeps.results import summarize
+from hyperfleet.platform.storage.results import summarize
 from hyperfleet.spec.states import TrialState
 from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
 from tests.integration.cli import cli

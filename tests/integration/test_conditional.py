@@ -15,10 +15,10 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.config import SweepConfig, active, parse_sweep
-from hyperfleet.platform.schedulers.configs import CONDITIONAL_TYPES
+from hyperfleet.platform.config.schedulers import CONDITIONAL_TYPES
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore
-from hyperfleet.platform.sweeps.results import SweepSummary, summarize
+from hyperfleet.platform.storage.results import SweepSummary, summarize
 from hyperfleet.platform.sweeps.run import SweepRunner
 from tests.integration.cli import ROOT, invoke
 

@@ -18,7 +18,7 @@ from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.schedulers.base import DecisionKind, RestorePoint, TrialState
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.paths import checkpoint_dir, trial_dir
+from hyperfleet.platform.storage.paths import checkpoint_dir, trial_dir
 from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.trials.checkpoint import CheckpointManager
 from tests.integration.test_pbt import cli_env, toy_sweep

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.paths import checkpoint_dir, replica_folder
+from hyperfleet.platform.storage.paths import checkpoint_dir, replica_folder
+from hyperfleet.spec.workloads import BUILTIN
 from hyperfleet.testing.workloads import HOLD_PARAMS, held_marker, with_hold
-from hyperfleet.trials.workloads.registry import BUILTIN
 from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def run_trial_processes(config: dict[str, Any], trial_dir: Path, nproc: int) -> 
     from hyperfleet.platform.config import parse_sweep
     from hyperfleet.platform.launcher.torchrun import torchrun_command
     from hyperfleet.spec.wire import TrialSpec
-    from hyperfleet.trials.workloads.registry import merged_params
+    from hyperfleet.spec.workloads import merged_params
 
     cfg = parse_sweep(config)
     spec = TrialSpec(

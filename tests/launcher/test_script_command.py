@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
-from hyperfleet.platform.launcher.command import render, under_torchrun
+from hyperfleet.platform.config.command import render, under_torchrun
 from hyperfleet.platform.launcher.readers import MlflowReader, StdoutReader, looked_for, tokens
 from hyperfleet.testing.sweeps import minimal_sweep
 

@@ -16,12 +16,12 @@ import pytest
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import parse_sweep
-from hyperfleet.trials.workloads.registry import (
+from hyperfleet.spec.workloads import (
     BUILTIN,
-    Capabilities,
-    capabilities,
+    WorkloadSupports,
     load_workload,
-    parse_capabilities,
+    parse_supports,
+    workload_supports,
 )
 from tests.conftest import BASE_SWEEP, deep_update
 
@@ -81,7 +81,7 @@ ASYNC_PS = {**layout(3, data=3), "sync": {"mode": "async-ps"}}
 
 
 def test_builtins_declare_their_capabilities() -> None:
-    digits, charlm = capabilities("digits"), capabilities("charlm")
+    digits, charlm = workload_supports("digits"), workload_supports("charlm")
     assert (digits.has_pipeline, digits.async_ps, digits.global_batch) == (False, True, True)
     assert (charlm.has_pipeline, charlm.async_ps, charlm.global_batch) == (True, False, True)
     assert charlm.pipeline_layers is not None
@@ -90,19 +90,19 @@ def test_builtins_declare_their_capabilities() -> None:
 
 
 def test_a_custom_declaration_is_read_from_the_function() -> None:
-    supports = capabilities(ref(stacked), load_workload(ref(stacked)))
+    supports = workload_supports(ref(stacked), load_workload(ref(stacked)))
     assert supports.has_pipeline is True and supports.pipeline_layers is not None
     assert supports.pipeline_layers({"depth": 5}) == 6
     assert not supports.async_ps and not supports.global_batch
-    undeclared = capabilities(ref(plain), load_workload(ref(plain)))
-    assert undeclared == Capabilities() and undeclared.has_pipeline is None
+    undeclared = workload_supports(ref(plain), load_workload(ref(plain)))
+    assert undeclared == WorkloadSupports() and undeclared.has_pipeline is None
 
 
 def test_a_fixed_layer_count_and_a_capabilities_object_are_accepted() -> None:
-    fixed = parse_capabilities({"pipeline_layers": 5}, "w")
+    fixed = parse_supports({"pipeline_layers": 5}, "w")
     assert fixed.pipeline_layers is not None and fixed.pipeline_layers({}) == 5
-    given = Capabilities(async_ps=True)
-    assert parse_capabilities(given, "w") is given
+    given = WorkloadSupports(async_ps=True)
+    assert parse_supports(given, "w") is given
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_a_malformed_declaration_is_one_line_naming_the_workload(
     declared: Any, needle: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_capabilities(declared, "pkg.train:main")
+        parse_supports(declared, "pkg.train:main")
     (line,) = err.value.problems
     assert line.startswith("trial.workload: hyperfleet_supports of 'pkg.train:main'")
     assert needle in line
@@ -128,7 +128,7 @@ def test_a_malformed_declaration_is_one_line_naming_the_workload(
 
 def test_a_contradictory_capabilities_object_cannot_be_built() -> None:
     with pytest.raises(ValueError, match="pipeline_layers given with pipeline False"):
-        Capabilities(pipeline=False, pipeline_layers=lambda p: 4)
+        WorkloadSupports(pipeline=False, pipeline_layers=lambda p: 4)
 
 
 def test_a_malformed_declaration_fails_validation() -> None:
@@ -184,7 +184,7 @@ def test_a_declared_global_batch_must_divide_over_its_split() -> None:
 def test_checks_follow_the_declaration_not_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same built-in name, declared otherwise, gets the other verdicts."""
     assert problems({"workload": "digits", "params": {}, **ASYNC_PS}) == []
-    declared = Capabilities(pipeline_layers=lambda p: 2, global_batch=True)
+    declared = WorkloadSupports(pipeline_layers=lambda p: 2, global_batch=True)
     monkeypatch.setitem(
         BUILTIN, "digits", dataclasses.replace(BUILTIN["digits"], supports=declared)
     )

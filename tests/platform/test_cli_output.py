@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
 from hyperfleet.platform.cli.render import best_line, failure_lines, pareto_table, results_table
+from hyperfleet.platform.storage.results import SweepSummary, TrialSummary
 from hyperfleet.platform.sweeps.display import trial_line
-from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary
 from hyperfleet.spec.states import TrialState
 
 

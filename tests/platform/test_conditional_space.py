@@ -12,13 +12,13 @@ import pytest
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, active, parse_sweep
+from hyperfleet.platform.config.pbt import check_initial
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
-from hyperfleet.platform.schedulers.pbt.config import check_initial
 from hyperfleet.platform.schedulers.pbt.mutation import explore_params, sample_params
 from hyperfleet.platform.sweeps.enqueue import check_point
+from hyperfleet.spec.workloads import merged_params
 from hyperfleet.testing.sweeps import minimal_sweep
-from hyperfleet.trials.workloads.registry import merged_params
 
 FLOAT = {"type": "float", "low": 0.0, "high": 0.99}
 #: two levels of branches: optimizer -> sgd -> schedule -> step -> decay

@@ -19,7 +19,7 @@ MODULES = [
     "hyperfleet.platform.controller",
     "hyperfleet.platform.recorder",
     "hyperfleet.platform.tracking",
-    "hyperfleet.platform.sweeps.results",
+    "hyperfleet.platform.storage.results",
     "hyperfleet.platform.schedulers",
 ]
 

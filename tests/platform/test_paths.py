@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.paths import replica_folder
+from hyperfleet.platform.storage.paths import replica_folder
 
 
 def test_same_named_sweeps_in_two_storages_get_their_own_replica_folders(tmp_path: Path) -> None:

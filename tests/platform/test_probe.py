@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hyperfleet.platform.sweeps import probe
+from hyperfleet.platform.config import probe
 
 META = "torch has no autocast for device type 'meta'"
 

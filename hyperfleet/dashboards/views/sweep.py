@@ -9,7 +9,7 @@ import streamlit as st
 from hyperfleet.dashboards import analysis, charts, queries, state, widgets
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import filter_trials, trials_frame
-from hyperfleet.platform.sweeps.results import ENDINGS
+from hyperfleet.platform.storage.results import ENDINGS
 from hyperfleet.spec.states import TrialState
 
 

@@ -25,7 +25,7 @@ from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.urls import DEFAULT_STORAGE
-from hyperfleet.trials.workloads.registry import DEFAULT_WORKLOAD
+from hyperfleet.spec.workloads import DEFAULT_WORKLOAD
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=HELP_MARKUP

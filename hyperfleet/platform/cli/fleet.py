@@ -19,7 +19,7 @@ from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.urls import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.sweeps.results import SweepSummary
+    from hyperfleet.platform.storage.results import SweepSummary
 
 STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
 

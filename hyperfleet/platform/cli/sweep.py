@@ -41,7 +41,7 @@ def _tool(name: str) -> str:
 def _hints(console: Console, summary: Any, storage_url: str, tracking: str, derived: str) -> None:
     """How to open the sweep in MLflow and in the dashboard: each command on a line of its
     own, with absolute paths, so that it can be copied whole and run from anywhere."""
-    from hyperfleet.platform.sweeps.ownership import absolute_uri
+    from hyperfleet.platform.storage.ownership import absolute_uri
     from hyperfleet.platform.tracking.server import ui_hint
 
     storage_url, tracking, derived = map(absolute_uri, (storage_url, tracking, derived))
@@ -110,7 +110,7 @@ def sweep_run(
         print(json.dumps(summary.to_json()), flush=True)
     if summary.interrupted:
         raise typer.Exit(130)
-    from hyperfleet.platform.sweeps.results import NO_COMPLETE_EXIT, none_complete
+    from hyperfleet.platform.storage.results import NO_COMPLETE_EXIT, none_complete
 
     failed = none_complete(summary)
     if failed is not None:  # ended, and no trial COMPLETE: how many failed, and the first why
@@ -205,7 +205,7 @@ def sweep_status(
 ) -> None:
     """Trials of a sweep, their states and values, the best one and the errors of failures."""
     from hyperfleet.platform.storage import Storage
-    from hyperfleet.platform.sweeps.results import summarize
+    from hyperfleet.platform.storage.results import summarize
     from hyperfleet.spec.states import SweepStatus, TrialState
 
     def read() -> tuple[Any, str | None]:
@@ -268,7 +268,7 @@ def sweep_list(
     """Sweeps in a storage: objective, progress (ended/budget), best value, state."""
     from hyperfleet.platform.cli.render import list_table
     from hyperfleet.platform.storage import Storage
-    from hyperfleet.platform.sweeps.ownership import absolute_uri
+    from hyperfleet.platform.storage.ownership import absolute_uri
 
     def read() -> Table:
         st = Storage.open_readonly(storage)
@@ -290,8 +290,8 @@ def sweep_enqueue(
     """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
     from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.storage import Storage
+    from hyperfleet.platform.storage.results import no_sweep
     from hyperfleet.platform.sweeps.enqueue import enqueue
-    from hyperfleet.platform.sweeps.results import no_sweep
     from hyperfleet.platform.sweeps.run import default_urls
 
     def run() -> int:
@@ -329,7 +329,7 @@ def sweep_replay(
     from hyperfleet.platform.config import parse_sweep
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
-    from hyperfleet.platform.sweeps.results import no_sweep
+    from hyperfleet.platform.storage.results import no_sweep
     from hyperfleet.platform.sweeps.train import run_single
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:

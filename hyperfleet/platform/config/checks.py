@@ -15,25 +15,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.command import command_problems
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.pbt import check_initial
+from hyperfleet.platform.config.probe import fp16_problem
+from hyperfleet.platform.config.schedulers import CONDITIONAL_TYPES
 from hyperfleet.platform.config.space import CategoricalParam, is_conditional, space_problems
 from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.config.values import control_problem, key_problem
-from hyperfleet.platform.launcher.command import command_problems
 from hyperfleet.platform.pool import count_gpus
-from hyperfleet.platform.schedulers.configs import CONDITIONAL_TYPES
-from hyperfleet.platform.schedulers.pbt.config import check_initial
-from hyperfleet.platform.sweeps.probe import fp16_problem
 from hyperfleet.spec.layout import validate_comm, validate_layout
 from hyperfleet.spec.trial import TrialConfig
-from hyperfleet.trials.workloads.registry import (
+from hyperfleet.spec.workloads import (
     BUILTIN,
-    Capabilities,
-    capabilities,
+    WorkloadSupports,
     declared_params,
     load_workload,
     merged_params,
+    workload_supports,
 )
 
 
@@ -73,7 +73,7 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         if entry is not None:
             return [entry]
         try:
-            capabilities(trial.workload, fn)
+            workload_supports(trial.workload, fn)
         except ConfigError as exc:
             problems += exc.problems
     known = declared_params(trial.workload, fn)
@@ -100,15 +100,15 @@ def _hint(text: str) -> str:
     return f"{text} " if text else ""
 
 
-def _declared(t: TrialConfig) -> tuple[Capabilities, dict[str, Any]]:
+def _declared(t: TrialConfig) -> tuple[WorkloadSupports, dict[str, Any]]:
     """What the trial's workload declares it supports, and its params over the defaults it
     declares. A workload that can't be loaded, or whose declaration is malformed, declares
     nothing here: :func:`_workload_problems` reports it."""
     try:
         fn = None if t.workload in BUILTIN else load_workload(t.entry, t.code)
-        return capabilities(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
+        return workload_supports(t.workload, fn), merged_params(t.workload, t.params, {}, fn)
     except ConfigError:
-        return Capabilities(), dict(t.params)
+        return WorkloadSupports(), dict(t.params)
 
 
 def _in_process_problems(t: TrialConfig) -> list[str]:
@@ -158,7 +158,7 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
 
 
 def _pipeline_problems(
-    t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]
+    t: TrialConfig, supports: WorkloadSupports, params: Mapping[str, Any]
 ) -> tuple[list[str], int | None]:
     """A pipeline asked of a workload without a pipeline form; else the length of its flat
     layer list, when it declares one (None: unknown, the stage count is not checked)."""
@@ -179,7 +179,7 @@ def _pipeline_problems(
         ], None
 
 
-def _async_ps_problems(t: TrialConfig, supports: Capabilities) -> list[str]:
+def _async_ps_problems(t: TrialConfig, supports: WorkloadSupports) -> list[str]:
     """A workload without the parameter-server loop, a layout without a server and a worker,
     and options of the all-reduce step that the server's RPC backend doesn't have."""
     problems = []
@@ -219,7 +219,9 @@ def _async_ps_problems(t: TrialConfig, supports: Capabilities) -> list[str]:
     return problems
 
 
-def _batch_problems(t: TrialConfig, supports: Capabilities, params: Mapping[str, Any]) -> list[str]:
+def _batch_problems(
+    t: TrialConfig, supports: WorkloadSupports, params: Mapping[str, Any]
+) -> list[str]:
     """A workload whose ``batch_size`` is the global batch of one optimizer step splits it
     over data replicas, accumulation steps and pipeline micro-batches: it must divide evenly."""
     if not supports.global_batch or t.sync.mode == "async-ps":
@@ -296,7 +298,7 @@ def _name_problems(cfg: SweepConfig) -> list[str]:
 
 def _script_problems(cfg: SweepConfig) -> list[str]:
     """A script trial (``trial.command``): its placeholders and program
-    (:mod:`hyperfleet.platform.launcher.command`), and what a program reporting on its
+    (:mod:`hyperfleet.platform.config.command`), and what a program reporting on its
     output cannot follow (a population method's exploits and pauses)."""
     problems = [
         f"trial.params.{name}: also in space; a parameter is either fixed or searched"

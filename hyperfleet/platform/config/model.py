@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperfleet.platform.clock import DEFAULT_RETRY_S
-from hyperfleet.platform.config.space import ParamSpec
-from hyperfleet.platform.config.space import dims as space_dims
-from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
-from hyperfleet.platform.credentials import keep
-from hyperfleet.platform.schedulers.configs import (
+from hyperfleet.platform.config.pbt import PB2Config, PBTConfig
+from hyperfleet.platform.config.schedulers import (
     POPULATION_TYPES,
     NoPrunerConfig,
     PrunerConfig,
     SchedulerConfig,
     TPEConfig,
 )
-from hyperfleet.platform.schedulers.pbt.config import PB2Config, PBTConfig
+from hyperfleet.platform.config.space import ParamSpec
+from hyperfleet.platform.config.space import dims as space_dims
+from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
+from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.urls import (
     DEFAULT_WORKDIR,
     local_storage,

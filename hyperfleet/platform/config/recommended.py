@@ -13,7 +13,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.urls import local_storage, local_tracking
-from hyperfleet.trials.workloads.registry import BUILTIN
+from hyperfleet.spec.workloads import BUILTIN
 
 _LR = {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

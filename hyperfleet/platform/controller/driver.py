@@ -51,8 +51,8 @@ from hyperfleet.platform.launcher.base import STOP_GRACE_S, NoProcess, TrialHand
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import TrialRecord, worker_identity
+from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import retrying
-from hyperfleet.platform.sweeps.results import SweepSummary
 from hyperfleet.spec.states import GangState, Outcome
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from hyperfleet.platform.diskspace import disk_full_error, full_path
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
-from hyperfleet.platform.sweeps.results import SweepSummary
+from hyperfleet.platform.storage.results import SweepSummary
 
 logger = logging.getLogger(__name__)
 

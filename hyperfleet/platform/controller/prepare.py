@@ -20,7 +20,7 @@ from hyperfleet.platform.storage import TrialRecord
 from hyperfleet.platform.tracking import ChildRun
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec, trial_dir
-from hyperfleet.trials.workloads.registry import merged_params
+from hyperfleet.spec.workloads import merged_params
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.depth import first_fill
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage, TrialRecord
-from hyperfleet.platform.sweeps.ownership import claim
-from hyperfleet.platform.sweeps.paths import sweep_replica
-from hyperfleet.platform.sweeps.results import SweepSummary, counted, summarize
+from hyperfleet.platform.storage.ownership import claim
+from hyperfleet.platform.storage.paths import sweep_replica
+from hyperfleet.platform.storage.results import SweepSummary, counted, summarize
 from hyperfleet.platform.tracking import SweepView, Tracker
 from hyperfleet.platform.tracking.lineage import log_sweep_lineage
 from hyperfleet.platform.tracking.spool import is_pending

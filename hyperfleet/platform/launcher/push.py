@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from hyperfleet.errors import HyperfleetError, Superseded, TrialPruned
-from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
+from hyperfleet.platform.config.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.trial_process import exit_now, recorder_for
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import TrialSpec

@@ -7,7 +7,8 @@ point: in a session of its own, with the trial's log as its output, as
 The runner:
 
 1. fills in the command's placeholders and, for ``devices`` > 1 or ``nodes`` > 1, wraps it in
-   torchrun (:mod:`.command`; a trial that spans hosts runs a runner on each node of its gang,
+   torchrun (:mod:`hyperfleet.platform.config.command`; a trial that spans hosts runs a runner on
+   each node of its gang,
    each one's torchrun at the gang's rendezvous, passed as the runner's second argument);
    starts it in a session of its own with the trial's MLflow run in its
    environment (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID``: a program
@@ -49,8 +50,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from hyperfleet.platform.launcher.base import Launcher, Rendezvous
-from hyperfleet.platform.launcher.command import (
+from hyperfleet.platform.config.command import (
     PREFIX_TEMPLATE,
     PREFIX_VAR,
     RANK0_PREFIX,
@@ -58,6 +58,7 @@ from hyperfleet.platform.launcher.command import (
     render,
     under_torchrun,
 )
+from hyperfleet.platform.launcher.base import Launcher, Rendezvous
 from hyperfleet.platform.launcher.procs import (
     LAUNCH_VAR,
     end_descendants,

@@ -28,8 +28,8 @@ from typing import Any
 from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.config.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.base import Rendezvous
-from hyperfleet.platform.launcher.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.procs import hold_descendants
 from hyperfleet.platform.launcher.readers import (
     MlflowReader,
@@ -48,9 +48,9 @@ from hyperfleet.platform.launcher.script import (
 )
 from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
 from hyperfleet.spec.states import Outcome, TrialState
+from hyperfleet.spec.steps import ReportValueError, check_step
 from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
-from hyperfleet.trials.steps import ReportValueError, check_step
-from hyperfleet.trials.workloads.registry import merged_params
+from hyperfleet.spec.workloads import merged_params
 
 RESTART_SPEC = "spec-restart.json"  # in the trial directory: the spec after an exploit
 GANG_POLL_S = 1.0  # how often a following node reads the trial's record

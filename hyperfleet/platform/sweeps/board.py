@@ -25,8 +25,8 @@ from rich.text import Text
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress
 from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.storage.results import ENDINGS, TrialSummary, trial_summaries
 from hyperfleet.platform.sweeps.display import compact, params_text, store_lines
-from hyperfleet.platform.sweeps.results import ENDINGS, TrialSummary, trial_summaries
 from hyperfleet.spec.states import TrialState
 
 MAX_ROWS = 10

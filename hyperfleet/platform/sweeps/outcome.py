@@ -1,6 +1,6 @@
 """What ``hyperfleet.run`` and ``hyperfleet.load`` return: a sweep's result as Python values.
 
-:class:`SweepResult` is read from the sweep's summary (:mod:`~hyperfleet.platform.sweeps.results`,
+:class:`SweepResult` is read from the sweep's summary (:mod:`~hyperfleet.platform.storage.results`,
 the same one ``sweep run`` and ``sweep status`` print): the best COMPLETE trial, its value and
 params, and ``trials``, a pandas DataFrame with one row per trial in the order of their numbers.
 Its columns: ``number``, ``state``, ``value`` (the objective; one ``value_<metric>`` column per
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.sweeps.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.platform.storage.results import SweepSummary, TrialSummary, summarize
 
 if TYPE_CHECKING:
     import pandas as pd

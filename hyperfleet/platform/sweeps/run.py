@@ -20,15 +20,15 @@ from hyperfleet.platform.controller import Progress, Timing, Until
 from hyperfleet.platform.launcher.launchers import Launchers, build_pool
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import sqlite_path
-from hyperfleet.platform.sweeps.ownership import (
+from hyperfleet.platform.storage.ownership import (
     check_owner,
     check_same_code,
     check_same_store,
     owned_config,
     stored_sweep,
 )
+from hyperfleet.platform.storage.results import SweepSummary, summarize
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
-from hyperfleet.platform.sweeps.results import SweepSummary, summarize
 from hyperfleet.platform.worker import check_pool, open_stored, run_worker
 from hyperfleet.spec.states import FINISHED, SweepStatus
 
@@ -46,7 +46,7 @@ def preflight(
     """The checks made before anything is written: the working directory, the storage and
     the tracking server can be used; the sweep's run directory is not another sweep's, a
     continued sweep keeps its tracking store, and (``runs``: it is run here) another process
-    does not run it with other code (:mod:`~hyperfleet.platform.sweeps.ownership`). Returns
+    does not run it with other code (:mod:`~hyperfleet.platform.storage.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")

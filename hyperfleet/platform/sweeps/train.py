@@ -21,7 +21,7 @@ from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, Sw
 from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.spec.wire import SPEC_FILE, TrialSpec
-from hyperfleet.trials.workloads.registry import declared_params, merged_params
+from hyperfleet.spec.workloads import declared_params, merged_params
 
 
 def representative(spec: ParamSpec) -> Any:

@@ -28,7 +28,7 @@ from hyperfleet.platform.tracking.base import SweepView
 from hyperfleet.platform.tracking.marks import ParentRun, marked
 from hyperfleet.platform.tracking.records import BEST_TAG, MODEL_TAG
 from hyperfleet.spec.wire import SPEC_FILE
-from hyperfleet.trials.workloads.registry import BUILTIN, unpickle_workload
+from hyperfleet.spec.workloads import BUILTIN, unpickle_workload
 
 logger = logging.getLogger(__name__)
 

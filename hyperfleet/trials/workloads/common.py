@@ -8,7 +8,7 @@ from typing import Any
 from torch import nn
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.trials.workloads.registry import BUILTIN
+from hyperfleet.spec.workloads import BUILTIN
 
 
 def checked_params(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:

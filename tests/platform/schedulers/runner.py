@@ -18,7 +18,7 @@ from typing import Any
 import optuna
 from pydantic import TypeAdapter
 
-from hyperfleet.platform.schedulers.configs import SchedulerConfig
+from hyperfleet.platform.config.schedulers import SchedulerConfig
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.testing.functions import KnownFunction, run_concurrent
 from hyperfleet.testing.sweeps import minimal_sweep

@@ -9,6 +9,10 @@ import optuna
 import pytest
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.scheduler_parsing import (
+    parse_pruner_config,
+    parse_scheduler_config,
+)
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.optuna.history import HistoryCappedSampler
 from hyperfleet.platform.schedulers.optuna.samplers import (
@@ -17,10 +21,6 @@ from hyperfleet.platform.schedulers.optuna.samplers import (
     build_sampler,
 )
 from hyperfleet.platform.schedulers.optuna.skopt_sampler import SkoptSampler
-from hyperfleet.platform.schedulers.parsing import (
-    parse_pruner_config,
-    parse_scheduler_config,
-)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -76,7 +76,7 @@ def test_configs_are_frozen_and_documented() -> None:
     cfg = parse_scheduler_config({"type": "skopt"})
     with pytest.raises(Exception, match="frozen"):
         cfg.acq_func = "PI"  # type: ignore[misc]
-    from hyperfleet.platform.schedulers import configs
+    from hyperfleet.platform.config import schedulers as configs
 
     for model in vars(configs).values():
         if isinstance(model, type) and issubclass(model, configs._Frozen):

@@ -10,7 +10,7 @@ import sys
 SWEEP = """
 import optuna
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
-from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
+from hyperfleet.platform.config.scheduler_parsing import parse_scheduler_config
 
 sampler = build_sampler(parse_scheduler_config({"type": "gp", "seed": 0, "n_startup_trials": 2}))
 study = optuna.create_study(sampler=sampler)

@@ -10,14 +10,14 @@ import pytest
 from optuna.trial import TrialState
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.schedulers.configs import GPConfig, TPEConfig
+from hyperfleet.platform.config.scheduler_parsing import parse_scheduler_config
+from hyperfleet.platform.config.schedulers import GPConfig, TPEConfig
 from hyperfleet.platform.schedulers.optuna.history import (
     HistoryCappedSampler,
     IncrementalCap,
     capped,
 )
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
-from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
 
 
 def _study(n: int) -> optuna.Study:

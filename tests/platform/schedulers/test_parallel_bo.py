@@ -187,7 +187,7 @@ def test_gp_pending_includes_a_trial_still_being_suggested(
 CLAIM = """
 import json, sys
 import optuna
-from hyperfleet.platform.schedulers.parsing import parse_scheduler_config
+from hyperfleet.platform.config.scheduler_parsing import parse_scheduler_config
 from hyperfleet.platform.schedulers.optuna.gp import PendingAwareGPSampler
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.testing.functions import BRANIN

@@ -10,9 +10,9 @@ import optuna
 import pytest
 
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.config.scheduler_parsing import parse_pruner_config
 from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, first_report
 from hyperfleet.platform.schedulers.optuna.scheduler import open_study
-from hyperfleet.platform.schedulers.parsing import parse_pruner_config
 from hyperfleet.testing.sweeps import minimal_sweep
 
 EVERY, STEPS = 25, 300

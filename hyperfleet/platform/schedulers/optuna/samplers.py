@@ -26,7 +26,7 @@ from optuna.trial import FrozenTrial
 from pydantic import BaseModel
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.schedulers.configs import (
+from hyperfleet.platform.config.schedulers import (
     MULTI_OBJECTIVE_TYPES,
     CmaEsConfig,
     GPConfig,

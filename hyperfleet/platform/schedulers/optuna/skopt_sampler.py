@@ -83,7 +83,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 from threadpoolctl import threadpool_limits
 
-from hyperfleet.platform.schedulers.configs import SkoptConfig
+from hyperfleet.platform.config.schedulers import SkoptConfig
 from hyperfleet.platform.schedulers.optuna import internals
 from hyperfleet.platform.schedulers.optuna.delegating import DelegatingSampler
 from hyperfleet.platform.schedulers.optuna.final_batch import FINAL_KAPPA, in_final_batch

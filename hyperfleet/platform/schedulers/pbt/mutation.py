@@ -20,7 +20,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hyperfleet.platform.schedulers.pbt.config import branches, flat
+from hyperfleet.platform.config.pbt import branches, flat
 
 Space = Mapping[str, Mapping[str, Any]]
 

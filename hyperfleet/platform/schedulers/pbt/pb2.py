@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from hyperfleet.platform.schedulers.pbt.config import PB2Config
+from hyperfleet.platform.config.pbt import PB2Config
 from hyperfleet.platform.schedulers.pbt.mutation import explore_params
 from hyperfleet.platform.schedulers.pbt.population import Member, MemberState
 from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TypeVar
 
+from hyperfleet.platform.config.pbt import _PopulationFields
 from hyperfleet.platform.schedulers.base import Decision, Scheduler, TrialEnd, TrialState
-from hyperfleet.platform.schedulers.pbt.config import _PopulationFields
 from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.schedulers.pbt.population import (
     Member,

@@ -68,6 +68,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from hyperfleet.errors import ConfigError
+from hyperfleet.platform.config.pbt import PBTConfig, _PopulationFields, check_initial
 from hyperfleet.platform.schedulers.base import (
     Capabilities,
     Decision,
@@ -75,7 +76,6 @@ from hyperfleet.platform.schedulers.base import (
     RestorePoint,
     Suggestion,
 )
-from hyperfleet.platform.schedulers.pbt.config import PBTConfig, _PopulationFields, check_initial
 from hyperfleet.platform.schedulers.pbt.mutation import (
     Space,
     explore_params,

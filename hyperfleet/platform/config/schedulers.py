@@ -6,7 +6,7 @@ The same holds for ``PrunerConfig``. The fields mirror the constructor arguments
 sampler or pruner they configure (``samplers.build_sampler`` / ``build_pruner`` map them), and
 ``SkoptConfig`` those of ``skopt.Optimizer`` plus the platform's own cost controls.
 
-:mod:`~hyperfleet.platform.schedulers.parsing` validates raw mappings against them.
+:mod:`~hyperfleet.platform.config.scheduler_parsing` validates raw mappings against them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workload lookup: built-in names and ``package.module:function`` references.
+"""The workload catalogue: built-in names and ``package.module:function`` references.
 
 A workload declares what the control plane checks before any process starts, so that validation
 never needs to know a workload by name:
@@ -8,7 +8,7 @@ never needs to know a workload by name:
   function (or in its module); without it, any names are accepted.
 * a **search space to start from** and its trial length (``space``, ``steps``: what
   ``hyperfleet init`` writes for it; built-ins only);
-* what it **supports** (:class:`Capabilities`): whether it has a pipeline form and how many
+* what it **supports** (:class:`WorkloadSupports`): whether it has a pipeline form and how many
   layers its flat layer list has for given params (a layout with more stages than layers is
   refused), whether it runs the asynchronous parameter-server loop (``sync.mode: async-ps``),
   and whether its ``batch_size`` is the global batch of one optimizer step, split over data
@@ -16,7 +16,7 @@ never needs to know a workload by name:
   A custom workload declares them as a ``hyperfleet_supports`` attribute on its function (or in
   its module), a dict with any of the keys ``pipeline`` (bool), ``pipeline_layers`` (an int, or
   a function of the merged params returning one; implies ``pipeline``), ``async_ps`` (bool) and
-  ``global_batch`` (bool), or a :class:`Capabilities`::
+  ``global_batch`` (bool), or a :class:`WorkloadSupports`::
 
       main.hyperfleet_supports = {"pipeline_layers": lambda p: p["n_layer"] + 2}
 
@@ -39,7 +39,7 @@ LayerCount = Callable[[Mapping[str, Any]], int]
 
 
 @dataclass(frozen=True)
-class Capabilities:
+class WorkloadSupports:
     """What a workload runs beyond one data-parallel loop (see the module docstring)."""
 
     pipeline: bool | None = None
@@ -70,7 +70,7 @@ class WorkloadInfo:
     entry: str  # "package.module:function"
     params: Mapping[str, Any] | None = None  # name -> default; None: not declared
     doc: Mapping[str, str] = field(default_factory=dict)
-    supports: Capabilities = field(default_factory=Capabilities)
+    supports: WorkloadSupports = field(default_factory=WorkloadSupports)
     space: Mapping[str, Any] | None = None  # a sweep's space over its main hyperparameters
     steps: int | None = None  # a trial's length for that space
 
@@ -99,7 +99,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "weight_decay": "AdamW weight decay",
             "seed": "seed of the initialisation, the data split and the batch order",
         },
-        supports=Capabilities(pipeline=False, async_ps=True, global_batch=True),
+        supports=WorkloadSupports(pipeline=False, async_ps=True, global_batch=True),
         space={
             "lr": _LR,
             "hidden": {"type": "int", "low": 16, "high": 256, "log": True},
@@ -139,7 +139,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "corpus_bytes": "bytes of the corpus to use",
             "eval_batches": "held-out windows per evaluation, in units of batch_size",
         },
-        supports=Capabilities(pipeline_layers=_gpt_layers, global_batch=True),
+        supports=WorkloadSupports(pipeline_layers=_gpt_layers, global_batch=True),
         space={
             "lr": {**_LR, "low": 3.0e-4, "high": 3.0e-2},
             "n_embd": {"type": "categorical", "choices": [32, 64, 128]},
@@ -180,16 +180,19 @@ def declared_params(
     return declared
 
 
-def capabilities(workload: str | None, fn: Callable[..., Any] | None = None) -> Capabilities:
-    """What the workload declares it supports (:class:`Capabilities`; undeclared: defaults).
+def workload_supports(
+    workload: str | None, fn: Callable[..., Any] | None = None
+) -> WorkloadSupports:
+    """What the workload declares it supports (:class:`WorkloadSupports`; undeclared: defaults).
 
     ``ConfigError`` naming ``trial.workload`` when a custom declaration is malformed.
     """
     if workload in BUILTIN:
         return BUILTIN[workload].supports
     if fn is None:
-        return Capabilities()
-    return parse_capabilities(_declared(fn, "hyperfleet_supports"), workload)
+        return WorkloadSupports()
+    name = workload if workload is not None else getattr(fn, "__name__", "the shipped function")
+    return parse_supports(_declared(fn, "hyperfleet_supports"), name)
 
 
 def _is_bool(value: Any) -> bool:
@@ -207,16 +210,16 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "async_ps": (_is_bool, "True or False"),
     "global_batch": (_is_bool, "True or False"),
 }
-assert set(_EXPECTED) == {f.name for f in fields(Capabilities)}
+assert set(_EXPECTED) == {f.name for f in fields(WorkloadSupports)}
 
 
-def parse_capabilities(declared: Any, workload: str) -> Capabilities:
-    """A ``hyperfleet_supports`` declaration (None, a dict or a :class:`Capabilities`), checked;
+def parse_supports(declared: Any, workload: str) -> WorkloadSupports:
+    """A ``hyperfleet_supports`` declaration (None, a dict or a :class:`WorkloadSupports`), checked;
     ``ConfigError`` naming ``trial.workload`` when it is malformed."""
     where = f"trial.workload: hyperfleet_supports of {workload!r}"
     if declared is None:
-        return Capabilities()
-    if isinstance(declared, Capabilities):
+        return WorkloadSupports()
+    if isinstance(declared, WorkloadSupports):
         return declared
     keys = ", ".join(_EXPECTED)
     if not isinstance(declared, Mapping):
@@ -234,7 +237,7 @@ def parse_capabilities(declared: Any, workload: str) -> Capabilities:
         raise ConfigError(f"{where}: pipeline_layers given with pipeline False; drop one of them")
     if isinstance(layers, int):
         declared = {**declared, "pipeline_layers": lambda _params: layers}
-    return Capabilities(**declared)
+    return WorkloadSupports(**declared)
 
 
 def unpickle_workload(code: str) -> Callable[..., Any]:

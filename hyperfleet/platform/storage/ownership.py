@@ -7,7 +7,7 @@ of the same name in the same directory, which would resume from the first one's 
 and overwrite its logs. So the directory records its owner in a marker,
 ``<workdir>/<sweep>/.hyperfleet-sweep.json``: the sweep's **identity** in its storage, its
 name and its creation time to the millisecond (the ``created_at`` column, set once when the
-sweep is created; the replica folder of :func:`~hyperfleet.platform.sweeps.paths.replica_folder` is
+sweep is created; the replica folder of :func:`~hyperfleet.platform.storage.paths.replica_folder` is
 named after the same stamp), and the storage URL with any password masked (only to name the
 owner in messages: one database has many URLs).
 
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from hyperfleet.errors import ConfigError, StorageError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.credentials import keep, masked
-from hyperfleet.platform.sweeps.paths import creation_stamp
+from hyperfleet.platform.storage.paths import creation_stamp
 from hyperfleet.spec.states import SweepStatus
 
 if TYPE_CHECKING:

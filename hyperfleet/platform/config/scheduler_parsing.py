@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.schedulers.configs import PrunerConfig, SchedulerConfig
+from hyperfleet.platform.config.schedulers import PrunerConfig, SchedulerConfig
 
 _TYPE_NAMES = frozenset({"int", "float", "str", "bool", "none"})
 
