@@ -206,3 +206,12 @@ def test_no_check_names_a_workload() -> None:
             if isinstance(node, ast.Constant) and node.value in BUILTIN:
                 named.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert named == []
+
+
+def test_the_former_path_names_the_same_catalogue() -> None:
+    """Workload authors import ``hyperfleet.trials.workloads.registry.Capabilities`` (README):
+    it is the catalogue in ``hyperfleet.spec.workloads``, under its former name too."""
+    from hyperfleet.trials.workloads import registry
+
+    assert registry.Capabilities is registry.WorkloadSupports is WorkloadSupports
+    assert registry.BUILTIN is BUILTIN and registry.load_workload is load_workload
