@@ -139,7 +139,7 @@ def test_timing_defaults_are_the_shared_constants() -> None:
 
 
 def test_population_types_have_one_home() -> None:
-    """``("pbt", "pb2")``: ``schedulers.configs.POPULATION_TYPES`` (``SweepConfig.is_population``
+    """``("pbt", "pb2")``: ``config.schedulers.POPULATION_TYPES`` (``SweepConfig.is_population``
     for a parsed config)."""
 
     def match(node: ast.AST) -> bool:

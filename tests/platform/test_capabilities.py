@@ -209,8 +209,9 @@ def test_no_check_names_a_workload() -> None:
 
 
 def test_the_former_path_names_the_same_catalogue() -> None:
-    """Workload authors import ``hyperfleet.trials.workloads.registry.Capabilities`` (README):
-    it is the catalogue in ``hyperfleet.spec.workloads``, under its former name too."""
+    """Workload authors imported ``hyperfleet.trials.workloads.registry.Capabilities`` (the
+    workloads page named it): it is the catalogue in ``hyperfleet.spec.workloads``, under its
+    former name too."""
     from hyperfleet.trials.workloads import registry
 
     assert registry.Capabilities is registry.WorkloadSupports is WorkloadSupports
