@@ -217,7 +217,7 @@ def sweep_status(
         waiting = row is not None and row.status in (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
         # the stored config as the sweep file's models parse it, never its semantic checks:
         # those load the workload (unpickle trial.code, import module:function), and a reader
-        # runs no stored code (README, "Security")
+        # runs no stored code (docs/operations.md, "Security")
         reason = (
             unschedulable(row.config, st, STALE_AFTER_S)
             if waiting and row and row.config is not None

@@ -1,7 +1,7 @@
 """The recommended sweep for a workload: what ``hyperfleet init`` writes.
 
 ``tpe`` with ``asha`` (``min_resource: auto``: a trial's first report) on warm trials, two at
-a time; the README's "Which scheduler" says why, from ``benchmarks/bench_anytime.py``. The
+a time; docs/schedulers.md, "Which scheduler", says why, from ``benchmarks/bench_anytime.py``. The
 built-in workloads get the search space they declare (``WorkloadInfo.space``); another workload
 (``package.module:function``) gets ``lr`` only, to edit.
 """
