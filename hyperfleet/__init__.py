@@ -40,7 +40,7 @@ _API = ("load", "run", "submit")  # hyperfleet.api's functions
 
 if TYPE_CHECKING:
     from hyperfleet.api import load, run, submit
-    from hyperfleet.platform.launcher.push import trial
+    from hyperfleet.platform.launcher.script.push import trial
     from hyperfleet.trials.context import TrialContext
 
 
@@ -53,8 +53,8 @@ def __getattr__(name: str) -> Any:
         from hyperfleet import api
 
         return getattr(api, name)
-    if name == "trial":  # the context inside a script trial's program (launcher/push.py)
-        from hyperfleet.platform.launcher.push import trial
+    if name == "trial":  # the context inside a script trial's program (launcher/script/push.py)
+        from hyperfleet.platform.launcher.script.push import trial
 
         return trial
     raise AttributeError(f"module 'hyperfleet' has no attribute {name!r}")

@@ -34,7 +34,7 @@ ENTRY = "hyperfleet.platform.trial_entry"
 TRIAL_PROCESS = (
     ENTRY,
     "hyperfleet.platform.launcher.trial_process",
-    "hyperfleet.platform.launcher.push",
+    "hyperfleet.platform.launcher.script.push",
 )
 
 

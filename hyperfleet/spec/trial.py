@@ -257,7 +257,8 @@ class Resources(_Section):
 
 class MetricsConfig(_Section):
     """Where a script trial's reports come from (``trial.command``; see
-    :mod:`hyperfleet.platform.launcher.script`)."""
+    :mod:`hyperfleet.platform.launcher.script.sources`: a new source is a class and a row of
+    its table, and its name here)."""
 
     source: Literal["stdout", "mlflow", "push"] = Field(
         "stdout",

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
 from hyperfleet.platform.config.command import render, under_torchrun
-from hyperfleet.platform.launcher.readers import MlflowReader, StdoutReader, looked_for, tokens
+from hyperfleet.platform.launcher.script.readers import MlflowReader, StdoutReader, tokens
+from hyperfleet.platform.launcher.script.sources import looked_for
 from hyperfleet.testing.sweeps import minimal_sweep
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperfleet.platform.launcher.readers import MAX_LINE
-from hyperfleet.platform.launcher.script import Program
+from hyperfleet.platform.launcher.script.program import Program
+from hyperfleet.platform.launcher.script.readers import MAX_LINE
 
 
 def rest(program: Program) -> list[str]:

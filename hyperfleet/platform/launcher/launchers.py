@@ -57,7 +57,7 @@ class Launchers:
         r = cfg.trial.resources
         if cfg.trial.command is not None:  # a program of the user's, run by a runner each
             if self._script is None:
-                from hyperfleet.platform.launcher.script import ScriptLauncher
+                from hyperfleet.platform.launcher.script.launcher import ScriptLauncher
 
                 self._script = ScriptLauncher(self.pool.threads_per_process())
             return self._script

@@ -1,11 +1,12 @@
 """``hyperfleet.trial()``: a program that a script trial runs asks for its trial's context.
 
 A program started by a script trial (``trial.command``) finds its trial's spec through
-``HYPERFLEET_SPEC`` (:mod:`.script`). ``hyperfleet.trial()`` builds the same
+``HYPERFLEET_SPEC`` (:func:`.program.program_env`). ``hyperfleet.trial()`` builds the same
 :class:`~hyperfleet.trials.context.TrialContext` a workload function gets
 (:class:`~hyperfleet.trials.program.ProgramTrial`), rank 0 recording through the platform's
-recorder (:func:`.trial_process.recorder_for`), so the program reports, is pruned, resumes
-from its checkpoints and takes part in PBT at its own ``report`` calls. Rank 0 marks the trial
+recorder (:func:`~hyperfleet.platform.launcher.trial_process.recorder_for`), so the program
+reports, is pruned, resumes from its checkpoints and takes part in PBT at its own ``report``
+calls. Rank 0 marks the trial
 directory (:data:`PUSH_FILE`): the runner then reads no reports of its own and leaves the
 outcome to the program.
 

@@ -1,45 +1,17 @@
-"""Script trials: a user's program run as it is, its reports read from outside.
+"""A script trial's program: its command line and environment, its output, its stop.
 
-:class:`ScriptLauncher` starts ``python -m hyperfleet.platform.launcher.script_run SPEC``,
-the *runner* (:mod:`.script_run`), where a function trial's launcher starts the trial entry
-point: in a session of its own, with the trial's log as its output, as
-:class:`~.torchrun.TorchrunLauncher` starts torchrun's agent (its handle is that one's).
-The runner:
-
-1. fills in the command's placeholders and, for ``devices`` > 1 or ``nodes`` > 1, wraps it in
-   torchrun (:mod:`hyperfleet.platform.config.command`; a trial that spans hosts runs a runner on
-   each node of its gang,
-   each one's torchrun at the gang's rendezvous, passed as the runner's second argument);
-   starts it in a session of its own with the trial's MLflow run in its
-   environment (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``MLFLOW_EXPERIMENT_ID``: a program
-   that logs with ``mlflow`` logs into its trial's child run) and the spec's path
-   (``HYPERFLEET_SPEC``, for ``hyperfleet.trial()``);
-2. copies every line of the program's stdout and stderr to the trial's log, and turns rank 0's
-   lines (or the MLflow run's new steps) into reports (:mod:`.readers`: a ``\r`` ends a line,
-   a line longer than 64 KiB is cut, with a note in the log);
-3. records each report as a function trial's rank 0 does, through
-   :class:`~hyperfleet.platform.recorder.RankZeroRecorder` (storage, the scheduler's decision,
-   MLflow), and on a PRUNE (or a stop: SUPERSEDED, SIGTERM) ends the program: SIGTERM to its
-   process group and every process of its launch, then SIGKILL after
-   :data:`PRUNE_GRACE_S`, so it is gone within 2 s of the decision;
-4. once the program's main process exited, reads what is left of its output for up to
-   :data:`DRAIN_S`, then ends everything the program left running: its process group, every
-   process of its launch, and every descendant of the runner, which is their *subreaper*
-   (:func:`~.procs.hold_descendants`, as an in-process worker is), so a daemon that left the
-   program's session (``setsid``, a double fork) is ended too, and a child that still holds
-   the program's output pipe does not hold the trial;
-5. records the outcome: COMPLETE when the program exits 0 having reported its objective,
-   PRUNED, else FAIL, its error line last in the log (the last lines of the program's stderr
-   and the exit code, or what was looked for when no objective came).
+:class:`Program` starts the user's program in a session of its own, copies every line of its
+stdout and stderr to the trial's log (the runner's output) and hands rank 0's stdout lines to
+the runner (:mod:`.runner`); it stops the program and, once its main process exited, ends
+whatever it left running. :func:`program_argv` and :func:`program_env` give its command line
+and environment; :func:`mlflow_run` and :func:`local_run` the MLflow run it logs into.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import functools
-import json
 import os
 import queue
 import signal
@@ -58,54 +30,20 @@ from hyperfleet.platform.config.command import (
     render,
     under_torchrun,
 )
-from hyperfleet.platform.launcher.base import Launcher, Rendezvous
-from hyperfleet.platform.launcher.procs import (
-    LAUNCH_VAR,
-    end_descendants,
-    kill_tagged,
-    tag_launch,
-)
-from hyperfleet.platform.launcher.readers import MAX_LINE, split_output
-from hyperfleet.platform.launcher.torchrun import (
-    TorchrunHandle,
-    die_with_parent,
-    rendezvous_args,
-    spawn,
-    trial_env,
-)
-from hyperfleet.platform.pool import Lease
+from hyperfleet.platform.launcher.base import Rendezvous
+from hyperfleet.platform.launcher.procs import LAUNCH_VAR, end_descendants, kill_tagged
+from hyperfleet.platform.launcher.script.readers import MAX_LINE, split_output
+from hyperfleet.platform.launcher.torchrun import die_with_parent, rendezvous_args
 from hyperfleet.platform.tracking.spool import Spool, is_pending
 from hyperfleet.platform.urls import TRACKING_FILE
 from hyperfleet.spec.wire import TrialSpec
 
-RUNNER = "hyperfleet.platform.launcher.script_run"  # the runner's module
 PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
 DRAIN_S = 2.0  # its output is read this long after the program's main process exited
 CHUNK = 64 * 1024  # bytes read from the program's output at a time
-MLFLOW_POLL_S = 1.0  # how often the MLflow run is read (from: mlflow)
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
 LOCAL_STORE = f"program-{TRACKING_FILE}"  # in the trial directory: its run while MLflow is away
-
-
-class ScriptLauncher(Launcher):
-    """One runner process per script trial (``trial.command``)."""
-
-    def __init__(self, threads_per_process: int = 1) -> None:
-        self.threads_per_process = threads_per_process
-
-    def launch(
-        self, spec: TrialSpec, lease: Lease, rendezvous: Rendezvous | None = None
-    ) -> TorchrunHandle:
-        cmd = [sys.executable, "-m", RUNNER, str(spec.path)]
-        if rendezvous is not None:  # this host's node of a trial that spans hosts
-            cmd.append(json.dumps(dataclasses.asdict(rendezvous)))
-        env = trial_env(lease, self.threads_per_process)
-        env.update(tag_launch(spec, rendezvous.rdzv_id if rendezvous else None))
-        return spawn(cmd, env, spec, f"the runner of trial {spec.number}")
-
-    def close(self) -> None:
-        pass
 
 
 class Program:

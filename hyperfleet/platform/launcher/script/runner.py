@@ -1,14 +1,15 @@
 """The runner's loop over one script trial: the program's reports recorded and decided.
 
-Started as ``python -m hyperfleet.platform.launcher.script_run SPEC`` by :mod:`.script`'s
-launcher: it runs the trial's program (:class:`~.script.Program`), reads its reports
-(:mod:`.readers`), records each through rank 0's recorder as a function trial's rank 0 does,
-ends the program on a decision that stops it, and records the outcome. The runner imports no
-torch: the program alone does.
+Started as ``python -m hyperfleet.platform.launcher.script.runner SPEC`` by
+:mod:`.launcher`: it runs the trial's program (:class:`~.program.Program`), reads its reports
+through the trial's metric source (:mod:`.sources`), records each through rank 0's recorder as
+a function trial's rank 0 does, ends the program on a decision that stops it, and records the
+outcome. The runner imports no torch: the program alone does.
 
 A trial that spans hosts (``resources.nodes`` > 1) has a runner on each node of its gang, each
 running this node's ranks of the program. The runner that sees global rank 0's lines (or,
-with ``from: mlflow``, the leader's) records the reports and the outcome; the others *follow*:
+for a source read on the gang's host, ``from: mlflow``, the host's) records the reports and
+the outcome; the others *follow*:
 they record nothing, end their ranks when the trial's record says it ended (a prune, a
 failure elsewhere), and once their ranks are done wait for the outcome to be recorded, so
 the leader's worker, which reaps its own runner, reads it.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import signal
 import sys
 import time
@@ -31,14 +31,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.config.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
 from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.procs import hold_descendants
-from hyperfleet.platform.launcher.readers import (
-    MlflowReader,
-    StdoutReader,
-    looked_for,
-    mlflow_history,
-)
-from hyperfleet.platform.launcher.script import (
-    MLFLOW_POLL_S,
+from hyperfleet.platform.launcher.script.program import (
     RUN_WAIT_S,
     Program,
     local_run,
@@ -46,6 +39,7 @@ from hyperfleet.platform.launcher.script import (
     program_argv,
     program_env,
 )
+from hyperfleet.platform.launcher.script.sources import ProgramRun, Report, metric_source
 from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
 from hyperfleet.spec.states import Outcome, TrialState
 from hyperfleet.spec.steps import ReportValueError, check_step
@@ -80,9 +74,9 @@ class ScriptRun:
         cfg = SweepConfig.model_validate(spec.sweep_config)
         self.storage = process_storage(spec.storage, cfg.storage_retry)
         self.objectives = [o.metric for o in cfg.all_objectives]
-        self.source = spec.trial.metrics.source
+        self.source = metric_source(self.objectives, spec.trial.metrics)
         # Who records: one node alone; the others follow (see the module docstring).
-        leads = rendezvous is None or (rendezvous.is_host and self.source == "mlflow")
+        leads = rendezvous is None or (rendezvous.is_host and self.source.read_on_host)
         self._recorder = self._new_recorder() if leads else None
         self.reported = False
         self.outcome: str = Outcome.FAIL
@@ -92,10 +86,10 @@ class ScriptRun:
         self.deferred = False  # the outcome is the program's to record
 
     def _new_recorder(self) -> RankZeroRecorder:
-        # from: mlflow — the program logs its own metrics to the run; the recorder does not
+        # the program logs its own metrics to the run (from: mlflow); the recorder does not
         spec = self.spec
         return RankZeroRecorder(
-            spec.model_copy(update={"run_id": None}) if self.source == "mlflow" else spec
+            spec.model_copy(update={"run_id": None}) if self.source.program_logs_run else spec
         )
 
     @property
@@ -131,7 +125,7 @@ class ScriptRun:
             f"(run {self.run_id}); the trial's reports are spooled for its MLflow run",
             flush=True,
         )
-        if self.source == "mlflow" and not self.following:  # the reports read: spooled too
+        if self.source.program_logs_run and not self.following:  # the reports: spooled too
             self._recorder = RankZeroRecorder(self.spec)
         return program_env(self.spec, self.run_id, None, self.mlflow_uri)
 
@@ -201,21 +195,12 @@ class ScriptRun:
         except Superseded as exc:
             print(f"hyperfleet: trial {self.spec.number} {exc}", flush=True)
 
-    def _mlflow_reader(self) -> MlflowReader | None:
-        if self.source != "mlflow" or not (self.run_id and self.mlflow_uri):
-            return None
-        from mlflow import MlflowClient
-
-        client = MlflowClient(self.mlflow_uri)
-        history, others = mlflow_history(client, self.run_id)
-        return MlflowReader(self.objectives, history, others)
-
     def _follow(self, program: Program) -> int:
         """Read and record reports until the program ends (or a decision ends it)."""
-        pattern = self.spec.trial.metrics.pattern
-        stdout = StdoutReader(self.objectives, None if pattern is None else re.compile(pattern))
-        from_mlflow = self._mlflow_reader()
-        next_poll = time.monotonic() + MLFLOW_POLL_S
+        source, every = self.source, self.source.poll_s
+        run = ProgramRun(self.mlflow_uri, self.run_id) if self.run_id and self.mlflow_uri else None
+        source.start(run)
+        next_poll = time.monotonic() + (every or 0.0)
         next_look = time.monotonic() + GANG_POLL_S
         ended = False
         while not ended:
@@ -231,17 +216,15 @@ class ScriptRun:
                     program.stop()
                     self.deferred = True
                     return 0
-            if line and from_mlflow is None and self.source == "stdout" and not self.pushed():
-                report = stdout.read(line)
-                if report is not None and self._record(program, *report):
-                    return 0
-            if from_mlflow is not None and (ended or time.monotonic() >= next_poll):
-                next_poll = time.monotonic() + MLFLOW_POLL_S
-                if self._poll(program, from_mlflow, final=False):
+            if line and self._recorded(program, source.read_line(line), final=False):
+                return 0
+            if every is not None and (ended or time.monotonic() >= next_poll):
+                next_poll = time.monotonic() + every
+                if self._recorded(program, source.poll(), final=False):
                     return 0
         code = program.proc.wait()
         program.finish_output()
-        if from_mlflow is not None and self._poll(program, from_mlflow, final=True):
+        if self._recorded(program, source.poll(), final=True):
             return 0
         if self.following and self._await_outcome():
             self.deferred = True
@@ -269,19 +252,9 @@ class ScriptRun:
             time.sleep(0.1)
         return True
 
-    def _poll(self, program: Program, reader: MlflowReader, final: bool) -> bool:
-        """Record the run's new steps; True when a decision ended the program. MLflow away
-        (a transient error) is read again at the next poll."""
-        from hyperfleet.platform.tracking.client import is_transient
-
-        try:
-            reports = reader.poll()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            print(f"hyperfleet: could not read the program's MLflow run: {exc}", flush=True)
-            return False
-        # every report is recorded; a decision that ends the program ends the loop first
+    def _recorded(self, program: Program, reports: list[Report], final: bool) -> bool:
+        """Record the source's reports in order; True when a decision ended the program (then
+        the rest are left, unless ``final``: the program has ended, every report counts)."""
         return any(self._record(program, step, m) and not final for step, m in reports)
 
     def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
@@ -308,7 +281,7 @@ class ScriptRun:
         else:  # exploit or pause: a population method, which a program takes part in
             print(  # through hyperfleet.trial() (validation refuses it otherwise)
                 f"ScriptError: the scheduler decided {decision.kind.value} at step {step}, "
-                f"which a program reporting on {self.source} cannot follow",
+                f"which a program reporting on {self.spec.trial.metrics.source} cannot follow",
                 flush=True,
             )
         return True
@@ -328,18 +301,14 @@ class ScriptRun:
             self.deferred = True
             return 0
         if not self.reported:
-            spec = self.spec.trial.metrics
-            print(
-                f"ScriptError: {looked_for(self.objectives, spec.source, spec.pattern)}",
-                flush=True,
-            )
+            print(f"ScriptError: {self.source.looked_for()}", flush=True)
             return 1
         self.outcome = Outcome.COMPLETE
         return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The runner: ``python -m hyperfleet.platform.launcher.script_run SPEC``."""
+    """The runner: ``python -m hyperfleet.platform.launcher.script.runner SPEC``."""
     args = sys.argv[1:] if argv is None else argv
     rendezvous = Rendezvous(**json.loads(args[1])) if len(args) > 1 else None
     hold_descendants()  # what the program starts stays in this tree, to be ended with it

@@ -1,4 +1,5 @@
-"""Reading a script trial's reports: from its output lines, or from its MLflow run.
+"""Reading a script trial's reports: from its output lines, or from its MLflow run (the
+engines of :mod:`.sources`' ``stdout`` and ``mlflow`` sources).
 
 **Lines.** The program's output is cut into lines as it comes (:func:`split_output`): a
 carriage return ends a line as a newline does (a tqdm-style progress line ``\rstep=3 loss=…``
@@ -103,19 +104,6 @@ class StdoutReader:
         self.last_step = step
         self.seen.update(found)
         return step, found
-
-
-def looked_for(objectives: Iterable[str], source: str, pattern: str | None) -> str:
-    """What a trial that reported no objective was read for, for its error line."""
-    names = ", ".join(objectives)
-    if source == "push":
-        return f"no {names} reported; looked for reports through hyperfleet.trial()"
-    if source == "mlflow":
-        return f"no {names} reported; looked for metric {names} in the trial's MLflow run"
-    if pattern is not None:
-        return f"no {names} reported; looked for lines matching {pattern!r} on stdout"
-    wanted = " ".join(f"{n}=…" for n in objectives)
-    return f"no {names} reported; looked for {wanted} on stdout"
 
 
 @dataclass
