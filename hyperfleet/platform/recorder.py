@@ -33,6 +33,7 @@ from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
@@ -61,7 +62,7 @@ def report_line(step: int, metrics: Mapping[str, float], decision: Decision) -> 
     return f"report step {step}: {shown} -> {then}"
 
 
-class RankZeroRecorder:
+class RankZeroRecorder(Recorder):
     """Records, logs and decides each report; skips steps reported before a resume."""
 
     def __init__(self, spec: TrialSpec, clock: Any = None) -> None:

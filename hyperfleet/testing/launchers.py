@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,6 +42,7 @@ from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.launcher.base import Launcher, TrialHandle
 from hyperfleet.platform.launcher.simulated import SimReport, SimScript, SimTrial
 from hyperfleet.platform.pool import Device, Lease
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
@@ -63,20 +64,29 @@ def contract_script(t: SimTrial) -> SimScript:
     return SimScript([SimReport(0.1, 1, {"loss": 0.0})])
 
 
-class QuietRecorder:
+class QuietRecorder(Recorder):
     """A simulated trial's recorder that records nothing and always says continue."""
 
     def __init__(self, spec: TrialSpec | None = None) -> None:
         self.outcome: str | None = None
 
-    def __call__(self, step: int, metrics: dict[str, float]) -> Decision:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         return CONTINUE
 
-    def rewind(self, step: int, params: Any, donor: int) -> None:
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
         pass
 
     def finish(self, outcome: str) -> None:
         self.outcome = outcome
+
+    def pinned_steps(self) -> set[int] | None:
+        return set()
+
+    def note(self, message: str, restart: bool = True) -> None:
+        pass
+
+    def check(self) -> None:
+        pass
 
 
 def alive(pid: int) -> bool:

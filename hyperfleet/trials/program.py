@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hyperfleet.spec.recorder import RecorderFactory
 from hyperfleet.spec.wire import TrialSpec
 from hyperfleet.spec.workloads import merged_params
 from hyperfleet.trials import distributed
 from hyperfleet.trials.context import TrialContext
-from hyperfleet.trials.runtime import RecorderFactory, _finish, _Run, _setup_logging
+from hyperfleet.trials.runtime import _finish, _Run, _setup_logging
 
 
 class ProgramTrial:

@@ -40,9 +40,10 @@ import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from hyperfleet.errors import Superseded, TrialPruned
+from hyperfleet.spec.recorder import Recorder, RecorderFactory
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.trial import replica_join
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec, trial_dir
@@ -60,28 +61,7 @@ logger = logging.getLogger("hyperfleet.trial")
 DONOR_WAIT_S = 60.0
 
 
-class Recorder(Protocol):
-    """Rank 0's side of ``ctx.report``: record a report and return the decision."""
-
-    def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision: ...
-
-    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
-        """After an exploit the trial continues from the donor's ``step`` with ``params``."""
-
-    def finish(self, outcome: str) -> None:
-        """The workload ended: ``complete``, ``pruned``, ``paused`` or ``fail``; or
-        ``superseded``: a newer attempt owns the trial, nothing is recorded."""
-
-    def pinned_steps(self) -> set[int] | None:
-        """This trial's checkpoint steps another trial will still load (never pruned);
-        None when unknown (then none are pruned)."""
-
-    def note(self, message: str, restart: bool = True) -> None:
-        """Something the user should know about this trial (kept in its record); with
-        ``restart`` (the trial starts over), reports are recorded again from the start."""
-
-
-class PrintRecorder:
+class PrintRecorder(Recorder):
     """``hyperfleet train`` and ``sweep replay``: no storage, no scheduler; reports printed."""
 
     def __init__(self, spec: TrialSpec | None = None) -> None:
@@ -108,8 +88,8 @@ class PrintRecorder:
     def note(self, message: str, restart: bool = True) -> None:
         print(f"note: {message}", flush=True)
 
-
-RecorderFactory = Callable[[TrialSpec], Recorder]
+    def check(self) -> None:
+        pass  # no storage: no newer attempt can take the trial over
 
 
 def _setup_logging(rank: int) -> None:
@@ -212,10 +192,13 @@ class _Run:
         self.spec = spec
         self.env = env
         self.recorder = recorder
-        protect = recorder.pinned_steps if recorder is not None else None
-        fence = getattr(recorder, "check", None)  # a platform recorder's attempt check
-        notify = None if recorder is None else partial(recorder.note, restart=False)
-        self.own = checkpoints_of(spec, spec.number, protect, fence, notify)
+        if recorder is None:
+            self.own = checkpoints_of(spec, spec.number)
+        else:
+            notify = partial(recorder.note, restart=False)
+            self.own = checkpoints_of(
+                spec, spec.number, recorder.pinned_steps, recorder.check, notify
+            )
         # The step of this trial's checkpoints every rank continues from (None: step 0). Rank 0
         # names it, so that a rank that starts later never finds a checkpoint that this
         # attempt's own ranks have written meanwhile.

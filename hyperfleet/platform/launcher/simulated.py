@@ -22,6 +22,7 @@ from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import Clock
 from hyperfleet.platform.launcher.base import LOG_TAIL_LINES, STOP_GRACE_S, Launcher, TrialHandle
 from hyperfleet.platform.pool import Lease
+from hyperfleet.spec.recorder import Recorder, RecorderFactory
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.wire import Decision, DecisionKind, TrialSpec
 
@@ -86,7 +87,7 @@ class SimulatedHandle(TrialHandle):
 
     launcher: SimulatedLauncher
     spec: TrialSpec
-    recorder: Any
+    recorder: Recorder
     started: float
     pending: list[SimReport] = field(default_factory=list)
     script: SimScript | None = None
@@ -191,7 +192,7 @@ class SimulatedLauncher(Launcher):
         self,
         clock: Clock,
         script: Script,
-        recorder_factory: Callable[[TrialSpec], Any] | None = None,
+        recorder_factory: RecorderFactory | None = None,
     ) -> None:
         self.clock = clock
         self.script = script
@@ -200,7 +201,7 @@ class SimulatedLauncher(Launcher):
         self.handles: list[SimulatedHandle] = []
         self._live: list[SimulatedHandle] = []  # not ended when last looked at
 
-    def _recorder(self, spec: TrialSpec) -> Any:
+    def _recorder(self, spec: TrialSpec) -> Recorder:
         from hyperfleet.platform.recorder import RankZeroRecorder
 
         return RankZeroRecorder(spec, clock=self.clock)

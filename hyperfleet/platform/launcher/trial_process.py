@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from hyperfleet.platform.launcher.procs import running_here
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.wire import TrialSpec
 
 
-def recorder_for(spec: TrialSpec) -> Any:
+def recorder_for(spec: TrialSpec) -> Recorder:
     """Rank 0's recorder for ``spec``: storage, scheduler and MLflow, or printed reports."""
     if spec.storage is None:
         from hyperfleet.trials.runtime import PrintRecorder
