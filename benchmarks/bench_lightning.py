@@ -39,6 +39,7 @@ import lightning.pytorch as pl
 import torch
 
 from examples.lightning.digits import DigitsModule
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 from hyperfleet.trials.runtime import run_trial
@@ -46,7 +47,7 @@ from hyperfleet.trials.runtime import run_trial
 PARAMS = {"lr": 0.01, "hidden": 256, "batch_size": 64, "seed": 0, "decay": 1.0}
 
 
-class KeepReports:
+class KeepReports(Recorder):
     """A recorder that keeps the reports (no storage, no scheduler: every report CONTINUEs)."""
 
     def __init__(self, spec: TrialSpec) -> None:
@@ -65,7 +66,10 @@ class KeepReports:
     def pinned_steps(self) -> set[int] | None:
         return set()
 
-    def note(self, message: str) -> None:
+    def note(self, message: str, restart: bool = True) -> None:
+        pass
+
+    def check(self) -> None:
         pass
 
 

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from hyperfleet.platform.controller import driver as driver_mod
 from hyperfleet.platform.recorder import RankZeroRecorder
 from hyperfleet.platform.schedulers.base import Scheduler
 from hyperfleet.platform.storage import Storage
+from hyperfleet.spec.recorder import Recorder
 
 
 @dataclass
@@ -294,7 +295,7 @@ def _timed_suggest(fn: Callable[..., Any], t: Timers) -> Callable[..., Any]:
     return suggest
 
 
-class TimedRecorder:
+class TimedRecorder(Recorder):
     """Rank 0's recorder of a simulated trial, its building and every call timed."""
 
     def __init__(self, spec: Any, clock: Any, t: Timers) -> None:
@@ -310,14 +311,23 @@ class TimedRecorder:
         finally:
             self.t.add(self.number, time.perf_counter() - t0)
 
-    def __call__(self, step: int, metrics: dict[str, float]) -> Any:
+    def __call__(self, step: int, metrics: Mapping[str, float]) -> Any:
         return self._timed(self.inner, step, metrics)
 
     def finish(self, outcome: str) -> None:
         self._timed(self.inner.finish, outcome)
 
-    def rewind(self, *args: Any) -> None:
-        self._timed(self.inner.rewind, *args)
+    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
+        self._timed(self.inner.rewind, step, params, donor)
+
+    def pinned_steps(self) -> set[int] | None:
+        return self.inner.pinned_steps()
+
+    def note(self, message: str, restart: bool = True) -> None:
+        self.inner.note(message, restart)
+
+    def check(self) -> None:
+        self.inner.check()
 
 
 def machine_ticks() -> tuple[float, float, float]:

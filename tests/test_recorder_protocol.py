@@ -15,9 +15,24 @@ from hyperfleet.spec.recorder import Recorder
 from hyperfleet.testing.launchers import QuietRecorder
 from hyperfleet.trials.runtime import PrintRecorder
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hyperfleet"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "hyperfleet"
 IMPLEMENTATIONS = [RankZeroRecorder, PrintRecorder, QuietRecorder]
 METHODS = ["__call__", "rewind", "finish", "pinned_steps", "note", "check"]
+
+
+def _classes(root: Path) -> list[ast.ClassDef]:
+    return [
+        node
+        for path in sorted(root.rglob("*.py"))
+        if path != Path(__file__).resolve()  # its counter-example below is no recorder
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+    ]
+
+
+def _methods(node: ast.ClassDef) -> set[str]:
+    return {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
 
 
 def _protocol_methods() -> list[str]:
@@ -34,13 +49,24 @@ def test_the_protocol_is_the_methods_the_runtime_calls() -> None:
 
 def test_every_recorder_class_in_the_package_is_checked() -> None:
     """A new class named ``...Recorder`` in ``hyperfleet/`` joins :data:`IMPLEMENTATIONS`."""
-    found = {
-        node.name
-        for path in PACKAGE.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ClassDef) and node.name.endswith("Recorder")
-    }
+    found = {node.name for node in _classes(PACKAGE) if node.name.endswith("Recorder")}
     assert found - {"Recorder"} == {cls.__name__ for cls in IMPLEMENTATIONS}
+
+
+def test_every_recorder_in_the_tests_and_benchmarks_declares_the_protocol() -> None:
+    """A class with a recorder's methods anywhere in the repository subclasses ``Recorder``
+    and defines all of its methods (the runtime calls each without asking)."""
+    shaped = [
+        node
+        for root in (PACKAGE, ROOT / "tests", ROOT / "benchmarks")
+        for node in _classes(root)
+        if {"rewind", "finish"} <= _methods(node) and node.name != "Recorder"
+    ]
+    assert len(shaped) >= 7  # the three in hyperfleet/, two test doubles, two benchmarks'
+    for node in shaped:
+        bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+        assert "Recorder" in bases, f"{node.name} does not subclass Recorder"
+        assert set(METHODS) <= _methods(node), (node.name, set(METHODS) - _methods(node))
 
 
 @pytest.mark.parametrize("cls", IMPLEMENTATIONS, ids=lambda c: c.__name__)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from hyperfleet.errors import ConfigError, HyperfleetError
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind, RestorePoint, TrialSpec
@@ -25,7 +26,7 @@ WORKLOAD = "tests.integrations.lightning_workloads:main"
 FIXED = {"hidden": 16, "batch_size": 16, "seed": 0}
 
 
-class Scripted:
+class Scripted(Recorder):
     """Rank 0's recorder: keeps every report, answers ``decisions[step]`` (else CONTINUE)."""
 
     def __init__(self, decisions: Mapping[int, Decision] | None = None) -> None:
@@ -46,7 +47,10 @@ class Scripted:
     def pinned_steps(self) -> set[int] | None:
         return set()
 
-    def note(self, message: str) -> None:
+    def note(self, message: str, restart: bool = True) -> None:
+        pass
+
+    def check(self) -> None:
         pass
 
 

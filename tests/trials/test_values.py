@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, TrialSpec
 from hyperfleet.trials.checkpoint import CheckpointManager
@@ -233,7 +234,7 @@ def leaves_a_thread(ctx: TrialContext) -> None:
     threading.Thread(target=late).start()
 
 
-class Kept:
+class Kept(Recorder):
     """A recorder that keeps what it is told."""
 
     def __init__(self, spec: TrialSpec) -> None:
@@ -252,7 +253,9 @@ class Kept:
     def pinned_steps(self) -> set[int]:
         return set()
 
-    def note(self, message: str) -> None: ...
+    def note(self, message: str, restart: bool = True) -> None: ...
+
+    def check(self) -> None: ...
 
 
 def _spec(root: Path, workload: str) -> TrialSpec:
