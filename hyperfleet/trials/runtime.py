@@ -1,7 +1,8 @@
 """The trial runtime: what every trial process runs, from its spec to its outcome.
 
 It joins the process group, builds the :class:`~hyperfleet.trials.context.TrialContext` and
-runs the workload function. Rank 0 is handed a *recorder* by whoever started the process (the
+runs the workload function. Rank 0 is handed a *recorder*
+(:class:`~hyperfleet.spec.recorder.Recorder`) by whoever started the process (the
 platform's trial entry point records each report in storage and MLflow and asks the scheduler
 for a decision; ``hyperfleet train`` prints it); the context broadcasts the decision so every
 rank acts on the same step. The runtime knows nothing of how it was scheduled.
