@@ -39,38 +39,24 @@ import lightning.pytorch as pl
 import torch
 
 from examples.lightning.digits import DigitsModule
-from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
+from hyperfleet.testing.launchers import QuietRecorder
 from hyperfleet.trials.runtime import run_trial
 
 PARAMS = {"lr": 0.01, "hidden": 256, "batch_size": 64, "seed": 0, "decay": 1.0}
 
 
-class KeepReports(Recorder):
+class KeepReports(QuietRecorder):
     """A recorder that keeps the reports (no storage, no scheduler: every report CONTINUEs)."""
 
     def __init__(self, spec: TrialSpec) -> None:
+        super().__init__(spec)
         self.reports: list[int] = []
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         self.reports.append(step)
         return CONTINUE
-
-    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
-        pass
-
-    def finish(self, outcome: str) -> None:
-        pass
-
-    def pinned_steps(self) -> set[int] | None:
-        return set()
-
-    def note(self, message: str, restart: bool = True) -> None:
-        pass
-
-    def check(self) -> None:
-        pass
 
 
 def plain(steps: int, every: int, root: Path) -> tuple[float, float]:

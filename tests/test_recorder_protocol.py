@@ -62,7 +62,8 @@ def test_every_recorder_in_the_tests_and_benchmarks_declares_the_protocol() -> N
         for node in _classes(root)
         if {"rewind", "finish"} <= _methods(node) and node.name != "Recorder"
     ]
-    assert len(shaped) >= 7  # the three in hyperfleet/, two test doubles, two benchmarks'
+    # the three in hyperfleet/, a test double, a benchmark's (others extend QuietRecorder)
+    assert len(shaped) >= 5
     for node in shaped:
         bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
         assert "Recorder" in bases, f"{node.name} does not subclass Recorder"

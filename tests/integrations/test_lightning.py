@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from hyperfleet.errors import ConfigError, HyperfleetError
-from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind, RestorePoint, TrialSpec
+from hyperfleet.testing.launchers import QuietRecorder
 from hyperfleet.trials.runtime import run_trial
 from tests.integrations.lightning_workloads import lr_log
 
@@ -26,32 +26,17 @@ WORKLOAD = "tests.integrations.lightning_workloads:main"
 FIXED = {"hidden": 16, "batch_size": 16, "seed": 0}
 
 
-class Scripted(Recorder):
+class Scripted(QuietRecorder):
     """Rank 0's recorder: keeps every report, answers ``decisions[step]`` (else CONTINUE)."""
 
     def __init__(self, decisions: Mapping[int, Decision] | None = None) -> None:
+        super().__init__()
         self.decisions = dict(decisions or {})
         self.reports: list[tuple[int, dict[str, float]]] = []
-        self.outcome: str | None = None
 
     def __call__(self, step: int, metrics: Mapping[str, float]) -> Decision:
         self.reports.append((step, dict(metrics)))
         return self.decisions.pop(step, CONTINUE)
-
-    def rewind(self, step: int, params: Mapping[str, Any], donor: int) -> None:
-        pass
-
-    def finish(self, outcome: str) -> None:
-        self.outcome = outcome
-
-    def pinned_steps(self) -> set[int] | None:
-        return set()
-
-    def note(self, message: str, restart: bool = True) -> None:
-        pass
-
-    def check(self) -> None:
-        pass
 
 
 def spec(root: Path, number: int, steps: int, params: dict[str, Any], **kw: Any) -> TrialSpec:
