@@ -58,7 +58,8 @@ def slurm(
     """Submit Slurm jobs running `hyperfleet worker --exit-when-idle` as the queue needs
     them, never more than --max-workers alive; show them in `hyperfleet workers`. Slurm not
     answering is retried with backoff; SIGTERM or Ctrl-C cancels the jobs it submitted."""
-    from hyperfleet.platform.elastic.pool import PoolSettings, SlurmPool, describe
+    from hyperfleet.platform.elastic.pool import ElasticPool, PoolSettings, describe
+    from hyperfleet.platform.elastic.slurm import Slurm
     from hyperfleet.platform.sweeps.preflight import check_urls
 
     def settings() -> PoolSettings:
@@ -77,13 +78,13 @@ def slurm(
         return PoolSettings(
             storage=storage, max_workers=max_workers, tracking_uri=tracking_uri, pool=pool,
             min_workers=min_workers, idle=seconds["--idle"] or 0.0, devices=devices,
-            sbatch_args=tuple(sbatch_arg or ()), log_dir=log_dir,
             start_timeout=seconds["--start-timeout"] or 0.0,
             backoff=seconds["--backoff"] or 0.0,
         )  # fmt: skip
 
     chosen = _guard(settings)
-    elastic = _guard(lambda: SlurmPool(chosen))
+    backend = Slurm(sbatch_args=sbatch_arg or (), log_dir=log_dir)
+    elastic = _guard(lambda: ElasticPool(chosen, backend))
 
     def say(line: str) -> None:
         err.print(f"pool {chosen.pool}: {line}", markup=False, highlight=False, soft_wrap=True)

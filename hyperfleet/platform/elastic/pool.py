@@ -1,37 +1,33 @@
-"""``hyperfleet pool slurm``: workers as Slurm jobs, as many as the queue asks for.
+"""``hyperfleet pool slurm``: workers as cluster jobs, as many as the queue asks for.
 
-Each decision (every ``every`` seconds, or once with ``--once``, e.g. from cron):
+The pool is written against :class:`~.backend.ClusterBackend` (list the pool's jobs, submit,
+cancel); Slurm (:mod:`.slurm`) is its first backend. Each decision (every ``every`` seconds,
+or once with ``--once``, e.g. from cron):
 
-1. ``squeue`` lists the pool's jobs (all named ``hyperfleet-<pool>``); each one the pool
-   submitted has a row in ``hf_workers`` (``slurm-<id>``, state ``pending`` until its worker
-   registers), and every row naming a job gets Slurm's state and reason (``job_state``,
-   ``job_reason``), so ``hyperfleet workers`` shows them;
-2. a job still pending after ``start_timeout`` is cancelled (``scancel``) with its reason kept:
-   a request the cluster cannot grant (more CPUs than a node has: ``PartitionConfig``) or
-   will not grant soon;
+1. the backend lists the pool's jobs (all named ``hyperfleet-<pool>``); each one the pool
+   submitted has a row in ``hf_workers`` (``<kind>-<id>``, e.g. ``slurm-42``, state
+   ``pending`` until its worker registers), and every row naming a job gets the cluster's
+   state and reason (``job_state``, ``job_reason``), so ``hyperfleet workers`` shows them;
+2. a job still pending after ``start_timeout`` is cancelled with its reason kept: a request
+   the cluster cannot grant (more CPUs than a node has: Slurm's ``PartitionConfig``) or will
+   not grant soon;
 3. :mod:`.demand` turns the queued trials and the live and pending workers into the number of
    jobs to submit, at most ``max_workers`` alive, none while start failures back off;
-4. ``sbatch`` submits them: each job ``exec``s ``hyperfleet worker --exit-when-idle IDLE``
+4. the backend submits them: each job runs ``hyperfleet worker --exit-when-idle IDLE``
    (the jobs that keep ``min_workers`` up too: the pool submits their replacements, and a
    job left behind by a pool that is gone ends by itself), so a worker leaves when the queue
    is empty and the pool submits none while nothing waits.
 
-Slurm unreachable: a decision whose ``sbatch``/``squeue``/``scancel`` gets no answer from
-``slurmctld`` (frozen, restarting: :class:`~.slurm.SlurmUnreachableError`) is logged in one line
-and retried after a backoff (``every``, doubling to :data:`UNREACHABLE_CAP_S`) instead of
-ending the pool; any other Slurm error (a bad ``--sbatch-arg``) still ends it.
+Cluster unreachable: a decision whose backend gets no answer (``slurmctld`` frozen,
+restarting: :class:`~.backend.ClusterUnreachableError`) is logged in one line and retried
+after a backoff (``every``, doubling to :data:`UNREACHABLE_CAP_S`) instead of ending the pool;
+any other error of the backend (a bad ``--sbatch-arg``) still ends it.
 
-Stopping: on SIGTERM or SIGINT (:meth:`SlurmPool.release`) the pool cancels every job it
-submitted that is still pending or running, its ``min_workers`` jobs included; ``scancel``
-sends the workers SIGTERM, whose drain requeues their trials. Slurm not answering then is
-retried for :data:`RELEASE_S` seconds; the jobs left are named in the log and end by their
-idle exit.
-
-Draining: the jobs are submitted with ``--signal=B:TERM@120`` (unless an ``--sbatch-arg``
-gives ``--signal`` itself): Slurm sends the worker SIGTERM two minutes before the job's time
-limit, and ``scancel`` or a preemption send SIGTERM before SIGKILL (after ``KillWait`` or the
-partition's ``GraceTime``); the worker's SIGTERM drain stops its trials, which checkpoint and
-are requeued for another worker, not failed.
+Stopping: on SIGTERM or SIGINT (:meth:`ElasticPool.release`) the pool cancels every job it
+submitted that is still pending or running, its ``min_workers`` jobs included; the cluster
+sends the workers SIGTERM, whose drain requeues their trials. The cluster not answering then
+is retried for :data:`RELEASE_S` seconds; the jobs left are named in the log and end by their
+idle exit. Slurm's jobs also get SIGTERM before their time limit (:mod:`.slurm`).
 
 Passwords in the URLs travel in the job's environment (``sbatch`` exports the submitter's by
 default), never on the job's command line (:mod:`hyperfleet.platform.credentials`).
@@ -45,31 +41,29 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hyperfleet.errors import PoolError
 from hyperfleet.platform.clock import STALE_AFTER_S, Clock
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.elastic import BACKOFF_BASE_S, demand
-from hyperfleet.platform.elastic.slurm import Job, Slurm, SlurmUnreachableError
+from hyperfleet.platform.elastic.backend import ClusterBackend, ClusterUnreachableError, Job
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.spec.states import JOB_ENDED, JobState, SweepStatus, WorkerState
 
 logger = logging.getLogger(__name__)
 
 ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
-DRAIN_SIGNAL = "--signal=B:TERM@120"
 UNREACHABLE_CAP_S = 60.0
-"""The longest wait between decisions while Slurm does not answer."""
+"""The longest wait between decisions while the cluster does not answer."""
 RELEASE_S = 120.0
-"""How long a stopping pool keeps trying to cancel its jobs while Slurm does not answer."""
+"""How long a stopping pool keeps trying to cancel its jobs while the cluster does not answer."""
 _CPU = re.compile(r"^cpu:(\d+)$")
 _CUDA = re.compile(r"^cuda:([\d,]+)$")
 
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """What ``hyperfleet pool slurm`` was given."""
+    """What ``hyperfleet pool`` was given, whatever the cluster (its backend takes its own)."""
 
     storage: str
     max_workers: int
@@ -78,10 +72,8 @@ class PoolSettings:
     min_workers: int = 0
     idle: float = 300.0
     devices: str = "auto"
-    sbatch_args: tuple[str, ...] = ()
     start_timeout: float = 600.0
     backoff: float = BACKOFF_BASE_S
-    log_dir: Path = Path("hyperfleet-slurm")
 
     @property
     def job_name(self) -> str:
@@ -98,8 +90,9 @@ class PoolSettings:
 
 
 @dataclass
-class Decision:
-    """One decision's outcome, for the log and the tests."""
+class ScalingDecision:
+    """One decision's outcome, for the log and the tests (not a scheduler's
+    :class:`~hyperfleet.spec.wire.Decision` on a trial)."""
 
     wanted: int = 0
     alive: int = 0
@@ -109,17 +102,15 @@ class Decision:
     unfit: list[str] = field(default_factory=list)
 
 
-class SlurmPool:
-    """Workers of one pool of a storage, grown and shrunk as Slurm jobs (module docstring)."""
+class ElasticPool:
+    """Workers of one pool of a storage, grown and shrunk as jobs of ``backend``'s cluster
+    (module docstring)."""
 
     def __init__(
-        self,
-        settings: PoolSettings,
-        slurm: Slurm | None = None,
-        clock: Clock | None = None,
+        self, settings: PoolSettings, backend: ClusterBackend, clock: Clock | None = None
     ) -> None:
         self.settings = settings
-        self.slurm = slurm or Slurm()
+        self.backend = backend
         self.storage = Storage(settings.storage, clock=clock)
         self.clock = self.storage.now  # one clock for the pool's decisions and its rows
         self._said: set[str] = set()
@@ -131,8 +122,8 @@ class SlurmPool:
         pool = self.settings.pool
         return [w for w in rows if not w.host and w.job_id is not None and w.pool == pool]
 
-    def _refresh(self, jobs: dict[str, Job], decision: Decision) -> None:
-        """Slurm's word on every job of the pool's rows that was alive when last seen; jobs
+    def _refresh(self, jobs: dict[str, Job], decision: ScalingDecision) -> None:
+        """The cluster's word on every job of the pool's rows that was alive when last seen; jobs
         pending past ``start_timeout`` cancelled."""
         now, timeout = self.clock(), self.settings.start_timeout
         for row in self._submitted(self.storage.workers()):
@@ -145,17 +136,18 @@ class SlurmPool:
             late = row.state == WorkerState.PENDING and now - row.started_at > timeout
             if late and not pending:
                 logger.warning(
-                    "job %s: past --start-timeout without a worker, but Slurm lists it as %s "
-                    "(%s): not cancelled now", job.id, job.state, job.reason or "no reason",
+                    "job %s: past --start-timeout without a worker, but %s lists it as %s "
+                    "(%s): not cancelled now", job.id, self.backend.kind, job.state,
+                    job.reason or "no reason",
                 )  # fmt: skip
             if pending and late:
-                self.slurm.cancel(job.id)
+                self.backend.cancel(job.id)
                 decision.cancelled.append(job.id)
                 reason = f"{reason or 'pending'}; cancelled after pending {timeout:g}s"
                 job = Job(job.id, JobState.CANCELLED, reason)
             self.storage.set_job(job.id, job.state, reason, ended=job.state in JOB_ENDED)
 
-    def _wanted(self, decision: Decision) -> int:
+    def _wanted(self, decision: ScalingDecision) -> int:
         demands = []
         for row in self.storage.list_sweeps():
             cfg = row.config
@@ -171,10 +163,10 @@ class SlurmPool:
                 self._said.add(line)
         return wanted
 
-    def step(self) -> Decision:
+    def step(self) -> ScalingDecision:
         """One decision (the module docstring's steps)."""
-        s, decision = self.settings, Decision()
-        self._refresh(self.slurm.jobs(s.job_name), decision)
+        s, decision = self.settings, ScalingDecision()
+        self._refresh(self.backend.jobs(s.job_name), decision)
         rows = self.storage.workers()
         ours = {w.job_id for w in self._submitted(rows) if w.job_state not in JOB_ENDED}
         decision.alive = len(ours)
@@ -203,18 +195,13 @@ class SlurmPool:
 
     def _submit(self) -> str:
         s = self.settings
-        s.log_dir.mkdir(parents=True, exist_ok=True)
-        args = list(s.sbatch_args)
-        if not any(a.startswith("--signal") for a in args):
-            args.insert(0, DRAIN_SIGNAL)
-        log = s.log_dir.resolve() / "worker-%j.log"
-        job_id = self.slurm.submit(self.worker_command(), s.job_name, args, log)
+        job_id = self.backend.submit(self.worker_command(), s.job_name)
         now = self.clock()
         self.storage.register_worker(
             WorkerRecord(
-                id=f"slurm-{job_id}", host="", pid=0, pool=s.pool, devices=[], address=None,
-                sweeps=None, started_at=now, heartbeat_at=now, state=WorkerState.PENDING,
-                job_id=job_id, job_state=JobState.PENDING,
+                id=f"{self.backend.kind}-{job_id}", host="", pid=0, pool=s.pool, devices=[],
+                address=None, sweeps=None, started_at=now, heartbeat_at=now,
+                state=WorkerState.PENDING, job_id=job_id, job_state=JobState.PENDING,
             )
         )  # fmt: skip
         logger.info("submitted job %s (%s)", job_id, s.job_name)
@@ -222,14 +209,14 @@ class SlurmPool:
 
     def run(self, stop: Callable[[], bool], every: float, say: Callable[[str], None]) -> None:
         """Decide every ``every`` seconds until ``stop()``; ``say`` each change in one line.
-        A decision Slurm does not answer is said and retried after a backoff."""
+        A decision the cluster does not answer is said and retried after a backoff."""
         last, wait = "", every
         while not stop():
             try:
                 d = self.step()
-            except SlurmUnreachableError as exc:
+            except ClusterUnreachableError as exc:
                 wait = min(max(wait * 2, every), UNREACHABLE_CAP_S)
-                say(f"Slurm does not answer ({exc}); retrying in {wait:g}s")
+                say(f"{self.backend.kind} does not answer ({exc}); retrying in {wait:g}s")
                 last = ""
             else:
                 wait = every
@@ -246,19 +233,20 @@ class SlurmPool:
 
     def release(self, say: Callable[[str], None], within: float = RELEASE_S) -> list[str]:
         """Cancel every job the pool submitted that is still alive (module docstring); the
-        ones Slurm did not let it cancel within ``within`` seconds."""
+        ones the cluster did not let it cancel within ``within`` seconds."""
         left = self.alive_jobs()
         deadline = time.monotonic() + within
         while left:
             for job_id in list(left):
                 try:
-                    self.slurm.cancel(job_id)
-                except SlurmUnreachableError as exc:
+                    self.backend.cancel(job_id)
+                except ClusterUnreachableError as exc:
+                    kind = self.backend.kind
                     if time.monotonic() >= deadline:
-                        say(f"Slurm does not answer ({exc}); jobs {', '.join(left)} left to "
+                        say(f"{kind} does not answer ({exc}); jobs {', '.join(left)} left to "
                             f"their idle exit")  # fmt: skip
                         return left
-                    say(f"Slurm does not answer ({exc}); retrying the cancel")
+                    say(f"{kind} does not answer ({exc}); retrying the cancel")
                     time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
                     break
                 except PoolError as exc:  # e.g. the job ended since it was last seen
@@ -277,7 +265,7 @@ def _sleep(stop: Callable[[], bool], seconds: float) -> None:
         time.sleep(min(0.5, seconds))
 
 
-def describe(d: Decision) -> str:
+def describe(d: ScalingDecision) -> str:
     """One line for a decision."""
     line = f"queue wants {d.wanted} workers; {d.alive} jobs alive"
     if d.submitted:

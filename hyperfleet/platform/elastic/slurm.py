@@ -1,4 +1,5 @@
-"""Slurm through its own commands: ``sbatch --parsable``, ``squeue -o``, ``scancel``.
+"""Slurm through its own commands: ``sbatch --parsable``, ``squeue -o``, ``scancel``; the first
+:class:`~.backend.ClusterBackend`.
 
 Only the client commands are used (Slurm 22.05 and later), so the pool runs wherever a user
 could submit by hand: a login node, or cron. ``sbatch --parsable`` prints ``id[;cluster]``;
@@ -13,6 +14,10 @@ line; a missing command says which package provides it. A command that gets no a
 ``slurmctld`` (frozen, restarting, failed over: it times out, or says ``Socket timed out``,
 ``Unable to contact slurm controller``, ``Connection refused``...) raises
 :class:`SlurmUnreachableError`, which the pool rides out with backoff instead of exiting.
+
+Each job is submitted with ``--signal=B:TERM@120`` (unless an ``sbatch`` option of the pool
+gives ``--signal`` itself): Slurm sends the worker SIGTERM two minutes before the job's time
+limit, so it drains (its trials checkpoint and go back to the queue) instead of being killed.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from hyperfleet.errors import PoolError
+from hyperfleet.platform.elastic.backend import ClusterUnreachableError, Job
 
 TIMEOUT_S = 60.0  # one Slurm command; slurmctld answers in milliseconds when it is up
 _UNREACHABLE = re.compile(
@@ -33,26 +38,28 @@ _UNREACHABLE = re.compile(
     re.IGNORECASE,
 )
 """What Slurm's client commands say when ``slurmctld`` does not answer (Slurm 22.05)."""
+DRAIN_SIGNAL = "--signal=B:TERM@120"
 
 
-class SlurmUnreachableError(PoolError):
+class SlurmUnreachableError(ClusterUnreachableError):
     """A Slurm command got no answer from ``slurmctld``: a transient error, worth a retry."""
 
 
-@dataclass(frozen=True)
-class Job:
-    """One job as ``squeue`` shows it."""
-
-    id: str
-    state: str  # a JobState value, or Slurm's own word for a state this version does not know
-    reason: str | None  # None where Slurm says "None"
-
-
 class Slurm:
-    """Slurm's client commands (``env``: their environment, e.g. ``SLURM_CONF``; default this
-    process's)."""
+    """Slurm's client commands: ``sbatch_args`` go to every job, whose output is
+    ``log_dir/worker-<job id>.log``; ``env`` is the commands' environment (e.g.
+    ``SLURM_CONF``; default this process's)."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    kind = "slurm"
+
+    def __init__(
+        self,
+        sbatch_args: Sequence[str] = (),
+        log_dir: Path = Path("hyperfleet-slurm"),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.sbatch_args = tuple(sbatch_args)
+        self.log_dir = log_dir
         self.env = dict(env) if env is not None else None
 
     def _run(self, argv: Sequence[str]) -> str:
@@ -76,14 +83,22 @@ class Slurm:
             raise SlurmUnreachableError(line) if _UNREACHABLE.search(text) else PoolError(line)
         return done.stdout
 
-    def submit(self, command: Sequence[str], name: str, args: Sequence[str], log: Path) -> str:
-        """Submit a batch job that ``exec``s ``command`` (so Slurm's signals reach it, not a
-        shell), named ``name``, its output in ``log`` (``%j``: the job id); its id."""
-        argv = [
+    def sbatch_argv(self, command: Sequence[str], name: str) -> list[str]:
+        """The ``sbatch`` command line of a job that ``exec``s ``command`` (so Slurm's signals
+        reach it, not a shell), named ``name``."""
+        args = list(self.sbatch_args)
+        if not any(a.startswith("--signal") for a in args):
+            args.insert(0, DRAIN_SIGNAL)
+        log = self.log_dir.resolve() / "worker-%j.log"
+        return [
             "sbatch", "--parsable", f"--job-name={name}", f"--output={log}", *args,
             "--wrap", "exec " + shlex.join(command),
         ]  # fmt: skip
-        out = self._run(argv).strip()
+
+    def submit(self, command: Sequence[str], name: str) -> str:
+        """Submit a batch job (:meth:`sbatch_argv`); its id."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        out = self._run(self.sbatch_argv(command, name)).strip()
         job_id = out.split(";", 1)[0]
         if not job_id.isdigit():
             raise PoolError(f"sbatch: expected a job id, got {out!r}")

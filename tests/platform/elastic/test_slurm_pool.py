@@ -280,7 +280,7 @@ def test_a_frozen_controller_is_ridden_out_and_queued_trials_get_workers(
     frozen_at = time.monotonic()
     try:
         name = site.submit(name="frozen", budget={"trials": 2, "max_concurrent": 1})
-        wait(lambda: "Slurm does not answer" in _pool_log(site) or pool.poll() is not None,
+        wait(lambda: "slurm does not answer" in _pool_log(site) or pool.poll() is not None,
              90, "the pool to say Slurm does not answer", log)  # fmt: skip
         assert pool.poll() is None, f"the pool exited\n{_pool_log(site)[-3000:]}"
         # the outage lasts ~25 s whatever the pool does: that is the fault, not a wait
