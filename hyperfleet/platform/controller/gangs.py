@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class Member:
+class GangMember:
     """This worker's node of another worker's trial."""
 
     gang: int
@@ -67,7 +67,7 @@ class Gangs(SweepSeat):
     the trials it leads, and holds ``members``, its nodes of other workers' trials (by gang);
     its :class:`~.driver.SweepDriver` owns it."""
 
-    members: dict[int, Member] = field(default_factory=dict)
+    members: dict[int, GangMember] = field(default_factory=dict)
 
     def lead(self, spec: TrialSpec, attempt: int) -> tuple[int, Rendezvous]:
         """Open the gang of ``spec``'s trial with this worker as node 0; its id and
@@ -119,7 +119,7 @@ class Gangs(SweepSeat):
             rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
             row = storage.open_lease(name, gang.trial, [str(d) for d in lease.devices], self.worker)
             handle = self.launcher.launch(spec, lease, rdzv)
-            self.members[gang.id] = Member(gang.id, gang.trial, handle, lease, devices, row)
+            self.members[gang.id] = GangMember(gang.id, gang.trial, handle, lease, devices, row)
             logger.info("joined trial %d of sweep %s as node %d", gang.trial, name, node)
 
     def reap(self) -> None:
