@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import optuna
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
     from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.platform.config.schedulers import SchedulerConfig
+    from hyperfleet.platform.config.space import Space
 
 logger = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own log says what happens
@@ -80,13 +82,34 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
 
 
 class OptunaScheduler(Scheduler):
-    """tpe / random / grid / ... over the sweep's space, with Optuna's pruners."""
+    """tpe / random / grid / ... over ``space``, with Optuna's pruners.
+
+    ``config`` is the scheduler's section (``config/schedulers.py``), ``study`` its study
+    (:func:`open_study`: the sampler and pruner built from the sweep), ``metrics`` the
+    objectives' metrics in the study's order, ``steps`` a trial's last step (never pruned
+    there), ``trials`` the trial budget (None: bounded by time only) and ``pruner`` the
+    pruner's type, named in a pruned trial's reason."""
 
     capabilities = Capabilities(enqueue=True, pruning=True, multi_objective=True, ahead=True)
 
-    def __init__(self, cfg: SweepConfig, study: optuna.Study) -> None:
-        self.cfg = cfg
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        study: optuna.Study,
+        *,
+        space: Space,
+        metrics: Sequence[str],
+        steps: int,
+        trials: int | None,
+        pruner: str = "none",
+    ) -> None:
+        self.config = config
         self.study = study
+        self.space = space
+        self.metrics = list(metrics)
+        self.steps = steps
+        self.trials = trials
+        self.pruner = pruner
         self._ids: dict[int, int] = {}
 
     @property
@@ -104,7 +127,7 @@ class OptunaScheduler(Scheduler):
         return self._budget_left(self.study.get_trials(deepcopy=False, states=_COUNTED))
 
     def _budget_left(self, trials: list[FrozenTrial]) -> int | None:
-        limit = self.cfg.budget.trials
+        limit = self.trials
         if limit is None:
             return None
         return max(0, limit - sum(t.state in _COUNTED for t in trials))
@@ -118,7 +141,7 @@ class OptunaScheduler(Scheduler):
         return internals.state_counts(self.study).get(OptunaState.RUNNING, 0)
 
     def learns_from_results(self) -> bool:
-        return learns_from_results(self.cfg.scheduler)
+        return learns_from_results(self.config)
 
     def exhausted(self) -> bool:
         """The budget is used and nothing waits, from one ``GROUP BY`` (the grid's end is
@@ -127,7 +150,7 @@ class OptunaScheduler(Scheduler):
         return counts.get(OptunaState.WAITING, 0) == 0 and self._used_up(counts)
 
     def _used_up(self, counts: Mapping[OptunaState, int]) -> bool:
-        limit = self.cfg.budget.trials
+        limit = self.trials
         used = sum(n for state, n in counts.items() if state in _COUNTED)
         return limit is not None and used >= limit
 
@@ -154,15 +177,15 @@ class OptunaScheduler(Scheduler):
         if not waiting and (self._used_up(counts) or self._grid_exhausted()):
             return None
         trial = self.study.ask() if waiting else batched.new_trial(self.study)
-        params = batched.sampled(trial, lambda t: space_mod.sample(t, self.cfg.space))
+        params = batched.sampled(trial, lambda t: space_mod.sample(t, self.space))
         return Suggestion(trial_number=trial.number, params=params)
 
     def report(self, trial_number: int, step: int, metrics: Mapping[str, float]) -> None:
         """Optuna's intermediate value at ``step`` (written as given: a repeated report of the
         same step stores the same value again, so the call is idempotent)."""
-        if len(self.cfg.all_objectives) != 1:
+        if len(self.metrics) != 1:
             return  # Optuna keeps no intermediate values for multi-objective studies
-        value = metrics.get(self.cfg.all_objectives[0].metric)
+        value = metrics.get(self.metrics[0])
         if value is None or not math.isfinite(float(value)):
             return  # kept in the trial's record; a sampler or pruner gets no NaN as a number
         internals.set_intermediate_value(
@@ -175,19 +198,13 @@ class OptunaScheduler(Scheduler):
         COMPLETE with its value (a rung that falls there, as ASHA's second does for 200 steps
         reported every 50, would otherwise end it PRUNED with no value; Ray Tune's ASHA
         completes a trial at ``max_t`` likewise)."""
-        if (
-            len(self.cfg.all_objectives) != 1
-            or isinstance(self.study.pruner, NopPruner)
-            or step >= self.cfg.trial.steps
-        ):
+        if len(self.metrics) != 1 or isinstance(self.study.pruner, NopPruner) or step >= self.steps:
             return Decision.cont()
         # what ``Trial.should_prune`` asks, without building a ``Trial`` (whose constructor
         # runs the sampler's relative search space over the whole history)
         frozen = self._study_storage.get_trial(self._trial_id(trial_number))
         if self.study.pruner.prune(self.study, frozen):
-            return Decision(
-                DecisionKind.PRUNE, reason=f"pruned by {self.cfg.pruner.type} at step {step}"
-            )
+            return Decision(DecisionKind.PRUNE, reason=f"pruned by {self.pruner} at step {step}")
         return Decision.cont()
 
     def suggestion_info(self, trial_number: int) -> dict[str, str]:
@@ -199,11 +216,11 @@ class OptunaScheduler(Scheduler):
 
         An enqueued trial is one of ``budget.trials``: a sweep that has used them all takes
         none (``ConfigError`` naming the budget)."""
-        limit = self.cfg.budget.trials
+        limit, name = self.trials, self.study.study_name
         existing = self.study.get_trials(deepcopy=False)
         if limit is not None and len(existing) >= limit:
             raise ConfigError(
-                f"budget.trials: sweep {self.cfg.name!r} already has {len(existing)} of its "
+                f"budget.trials: sweep {name!r} already has {len(existing)} of its "
                 f"{limit} trials; raise budget.trials in the sweep file to enqueue more"
             )
         self.study.enqueue_trial(dict(params), skip_if_exists=False)
