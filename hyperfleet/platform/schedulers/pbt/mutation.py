@@ -22,7 +22,9 @@ from typing import Any
 
 from hyperfleet.platform.config.pbt import branches, flat
 
-Space = Mapping[str, Mapping[str, Any]]
+PlainSpace = Mapping[str, Mapping[str, Any]]
+"""The space as the stored config holds it: each param's spec a plain mapping (not
+``config/space.py``'s ``Space`` of pydantic models)."""
 
 
 def _quantise(value: float, spec: Mapping[str, Any]) -> float:
@@ -47,14 +49,14 @@ def sample_value(spec: Mapping[str, Any], rng: random.Random) -> Any:
     return float(_quantise(value, spec))
 
 
-def _under(spec: Mapping[str, Any], value: Any) -> Space:
+def _under(spec: Mapping[str, Any], value: Any) -> PlainSpace:
     """The sub-space ``value`` opens (empty when it opens none)."""
     found = branches(spec)
     return found.get(value, {}) if isinstance(value, str) else {}
 
 
 def sample_params(
-    space: Space, rng: random.Random, fixed: Mapping[str, Any] | None = None
+    space: PlainSpace, rng: random.Random, fixed: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """A value for every dimension of the branches taken (``fixed`` ones given)."""
     out: dict[str, Any] = {}
@@ -94,7 +96,7 @@ def perturb_value(
 
 def explore_params(
     params: Mapping[str, Any],
-    space: Space,
+    space: PlainSpace,
     rng: random.Random,
     resample_probability: float,
     factors: Sequence[float],
@@ -102,7 +104,7 @@ def explore_params(
     """``params`` with every parameter of ``space`` explored (others are kept); in a
     conditional space, those of the branches the explored choices take."""
 
-    def explore(sub: Space) -> dict[str, Any]:
+    def explore(sub: PlainSpace) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, spec in sub.items():
             if name in params:

@@ -77,7 +77,7 @@ from hyperfleet.platform.schedulers.base import (
     Suggestion,
 )
 from hyperfleet.platform.schedulers.pbt.mutation import (
-    Space,
+    PlainSpace,
     explore_params,
     sample_params,
 )
@@ -108,7 +108,7 @@ class PBTScheduler(PopulationScheduler):
         *,
         store: PopulationStore,
         sweep: str,
-        space: Space,
+        space: PlainSpace,
         metric: str,
         mode: Literal["min", "max"],
         max_steps: int,
