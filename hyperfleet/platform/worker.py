@@ -38,11 +38,9 @@ from hyperfleet.platform.storage.ownership import check_store
 from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
 from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
-from hyperfleet.spec.states import SweepStatus, WorkerState
+from hyperfleet.spec.states import SWEEP_SERVED, WorkerState
 
 logger = logging.getLogger(__name__)
-
-ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
 
 
 def default_tracking(cfg: SweepConfig) -> str:
@@ -114,7 +112,7 @@ class StoredSweeps:
     def sessions(self, serving: set[str]) -> list[SweepSession]:
         opened = []
         for row in self.catalog.list_sweeps():
-            if row.name in serving or row.status not in ACTIVE:
+            if row.name in serving or row.status not in SWEEP_SERVED:
                 continue
             if self.names is not None and row.name not in self.names:
                 continue

@@ -22,6 +22,7 @@ import enum
 __all__ = [
     "FINISHED",
     "JOB_ENDED",
+    "SWEEP_SERVED",
     "GangState",
     "JobState",
     "MemberState",
@@ -78,6 +79,11 @@ class SweepStatus(enum.StrEnum):
     RUNNING = "running"
     DONE = "done"
     INTERRUPTED = "interrupted"
+
+
+SWEEP_SERVED = frozenset({SweepStatus.SUBMITTED, SweepStatus.RUNNING})
+"""The statuses of a sweep the fleet serves: its workers run its trials, an elastic pool
+submits jobs for its queue."""
 
 
 class WorkerState(enum.StrEnum):

@@ -48,11 +48,10 @@ from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.elastic import BACKOFF_BASE_S, demand
 from hyperfleet.platform.elastic.backend import ClusterBackend, ClusterUnreachableError, Job
 from hyperfleet.platform.storage import Storage, WorkerRecord
-from hyperfleet.spec.states import JOB_ENDED, JobState, SweepStatus, WorkerState
+from hyperfleet.spec.states import JOB_ENDED, SWEEP_SERVED, JobState, WorkerState
 
 logger = logging.getLogger(__name__)
 
-ACTIVE = (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
 UNREACHABLE_CAP_S = 60.0
 """The longest wait between decisions while the cluster does not answer."""
 RELEASE_S = 120.0
@@ -151,7 +150,7 @@ class ElasticPool:
         demands = []
         for row in self.storage.list_sweeps():
             cfg = row.config
-            if row.status not in ACTIVE or cfg is None:
+            if row.status not in SWEEP_SERVED or cfg is None:
                 continue
             if cfg.trial.resources.pool not in (None, self.settings.pool):
                 continue
