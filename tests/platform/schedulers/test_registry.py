@@ -16,9 +16,11 @@ from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.config.model import AnyScheduler
 from hyperfleet.platform.config.space import FloatParam
 from hyperfleet.platform.schedulers import SCHEDULERS, build_scheduler
+from hyperfleet.platform.schedulers.optuna.samplers import SAMPLERS
 from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler
 from hyperfleet.platform.schedulers.pbt.pb2 import PB2Scheduler
 from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
+from hyperfleet.platform.schedulers.registry import OPTUNA_CONFIGS
 from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.wire import DecisionKind
 from hyperfleet.testing.sweeps import minimal_sweep
@@ -28,6 +30,7 @@ def test_every_scheduler_configuration_of_the_sweep_file_has_a_row() -> None:
     accepted = set(typing.get_args(typing.get_args(AnyScheduler)[0]))
     assert len(accepted) >= 10
     assert accepted == set(SCHEDULERS), "a configuration class without a row, or a row too many"
+    assert set(OPTUNA_CONFIGS) == set(SAMPLERS), "an Optuna-based configuration without a sampler"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Build Optuna samplers and pruners from their typed configuration.
 
-``build_sampler`` maps each ``scheduler.type`` onto its Optuna sampler (``skopt`` onto
+``build_sampler`` maps each ``scheduler.type`` onto its Optuna sampler through the table
+:data:`SAMPLERS`, keyed by the configuration class (``skopt`` onto
 :class:`~hyperfleet.platform.schedulers.optuna.skopt_sampler.SkoptSampler`), checks that the
 type can handle the number of objectives, and, when a seed is given, wraps the sampler in
 :class:`TrialSeededSampler`.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -123,42 +125,72 @@ def learns_from_results(cfg: SchedulerConfig) -> bool:
     return not isinstance(cfg, (RandomConfig, QMCConfig, GridConfig))
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What a sampler may need beyond its configuration (``build_sampler``'s arguments)."""
+
+    grid: Mapping[str, Sequence[Any]] | None
+    n_trials: int | None
+    cells: Sequence[Mapping[str, Any]] | None
+
+
+_QUIET = {"warn_independent_sampling": False}
+
+
+def _tpe(cfg: TPEConfig, given: _Inputs) -> optuna.samplers.BaseSampler:
+    group = cfg.group if cfg.group is not None else given.cells is not None and cfg.multivariate
+    options = _options(cfg, group=group)
+    cap = options.pop("max_history")
+    tpe = optuna.samplers.TPESampler(**options)
+    return tpe if cap is None else HistoryCappedSampler(tpe, cap)
+
+
+def _grid(cfg: GridConfig, given: _Inputs) -> optuna.samplers.BaseSampler:
+    if given.cells:
+        return BranchGridSampler(given.cells, **_options(cfg))
+    if given.grid is None or given.cells is not None:
+        raise ConfigError(
+            "scheduler.type: 'grid' needs every space dimension to be categorical or to give a step"
+        )
+    return AskTellGridSampler(dict(given.grid), **_options(cfg))
+
+
+def _cmaes(cfg: CmaEsConfig, given: _Inputs) -> optuna.samplers.BaseSampler:
+    _need_cmaes()
+    return optuna.samplers.CmaEsSampler(**_options(cfg, **_QUIET))
+
+
+SAMPLERS: dict[type, Callable[[Any, _Inputs], optuna.samplers.BaseSampler]] = {
+    TPEConfig: _tpe,
+    RandomConfig: lambda cfg, _: optuna.samplers.RandomSampler(**_options(cfg)),
+    GridConfig: _grid,
+    CmaEsConfig: _cmaes,
+    QMCConfig: lambda cfg, _: optuna.samplers.QMCSampler(
+        **_options(cfg, **_QUIET, warn_asynchronous_seeding=False)
+    ),
+    GPConfig: lambda cfg, given: PendingAwareGPSampler(
+        **_options(cfg, **_QUIET, n_trials=given.n_trials)
+    ),
+    NSGA2Config: lambda cfg, _: optuna.samplers.NSGAIISampler(
+        **_options(cfg, crossover=_crossover(cfg))
+    ),
+    SkoptConfig: lambda cfg, given: SkoptSampler(**_options(cfg, n_trials=given.n_trials)),
+}
+"""Each Optuna-based scheduler configuration (``config/schedulers.py``'s ``SchedulerConfig``
+union) to its sampler; ``tests/platform/schedulers/test_registry.py`` checks that every member
+of the union has a row."""
+
+
 def _make(
     cfg: SchedulerConfig,
     grid: Mapping[str, Sequence[Any]] | None,
     n_trials: int | None,
     cells: Sequence[Mapping[str, Any]] | None,
 ) -> optuna.samplers.BaseSampler:
-    quiet = {"warn_independent_sampling": False}
-    if isinstance(cfg, TPEConfig):
-        group = cfg.group if cfg.group is not None else cells is not None and cfg.multivariate
-        options = _options(cfg, group=group)
-        cap = options.pop("max_history")
-        tpe = optuna.samplers.TPESampler(**options)
-        return tpe if cap is None else HistoryCappedSampler(tpe, cap)
-    if isinstance(cfg, RandomConfig):
-        return optuna.samplers.RandomSampler(**_options(cfg))
-    if isinstance(cfg, GridConfig) and cells:
-        return BranchGridSampler(cells, **_options(cfg))
-    if isinstance(cfg, GridConfig):
-        if grid is None or cells is not None:
-            raise ConfigError(
-                "scheduler.type: 'grid' needs every space dimension to be categorical or to "
-                "give a step"
-            )
-        return AskTellGridSampler(dict(grid), **_options(cfg))
-    if isinstance(cfg, CmaEsConfig):
-        _need_cmaes()
-        return optuna.samplers.CmaEsSampler(**_options(cfg, **quiet))
-    if isinstance(cfg, QMCConfig):
-        return optuna.samplers.QMCSampler(**_options(cfg, **quiet, warn_asynchronous_seeding=False))
-    if isinstance(cfg, GPConfig):
-        return PendingAwareGPSampler(**_options(cfg, **quiet, n_trials=n_trials))
-    if isinstance(cfg, NSGA2Config):
-        return optuna.samplers.NSGAIISampler(**_options(cfg, crossover=_crossover(cfg)))
-    if isinstance(cfg, SkoptConfig):
-        return SkoptSampler(**_options(cfg, n_trials=n_trials))
-    raise AssertionError(f"unhandled scheduler config {cfg!r}")
+    make = SAMPLERS.get(type(cfg))
+    if make is None:
+        raise AssertionError(f"no sampler for scheduler config {cfg!r}: add its row to SAMPLERS")
+    return make(cfg, _Inputs(grid, n_trials, cells))
 
 
 def _options(cfg: BaseModel, **extra: Any) -> dict[str, Any]:
