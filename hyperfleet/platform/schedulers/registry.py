@@ -10,11 +10,12 @@ configuration up by its class: the controller, each trial's rank 0, ``sweep enqu
 contract suite build every scheduler through it.
 
 A new Optuna sampler is its configuration class in ``config/schedulers.py`` (a member of its
-``SchedulerConfig`` union, which gives it its row here) and its sampler in
-``schedulers/optuna/samplers.py``. A new kind of scheduler is its configuration in ``config/``
-(joined to the sweep file's scheduler union in ``config/model.py``), its module in a wing of
-its own, and one row here. ``tests/platform/schedulers/test_registry.py`` fails while a
-configuration class of the sweep file's union has no row.
+``SchedulerConfig`` union, which gives it its row here) and its row of
+``schedulers/optuna/samplers.py``'s ``SAMPLERS`` (the sampler built from that configuration).
+A new kind of scheduler is its configuration in ``config/`` (joined to the sweep file's
+scheduler union in ``config/model.py``), its module in a wing of its own, and one row here.
+``tests/platform/schedulers/test_registry.py`` fails while a configuration class of the sweep
+file's union has no row.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def pb2_scheduler(cfg: SweepConfig, storage: Storage, create: bool) -> Scheduler
 
 OPTUNA_CONFIGS: tuple[type, ...] = typing.get_args(typing.get_args(SchedulerConfig)[0])
 """The configurations of ``config/schedulers.py``'s ``SchedulerConfig`` union: each is an Optuna
-sampler (``schedulers/optuna/samplers.py`` builds it from its class)."""
+sampler (``schedulers/optuna/samplers.py``'s ``SAMPLERS`` builds it from its class)."""
 
 SCHEDULERS: dict[type, Builder] = {
     **dict.fromkeys(OPTUNA_CONFIGS, optuna_scheduler),  # tpe, random, grid, cmaes, qmc, gp, ...
