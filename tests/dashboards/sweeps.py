@@ -1,6 +1,6 @@
 """The real small sweeps the dashboard tests look at, run once per test session.
 
-Four sweeps through the platform (``SweepRunner``: storage, scheduler, MLflow, in-process
+Five sweeps through the platform (``SweepRunner``: storage, scheduler, MLflow, in-process
 trials of :func:`tests.dashboards.workloads.curve`) into one storage, each with its own MLflow
 store (the dashboard finds each sweep's from its ``tracking.uri``). They run one after the
 other: most of their cost is starting the in-process workers (importing torch, MLflow,
@@ -9,7 +9,9 @@ Optuna), which running them at once on two cores only makes slower.
 * ``tpe-pruned`` — TPE with a median pruner: COMPLETE and PRUNED trials;
 * ``multi`` — NSGA-II on two objectives (loss and cost, both minimised);
 * ``failing`` — every third trial raises half-way: FAIL trials with a traceback;
-* ``pbt`` — a PBT population of 4 time-sharing 2 slots: exploits, explores, pauses.
+* ``pbt`` — a PBT population of 4 time-sharing 2 slots: exploits, explores, pauses;
+* ``diverged`` — random search over a float and a categorical whose objective is named
+  ``state`` and which reports ``lr`` beside the parameter ``lr``; two trials diverge to 1e13.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 import yaml
 
 TPE, MULTI, FAILING, PBT = "tpe-pruned", "multi", "failing", "pbt"
-NAMES = (TPE, MULTI, FAILING, PBT)
+DIVERGED = "diverged"
+NAMES = (TPE, MULTI, FAILING, PBT, DIVERGED)
 WORKLOAD = "tests.dashboards.workloads:curve"
 
 
@@ -56,7 +59,7 @@ def _trial(**changes: Any) -> dict[str, Any]:
 
 
 def configs(root: Path) -> list[dict[str, Any]]:
-    """The four sweep files, as mappings."""
+    """The five sweep files, as mappings."""
     space = {
         "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
         "width": {"type": "int", "low": 16, "high": 256, "log": True},
@@ -95,11 +98,22 @@ def configs(root: Path) -> list[dict[str, Any]]:
             budget={"max_concurrent": 2},
             trial=_trial(steps=24),
         ),
+        sweep(
+            DIVERGED,
+            objective={"metric": "state", "mode": "min"},
+            scheduler={"type": "random", "seed": 0},
+            budget={"trials": 6, "max_concurrent": 1},
+            space={
+                "lr": {"type": "float", "low": 1e-3, "high": 1e-1, "log": True},
+                "opt": {"type": "categorical", "choices": ["sgd", "adam"]},
+            },
+            trial=_trial(workload="tests.dashboards.workloads:diverging", steps=4),
+        ),
     ]
 
 
 def run(root: Path, mlflow_template: Path) -> Filled:
-    """Run the four sweeps, one after the other, into ``root``."""
+    """Run the five sweeps, one after the other, into ``root``."""
     from hyperfleet.platform.config import parse_sweep
     from hyperfleet.platform.sweeps.run import SweepRunner
 

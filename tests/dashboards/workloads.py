@@ -45,3 +45,21 @@ def held_curve(ctx: Any) -> None:
 
     with_hold(ctx)
     curve(ctx)
+
+
+DIVERGING = (1, 4)
+"""The trials of :func:`diverging` whose objective blows up to 1e13."""
+
+
+def diverging(ctx: Any) -> None:
+    """Names that collide and values that span decades: reports its objective as ``state``
+    (a column of the trials table) and ``lr`` (also a parameter), and the trials numbered in
+    ``DIVERGING`` diverge to 1e13, as two trials with a too large learning rate do."""
+    lr = float(ctx.params["lr"])
+    bonus = 0.05 if ctx.params.get("opt") == "adam" else 0.0
+    step = 0
+    while step < ctx.max_steps:
+        step += 1
+        if ctx.should_eval(step):
+            loss = 1e13 * step if ctx.trial_number in DIVERGING else 1.0 / step + lr - bonus
+            ctx.report(step, {"state": loss, "lr": lr * step})
