@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from hyperfleet.dashboards import charts, state
+from hyperfleet.dashboards import charts, scales, state, widgets
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.study import importances
 from hyperfleet.spec.states import TrialState
@@ -22,17 +22,34 @@ MIN_TRIALS = 2
 @dataclass(frozen=True)
 class _Draw:
     """Draws one of the sweep's figures (a snapshot's, ``fp``) into a column, cached by
-    :func:`.state.derived` under its kind, which is also its widget key."""
+    :func:`.state.derived` under its kind, which is also its widget key; with ``values``
+    (``"x"``, ``"y"`` or ``"colour"``: where the figure's values are), under a scale switch
+    (:mod:`~hyperfleet.dashboards.scales`), applied to the cache's copy."""
 
     data: SweepData
     url: str
     fp: str
+    name: str  # the objective drawn
+
+    def switch(self, column: Any, kind: str) -> str:
+        return widgets.scale_switch(column, f"scale-{kind}-{self.data.name}")
 
     def __call__(
-        self, column: Any, kind: str, args: tuple[Any, ...], figure: Callable[[], Any]
+        self,
+        column: Any,
+        kind: str,
+        args: tuple[Any, ...],
+        figure: Callable[[], Any],
+        values: str | None = None,
     ) -> None:
-        cached = state.derived(kind, self.url, self.data.name, self.fp, args, figure)
-        column.plotly_chart(cached, width="stretch", key=kind)
+        choice = self.switch(column, kind) if values else scales.AUTO
+        fig = state.derived(kind, self.url, self.data.name, self.fp, args, figure)
+        found = []
+        if values in ("x", "y"):
+            found.append(scales.axis(fig, values, choice, self.name))
+        elif values == "colour":
+            found.append(scales.colour(fig, choice, self.name))
+        widgets.show(column, fig, kind, *found)
 
 
 def _objective(data: SweepData) -> int:
@@ -58,9 +75,19 @@ def _importance(data: SweepData, url: str, objective: int, name: str) -> None:
         top, share = next(iter(ranked.items()))
         st.markdown(f"**{top}** matters most for {name} ({share:.0%} of the importance).")
     left, right = st.columns([2, 3])
-    draw = _Draw(data, url, fp)
+    draw = _Draw(data, url, fp, name)
     draw(left, "importance", (objective,), lambda: charts.importance(study, objective, name))
-    draw(right, "parallel", (objective,), lambda: charts.parallel(study, objective, name))
+    values = charts.objective_values(study, objective)
+    scale = scales.decide(values, draw.switch(right, "parallel"), name)
+    fig = state.derived(
+        "parallel",
+        url,
+        data.name,
+        fp,
+        (objective, scale.log),
+        lambda: charts.parallel(study, objective, name, log=scale.log),
+    )
+    widgets.show(right, fig, "parallel", scale)
 
 
 def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
@@ -73,18 +100,15 @@ def _pair(data: SweepData, url: str, objective: int, name: str) -> None:
     study = state.study(url, data.name, fp, data)
     left, right = st.columns(2)
     pair = (first, second)
-    draw = _Draw(data, url, fp)
-    draw(left, "slice", (objective, pair), lambda: charts.slice_plot(study, pair, objective, name))
+    draw = _Draw(data, url, fp, name)
+    slice_ = lambda: charts.slice_plot(study, pair, objective, name)  # noqa: E731
+    draw(left, "slice", (objective, pair), slice_, values="y")
     if first != second:
-        draw(
-            right,
-            "contour",
-            (objective, pair),
-            lambda: charts.contour(study, pair, objective, name),
-        )
+        contour = lambda: charts.contour(study, pair, objective, name)  # noqa: E731
+        draw(right, "contour", (objective, pair), contour, values="colour")
     st.markdown("**Distribution and rank**")
     left, right = st.columns(2)
-    draw(left, "edf", (objective,), lambda: charts.edf(study, objective, name))
+    draw(left, "edf", (objective,), lambda: charts.edf(study, objective, name), values="x")
     draw(right, "rank", (objective, pair), lambda: charts.rank(study, pair, objective, name))
 
 

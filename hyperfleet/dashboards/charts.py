@@ -3,22 +3,29 @@
 Optuna's plots are drawn on the sweep's in-memory study (:mod:`hyperfleet.dashboards.study`);
 this module only picks what to show them (an objective of a multi-objective sweep, a pair of
 parameters) and draws what Optuna has no plot for: the best value over wall time and learning
-curves of any metric, by step or time, with the step where a trial was pruned marked.
+curves of any metric, by step or time, by state, with the step where a trial was pruned
+marked. Over a categorical parameter the contour becomes a heatmap with a cell per category
+(:mod:`~hyperfleet.dashboards.heatmap`); the pages put each chart's value axis on the scale
+its switch and values call for (:mod:`~hyperfleet.dashboards.scales`).
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import optuna
 import optuna.visualization as ov
-import plotly.colors as pc
 import plotly.graph_objects as go
 
+from hyperfleet.dashboards import palette, scales
 from hyperfleet.dashboards.curves import Curve, downsample
+from hyperfleet.dashboards.format import number as readable
+from hyperfleet.dashboards.heatmap import category_heatmap, has_categorical
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.study import sample
 from hyperfleet.dashboards.ticks import readable_log_axes
@@ -31,7 +38,20 @@ X_LABELS: dict[str, str] = {
     "time": "wall clock",
 }
 HEIGHT = 380
-TRIAL_COLOURS = tuple(pc.qualitative.Plotly)  # plotly's own default sequence, ten colours
+LEGEND_ORDER = (
+    TrialState.COMPLETE, TrialState.RUNNING, TrialState.PAUSED, TrialState.WAITING,
+    TrialState.PRUNED, TrialState.FAIL,
+)  # fmt: skip
+"""The order of learning curves in the legend: completed, at work, then cut short."""
+SUFFIX: dict[str, str] = {
+    TrialState.RUNNING: " (running)", TrialState.PAUSED: " (paused)",
+    TrialState.WAITING: " (waiting)", TrialState.PRUNED: " (pruned)", TrialState.FAIL: " (failed)",
+}  # fmt: skip
+DASH: dict[str, str] = {
+    TrialState.RUNNING: "dashdot",
+    TrialState.PRUNED: "dash",
+    TrialState.FAIL: "dot",
+}
 
 
 def _layout(fig: go.Figure, title: str, height: int = HEIGHT) -> go.Figure:
@@ -99,9 +119,15 @@ def _x(curve: Curve, axis: str) -> list[Any]:
 
 
 def trial_colour(number: int) -> str:
-    """Trial ``number``'s colour on every page: plotly's palette by the trial's number, not by
-    the order a figure drew it in."""
-    return TRIAL_COLOURS[number % len(TRIAL_COLOURS)]
+    """Trial ``number``'s colour on every page, by the trial's number, not by the order a
+    figure drew it in; no two trials share one (:mod:`~hyperfleet.dashboards.palette`)."""
+    return palette.colour(number)
+
+
+def _rank(state: str | None) -> int:
+    """A legend rank that lists the curves by state (``LEGEND_ORDER``), by number within."""
+    order = LEGEND_ORDER.index(state) if state in LEGEND_ORDER else len(LEGEND_ORDER)
+    return 1000 + order
 
 
 def learning_curves(
@@ -113,23 +139,32 @@ def learning_curves(
     label: str = "trial",
 ) -> go.Figure:
     """One line per trial (downsampled, see :func:`~.curves.downsample`) in the trial's own
-    colour (:func:`trial_colour`); the last point of a PRUNED trial is marked with an ✕ in
-    that colour, the best trial's line is thicker."""
+    colour (:func:`trial_colour`), listed by state in the legend (``LEGEND_ORDER``), dashed
+    unless COMPLETE; the step where a PRUNED trial was pruned (its last report) is marked
+    with an ✕ in its colour, the best trial's line is thicker."""
     fig = go.Figure()
     metric = next(iter(curves.values())).metric if curves else ""
     for number in sorted(curves):
         curve = downsample(curves[number])
+        state = states.get(number)
+        colour = trial_colour(number)
+        name = f"{label} {number}" + SUFFIX.get(state or "", "")
         fig.add_trace(
             go.Scatter(
                 x=_x(curve, axis),
                 y=curve.values,
                 mode="lines",
-                name=f"{label} {number}" + (" ★" if number == best else ""),
+                name=name + (" ★" if number == best else ""),
                 legendgroup=str(number),
-                line={"width": 3.5 if number == best else 1.6, "color": trial_colour(number)},
+                legendrank=_rank(state),
+                line={
+                    "width": 3.5 if number == best else 1.6,
+                    "color": colour,
+                    "dash": DASH.get(state or "", "solid"),
+                },
             )
         )
-        if states.get(number) == TrialState.PRUNED and len(curve):
+        if state == TrialState.PRUNED and len(curve):
             fig.add_trace(
                 go.Scatter(
                     x=_x(curve, axis)[-1:],
@@ -138,8 +173,8 @@ def learning_curves(
                     name=f"{label} {number} pruned",
                     legendgroup=str(number),
                     showlegend=False,
-                    marker={"symbol": "x", "size": 12, "color": trial_colour(number)},
-                    hovertext=f"trial {number} pruned at step {curve.steps[-1]}",
+                    marker={"symbol": "x", "size": 12, "color": colour},
+                    hovertext=f"{label} {number} pruned at step {curve.steps[-1]}",
                 )
             )
     fig.update_xaxes(title=X_LABELS.get(axis, axis))
@@ -158,13 +193,55 @@ PARALLEL_TRIALS = 400
 object per trial, 2 s at 1,000 trials, and a thousand lines read as one band anyway."""
 
 
-def parallel(study: optuna.Study, objective: int, name: str) -> go.Figure:
+def objective_values(study: optuna.Study, objective: int) -> list[float]:
+    """``objective``'s value in each COMPLETE trial: what the analysis charts draw."""
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return [float(t.values[objective]) for t in done if t.values]
+
+
+def parallel(study: optuna.Study, objective: int, name: str, log: bool = False) -> go.Figure:
+    """Optuna's parallel coordinates, the objective's axis first; with ``log`` (positive
+    values only: :func:`~.scales.decide`) that axis is drawn in log10, labelled in values."""
     small, kept = sample(study, PARALLEL_TRIALS, best=PARALLEL_TRIALS // 4)
-    fig = ov.plot_parallel_coordinate(small, target=_target(small, objective), target_name=name)
+    target = _target(small, objective)
+    if log:
+        value = target or (lambda t: t.value)
+        target = lambda t: math.log10(value(t))  # noqa: E731
+    label = f"{name} (log)" if log else name
+    fig = ov.plot_parallel_coordinate(small, target=target, target_name=label)
+    if log:
+        _objective_ticks(fig, [math.log10(v) for v in objective_values(small, objective)])
     title = "Parallel coordinates"
     if small is not study:
         title += f" ({kept} trials: the best {PARALLEL_TRIALS // 4} and evenly spaced others)"
     return _layout(fig, title, height=420)
+
+
+def _objective_ticks(fig: go.Figure, logged: list[float]) -> None:
+    """Optuna's parallel coordinates label each axis with annotations at ``x`` = the axis's
+    index over values scaled to [0, 1]: the objective's (index 0) get round real values at
+    their log10 positions, as do the colour bar (the lines are coloured by the objective) and
+    the hover."""
+    if not logged or min(logged) == max(logged):
+        return
+    low, high = min(logged), max(logged)
+    kept = [a for a in fig.layout.annotations if a.x != 0]
+    first = next((a for a in fig.layout.annotations if a.x == 0), None)
+    style = first.to_plotly_json() if first is not None else {"x": 0, "showarrow": False}
+    vals, texts = scales.log10_ticks(logged)
+    ticks = [
+        {**style, "text": t, "y": (v - low) / (high - low)}
+        for v, t in zip(vals, texts, strict=True)
+    ]
+    fig.layout.annotations = [*ticks, *kept]
+    for trace in fig.data:
+        marker = getattr(trace, "marker", None)
+        if marker is not None and marker.showscale:  # the lines' colour bar: same values
+            marker.colorbar.update(tickvals=vals, ticktext=texts)
+        data = trace.customdata
+        if data is not None and len(data) and len(data[0]) == 2:
+            value = float(data[0][1])
+            trace.customdata = [[data[0][0], readable(10**value)], *data[1:]]
 
 
 def importance(study: optuna.Study, objective: int, name: str) -> go.Figure:
@@ -190,7 +267,12 @@ size grows with the square of the trials (4 MB of JSON at 1,000 trials, 0.3 MB a
 
 
 def contour(study: optuna.Study, pair: Sequence[str], objective: int, name: str) -> go.Figure:
-    """Optuna's contour of ``name`` over ``pair``, on at most ``CONTOUR_TRIALS`` trials."""
+    """Optuna's contour of ``name`` over ``pair``, on at most ``CONTOUR_TRIALS`` trials; over
+    a categorical parameter, a heatmap with a cell per category instead (a contour would
+    interpolate between categories: :mod:`~hyperfleet.dashboards.heatmap`)."""
+    if has_categorical(study, pair):
+        title = f"Best {name} by {pair[0]} and {pair[1]}, a cell per category"
+        return _layout(category_heatmap(study, pair, objective, name), title, height=460)
     small, kept = sample(study, CONTOUR_TRIALS, best=1)
     fig = ov.plot_contour(
         small, params=list(pair), target=_target(small, objective), target_name=name
@@ -202,9 +284,16 @@ def contour(study: optuna.Study, pair: Sequence[str], objective: int, name: str)
 
 
 def edf(study: optuna.Study, objective: int, name: str) -> go.Figure:
-    """Optuna's empirical distribution of ``name`` over the completed trials: the share of
-    trials at or below each value (how often the search reaches a given quality)."""
-    fig = ov.plot_edf(study, target=_target(study, objective), target_name=name)
+    """The empirical distribution of ``name`` over the completed trials, as optuna-dashboard
+    draws it: the share of trials at or below each value (how often the search reaches a
+    given quality). Drawn exactly, a step at each distinct value, where Optuna's plot samples
+    a hundred evenly spaced values, which on a log axis leaves out all but the top decades."""
+    values = sorted(objective_values(study, objective))
+    distinct = sorted(set(values))
+    shares = [bisect.bisect_right(values, v) / len(values) for v in distinct]
+    fig = go.Figure(go.Scatter(x=distinct, y=shares, mode="lines", line={"shape": "hv"}, name=name))
+    fig.update_xaxes(title=name)
+    fig.update_yaxes(title="share of trials at or below", range=[0, 1])
     return _layout(fig, f"Empirical distribution of {name}", height=360)
 
 

@@ -17,6 +17,10 @@ from hyperfleet.dashboards.queries import SweepData, SweepOverview
 from hyperfleet.spec.states import TrialState
 
 BEST = "★"
+PARAM, METRIC = "param.", "metric."
+"""Prefixes of the trials table's parameter and metric columns: a parameter and a metric of
+one name (``param.lr``, ``metric.lr``), or a metric named like a fixed column (``state``,
+``steps``, ``error``, ...), never share a column."""
 STATE_ORDER: list[str] = [
     TrialState.RUNNING, TrialState.PAUSED, TrialState.WAITING,
     TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL,
@@ -40,11 +44,17 @@ def _devices(data: SweepData) -> dict[int, str]:
     return out
 
 
+def _numeric(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else None
+
+
 def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
-    """One row per trial: state, the objectives by metric name, params, progress, where it
-    ran, its error's one-line summary (no column when no trial has one) and its MLflow run
-    link. The best trial is marked ``★`` in the column ``best``; in a multi-objective sweep,
-    the Pareto front in ``front``."""
+    """One row per trial: state, the objectives and then the other metrics of its last report
+    (``metric.NAME``), params (``param.NAME``), progress, where it ran, its error's one-line
+    summary (no column when no trial has one) and its MLflow run link. The best trial is
+    marked ``★`` in the column ``best``; in a multi-objective sweep, the Pareto front in
+    ``front``."""
     best = data.best()
     front = {t.number for t in data.summary.pareto_front()} if data.multi_objective else set()
     ui = mlflow_ui(tracking_uri)
@@ -57,8 +67,11 @@ def trials_frame(data: SweepData, tracking_uri: str | None) -> pd.DataFrame:
         row: dict[str, Any] = {"trial": t.number, mark: BEST if marked else "", "state": t.state}
         for i, metric in enumerate(data.metrics):
             value = t.values[i] if t.values else t.metrics.get(metric)
-            row[metric] = float(value) if isinstance(value, (int, float)) else None
-        row.update({f"param {k}": v for k, v in t.params.items()})
+            row[METRIC + metric] = _numeric(value)
+        for metric, value in t.metrics.items():
+            if metric not in data.metrics:
+                row[METRIC + metric] = _numeric(value)
+        row.update({PARAM + k: v for k, v in t.params.items()})
         row["steps"] = t.last_step
         row["pruned at"] = str(t.last_step) if t.state == TrialState.PRUNED else ""
         row["duration s"] = t.duration_s
@@ -85,12 +98,12 @@ def filter_trials(
     and categorical params in ``choices``; a trial without a param is kept."""
     keep = frame["state"].isin(list(states))
     for name, (low, high) in ranges.items():
-        col = frame.get(f"param {name}")
+        col = frame.get(PARAM + name)
         if col is not None:
             numeric = pd.to_numeric(col, errors="coerce")
             keep &= numeric.isna() | numeric.between(low, high)
     for name, allowed in choices.items():
-        col = frame.get(f"param {name}")
+        col = frame.get(PARAM + name)
         if col is not None:
             keep &= col.isna() | col.isin(list(allowed))
     return frame[keep]

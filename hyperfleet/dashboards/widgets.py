@@ -1,6 +1,7 @@
 """Controls and panels the Sweep and Compare pages share: the trials table's filters and
 column formats, a trial's details (error and log tail), the curve pickers, the Pareto table and
-the analysis charts (importance, parallel coordinates, slice, contour)."""
+the analysis charts (importance, parallel coordinates, slice, contour), and the scale switch
+above each chart of values."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import charts, state
+from hyperfleet.dashboards import charts, scales, state
 from hyperfleet.dashboards.curves import Curve
 from hyperfleet.dashboards.format import (
     duration,
@@ -22,16 +23,36 @@ from hyperfleet.dashboards.format import (
     run_link,
 )
 from hyperfleet.dashboards.queries import SweepData
-from hyperfleet.dashboards.tables import STATE_ORDER, number_format
+from hyperfleet.dashboards.tables import METRIC, PARAM, STATE_ORDER, number_format
 from hyperfleet.platform.storage.results import TrialSummary
 from hyperfleet.spec.states import TrialState
 
 LOG_LINES = 40
+PRUNED_SHOWN = 10
+"""Pruned trials whose curves are drawn by default (the latest ones)."""
+SCALE_HELP = (
+    f"auto: a log scale when every value is positive and they span more than "
+    f"{scales.DECADES:g} decades; linear or log: that scale, whatever the values"
+)
+
+
+def scale_switch(container: Any, key: str) -> str:
+    """A chart's scale switch for its value axis (:mod:`~hyperfleet.dashboards.scales`)."""
+    picked = container.radio("scale", scales.CHOICES, horizontal=True, key=key, help=SCALE_HELP)
+    return str(picked or scales.AUTO)
+
+
+def show(container: Any, fig: Any, key: str, *found: scales.Scale) -> None:
+    """``fig`` at the container's width, then the caption of each scale that needs one."""
+    container.plotly_chart(fig, width="stretch", key=key)
+    for scale in found:
+        if scale.caption:
+            container.caption(scale.caption)
 
 
 def _bounds(data: SweepData, frame: pd.DataFrame, name: str) -> tuple[float, float] | None:
     spec = data.space.get(name, {})
-    column = f"param {name}"
+    column = PARAM + name
     if spec.get("type") == "categorical" or column not in frame:  # no trial has a value yet
         return None
     values = pd.to_numeric(frame[column], errors="coerce").dropna()
@@ -79,24 +100,23 @@ def trial_filters(
 
 
 def trial_columns(frame: pd.DataFrame, data: SweepData) -> dict[str, Any]:
-    """Column formats: three significant digits for values and params, links for MLflow."""
+    """Column formats: three significant digits for values and params, links for MLflow;
+    metric and parameter columns keep their prefix (``metric.lr``, ``param.lr``) on screen."""
     config: dict[str, Any] = {
         "trial": st.column_config.NumberColumn(format="%d", width="small"),
         "duration s": st.column_config.NumberColumn(format="%.1f"),
         "mlflow": st.column_config.LinkColumn(display_text="open run"),
         "error": st.column_config.TextColumn(width="large"),
     }
-    for metric in data.metrics:
-        if metric in frame:
-            config[metric] = st.column_config.NumberColumn(format=number_format(frame[metric]))
     for col in frame.columns:
-        if col.startswith("param ") and pd.api.types.is_numeric_dtype(frame[col]):
-            label = col.removeprefix("param ")
+        if col.startswith(METRIC):
+            config[col] = st.column_config.NumberColumn(format=number_format(frame[col]))
+        elif col.startswith(PARAM) and pd.api.types.is_numeric_dtype(frame[col]):
             integral = pd.api.types.is_integer_dtype(frame[col])
             fmt = "%d" if integral else number_format(frame[col])
-            config[col] = st.column_config.NumberColumn(label, format=fmt)
-        elif col.startswith("param "):
-            config[col] = st.column_config.TextColumn(col.removeprefix("param "))
+            config[col] = st.column_config.NumberColumn(format=fmt)
+        elif col.startswith(PARAM):
+            config[col] = st.column_config.TextColumn()
     return config
 
 
@@ -195,12 +215,14 @@ def trial_details(data: SweepData, uri: str) -> None:
 
 
 def default_trials(data: SweepData, count: int) -> list[int]:
-    """The ``count`` best COMPLETE trials (the first objective) and every running one."""
+    """The ``count`` best COMPLETE trials (the first objective), the latest ``PRUNED_SHOWN``
+    PRUNED ones (what pruning cut short is what a curve shows best) and every running one."""
     done = [t for t in data.summary.trials if t.state == TrialState.COMPLETE and t.values]
     sign = -1.0 if data.directions[0] == "maximize" else 1.0
     done.sort(key=lambda t: sign * t.values[0])  # type: ignore[index]
+    pruned = [t.number for t in data.summary.trials if t.state == TrialState.PRUNED]
     running = [t.number for t in data.summary.trials if t.state == TrialState.RUNNING]
-    picked = [t.number for t in done[:count]] + running
+    picked = [t.number for t in done[:count]] + pruned[-PRUNED_SHOWN:] + running
     return picked or [t.number for t in data.summary.trials[:count]]
 
 
@@ -233,7 +255,7 @@ def front_table(data: SweepData, front: list[TrialSummary]) -> None:
     rows = [
         {
             "trial": t.number,
-            **{m: number(v) for m, v in zip(data.metrics, t.values or [], strict=False)},
+            **{METRIC + m: number(v) for m, v in zip(data.metrics, t.values or [], strict=False)},
             "params": params_text(t.params),
         }
         for t in sorted(front, key=lambda t: t.values or [])

@@ -70,13 +70,13 @@ def test_trials_table_leaves_a_param_of_another_branch_empty(
     table = at.dataframe[0].value
     assert sweep.storage is not None
     trials = {t.number: t for t in summarize(Storage(sweep.storage), NAME).trials}
-    assert {"param optimizer", "param momentum", "param beta2"} <= set(table)
+    assert {"param.optimizer", "param.momentum", "param.beta2"} <= set(table)
     assert {trials[n].params["optimizer"] for n in table["trial"]} == {"sgd", "adamw"}
     for _, row in table.iterrows():
         params = trials[row["trial"]].params
-        assert row["param optimizer"] == params["optimizer"]
-        assert pd.isna(row["param momentum"]) == ("momentum" not in params)
-        assert pd.isna(row["param beta2"]) == ("beta2" not in params)
+        assert row["param.optimizer"] == params["optimizer"]
+        assert pd.isna(row["param.momentum"]) == ("momentum" not in params)
+        assert pd.isna(row["param.beta2"]) == ("beta2" not in params)
     assert {"importance", "parallel", "slice"} <= set(figures(at))
     assert any("matters most for loss" in m.value for m in at.markdown)
 
@@ -86,16 +86,16 @@ def test_a_range_filter_on_a_branch_param_keeps_the_trials_without_it(
 ) -> None:
     at = open_page(sweep, monkeypatch, "sweep")
     table = at.dataframe[0].value
-    sgd = table[table["param optimizer"] == "sgd"]
-    cut = float(sgd["param momentum"].median())
+    sgd = table[table["param.optimizer"] == "sgd"]
+    cut = float(sgd["param.momentum"].median())
     momentum = at.slider(key=f"range-{NAME}-momentum")
     momentum.set_value((momentum.value[0], cut)).run()
     shown = at.dataframe[0].value
-    kept_sgd = shown[shown["param optimizer"] == "sgd"]
+    kept_sgd = shown[shown["param.optimizer"] == "sgd"]
     assert 0 < len(kept_sgd) < len(sgd)
-    assert all(m <= cut + 1e-9 for m in kept_sgd["param momentum"])
-    adamw = table[table["param optimizer"] == "adamw"]
-    assert list(shown[shown["param optimizer"] == "adamw"]["trial"]) == list(adamw["trial"])
+    assert all(m <= cut + 1e-9 for m in kept_sgd["param.momentum"])
+    adamw = table[table["param.optimizer"] == "adamw"]
+    assert list(shown[shown["param.optimizer"] == "adamw"]["trial"]) == list(adamw["trial"])
 
 
 @pytest.mark.parametrize("view", ["compare", "population", "devices"])

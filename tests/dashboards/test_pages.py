@@ -25,7 +25,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
 from hyperfleet.platform.storage.results import summarize
 from hyperfleet.spec.states import TrialState
-from tests.dashboards.sweeps import FAILING, MULTI, NAMES, PBT, TPE, Filled
+from tests.dashboards.sweeps import DIVERGED, FAILING, MULTI, NAMES, PBT, TPE, Filled
 from tests.integration.cli import cli
 
 pytestmark = pytest.mark.slow  # the session's real sweeps (tests.dashboards.sweeps) run first
@@ -99,7 +99,7 @@ def test_sweeps_page_lists_every_sweep_with_a_link_into_it(open_page: Open, fill
     assert row["objective"] == "loss (min)" and row["scheduler"] == "tpe"
     assert float(row["best"]) == pytest.approx(best.values[0], rel=1e-2)
     assert table.set_index("sweep").loc[MULTI, "best"].endswith("on the front")
-    assert metrics(at)["sweeps"] == "4"
+    assert metrics(at)["sweeps"] == str(len(NAMES))
     links = {e.proto.label: e.proto.query_string for e in at.get("page_link")}
     assert any(label.startswith(f"{PBT} — done") for label in links)
     assert "sweep=multi" in {q for q in links.values()}
@@ -118,9 +118,9 @@ def test_trials_table_marks_the_sweeps_best(open_page: Open, filled: Filled, swe
     assert best is not None and best.values
     marked = table[table["best"] == "★"]
     assert list(marked["trial"]) == [best.number]
-    assert marked["loss"].iloc[0] == pytest.approx(best.values[0])
+    assert marked["metric.loss"].iloc[0] == pytest.approx(best.values[0])
     assert metrics(at)["best loss"] == f"{best.values[0]:.4g}"
-    assert {"param lr", "param width", "duration s", "host / devices", "mlflow"} <= set(table)
+    assert {"param.lr", "param.width", "duration s", "host / devices", "mlflow"} <= set(table)
     assert ("error" in table) == (sweep == FAILING), "an error column only where one failed"
     if sweep == PBT:  # members change hyperparameters as they train: no importance of them
         assert POPULATION_REASON in [i.value for i in at.info]
@@ -160,7 +160,7 @@ def test_filter_by_state_and_param_range(open_page: Open, filled: Filled) -> Non
     lo, hi = width.value
     width.set_value((lo, (lo + hi) / 2)).run()
     shown = at.dataframe[0].value
-    assert all(w <= 10 ** ((lo + hi) / 2) for w in shown["param width"])
+    assert all(w <= 10 ** ((lo + hi) / 2) for w in shown["param.width"])
     assert set(shown["state"]) <= {"COMPLETE", "FAIL"} and len(shown) < 6
 
 
@@ -443,3 +443,107 @@ def test_unreadable_mlflow_store_is_a_warning_not_an_error(
     assert any("cannot be read" in w.value and "no MLflow database" in w.value for w in at.warning)
     assert "curves" not in figures(at) and "importance" in figures(at)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- charts that stay readable -------------------------------------------------------------------
+
+VALUE_AXES = {  # the Sweep page's charts of values, and where their values are
+    "history": "y", "best-time": "y", "curves": "y", "slice": "y", "edf": "x",
+    "contour": "colour", "parallel": "dimension",
+}  # fmt: skip
+
+
+def is_log(fig: dict[str, Any], where: str) -> bool:
+    layout, data = fig["layout"], fig["data"]
+    if where in ("x", "y"):
+        axes = [a for n, a in layout.items() if n.startswith(f"{where}axis")]
+        return bool(axes) and all(a.get("type") == "log" for a in axes)
+    if where == "colour":  # the surface's values as log10, the colour bar in real values
+        surface = [d for d in data if d["type"] in ("contour", "heatmap")]
+        return bool(surface) and all("log" in d["colorbar"]["title"]["text"] for d in surface)
+    return str(layout["xaxis"]["ticktext"][0]).endswith("(log)")  # parallel: objective first
+
+
+def captions(at: AppTest) -> list[str]:
+    return [c.value for c in at.caption]
+
+
+def test_every_value_axis_turns_log_when_the_values_span_decades(open_page: Open) -> None:
+    at = open_page("sweep", DIVERGED)  # two trials diverged to 1e13
+    figs = figures(at)
+    for key, where in VALUE_AXES.items():
+        assert is_log(figs[key], where), key
+    automatic = [c for c in captions(at) if "log scale" in c and "automatically" in c]
+    assert len(automatic) == len(VALUE_AXES), captions(at)
+    calm = figures(open_page("sweep", FAILING))  # within a decade: linear as before
+    assert not [k for k, where in VALUE_AXES.items() if k in calm and is_log(calm[k], where)]
+
+
+def test_the_log_scale_switch_overrides_the_automatic_choice(open_page: Open) -> None:
+    at = open_page("sweep", DIVERGED)
+    at.radio(key=f"scale-history-{DIVERGED}").set_value("linear").run()
+    figs = figures(at)
+    assert not is_log(figs["history"], "y") and is_log(figs["best-time"], "y")
+    at = open_page("sweep", TPE)
+    at.radio(key=f"scale-curves-{TPE}").set_value("log").run()
+    assert is_log(figures(at)["curves"], "y")
+    at = open_page("compare", TPE)
+    at.radio(key=f"scale-compare-curves-{TPE}").set_value("log").run()
+    assert is_log(figures(at)["compare-curves"], "y")
+    at = open_page("population", PBT)
+    at.radio(key=f"scale-member-curves-{PBT}").set_value("log").run()
+    assert is_log(figures(at)["member-curves"], "y")
+    at = open_page("sweep", MULTI)
+    at.radio(key=f"scale-pareto-{MULTI}").set_value("log").run()
+    assert is_log(figures(at)["pareto"], "x") and is_log(figures(at)["pareto"], "y")
+
+
+def test_a_categorical_parameter_gets_a_heatmap_cell_per_category(open_page: Open) -> None:
+    at = open_page("sweep", DIVERGED)
+    assert at.selectbox(key=f"pair-b-{DIVERGED}").value == "opt"  # lr against opt
+    fig = figures(at)["contour"]
+    assert not [d for d in fig["data"] if d["type"] == "contour"]
+    (heat,) = [d for d in fig["data"] if d["type"] == "heatmap"]
+    assert list(heat["y"]) == ["sgd", "adam"]
+
+
+def test_pruned_trials_and_their_marks_are_drawn_by_default(
+    open_page: Open, filled: Filled
+) -> None:
+    pruned = [t for t in summarize(stored(filled), TPE).trials if t.state == PRUNED]
+    assert pruned, "the median pruner pruned nothing"
+    data = figures(open_page("sweep", TPE))["curves"]["data"]  # no trial picked by hand
+    names = {d["name"] for d in data}
+    for t in pruned:
+        assert f"trial {t.number} (pruned)" in names, names
+        mark = next(d for d in data if d["name"] == f"trial {t.number} pruned")
+        assert mark["x"] == [t.last_step] and mark["marker"]["symbol"] == "x"
+
+
+def test_metric_columns_never_collide_with_params_or_the_tables_own(
+    open_page: Open, filled: Filled
+) -> None:
+    at = open_page("sweep", DIVERGED)  # objective "state"; a metric and a param "lr"
+    table = at.dataframe[0].value
+    summary = summarize(stored(filled), DIVERGED)
+    assert list(table["state"]) == [t.state for t in summary.trials]
+    assert list(table["metric.state"]) == pytest.approx([t.values[0] for t in summary.trials])
+    assert list(table["param.lr"]) == pytest.approx([t.params["lr"] for t in summary.trials])
+    reported = [t.metrics["lr"] for t in summary.trials]
+    assert list(table["metric.lr"]) == pytest.approx(reported)
+    assert list(table["param.lr"]) != list(table["metric.lr"])
+    at = open_page("compare", DIVERGED)
+    assert {"state", "metric.state", "metric.lr"} <= set(at.table[0].value.index)
+
+
+@pytest.mark.parametrize("view", ["sweeps", "sweep", "compare", "population", "devices"])
+def test_no_stray_text_on_any_page(open_page: Open, view: str) -> None:
+    """The page's title comes first; no text reads ``None``; nothing is printed by magic."""
+    for sweep in NAMES:
+        at = open_page(view, sweep)
+        first = next(iter(at.main))
+        while first.type in ("vertical", "block") or not hasattr(first, "value"):
+            first = next(iter(first.children.values()))  # the live fragment's block
+        assert first.type == "title", (view, sweep, first)
+        texts = [e.value for e in (*at.markdown, *at.caption, *at.text, *at.info)]
+        assert not [t for t in texts if t.strip() in ("None", "", "null")], (view, sweep, texts)

@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import charts, state, widgets
+from hyperfleet.dashboards import charts, scales, state, widgets
 from hyperfleet.dashboards.format import duration, number
 from hyperfleet.dashboards.queries import SweepData
-from hyperfleet.dashboards.tables import param_diff
+from hyperfleet.dashboards.tables import METRIC, param_diff
 
 MIN_TRIALS, MAX_TRIALS = 2, 8
 HIGHLIGHT = "background-color: #fff3c4; font-weight: 600"
@@ -22,15 +22,15 @@ HIGHLIGHT = "background-color: #fff3c4; font-weight: 600"
 def _outcomes(data: SweepData, chosen: list[int]) -> pd.DataFrame:
     trials = {t.number: t for t in data.summary.trials}
     rows: dict[str, list[Any]] = {"state": [], "steps": [], "duration": []}
-    for metric in data.reported_metrics():
-        rows[metric] = []
+    for metric in data.reported_metrics():  # prefixed: a metric may be named "state"
+        rows[METRIC + metric] = []
     for n in chosen:
         t = trials[n]
         rows["state"].append(t.state)
         rows["steps"].append("-" if t.last_step is None else str(t.last_step))
         rows["duration"].append(duration(t.duration_s))
         for metric in data.reported_metrics():
-            rows[metric].append(number(t.metrics.get(metric)))
+            rows[METRIC + metric].append(number(t.metrics.get(metric)))
     return pd.DataFrame.from_dict(rows, orient="index", columns=[f"trial {n}" for n in chosen])
 
 
@@ -76,8 +76,9 @@ def body(url: str, name: str) -> None:
     found = state.curves(state.tracking_uri(cfg, data), data, chosen, metric)
     if found:
         states = {n: trials[n].state for n in chosen}
+        choice = widgets.scale_switch(st, f"scale-compare-curves-{name}")
         fig = charts.learning_curves(found, states, axis, title=f"{metric} of the chosen trials")
-        st.plotly_chart(fig, width="stretch", key="compare-curves")
+        widgets.show(st, fig, "compare-curves", scales.axis(fig, "y", choice, metric))
     else:
         st.info(f"No {metric} reported by the chosen trials yet.")
 

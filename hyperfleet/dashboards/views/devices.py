@@ -63,8 +63,9 @@ LOAD_HELP = (
     "the devices' mean utilisation while leased, from the system metrics the trials recorded "
     "in MLflow (a GPU's own, the host's CPU for a CPU device)"
 )
+# the device load is read over at most this many leases (the latest), a trial's run each; a
+# comment, not a docstring: Streamlit's magic prints a page script's bare strings
 LOAD_RUNS = 200
-"""The device load is read over at most this many leases (the latest), a trial's run each."""
 
 
 def _load(data: SweepData, now: float) -> str:

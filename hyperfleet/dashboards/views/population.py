@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import charts, state, tree
+from hyperfleet.dashboards import charts, scales, state, tree, widgets
 from hyperfleet.dashboards.format import number, params_text
 from hyperfleet.dashboards.queries import PopulationData, SweepData
 
@@ -95,6 +95,7 @@ def _member_curves(data: SweepData, win: int | None) -> None:
     found = state.curves(state.tracking_uri(cfg, data), data, list(data.records), data.metrics[0])
     if found:
         states = {t.number: t.state for t in data.summary.trials}
+        choice = widgets.scale_switch(st, f"scale-member-curves-{data.name}")
         fig = charts.learning_curves(
             found,
             states,
@@ -103,7 +104,8 @@ def _member_curves(data: SweepData, win: int | None) -> None:
             title=f"{data.metrics[0]} of every member by step",
             label="member",
         )
-        st.plotly_chart(fig, width="stretch", key="member-curves")
+        metric = data.metrics[0]
+        widgets.show(st, fig, "member-curves", scales.axis(fig, "y", choice, metric))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from hyperfleet.dashboards import analysis, charts, queries, state, widgets
+from hyperfleet.dashboards import analysis, charts, queries, scales, state, widgets
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.dashboards.tables import filter_trials, trials_frame
 from hyperfleet.platform.storage.results import ENDINGS
@@ -68,15 +68,13 @@ def _progress(data: SweepData, url: str) -> None:
         return
     study = state.study(url, data.name, data.fingerprint(), data)
     left, right = st.columns(2)
-    fp = data.fingerprint()
-    left.plotly_chart(
-        state.derived(
-            "history", url, data.name, fp, (), lambda: charts.history(study, data.metrics[0])
-        ),
-        width="stretch",
-        key="history",
-    )
-    right.plotly_chart(charts.best_over_time(data), width="stretch", key="best-time")
+    fp, name = data.fingerprint(), data.metrics[0]
+    choice = widgets.scale_switch(left, f"scale-history-{data.name}")
+    fig = state.derived("history", url, data.name, fp, (), lambda: charts.history(study, name))
+    widgets.show(left, fig, "history", scales.axis(fig, "y", choice, name))
+    choice = widgets.scale_switch(right, f"scale-best-time-{data.name}")
+    fig = charts.best_over_time(data)
+    widgets.show(right, fig, "best-time", scales.axis(fig, "y", choice, name))
 
 
 def _curves(data: SweepData, uri: str) -> None:
@@ -91,8 +89,9 @@ def _curves(data: SweepData, uri: str) -> None:
         return
     states = {t.number: t.state for t in data.summary.trials}
     best = data.best()
+    choice = widgets.scale_switch(st, f"scale-curves-{data.name}")
     fig = charts.learning_curves(found, states, axis, best.number if best else None)
-    st.plotly_chart(fig, width="stretch", key="curves")
+    widgets.show(st, fig, "curves", scales.axis(fig, "y", choice, metric))
 
 
 def _pareto(data: SweepData, url: str) -> None:
@@ -103,6 +102,7 @@ def _pareto(data: SweepData, url: str) -> None:
         return
     if len(data.directions) <= 3:
         study = state.study(url, data.name, data.fingerprint(), data)
+        choice = widgets.scale_switch(st, f"scale-pareto-{data.name}")
         fig = state.derived(
             "pareto",
             url,
@@ -111,7 +111,8 @@ def _pareto(data: SweepData, url: str) -> None:
             (),
             lambda: charts.pareto(study, data.metrics),
         )
-        st.plotly_chart(fig, width="stretch", key="pareto")
+        found = [scales.axis(fig, a, choice, m) for a, m in zip("xyz", data.metrics, strict=False)]
+        widgets.show(st, fig, "pareto", *found)
     widgets.front_table(data, front)
 
 
