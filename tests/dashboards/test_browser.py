@@ -22,7 +22,7 @@ import yaml
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.results import summarize
 from tests.dashboards.server import start as start_dashboard
-from tests.dashboards.sweeps import MULTI, PBT, TPE, WORKLOAD, Filled
+from tests.dashboards.sweeps import DIVERGED, MULTI, PBT, TPE, WORKLOAD, Filled
 from tests.integration.cli import invoke
 from tests.tracking.server import MlflowServer
 
@@ -164,6 +164,42 @@ class Page:
         found[0].click()
 
 
+FIGURES_JS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+    title: String((gd.layout && gd.layout.title && gd.layout.title.text) || '')
+        .replace(/<[^>]*>/g, ''),  // Streamlit bolds a title: <b>…</b>
+    names: (gd.data || []).map(d => d.name || ''),
+    yaxis: gd._fullLayout && gd._fullLayout.yaxis ? gd._fullLayout.yaxis.type : null,
+}));
+"""
+
+
+def figure(page: Page, title: str) -> dict[str, Any]:
+    """The drawn plotly figure whose title starts with ``title``: its title, its traces'
+    names and its y axis's type, as plotly holds them in the page."""
+    found: list[dict[str, Any]] = []
+
+    def drawn() -> bool:
+        shown = page.driver.execute_script(FIGURES_JS)
+        found[:] = [f for f in shown if f["title"].startswith(title)]
+        return bool(found)
+
+    page.wait(drawn, f"the chart {title!r}")
+    return found[0]
+
+
+def pick_scale(page: Page, key: str, choice: str) -> None:
+    """A click on ``choice`` of the scale switch with widget key ``key``."""
+    labels: list[Any] = []
+
+    def present() -> bool:
+        labels[:] = [e for e in page.css(f".st-key-{key} label") if e.text.strip() == choice]
+        return bool(labels)
+
+    page.wait(present, f"the scale switch {key}")
+    labels[0].click()
+
+
 @pytest.fixture(scope="module")
 def page(browser: Any, shots: Path) -> Page:
     return Page(browser, shots)
@@ -174,12 +210,12 @@ def test_sweeps_page(page: Page, server: str) -> None:
     page.title_is("Sweeps")
     links = [f"{name} — done" for name in (TPE, MULTI, PBT)]
     page.wait(lambda: all(link in page.text for link in links), "the sweep links")
-    page.wait(lambda: "sweeps\n4" in page.text, "the sweep count")
+    page.wait(lambda: "sweeps\n5" in page.text, "the sweep count")
     text = page.text
     path = page.shot("1-sweeps")
     for name in (TPE, MULTI, PBT):
         assert f"{name} — done" in text, path
-    assert "sweeps\n4" in text and "running trials\n0" in text, path
+    assert "sweeps\n5" in text and "running trials\n0" in text, path
 
 
 ROW_PX = 35  # Streamlit's grid: the header's and each row's height
@@ -190,7 +226,7 @@ def test_a_click_on_a_row_of_the_sweeps_table_opens_the_sweep(page: Page, server
 
     page.driver.get(f"{server}/sweeps")
     page.title_is("Sweeps")
-    page.wait(lambda: len(page.table_rows()) == 5, "the sweeps table's 4 rows")
+    page.wait(lambda: len(page.table_rows()) == 6, "the sweeps table's 5 rows")
     row = next(i for i, r in enumerate(page.table_rows()[1:]) if MULTI in r)
     (canvas,) = page.css("[data-testid='stDataFrame'] canvas[data-testid='data-grid-canvas']")
     size = canvas.size  # a click on the row's selection box, the grid's first column
@@ -215,6 +251,38 @@ def test_one_click_into_a_sweep(page: Page, server: str, filled: Filled) -> None
     assert f"best loss\n{best.values[0]:.4g}" in text and "progress\n10 / 10" in text, path
     assert "matters most for loss" in text and "Learning curves" in text, path
     assert "pruned" in page.driver.page_source, path  # the pruned trials' curve markers
+
+
+def test_pruned_curves_are_drawn_by_default_and_the_log_switch_turns_the_axis(
+    page: Page, server: str, filled: Filled
+) -> None:
+    pruned = [t for t in summarize(Storage.open_readonly(filled.storage), TPE).trials
+              if t.state == "PRUNED"]  # fmt: skip
+    assert pruned, "the median pruner pruned nothing"
+    page.driver.get(f"{server}/sweep?sweep={TPE}")
+    page.title_is(f"Sweep {TPE}")
+    page.charts(7)
+    curves = figure(page, "loss by step")
+    path = page.shot("2-sweep-curves")
+    for t in pruned:  # drawn without picking them, with the mark where they were pruned
+        assert f"trial {t.number} (pruned)" in curves["names"], (curves["names"], path)
+        assert f"trial {t.number} pruned" in curves["names"], (curves["names"], path)
+    assert curves["yaxis"] == "linear", path  # a few tenths to a few units: no need of log
+    pick_scale(page, f"scale-curves-{TPE}", "log")
+    page.wait(lambda: figure(page, "loss by step")["yaxis"] == "log", "a log axis")
+    page.shot("2-sweep-curves-log")
+
+
+def test_diverged_values_get_a_log_axis_until_switched_off(page: Page, server: str) -> None:
+    page.driver.get(f"{server}/sweep?sweep={DIVERGED}")
+    page.title_is(f"Sweep {DIVERGED}")
+    page.charts(7)
+    path = page.shot("2-sweep-diverged")
+    assert figure(page, "Best value over trials")["yaxis"] == "log", path
+    assert "log scale, set automatically: state spans" in page.text, path
+    pick_scale(page, f"scale-history-{DIVERGED}", "linear")
+    page.wait(lambda: figure(page, "Best value over trials")["yaxis"] == "linear", "linear")
+    assert figure(page, "Best value over time")["yaxis"] == "log", page.shot("2-diverged-lin")
 
 
 def test_multi_objective_sweep(page: Page, server: str) -> None:
