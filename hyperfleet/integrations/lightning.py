@@ -38,6 +38,11 @@ What each does:
   ``grad_clip``, and ``params["seed"]`` when the trial has one (``seed_everything``). It turns
   off what the trial does itself: Lightning's own ``ModelCheckpoint``, logger, progress bar
   and sanity validation.
+* **Your own arguments.** ``trainer_kwargs(logger=my_logger, callbacks=[mine], ...)`` merges
+  them: the user's logger, progress bar and other arguments win over these defaults, their
+  callbacks are kept and this callback is added to them. An argument the trial controls
+  (``devices``, ``num_nodes``, ``strategy``, ``precision``, ``accumulate_grad_batches``, ...:
+  :data:`CONTROLLED`) is refused with one line naming it and the sweep file's field.
 
 ``lightning`` 2.x is an optional extra: ``pip install "hyperfleet[lightning]"``.
 """
@@ -65,6 +70,7 @@ from hyperfleet.integrations._lightning_parts import (
     precision_of,
     scalar_metrics,
 )
+from hyperfleet.integrations._overrides import merge
 
 if TYPE_CHECKING:
     from hyperfleet.trials.context import TrialContext
@@ -74,6 +80,21 @@ __all__ = ["HyperfleetCallback"]
 logger = logging.getLogger(__name__)
 
 _UNSET = object()
+
+# what the trial sets, and where the sweep file sets it (a user's value for one is refused)
+CONTROLLED = {
+    "accelerator": "trial.resources.devices",
+    "devices": "trial.resources.devices",
+    "num_nodes": "trial.resources.nodes",
+    "strategy": "trial.resources and trial.parallel",
+    "precision": "trial.precision",
+    "accumulate_grad_batches": "trial.grad_accum",
+    "gradient_clip_val": "trial.grad_clip",
+    "val_check_interval": "trial.eval_every",
+    "check_val_every_n_epoch": "trial.eval_every",
+    "plugins": "its checkpoint IO and cluster environment",
+    "enable_checkpointing": "trial.checkpoint",
+}
 
 
 class HyperfleetCallback(pl.Callback):
@@ -120,14 +141,17 @@ class HyperfleetCallback(pl.Callback):
                 self._ckpt_path = path
         return self._ckpt_path
 
-    def trainer_kwargs(self) -> dict[str, Any]:
-        """``lightning.Trainer`` arguments for this trial (see the module docstring)."""
+    def trainer_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """``lightning.Trainer`` arguments for this trial (see the module docstring), with the
+        user's own ``overrides`` merged in: ``trainer_kwargs(logger=mine, callbacks=[...])``
+        keeps their logger and callbacks (this callback added to them); an argument the trial
+        controls (devices, nodes, strategy, precision, cadence) is refused, naming it."""
         cfg = self.ctx.config
         if "seed" in self.ctx.params:
             pl.seed_everything(int(self.ctx.params["seed"]), workers=True, verbose=False)
         devices = devices_of(self.ctx)
         env = devices.pop("env")
-        return {
+        ours = {
             **devices,
             "precision": precision_of(self.ctx),
             "accumulate_grad_batches": cfg.grad_accum,
@@ -142,6 +166,7 @@ class HyperfleetCallback(pl.Callback):
             "enable_model_summary": False,
             "default_root_dir": str(self.ctx.workdir),
         }
+        return merge("trainer_kwargs", ours, overrides, CONTROLLED, callback=self)
 
     # -- Lightning's hooks ---------------------------------------------------------------
 

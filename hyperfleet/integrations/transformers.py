@@ -51,6 +51,7 @@ from transformers import TrainerCallback
 
 from hyperfleet.errors import TrialPruned
 from hyperfleet.integrations import _hf_state
+from hyperfleet.integrations._overrides import merge
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -60,6 +61,20 @@ if TYPE_CHECKING:
 __all__ = ["HyperfleetCallback"]
 
 logger = logging.getLogger(__name__)
+
+# what the trial sets, and where the sweep file sets it (a user's value for one is refused)
+CONTROLLED = {
+    "max_steps": "trial.steps",
+    "gradient_accumulation_steps": "trial.grad_accum",
+    "bf16": "trial.precision",
+    "fp16": "trial.precision",
+    "use_cpu": "trial.resources.devices",
+    "ddp_backend": "the trial's process group",
+    "eval_strategy": "trial.eval_every",
+    "save_strategy": "trial.checkpoint.every",
+    "max_grad_norm": "trial.grad_clip",
+    "seed": "the param seed",
+}
 
 
 class HyperfleetCallback(TrainerCallback):
@@ -89,11 +104,14 @@ class HyperfleetCallback(TrainerCallback):
         checkpoint folders are written before they become the trial's checkpoints."""
         return str(Path(self.ctx.workdir) / "transformers")
 
-    def training_args(self) -> dict[str, Any]:
+    def training_args(self, **overrides: Any) -> dict[str, Any]:
         """``TrainingArguments`` keywords from the trial: ``max_steps``, precision (``bf16`` /
         ``fp16``), ``gradient_accumulation_steps``, ``max_grad_norm`` (``grad_clip``), the seed
         (param ``seed``), the device (``use_cpu``) and DDP's backend; evaluation and saving
-        are driven by the callback, and nothing is reported to other trackers."""
+        are driven by the callback, and nothing is reported to other trackers unless the
+        user's ``overrides`` say so (``training_args(report_to="tensorboard", ...)``: they win
+        over these defaults). An override of what the trial controls (:data:`CONTROLLED`) is
+        refused with one line naming it."""
         ctx = self.ctx
         cfg = ctx.config
         cpu = ctx.device.type == "cpu"
@@ -116,7 +134,12 @@ class HyperfleetCallback(TrainerCallback):
             args["max_grad_norm"] = cfg.grad_clip
         if "seed" in ctx.params:
             args["seed"] = int(ctx.params["seed"])
-        return args
+        controlled = dict(CONTROLLED)
+        if "seed" not in args:
+            del controlled["seed"]
+        if "max_grad_norm" not in args:
+            del controlled["max_grad_norm"]
+        return merge("training_args", args, overrides, controlled)
 
     @property
     def ckpt_path(self) -> str | None:
