@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config import CategoricalParam, SweepConfig, active
+from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, SweepConfig, active
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.storage import Storage
 
@@ -30,12 +30,26 @@ def check_point(cfg: SweepConfig, params: Mapping[str, Any]) -> list[str]:
                 f"--params.{name}: under a choice the point does not take; give that choice "
                 f"or drop {name}"
             )
-        elif isinstance(spec, CategoricalParam):
-            if value not in spec.values:
-                problems.append(f"--params.{name}: {value!r} is not one of {spec.values}")
-        elif not isinstance(value, (int, float)) or not spec.low <= value <= spec.high:
-            problems.append(f"--params.{name}: {value!r} is outside [{spec.low}, {spec.high}]")
+        else:
+            problem = value_problem(f"--params.{name}", spec, value)
+            if problem is not None:
+                problems.append(problem)
     return problems
+
+
+def value_problem(label: str, spec: ParamSpec, value: Any) -> str | None:
+    """The line refusing ``value`` for a param of ``spec`` (a choice it lacks, not a number of
+    the param's type, outside its range), or None when it fits; ``label`` starts the line."""
+    if isinstance(spec, CategoricalParam):
+        return None if value in spec.values else f"{label}: {value!r} is not one of {spec.values}"
+    kind = "an int" if isinstance(spec, IntParam) else "a float"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{label}: {value!r} is not a number; expected {kind} in [{spec.low}, {spec.high}]"
+    if isinstance(spec, IntParam) and value != int(value):
+        return f"{label}: {value!r} is not an int; expected {kind} in [{spec.low}, {spec.high}]"
+    if not spec.low <= value <= spec.high:
+        return f"{label}: {value!r} is outside [{spec.low}, {spec.high}]"
+    return None
 
 
 def enqueue(cfg: SweepConfig, storage_url: str, params: Mapping[str, Any]) -> int:

@@ -20,6 +20,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import CategoricalParam, IntParam, ParamSpec, SweepConfig, walk
 from hyperfleet.platform.launcher.torchrun import torchrun_command, trial_env
 from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.sweeps.enqueue import value_problem
 from hyperfleet.spec.wire import SPEC_FILE, TrialSpec
 from hyperfleet.spec.workloads import declared_params, merged_params
 
@@ -45,6 +46,8 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
 
 
 def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]:
+    dims = cfg.dims
+    _refuse([value_problem(f"--param {n}", dims[n], v) for n, v in overrides.items() if n in dims])
     defaults = declared_params(cfg.trial.workload) or {}
     # the branches the overrides choose, else each categorical's first choice
     opened = walk(
@@ -59,8 +62,34 @@ def single_params(cfg: SweepConfig, overrides: dict[str, Any]) -> dict[str, Any]
             f"--param: unknown parameter {', '.join(unknown)}; expected one of "
             f"{', '.join(sorted(known))}"
         )
+    _refuse([_like_default(n, params[n], v) for n, v in overrides.items() if n not in dims])
     params.update(overrides)
     return params
+
+
+def _like_default(name: str, default: Any, value: Any) -> str | None:
+    """The line refusing ``value`` for a fixed param whose default is a number or a bool of
+    another type than ``value`` (``--param batch_size=big``), else None."""
+    if default is None or isinstance(default, str):
+        return None
+    if isinstance(default, bool):
+        fits = isinstance(value, bool)
+        kind = "a bool (true or false)"
+    elif isinstance(default, (int, float)):
+        fits = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fits = fits and (isinstance(default, float) or value == int(value))
+        kind = "a float" if isinstance(default, float) else "an int"
+    else:
+        return None
+    if fits:
+        return None
+    return f"--param {name}: {value!r} is not {kind}; expected {kind} like its default {default!r}"
+
+
+def _refuse(problems: list[str | None]) -> None:
+    lines = [p for p in problems if p is not None]
+    if lines:
+        raise ConfigError(lines)
 
 
 def run_single(
