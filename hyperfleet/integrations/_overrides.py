@@ -37,5 +37,5 @@ def merge(
 def _same(a: Any, b: Any) -> bool:
     try:
         return bool(a == b)
-    except Exception:  # an object whose == does not answer a bool
+    except (TypeError, ValueError, RuntimeError):  # an == that answers no single bool
         return a is b

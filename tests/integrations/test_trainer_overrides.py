@@ -54,7 +54,9 @@ def test_lightning_keeps_the_users_logger_and_callbacks(tmp_path: Path) -> None:
     [("devices", 4), ("num_nodes", 2), ("strategy", "ddp"), ("precision", "16-mixed"),
      ("accumulate_grad_batches", 3), ("val_check_interval", 100)],
 )  # fmt: skip
-def test_lightning_refuses_what_the_trial_controls(tmp_path: Path, name: str, value: object) -> None:
+def test_lightning_refuses_what_the_trial_controls(
+    tmp_path: Path, name: str, value: object
+) -> None:
     from hyperfleet.integrations.lightning import HyperfleetCallback
 
     cb = HyperfleetCallback(context(tmp_path, "tests.integrations.lightning_workloads:main"))

@@ -20,7 +20,15 @@ from hyperfleet.errors import HyperfleetError
 from hyperfleet.platform.cli import fleet as cli_fleet
 from hyperfleet.platform.cli import pool as cli_pool
 from hyperfleet.platform.cli import stack as cli_stack
-from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, _state, err, out
+from hyperfleet.platform.cli.common import (
+    HELP_MARKUP,
+    _guard,
+    _state,
+    err,
+    out,
+    storage_option,
+    tracking_option,
+)
 from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
@@ -115,10 +123,10 @@ def train(
 
 @app.command()
 def dashboard(
-    storage: Annotated[str, typer.Option(help="Storage URL (read only).")] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option("Storage URL (read only).")] = DEFAULT_STORAGE,
     tracking_uri: Annotated[
         str | None,
-        typer.Option(help="MLflow tracking URI (default: each sweep's tracking.uri)."),
+        tracking_option("MLflow tracking URI (default: each sweep's tracking.uri)."),
     ] = None,
     host: Annotated[
         str, typer.Option(help="Address to serve on; 0.0.0.0 serves every interface.")

@@ -11,6 +11,9 @@ from typing import Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segments
+from rich.table import Table
 
 from hyperfleet.errors import ConfigError, HyperfleetError
 
@@ -74,3 +77,37 @@ def _disk_full_as_error(fn: Callable[[], T]) -> T:
         if where is None:
             raise
         raise disk_full_error(where) from exc
+
+
+STORAGE_ENV = "HYPERFLEET_STORAGE"
+TRACKING_ENV = "HYPERFLEET_TRACKING_URI"
+
+
+def storage_option(help: str) -> Any:
+    """A command's ``--storage``: read from ``HYPERFLEET_STORAGE`` when not given (what
+    ``stack.env`` exports), which ``--help`` says."""
+    return typer.Option(help=help, envvar=STORAGE_ENV, show_envvar=True)
+
+
+def tracking_option(help: str) -> Any:
+    """A command's ``--tracking-uri``: read from ``HYPERFLEET_TRACKING_URI`` when not given."""
+    return typer.Option(help=help, envvar=TRACKING_ENV, show_envvar=True)
+
+
+WIDE_HELP = "One line per row however wide (as in a pipe); a terminal's table wraps instead."
+
+
+def print_table(table: Table, wide: bool = False, console: Console | None = None) -> None:
+    """Print ``table`` without cutting a cell: in a terminal a long name folds onto more lines
+    of its cell; in a pipe (or with ``wide``) every row is one line, however wide."""
+    console = console or out
+    for column in table.columns:
+        column.overflow = "fold"
+    if wide or not console.is_terminal:
+        width = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+        # rendered at its own width (print would cap it at the console's) and written unwrapped
+        options = console.options.update_width(width)
+        for line in console.render_lines(table, options, new_lines=True):
+            console.print(Segments(line), soft_wrap=True)
+    else:
+        console.print(table)

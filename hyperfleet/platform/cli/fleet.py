@@ -13,7 +13,15 @@ import typer
 from rich.table import Table
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.cli.common import _guard, err, out
+from hyperfleet.platform.cli.common import (
+    WIDE_HELP,
+    _guard,
+    err,
+    out,
+    print_table,
+    storage_option,
+    tracking_option,
+)
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.urls import DEFAULT_STORAGE
@@ -36,7 +44,7 @@ def _duration(value: str | None, option: str) -> float | None:
 
 
 def worker(
-    storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option(STORAGE_HELP)] = DEFAULT_STORAGE,
     sweep: Annotated[
         list[str] | None, typer.Option(help="Serve only this sweep (repeatable).")
     ] = None,
@@ -46,7 +54,7 @@ def worker(
         str | None, typer.Option(help="Address other hosts reach this one at (multi-node).")
     ] = None,
     tracking_uri: Annotated[
-        str | None, typer.Option(help="MLflow URI for sweeps whose file names none.")
+        str | None, tracking_option("MLflow URI for sweeps whose file names none.")
     ] = None,
     max_trials: Annotated[int | None, typer.Option(help="Exit after this many trials.")] = None,
     exit_when_idle: Annotated[
@@ -95,12 +103,13 @@ def worker(
 
 
 def workers(
-    storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option(STORAGE_HELP)] = DEFAULT_STORAGE,
     stale_after: Annotated[
         str, typer.Option(help="Heartbeat age after which one is gone.")
     ] = f"{STALE_AFTER_S:g}s",
     show_all: Annotated[bool, typer.Option("--all", help="Stopped and lost workers too.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Workers of a storage: host, pool, devices, busy devices, current trials, heartbeat age,
     and for a worker a batch scheduler runs (or a job of an elastic pool not started yet) the
@@ -142,11 +151,11 @@ def workers(
         print(json.dumps([dict(zip(columns, row, strict=True)) for row in found]))
         return
     table = Table()
-    for col in columns:  # a job's reason folds onto more lines rather than being cut
-        table.add_column(col, overflow="fold" if col == "job state" else "ellipsis")
+    for col in columns:
+        table.add_column(col)
     for row in found:
         table.add_row(*row)
-    out.print(table)
+    print_table(table, wide)
 
 
 def job_status(state: str | None, reason: str | None) -> str:
@@ -158,8 +167,8 @@ def job_status(state: str | None, reason: str | None) -> str:
 
 def sweep_submit(
     file: Path,
-    storage: Annotated[str | None, typer.Option(help="Storage URL (overrides the file).")] = None,
-    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
+    storage: Annotated[str | None, storage_option("Storage URL (overrides the file).")] = None,
+    tracking_uri: Annotated[str | None, tracking_option("MLflow tracking URI.")] = None,
 ) -> None:
     """Create the sweep (or update its budget) for workers to take; returns at once."""
     from hyperfleet.platform.config import load_sweep

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from hyperfleet import startup
+from hyperfleet.platform.cli.common import storage_option, tracking_option
 from hyperfleet.platform.credentials import libpq_env, masked
 from hyperfleet.platform.urls import MLFLOW_UI_PORT
 
@@ -53,9 +54,9 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
     @app.callback()
     def ui(
         ctx: typer.Context,
-        storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = default_storage,
+        storage: Annotated[str, storage_option(STORAGE_HELP)] = default_storage,
         sweep: Annotated[str | None, typer.Option(help=SWEEP_HELP)] = None,
-        tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_HELP)] = None,
+        tracking_uri: Annotated[str | None, tracking_option(TRACKING_HELP)] = None,
         host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port to serve on.")] = MLFLOW_UI_PORT,
     ) -> None:
@@ -77,9 +78,9 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
 
     @app.command("sync")
     def sync(
-        storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = default_storage,
+        storage: Annotated[str, storage_option(STORAGE_HELP)] = default_storage,
         sweep: Annotated[str | None, typer.Option(help="One sweep (default: every one).")] = None,
-        tracking_uri: Annotated[str | None, typer.Option(help=TRACKING_HELP)] = None,
+        tracking_uri: Annotated[str | None, tracking_option(TRACKING_HELP)] = None,
     ) -> None:
         """Send MLflow what it missed (an outage, a controller that died): spooled reports,
         runs created late, run ends, marks, the best model. Safe to run again."""

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, err
+from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, err, storage_option, tracking_option
 from hyperfleet.platform.cli.fleet import STORAGE_HELP, _duration
 from hyperfleet.platform.elastic import BACKOFF_BASE_S, DECIDE_EVERY_S
 from hyperfleet.platform.urls import DEFAULT_STORAGE
@@ -25,9 +25,9 @@ pool_app = typer.Typer(
 @pool_app.command("slurm")
 def slurm(
     max_workers: Annotated[int, typer.Option(help="Worker jobs alive at most.")],
-    storage: Annotated[str, typer.Option(help=STORAGE_HELP)] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option(STORAGE_HELP)] = DEFAULT_STORAGE,
     tracking_uri: Annotated[
-        str | None, typer.Option(help="MLflow URI for sweeps whose file names none.")
+        str | None, tracking_option("MLflow URI for sweeps whose file names none.")
     ] = None,
     min_workers: Annotated[
         int, typer.Option(help="Worker jobs kept up even with nothing queued.")

@@ -16,7 +16,16 @@ from rich.table import Table
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.cli import fleet as cli_fleet
-from hyperfleet.platform.cli.common import HELP_MARKUP, _guard, err, out
+from hyperfleet.platform.cli.common import (
+    HELP_MARKUP,
+    WIDE_HELP,
+    _guard,
+    err,
+    out,
+    print_table,
+    storage_option,
+    tracking_option,
+)
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.credentials import keep, masked
 from hyperfleet.platform.urls import DEFAULT_STORAGE
@@ -55,8 +64,8 @@ def _hints(console: Console, summary: Any, storage_url: str, tracking: str, deri
 @sweep_app.command("run")
 def sweep_run(
     file: Path,
-    storage: Annotated[str | None, typer.Option(help="Storage URL (overrides the file).")] = None,
-    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI.")] = None,
+    storage: Annotated[str | None, storage_option("Storage URL (overrides the file).")] = None,
+    tracking_uri: Annotated[str | None, tracking_option("MLflow tracking URI.")] = None,
     devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON line.")] = False,
     stop_at_timeout: Annotated[
@@ -200,7 +209,7 @@ def _closing(lines: Any, run: Any) -> Any:
 @sweep_app.command("status")
 def sweep_status(
     name: str,
-    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option("Storage URL.")] = DEFAULT_STORAGE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Trials of a sweep, their states and values, the best one and the errors of failures."""
@@ -263,7 +272,8 @@ def _store_outages(summary: Any) -> None:
 
 @sweep_app.command("list")
 def sweep_list(
-    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option("Storage URL.")] = DEFAULT_STORAGE,
+    wide: Annotated[bool, typer.Option("--wide", help=WIDE_HELP)] = False,
 ) -> None:
     """Sweeps in a storage: objective, progress (ended/budget), best value, state."""
     from hyperfleet.platform.cli.render import list_table
@@ -278,14 +288,14 @@ def sweep_list(
         finally:
             st.close()
 
-    out.print(_guard(read))
+    print_table(_guard(read), wide)
 
 
 @sweep_app.command("enqueue")
 def sweep_enqueue(
     target: Annotated[str, typer.Argument(help="A sweep file, or the name of a stored sweep.")],
     params: Annotated[str, typer.Option(help='JSON object, e.g. {"lr": 0.01, "hidden": 64}.')],
-    storage: Annotated[str | None, typer.Option(help="Storage URL.")] = None,
+    storage: Annotated[str | None, storage_option("Storage URL.")] = None,
 ) -> None:
     """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
     from hyperfleet.platform.config import load_sweep
@@ -322,7 +332,7 @@ def sweep_enqueue(
 def sweep_replay(
     name: str,
     member: Annotated[int, typer.Option(help="PBT member (trial number) to replay.")],
-    storage: Annotated[str, typer.Option(help="Storage URL.")] = DEFAULT_STORAGE,
+    storage: Annotated[str, storage_option("Storage URL.")] = DEFAULT_STORAGE,
     devices: Annotated[str, typer.Option(help="auto | cpu:N | cuda:0,1")] = "auto",
 ) -> None:
     """Re-run a PBT member's hyperparameter schedule as one plain training run."""
