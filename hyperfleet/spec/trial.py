@@ -57,7 +57,12 @@ Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b"]
 class ParallelConfig(_Section):
     """Layout of the trial's ranks: ``data * pipeline`` must equal the trial's devices."""
 
-    data: int = Field(1, ge=1, description="Data-parallel replicas (DDP across the data axis).")
+    data: int = Field(
+        1,
+        ge=1,
+        description="Data-parallel replicas (DDP across the data axis); not given, a function "
+        "trial's resources.devices / pipeline",
+    )
     pipeline: int = Field(1, ge=1, description="Pipeline stages (one per rank on the axis).")
     microbatches: int | None = Field(
         None,
@@ -335,6 +340,28 @@ class TrialConfig(_Section):
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return parse_duration(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _data_parallel_by_default(cls, data: Any) -> Any:
+        """A function trial's ``resources.devices: N`` without ``parallel.data`` is
+        ``parallel.data: N / parallel.pipeline``: its devices are data-parallel replicas unless
+        the file says otherwise (a layout it gives is kept, and checked)."""
+        if not isinstance(data, dict) or data.get("workload") is None:
+            return data
+        parallel, resources = data.get("parallel", {}), data.get("resources", {})
+        if not isinstance(parallel, dict) or "data" in parallel:
+            return data
+        if isinstance(resources, Resources):
+            devices: Any = resources.devices
+        else:
+            devices = resources.get("devices", 1) if isinstance(resources, dict) else None
+        pipeline = parallel.get("pipeline", 1)
+        if not (isinstance(devices, int) and isinstance(pipeline, int)) or pipeline < 1:
+            return data  # left to the fields' own checks
+        if devices > 1 and devices % pipeline == 0:
+            return {**data, "parallel": {**parallel, "data": devices // pipeline}}
+        return data
 
     @model_validator(mode="after")
     def _one_program(self) -> TrialConfig:

@@ -177,7 +177,11 @@ CASES: list[tuple[str, str, str]] = [
     ),
     (
         "devices-vs-layout",
-        yaml.safe_dump(deep_update(BASE_SWEEP, {"trial": {"resources": {"devices": 3}}})),
+        yaml.safe_dump(
+            deep_update(
+                BASE_SWEEP, {"trial": {"resources": {"devices": 3}, "parallel": {"data": 2}}}
+            )
+        ),
         "trial.resources.devices: 3 != parallel.data * parallel.pipeline",
     ),
     (
