@@ -28,8 +28,11 @@ Built-ins declare both here, torch-free, since the control plane reads them.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from hyperfleet.errors import ConfigError
@@ -260,6 +263,22 @@ def unpickle_workload(code: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
+def add_import_path(*folders: str | Path) -> None:
+    """Put ``folders`` (in this order) at the front of this process's import path and of
+    ``PYTHONPATH``, which the processes it starts (a sweep's trials) inherit, each once: a
+    workload ``module:function`` in a sweep file's directory or in the current one is found
+    without the user setting ``PYTHONPATH`` (what ``hyperfleet`` does for the file it is
+    given and the directory it runs in)."""
+    paths = [str(Path(f).resolve()) for f in folders]
+    for path in reversed(paths):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    added = [p for p in paths if p not in inherited]
+    if added:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*added, *inherited])
+
+
 def load_workload(workload: str, code: str | None = None) -> Callable[..., Any]:
     """The workload function: unpickled from ``code`` when the sweep shipped it by value, else
     imported; ``ConfigError`` naming ``trial.workload`` (or ``trial.code``) if it can't."""
@@ -278,7 +297,8 @@ def load_workload(workload: str, code: str | None = None) -> Callable[..., Any]:
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
         raise ConfigError(
             f"trial.workload: cannot import module {module_name!r} "
-            f"({type(exc).__name__}: {exc}); check the name and PYTHONPATH"
+            f"({type(exc).__name__}: {exc}); check the name (the sweep file's directory, the "
+            f"current one and PYTHONPATH are searched)"
         ) from None
     fn = getattr(module, attr, None)
     if not callable(fn):

@@ -25,6 +25,7 @@ from hyperfleet.platform.cli.common import (
     _guard,
     _state,
     err,
+    load_file,
     out,
     storage_option,
     tracking_option,
@@ -33,7 +34,7 @@ from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
 from hyperfleet.platform.urls import DEFAULT_STORAGE
-from hyperfleet.spec.workloads import DEFAULT_WORKLOAD
+from hyperfleet.spec.workloads import DEFAULT_WORKLOAD, add_import_path
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=HELP_MARKUP
@@ -72,9 +73,8 @@ def _main(
 @app.command()
 def validate(file: Path) -> None:
     """Check a sweep file; exit 0 when valid, else 2 with one line per problem."""
-    from hyperfleet.platform.config import load_sweep
 
-    cfg = _guard(lambda: load_sweep(file))
+    cfg = _guard(lambda: load_file(file))
     out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.dims)} parameters)")
 
 
@@ -113,10 +113,9 @@ def train(
     param: Annotated[list[str] | None, typer.Option(help="NAME=VALUE (JSON value).")] = None,
 ) -> None:
     """One training run of the file's trial configuration, without search or tracking."""
-    from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.sweeps.train import run_single
 
-    cfg = _guard(lambda: load_sweep(file))
+    cfg = _guard(lambda: load_file(file))
     code = _guard(lambda: run_single(cfg, devices, param or []))
     raise typer.Exit(code)
 
@@ -175,6 +174,8 @@ def main() -> None:
     has synced its first sweep (``train`` waits on torchrun, allocating nearly nothing
     meanwhile; ``stack up`` returns once its services run; ``dashboard`` becomes Streamlit)."""
     startup.pause()
+    _state["program"] = True
+    add_import_path(Path.cwd())  # a workload module here is found, as by `python -m`
     try:
         app()
         code = 0

@@ -7,7 +7,8 @@ shows the traceback).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,10 +18,13 @@ from rich.table import Table
 
 from hyperfleet.errors import ConfigError, HyperfleetError
 
+if TYPE_CHECKING:
+    from hyperfleet.platform.config import SweepConfig
+
 out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
-_state = {"debug": False}
+_state = {"debug": False, "program": False}
 
 HELP_MARKUP: Literal["markdown"] = "markdown"
 """How ``--help`` reads docstrings: as Markdown, so the ``double backticks`` of the project's
@@ -111,3 +115,16 @@ def print_table(table: Table, wide: bool = False, console: Console | None = None
             console.print(Segments(line), soft_wrap=True)
     else:
         console.print(table)
+
+
+def load_file(path: str | Path) -> SweepConfig:
+    """The sweep file at ``path``; when the ``hyperfleet`` program runs (not a test's
+    ``CliRunner``), its directory goes on the workload's import path first
+    (:func:`hyperfleet.spec.workloads.add_import_path`), as the current directory did when
+    the program started."""
+    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.spec.workloads import add_import_path
+
+    if _state["program"]:
+        add_import_path(Path(path).parent)
+    return load_sweep(path)

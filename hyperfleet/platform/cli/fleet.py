@@ -17,6 +17,7 @@ from hyperfleet.platform.cli.common import (
     WIDE_HELP,
     _guard,
     err,
+    load_file,
     out,
     print_table,
     storage_option,
@@ -171,12 +172,11 @@ def sweep_submit(
     tracking_uri: Annotated[str | None, tracking_option("MLflow tracking URI.")] = None,
 ) -> None:
     """Create the sweep (or update its budget) for workers to take; returns at once."""
-    from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.sweeps.run import default_urls, submit_sweep
 
     _guard(lambda: check_urls(storage, tracking_uri))
-    cfg = _guard(lambda: load_sweep(file))
+    cfg = _guard(lambda: load_file(file))
     default_storage, default_tracking = default_urls(cfg)
     url = storage or default_storage
     summary = _guard(

@@ -21,6 +21,7 @@ from hyperfleet.platform.cli.common import (
     WIDE_HELP,
     _guard,
     err,
+    load_file,
     out,
     print_table,
     storage_option,
@@ -78,7 +79,6 @@ def sweep_run(
     """Create the sweep (or continue it) and run it to its budget."""
     # only what reading the sweep file needs is imported before its first trials' processes
     # start: the stores' libraries (SQLAlchemy, Optuna, MLflow) come after, while they start
-    from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.launcher.launchers import prestarted
     from hyperfleet.platform.pool import parse_devices
 
@@ -86,7 +86,7 @@ def sweep_run(
         from hyperfleet.platform.sweeps.preflight import check_urls
 
         _guard(lambda: check_urls(storage, tracking_uri))
-    cfg = _guard(lambda: load_sweep(file))
+    cfg = _guard(lambda: load_file(file))
     if stop_at_timeout:
         budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
         cfg = cfg.model_copy(update={"budget": budget})
@@ -298,7 +298,6 @@ def sweep_enqueue(
     storage: Annotated[str | None, storage_option("Storage URL.")] = None,
 ) -> None:
     """Queue a user-chosen point; the sweep runs it before any suggestion (warm start)."""
-    from hyperfleet.platform.config import load_sweep
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.storage.results import no_sweep
     from hyperfleet.platform.sweeps.enqueue import enqueue
@@ -312,7 +311,7 @@ def sweep_enqueue(
         if not isinstance(point, dict) or not point:
             raise ConfigError("--params: expected a non-empty JSON object of name: value")
         if Path(target).is_file():
-            cfg = load_sweep(target)
+            cfg = load_file(target)
             url = storage or default_urls(cfg)[0]
         else:
             url = keep(storage or DEFAULT_STORAGE)  # shown without its password
