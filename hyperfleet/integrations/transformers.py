@@ -75,6 +75,7 @@ CONTROLLED = {
     "max_grad_norm": "trial.grad_clip",
     "seed": "the param seed",
 }
+OPTIONAL = ("max_steps", "max_grad_norm", "seed")  # controlled only where the trial sets them
 
 
 class HyperfleetCallback(TrainerCallback):
@@ -134,11 +135,9 @@ class HyperfleetCallback(TrainerCallback):
             args["max_grad_norm"] = cfg.grad_clip
         if "seed" in ctx.params:
             args["seed"] = int(ctx.params["seed"])
-        controlled = dict(CONTROLLED)
-        if "seed" not in args:
-            del controlled["seed"]
-        if "max_grad_norm" not in args:
-            del controlled["max_grad_norm"]
+        if cfg.steps is None:  # a script trial whose program decides its length: the user's
+            del args["max_steps"]
+        controlled = {k: v for k, v in CONTROLLED.items() if k in args or k not in OPTIONAL}
         return merge("training_args", args, overrides, controlled)
 
     @property

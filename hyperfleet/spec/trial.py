@@ -315,7 +315,12 @@ class TrialConfig(_Section):
         "workload only names it ('__main__:fn') and no module is imported",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
-    steps: int = Field(ge=1, description="training steps (ctx.max_steps)")
+    steps: int | None = Field(
+        None,
+        ge=1,
+        description="training steps (ctx.max_steps); a script trial's program may decide its "
+        "own length and leave it out, unless PBT or ${steps} in its command needs it",
+    )
     eval_every: int = Field(50, ge=1, description="steps between evaluations/reports")
     resources: Resources = Field(default_factory=Resources)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
@@ -371,6 +376,12 @@ class TrialConfig(_Section):
                 "as a list, e.g. [python, train.py, '${args}'])"
             )
         return self
+
+    @property
+    def length(self) -> int:
+        """``steps``, or, for a script trial that leaves them out, the largest step a report
+        may carry (the program ends when it is done)."""
+        return MAX_STEP if self.steps is None else self.steps
 
     @property
     def entry(self) -> str:

@@ -35,7 +35,7 @@ class ProgramTrial:
         self.recorder = recorder_factory(spec) if self.env.is_main else None
         self.run = _Run(spec, self.env, self.recorder)
         self.run.start()
-        self.ctx: TrialContext = self.run.context(spec.trial.steps, dict(spec.params))
+        self.ctx: TrialContext = self.run.context(spec.trial.length, dict(spec.params))
         self.ended = False
 
     def adopt(self, donor: int, step: int | None, params: Mapping[str, Any]) -> int:

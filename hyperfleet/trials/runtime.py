@@ -178,8 +178,8 @@ def _segments(spec: TrialSpec) -> list[tuple[int, dict[str, Any]]]:
     """``(max_steps, params)`` per run of the workload: one, or a replayed schedule's."""
     trial = spec.trial
     if not spec.schedule:
-        return [(trial.steps, dict(spec.params))]
-    ends = [int(start) for start, _ in spec.schedule[1:]] + [trial.steps]
+        return [(trial.length, dict(spec.params))]
+    ends = [int(start) for start, _ in spec.schedule[1:]] + [trial.length]
     return [
         (end, merged_params(trial.workload, trial.params, params, searched=spec.searched))
         for end, (_, params) in zip(ends, spec.schedule, strict=True)

@@ -305,6 +305,11 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
         for name in cfg.trial.params
         if name in cfg.space
     ]
+    if cfg.is_population and cfg.trial.steps is None:
+        problems.append(
+            f"trial.steps: {cfg.scheduler.type} needs a member's length (its steps between "
+            f"exploits end there); give steps"
+        )
     if cfg.is_population and cfg.trial.metrics.source != "push":
         problems.append(
             f"scheduler: {cfg.scheduler.type} exploits and pauses trials, which a program "
@@ -328,6 +333,8 @@ def semantic_problems(cfg: SweepConfig) -> list[str]:
     )
     if cfg.trial.command is not None:  # the program's own layout: nothing to check here
         return problems + _script_problems(cfg)
+    if cfg.trial.steps is None:
+        return [*problems, "trial.steps: required for a workload function (its ctx.max_steps)"]
     if not problems:
         problems = layout_problems(cfg)
     return problems + _workload_problems(cfg)

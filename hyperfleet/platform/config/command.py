@@ -117,7 +117,10 @@ def command_problems(trial: TrialConfig, space: Iterable[str]) -> list[str]:
     if trial.command is None:
         return []
     params = [*trial.params, *(n for n in space if not n.startswith("trial."))]
-    return placeholder_problems(trial.command, params) + program_problems(trial.command)
+    problems = placeholder_problems(trial.command, params) + program_problems(trial.command)
+    if trial.steps is None and any("${steps}" in element for element in trial.command):
+        problems.append("trial.steps: the command passes ${steps}; give steps, or drop it")
+    return problems
 
 
 def _value(value: Any) -> str:

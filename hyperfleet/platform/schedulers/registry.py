@@ -64,7 +64,7 @@ def _population(cls: type[PBTScheduler], cfg: SweepConfig, storage: Storage) -> 
         space={name: spec.model_dump() for name, spec in cfg.space.items()},
         metric=objective.metric,
         mode=objective.mode,
-        max_steps=cfg.trial.steps,
+        max_steps=cfg.trial.length,  # a population's trials have steps (validation)
         max_concurrent=cfg.budget.max_concurrent,
     )
 

@@ -214,7 +214,7 @@ def program_argv(
     """The command line of the trial's program on this host (``rendezvous``: this host's node
     of a trial that spans hosts), and the prefix of rank 0's output lines."""
     assert spec.trial.command is not None
-    fields = {"steps": spec.trial.steps, "eval_every": spec.trial.eval_every}
+    fields = {"steps": spec.trial.length, "eval_every": spec.trial.eval_every}
     argv = render(spec.trial.command, spec.params, spec.trial_dir, fields)
     resources = spec.trial.resources
     nproc = resources.devices // resources.nodes

@@ -244,7 +244,7 @@ def build_pruner(
 
 def first_report(trial: TrialConfig) -> int:
     """The step of a trial's first report: ``ctx.should_eval``'s first true step."""
-    return min(trial.eval_every, trial.steps)
+    return trial.eval_every if trial.steps is None else min(trial.eval_every, trial.steps)
 
 
 _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {

@@ -99,7 +99,7 @@ class OptunaScheduler(Scheduler):
         *,
         space: Space,
         metrics: Sequence[str],
-        steps: int,
+        steps: int | None,
         trials: int | None,
         pruner: str = "none",
     ) -> None:
@@ -198,7 +198,8 @@ class OptunaScheduler(Scheduler):
         COMPLETE with its value (a rung that falls there, as ASHA's second does for 200 steps
         reported every 50, would otherwise end it PRUNED with no value; Ray Tune's ASHA
         completes a trial at ``max_t`` likewise)."""
-        if len(self.metrics) != 1 or isinstance(self.study.pruner, NopPruner) or step >= self.steps:
+        last = self.steps is not None and step >= self.steps  # None: the program's own length
+        if len(self.metrics) != 1 or isinstance(self.study.pruner, NopPruner) or last:
             return Decision.cont()
         # what ``Trial.should_prune`` asks, without building a ``Trial`` (whose constructor
         # runs the sampler's relative search space over the whole history)
