@@ -9,12 +9,10 @@ decided in :mod:`.records`; this module decides *when* it is written:
   written at once, and an unreachable store is a one-line error before anything runs.
   Continuing a sweep writes nothing until a trial actually runs again, so running a finished
   sweep once more changes nothing in MLflow.
-* **Trial runs** are created when a trial first launches, off the controller's thread: the
-  trial launches at once with a placeholder id ``pending:N`` (creating a run costs tens of
-  milliseconds of MLflow calls, which would otherwise sit between one trial's end and the
-  next one's start on every device). The outbox creates it (with the launch time as its
-  start, at once, or as soon as MLflow is back after an outage) and writes its id into the
-  trial's spool folder. The controller records the real id in storage on its next tick
+* **Trial runs** are created when a trial first launches, off the controller's thread, under a
+  placeholder id (:mod:`.trial_runs`): creating a run costs tens of milliseconds of MLflow
+  calls, which would otherwise sit between one trial's end and the next one's start on every
+  device. The controller records the real id in storage on its next tick
   (:meth:`SweepTracker.take_created`).
 * **Reports** reach MLflow from the controller, not from the trial: the trial's sink appends
   them to its spool, and every ``ship_every_s`` seconds (6) the outbox sends what the running
@@ -35,7 +33,6 @@ decided in :mod:`.records`; this module decides *when* it is written:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,21 +54,19 @@ from hyperfleet.platform.tracking.client import (
     use_wal,
 )
 from hyperfleet.platform.tracking.marks import LiveBest, render_parent
-from hyperfleet.platform.tracking.outbox import Outbox, Ticket
+from hyperfleet.platform.tracking.outbox import Outbox
 from hyperfleet.platform.tracking.records import (
     RUN_RUNNING,
     STATE_TAG,
-    child_params,
     parent_params,
-    run_name,
 )
 from hyperfleet.platform.tracking.runs import (
     check_run,
     end_trial_run,
     ensure_experiment,
-    find_trial_run,
 )
-from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
+from hyperfleet.platform.tracking.spool import Spool
+from hyperfleet.platform.tracking.trial_runs import TrialRuns, now_ms
 from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
 
@@ -80,10 +75,6 @@ logger = logging.getLogger(__name__)
 
 #: seconds between two shipments of the running trials' reports (:meth:`ship_running`)
 SHIP_EVERY_S = 6.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class SweepTracker:
@@ -129,15 +120,7 @@ class SweepTracker:
         self.config: SweepConfig | None = None  # the sweep's, once its parent run starts
         self.shipped = 0  # points sent from trial spools by this tracker
         self._parent_active = False
-        self._children: dict[int, ChildRun] = {}
-        self._start_ms: dict[int, int] = {}
-        self._real: dict[int, str] = {}  # trial number -> run id, for runs created late
-        self._numbers: dict[str, int] = {}  # run id (or pending id) -> trial number
-        self._created: list[tuple[int, str]] = []  # created by the outbox, not taken yet
-        self._waits: dict[int, Ticket] = {}  # trial number -> the write of its WAITING end
-        self._fresh: set[int] = set()  # runs this tracker created that nothing ended yet
-        self._disowned: set[int] = set()  # launched elsewhere after all: not recorded here
-        self._lock = threading.Lock()
+        self.runs = TrialRuns(self)  # which run each trial has
         self.best = LiveBest(self)
         self.ship_every_s = ship_every_s
         self._next_ship = time.monotonic() + self.ship_every_s
@@ -161,7 +144,7 @@ class SweepTracker:
             run = self.client.create_run(
                 self.experiment_id,
                 run_name=sweep,
-                start_time=_now_ms(),
+                start_time=now_ms(),
                 tags={
                     "hyperfleet.sweep": sweep,
                     "hyperfleet.kind": "sweep",
@@ -206,136 +189,24 @@ class SweepTracker:
         return None if directory is None else Spool(directory / "mlflow")
 
     def child(self, run: ChildRun) -> str:
-        n = run.number
-        with self._lock:
-            self._disowned.discard(n)
+        """The run id of a trial about to launch (:meth:`.TrialRuns.child`)."""
         self._activate_parent()
-        self._children[n] = run
-        prior = run.prior_run_id
-        wait = self._waits.pop(n, None)
-        if wait is not None and wait.cancel():  # its pause never reached MLflow: the run is
-            self.ship(n, prior)  # RUNNING still, and needs only the reports (one write, not six)
-            return self._real.get(n, prior or f"{PENDING}{n}")
-        if prior and not is_pending(prior):
-            self._numbers[prior] = n
-            self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(prior))
-            return prior
-        if prior or n in self._start_ms:  # created late, or not yet: resolve it in order
-            self.outbox.put(f"trial {n}'s run resumes", lambda: self._resume(self._ensure(n)))
-            return self._real.get(n, f"{PENDING}{n}")
-        self._start_ms[n] = _now_ms()
-        if not self.outbox.healthy:
-            logger.warning("MLflow unreachable; trial %d runs, its run is made when it is back", n)
-        pending = f"{PENDING}{n}"
-        self._numbers[pending] = n
-        first = [True]
-
-        def create() -> None:
-            if first[0] and n not in self._real:  # a retry may find a run whose answer was lost
-                first[0] = False
-                self._bind(n, self._create(run))
-                self._fresh.add(n)
-            self._config_file(self._ensure(n), run)
-
-        self.outbox.put(f"trial {n}'s run", create)
-        return pending
-
-    def _create(self, run: ChildRun) -> str:
-        tags = {
-            **run.tags,
-            "mlflow.parentRunId": run.parent_id,
-            "hyperfleet.sweep": run.sweep,
-            "hyperfleet.trial": str(run.number),
-            STATE_TAG: TrialState.RUNNING,
-        }
-        if run.sampled:
-            tags["hyperfleet.sampled"] = ",".join(run.sampled)
-        name = run_name(run.number, None if run.population else run.sampled)
-        start = self._start_ms.get(run.number, _now_ms())
-        created = self.client.create_run(
-            self.experiment_id, run_name=name, start_time=start, tags=tags
-        )
-        run_id = str(created.info.run_id)
-        log_batches(self.client, run_id, params=child_params(run.params, run.knobs))
-        return run_id
-
-    def _config_file(self, run_id: str, run: ChildRun) -> None:
-        if run.config:
-            config = {**run.config, "params": dict(run.params)}
-            log_json(self.client, run_id, config, "config.json")
-
-    def _ensure(self, number: int) -> str:
-        """The real run id of trial ``number``: found by its tags, or created now."""
-        if number in self._real:
-            return self._real[number]
-        found = find_trial_run(self.client, self.experiment_id, self.parent_id, self.sweep, number)
-        run = self._children.get(number)
-        if found is not None:
-            run_id = str(found.info.run_id)
-            if not found.data.params and run is not None:  # created, but its params were lost
-                log_batches(self.client, run_id, params=child_params(run.params, run.knobs))
-        elif run is not None:
-            run_id = self._create(run)
-        else:
-            raise LookupError(f"trial {number} has no MLflow run and nothing to create it from")
-        self._bind(number, run_id)
-        return run_id
-
-    def _bind(self, number: int, run_id: str) -> None:
-        """Trial ``number``'s run exists as ``run_id``: its sink and storage learn it."""
-        self._real[number] = run_id
-        self._numbers[run_id] = number
-        spool = self.spool(number)
-        if spool is not None:
-            spool.publish_run_id(run_id)
-        with self._lock:
-            self._created.append((number, run_id))
+        return self.runs.child(run)
 
     def take_created(self) -> list[tuple[int, str]]:
         """The runs created since the last call (trial number, run id), for storage."""
-        with self._lock:
-            created, self._created = self._created, []
-            return [(n, run_id) for n, run_id in created if n not in self._disowned]
+        return self.runs.take_created()
 
     def disown(self, number: int) -> None:
-        """Trial ``number`` was not launched here after all (requeued and taken by another
-        worker between this worker's claim and its launch): the run this tracker created for
-        it (queued before this, so done first) is deleted, and its id never goes to storage,
-        where the trial's record names the run of the worker that runs it."""
-        with self._lock:
-            self._disowned.add(number)
-        self._children.pop(number, None)
-        self._start_ms.pop(number, None)
-
-        def drop() -> None:
-            if number in self._fresh and number in self._real:
-                self._fresh.discard(number)
-                run_id = self._real.pop(number)
-                self._numbers.pop(run_id, None)
-                self.client.delete_run(run_id)
-
-        self.outbox.put(f"trial {number}'s run, not launched here", drop)
-
-    def _resolve(self, run_id: str | None, number: int | None) -> str:
-        if run_id and not is_pending(run_id):
-            return run_id
-        if number is None:
-            assert run_id is not None
-            number = int(run_id.removeprefix(PENDING))
-        return self._ensure(number)
-
-    def _resume(self, run_id: str) -> None:
-        self.client.update_run(run_id, RUN_RUNNING)
-        self.client.set_tag(run_id, STATE_TAG, TrialState.RUNNING)
+        """Trial ``number`` was not launched here after all (:meth:`.TrialRuns.disown`)."""
+        self.runs.disown(number)
 
     def resolved(self) -> dict[int, str]:
-        return dict(self._real)
+        return dict(self.runs.real)
 
     def adopt(self, run: ChildRun) -> None:
         """Know trial ``run.number`` without starting it (``hyperfleet mlflow sync``)."""
-        self._children[run.number] = run
-        if run.prior_run_id:
-            self._numbers[run.prior_run_id] = run.number
+        self.runs.adopt(run)
 
     # -- a trial's end -------------------------------------------------------------------------
 
@@ -348,8 +219,8 @@ class SweepTracker:
         ended_at: float | None = None,
     ) -> None:
         """The launch ended (at ``ended_at``, default now); written through the outbox."""
-        number = self._numbers.get(run_id)
-        now = _now_ms() if ended_at is None else int(ended_at * 1000)
+        number = self.runs.numbers.get(run_id)
+        now = now_ms() if ended_at is None else int(ended_at * 1000)
         values = dict(final or {})
         if state == TrialState.COMPLETE:
             self.best.add(values, now)
@@ -358,7 +229,7 @@ class SweepTracker:
             lambda: self._end(run_id, number, state, values, error, now),
         )
         if state == TrialState.WAITING and number is not None:
-            self._waits[number] = ticket  # cancelled if the trial resumes before it is written
+            self.runs.waits[number] = ticket  # cancelled if the trial resumes before it is written
 
     def _end(
         self,
@@ -369,13 +240,13 @@ class SweepTracker:
         error: str,
         now: int,
     ) -> None:
-        run_id = self._resolve(run_id, number)
-        number = self._numbers.get(run_id, number)
+        run_id = self.runs.resolve(run_id, number)
+        number = self.runs.numbers.get(run_id, number)
         spool = None if number is None else self.spool(number)
         directory = None if number is None else self.trial_dir(number)
-        fresh = number is not None and number in self._fresh
+        fresh = number is not None and number in self.runs.fresh
         if fresh:  # the first attempt only: a retry reads the run
-            self._fresh.discard(number)
+            self.runs.fresh.discard(number)
         self.shipped += end_trial_run(
             self.client, run_id, state, final, error, now, directory, spool, fresh
         )
@@ -413,7 +284,7 @@ class SweepTracker:
         if spool is None or not spool.unsent_bytes():
             return
         try:
-            real = self._resolve(run_id, number)
+            real = self.runs.resolve(run_id, number)
         except LookupError:
             return  # a run this tracker does not know (it ends through ``end_child``)
         self.shipped += spool.ship(self.client, real)
@@ -423,7 +294,7 @@ class SweepTracker:
     def run_id_of(self, number: int, stored: str | None) -> str | None:
         """A trial's real run id (None if it has none that can be found)."""
         try:
-            return self._resolve(stored, number)
+            return self.runs.resolve(stored, number)
         except LookupError:
             return None
 
