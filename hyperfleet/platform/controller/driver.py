@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import random
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,65 +32,30 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 
 from hyperfleet.errors import StorageError, Superseded
-from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.claims import Claims
 from hyperfleet.platform.controller.gangs import Gangs, SweepSeat
+from hyperfleet.platform.controller.launch import Running, start, started_fields
 from hyperfleet.platform.controller.outcomes import failed, plain, reported
+from hyperfleet.platform.controller.pace import Timing, paced
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import (
-    adopt_donor_record,
     mark_stopped,
     requeue_phantoms_locked,
     requeue_unclaimed,
 )
 from hyperfleet.platform.controller.session import close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
-from hyperfleet.platform.launcher.base import STOP_GRACE_S, NoProcess, TrialHandle
+from hyperfleet.platform.launcher.base import NoProcess
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
-from hyperfleet.platform.storage import TrialRecord, worker_identity
+from hyperfleet.platform.storage import TrialRecord
 from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.spec.states import GangState, Outcome
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass
-class Running:
-    number: int
-    handle: TrialHandle
-    lease: Lease
-    pool: LocalPool  # where the lease goes back to
-    run_id: str
-    lease_row: int | None = None  # its hf_leases row (None: rejected before launch)
-    started: float = 0.0  # clock.monotonic() at launch, for trial.timeout
-    gang: int | None = None  # the hf_gangs row it leads (a trial that spans hosts)
-    launched_at: float = 0.0  # clock.time() at launch (fencing compares heartbeats with it)
-    attempt: int = 0  # its attempt number (hf_trials.attempts when it was launched)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """How often the controller looks, heartbeats, and how long it waits for things."""
-
-    poll_every: float = 0.1  # between loop iterations
-    ask_every: float = 2.0  # after the scheduler had nothing, ask again after this (or an end)
-    heartbeat_every: float = HEARTBEAT_EVERY_S  # the worker's and its trials' heartbeat
-    stale_after: float = STALE_AFTER_S  # a worker or RUNNING trial silent this long is gone
-    stop_grace: float = STOP_GRACE_S  # SIGTERM to SIGKILL when stopping trials
-    rescan_every: float = 2.0  # a worker looks for new sweeps, stale trials, open gangs
-
-
-def paced(seconds: float, share: float) -> float:
-    """An idle worker's wait of ``seconds``, in a fleet where it is one of ``share`` times
-    as many workers as need to look (the controller's ``LOOKERS``): that many times longer,
-    at a random phase, so the fleet's looks keep one pace whatever its size (1,000 simulated
-    workers idle at a sweep's end asked and looked every 2 s each: thousands of queries a
-    second, their heartbeats late). Unchanged in a small fleet."""
-    return seconds if share <= 1.0 else seconds * share * random.uniform(0.5, 1.5)
 
 
 @dataclass(eq=False)
@@ -183,7 +147,7 @@ class SweepDriver(SweepSeat):
             if problems:  # a sampled combination that breaks a layout rule, or no rendezvous
                 self._reject(prepared, lease, pool, "; ".join(problems))
             else:
-                self.running[prepared.number] = self._start(prepared, lease, pool)
+                self.running[prepared.number] = start(self, self.gangs, prepared, lease, pool)
                 self.launched += 1
                 self.refill_ahead(prepared.number)
         except Superseded as exc:  # requeued since the claim: its new holder runs it
@@ -214,56 +178,13 @@ class SweepDriver(SweepSeat):
         except Exception:
             logger.warning("could not requeue trial %d", number, exc_info=True)
 
-    def _started_fields(self, p: PreparedTrial) -> dict[str, Any]:
-        """The trial's record as it starts here: RUNNING under this worker."""
-        host, pid = worker_identity()
-        return dict(
-            state=TrialState.RUNNING, params=p.stored_params, host=host, pid=pid,
-            worker=self.worker, heartbeat_at=self.clock.time(), ended_at=None,
-            outcome=None, mlflow_run_id=p.spec.run_id,
-            log_path=str(p.spec.log_path), trial_dir=p.spec.trial_dir,
-        )  # fmt: skip
-
-    def _record_launch(self, p: PreparedTrial, lease: Lease) -> tuple[int, int]:
-        """Record the trial RUNNING here with its next attempt number, which fences off every
-        earlier copy's writes, and its lease of the devices, only while the trial is still
-        this worker's claim (:meth:`Storage.launch_attempt`, else ``Superseded``); the
-        attempt and the lease row."""
-        devices = [str(d) for d in lease.devices]
-        return self.session.storage.launch_attempt(
-            self.name, p.number, devices, lease.share, lease.per_device, **self._started_fields(p)
-        )
-
     def _reject(self, p: PreparedTrial, lease: Lease, pool: LocalPool, error: str) -> None:
         logger.warning("trial %d rejected before launch: %s", p.number, error)
-        self.session.storage.upsert_trial(
-            self.name, p.number, attempts=0, **self._started_fields(p)
-        )
+        fields = started_fields(p, self.worker, self.clock.time())
+        self.session.storage.upsert_trial(self.name, p.number, attempts=0, **fields)
         rejected = Running(p.number, NoProcess(), lease, pool, p.spec.run_id or "")
         self.running[p.number] = rejected
         self._end(rejected, TrialState.FAIL, None, error)
-
-    def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
-        adopt_donor_record(self.session, p.number, p.spec.restore)
-        attempt, row = self._record_launch(p, lease)
-        spec = p.spec.model_copy(update={"attempt": attempt})
-        spec.write()
-        devices = [str(d) for d in lease.devices]
-        shared = f" (share {lease.share} of {lease.per_device})" if lease.per_device > 1 else ""
-        logger.info("trial %d starts on %s%s", p.number, ", ".join(devices), shared)
-        gang, rendezvous = None, None
-        try:
-            if self.cfg.trial.resources.nodes > 1:
-                gang, rendezvous = self.gangs.lead(spec, attempt)
-            handle = self.launcher.launch(spec, lease, rendezvous)
-        except BaseException:
-            self.session.storage.close_lease(row, TrialState.FAIL)
-            raise
-        run_id = p.spec.run_id or ""
-        started = self.clock.monotonic()
-        return Running(
-            p.number, handle, lease, pool, run_id, row, started, gang, self.clock.time(), attempt
-        )
 
     # -- reaping ---------------------------------------------------------------------------
 

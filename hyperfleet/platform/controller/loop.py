@@ -26,17 +26,17 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from hyperfleet import startup
 from hyperfleet.errors import StorageOutageError
 from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
-from hyperfleet.platform.controller.driver import SweepDriver, Timing, paced
+from hyperfleet.platform.controller.driver import SweepDriver
 from hyperfleet.platform.controller.heartbeat import Heartbeat
+from hyperfleet.platform.controller.pace import LOOKERS, Timing, paced
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession, leave_session
+from hyperfleet.platform.controller.sources import Progress, SweepSource, Until
 from hyperfleet.platform.diskspace import disk_full_error, full_path
 from hyperfleet.platform.launcher.base import Launcher
 from hyperfleet.platform.pool import LocalPool
@@ -45,51 +45,7 @@ from hyperfleet.platform.storage.results import SweepSummary
 
 logger = logging.getLogger(__name__)
 
-LOOKERS = 32
-"""About how many looks for stale trials a fleet makes per ``stale_after / 3``, however many
-workers it has (:meth:`Controller._recovery_every`)."""
-
-__all__ = ["Controller", "FixedSweeps", "Progress", "SweepSource", "Timing"]
-
-
-@dataclass(frozen=True)
-class Progress:
-    running: int
-    finished: int
-    budget: int | None
-
-
-class SweepSource(Protocol):
-    @property
-    def catalog(self) -> Storage | None:
-        """Where the source reads which sweeps exist (None: it reads no storage); it waits
-        out an outage as long as the sweeps served do."""
-
-    def sessions(self, serving: set[str]) -> list[SweepSession]:
-        """Open sessions of the active sweeps this controller should serve and does not
-        (``serving`` are those it does)."""
-
-
-class FixedSweeps:
-    """The given open sessions, once (simulated sweeps)."""
-
-    catalog: Storage | None = None
-
-    def __init__(self, sessions: list[SweepSession]) -> None:
-        self._new = list(sessions)
-
-    def sessions(self, serving: set[str]) -> list[SweepSession]:
-        new, self._new = self._new, []
-        return new
-
-
-@dataclass(frozen=True)
-class Until:
-    """When a controller ends by itself."""
-
-    done: bool = True  # its sweeps are done (nothing left anywhere)
-    idle: float | None = None  # no trial here for this long
-    max_trials: int | None = None  # launched this many
+__all__ = ["Controller"]
 
 
 class Controller:
@@ -221,7 +177,7 @@ class Controller:
             return every
         self._share = max(1.0, live / LOOKERS)
         for d in self.drivers.values():
-            d.pace = self._share  # its idle asks and looks too (:func:`.driver.paced`)
+            d.pace = self._share  # its idle asks and looks too (:func:`.pace.paced`)
         return paced(every, self._share)
 
     def _timed_out(self, d: SweepDriver) -> bool:

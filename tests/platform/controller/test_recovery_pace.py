@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyperfleet.platform.controller.driver import paced
-from hyperfleet.platform.controller.loop import LOOKERS
+from hyperfleet.platform.controller.pace import LOOKERS, paced
 from hyperfleet.platform.launcher.simulated import curve
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.testing.controller import Sim
