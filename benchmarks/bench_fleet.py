@@ -91,7 +91,7 @@ def run_fleet(
         states = {t.state for t in trials}
         if len(trials) != sweep["budget"]["trials"] or states != {"COMPLETE"}:
             sys.exit(f"error: sweep {name} ended with {len(trials)} trials in {states}")
-        return storage.leases(name), storage.workers()
+        return storage.leases.all(name), storage.workers.all()
     finally:
         storage.close()
 

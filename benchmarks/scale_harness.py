@@ -428,7 +428,7 @@ def run_case(
     if failed:
         raise RuntimeError(f"a process of worker loops failed: {failed[0]}")
     records = first.trials(cfg.name)
-    leases = first.leases(cfg.name)
+    leases = first.leases.all(cfg.name)
     first.close()
     r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,
                 leases, window, since=t0)  # fmt: skip

@@ -27,7 +27,6 @@ from hyperfleet.platform.storage import LeaseRecord, Storage, TrialRecord, Worke
 from hyperfleet.platform.storage.population import (
     LineageEvent,
     Member,
-    SqlPopulationStore,
     replay_schedule,
 )
 from hyperfleet.platform.storage.results import SweepSummary, TrialSummary, no_sweep, summarize
@@ -165,7 +164,7 @@ def overview(storage: Storage) -> list[SweepOverview]:
         best = summary.best()
         held = [
             f"{lease.host}/{device}"
-            for lease in storage.leases(sweep.name)
+            for lease in storage.leases.all(sweep.name)
             if lease.ended_at is None
             for device in lease.devices
         ]
@@ -215,7 +214,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
         raise StorageError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
     records = storage.trials(name)
     summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
-    leases = storage.leases(name)
+    leases = storage.leases.all(name)
     held = {lease.worker for lease in leases}
     return SweepData(
         name=name,
@@ -227,7 +226,7 @@ def sweep_data(storage: Storage, name: str) -> SweepData:
         summary=summary,
         records={t.number: t for t in records},
         leases=leases,
-        workers=[w for w in storage.workers() if w.id in held],
+        workers=[w for w in storage.workers.all() if w.id in held],
     )
 
 
@@ -252,7 +251,7 @@ class PopulationSnapshot:
 def population(storage: Storage, name: str) -> PopulationData:
     """The members, lineage and every member's replayed hyperparameter schedule, read in two
     queries that never wait for a running sweep (see the module docstring)."""
-    store = SqlPopulationStore(storage.engine)
+    store = storage.population
     members, events = store.members(name), store.lineage(name)
     snapshot = PopulationSnapshot(name, members, events)
     schedules = {n: replay_schedule(snapshot, name, n) for n in members}

@@ -240,7 +240,7 @@ def unschedulable(cfg: SweepConfig, registry: Storage, stale_after: float) -> st
     if r.devices == 0:
         return None
     pool = r.pool or "default"
-    live = [w for w in registry.live_workers(stale_after) if r.pool is None or w.pool == pool]
+    live = [w for w in registry.workers.live(stale_after) if r.pool is None or w.pool == pool]
     if not live:
         return None
     largest = max(live, key=lambda w: len(w.devices))

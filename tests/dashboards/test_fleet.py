@@ -53,7 +53,7 @@ def test_devices_page_has_a_lane_per_worker_and_device(
                 w.kill()
     assert [w.returncode for w in workers] == [0, 0], outputs
     st = Storage.open_readonly(storage)
-    leases = st.leases("shared")
+    leases = st.leases.all("shared")
     ids = {lease.worker for lease in leases}
     assert len(ids) == 2 and len(leases) == 2 * PER_WORKER, leases
     host = leases[0].host

@@ -177,8 +177,8 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
                timeout=300)  # fmt: skip
     mark("sweep done")
     assert len(trials()) == 2
-    workers = {w.id: w.pid for w in st.workers()}
-    ran_on = {workers[lease.worker] for lease in st.leases("stack-e2e") if lease.worker}
+    workers = {w.id: w.pid for w in st.workers.all()}
+    ran_on = {workers[lease.worker] for lease in st.leases.all("stack-e2e") if lease.worker}
     assert ran_on == {services["worker-1"]["pid"], services["worker-2"]["pid"]}
     st.close()
 

@@ -113,7 +113,9 @@ class Fenced:
         def registered() -> list[str]:
             st = Storage.open_readonly(self.storage)
             try:
-                return [w.id for w in st.workers() if (w.host == host if host else w.pid == pid)]
+                return [
+                    w.id for w in st.workers.all() if (w.host == host if host else w.pid == pid)
+                ]
             finally:
                 st.close()
 
@@ -328,17 +330,17 @@ def test_a_takeover_waits_until_the_trial_itself_is_silent(db_url: str) -> None:
         st.create_sweep("s", {})
         now = time.time()
         lost = WorkerRecord("lost", "elsewhere", 1, "default", [], None, None, now, now - 99, "x")
-        st.register_worker(lost)
+        st.workers.register(lost)
         for n in (0, 1):
             st.start_attempt("s", n, state="RUNNING", worker="lost", host="elsewhere", pid=1)
         st.upsert_trial("s", 0, heartbeat_at=now)  # reports of its own, its worker silent
         st.upsert_trial("s", 1, heartbeat_at=now - 99)
-        (stale,) = st.stale_running("s", 30.0)
+        (stale,) = st.stale.running("s", 30.0)
         assert stale.number == 1, "a trial that still reports is not taken over"
         st.record_report("s", 1, 5, {"loss": 1.0}, attempt=1)  # it reports after all
-        assert not st.take_over(stale), "taken over although it reported since"
-        (stale,) = st.stale_running("s", -1.0)[1:]
-        assert st.take_over(stale) and not st.take_over(stale)
+        assert not st.stale.take_over(stale), "taken over although it reported since"
+        (stale,) = st.stale.running("s", -1.0)[1:]
+        assert st.stale.take_over(stale) and not st.stale.take_over(stale)
         t = st.get_trial("s", 1)
         assert t is not None and (t.state, t.retries, t.attempts) == ("WAITING", 1, 1)
     finally:

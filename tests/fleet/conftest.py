@@ -33,7 +33,7 @@ class Worker:
         """This worker's id in ``hf_workers`` (once it registered)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            for w in fleet.storage().workers():
+            for w in fleet.storage().workers.all():
                 if w.pid == self.proc.pid:
                     return w.id
             time.sleep(0.1)

@@ -68,11 +68,11 @@ def test_a_two_node_trial_trains_as_one_host_of_four_processes(fleet: Fleet) -> 
     log = (fleet.root / "runs" / "lm-2node" / "trial-0000" / "log.txt").read_text()
     assert "node 1 of 2: ranks 0-1 of world size 4" in log, log[-3000:]
     assert "node 2 of 2: ranks 2-3 of world size 4" in log, log[-3000:]
-    gangs = fleet.storage().gangs("lm-2node")
+    gangs = fleet.storage().gangs.of("lm-2node")
     assert len(gangs) == 1 and gangs[0].nodes == 2
     ids = {a.id(fleet), b.id(fleet)}
     assert set(gangs[0].members) == ids, "one agent on each worker"
-    leases = fleet.storage().leases("lm-2node")
+    leases = fleet.storage().leases.all("lm-2node")
     assert {x.worker for x in leases} == ids and all(len(x.devices) == 2 for x in leases)
     assert c.id(fleet) not in ids
 
@@ -112,7 +112,7 @@ def test_a_script_trial_of_two_nodes_runs_its_program_across_the_gang(fleet: Fle
     assert [s["WORLD_SIZE"] for s in seen] == ["2", "2"], seen
     assert {s["GROUP_RANK"] for s in seen} == {"0", "1"}, "one rank on each node"
     assert {s["MLFLOW_RUN_ID"] for s in seen} == {trial.mlflow_run_id}
-    (gang,) = fleet.storage().gangs("script-2node")
+    (gang,) = fleet.storage().gangs.of("script-2node")
     assert set(gang.members) == {a.id(fleet), b.id(fleet)}, "one node on each worker"
     log = (Path(trial.trial_dir) / "log.txt").read_text()
     assert log.count("# hyperfleet script:") == 2, log[-3000:]

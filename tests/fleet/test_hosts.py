@@ -115,7 +115,7 @@ def test_a_worker_lost_on_another_host_costs_one_checkpoint(
                         clients = {r[0] for r in rows}
                 finally:
                     engine.dispose()
-                workers = {w.pid: w.address for w in fleet.storage().workers()}
+                workers = {w.pid: w.address for w in fleet.storage().workers.all()}
                 return {h.address for h in hosts} <= clients and (
                     workers.get(a.proc.pid),
                     workers.get(b.proc.pid),

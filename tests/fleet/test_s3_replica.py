@@ -163,7 +163,7 @@ def test_a_population_over_two_hosts_exploits_across_them_through_s3(
     assert {t.state for t in st.trials("s3-pbt")} == {"COMPLETE"}
     workers = {w.name: w.id(fleet) for w in fleet.workers}
     ran_on: dict[int, set[str]] = {}
-    for lease in st.leases("s3-pbt"):
+    for lease in st.leases.all("s3-pbt"):
         ran_on.setdefault(lease.trial, set()).add(str(lease.worker))
     for name, members in placed.items():
         assert all(ran_on[n] == {workers[name]} for n in members), ran_on

@@ -30,7 +30,7 @@ def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet)
     assert len(trials) == 40
     assert {t.state for t in trials.values()} == {"COMPLETE"}
     assert all(t.attempts == 1 for t in trials.values()), "a trial was launched twice"
-    leases = fleet.storage().leases("many")
+    leases = fleet.storage().leases.all("many")
     assert sorted(Counter(x.trial for x in leases).values()) == [1] * 40, "claimed twice"
     assert all(x.ended_at is not None for x in leases), "a lease is still held"
     assert len({x.worker for x in leases}) > 1, "the work was shared"
@@ -73,7 +73,7 @@ def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet:
         assert (e.member, e.generation, "explore") in set(keys)
     for n, m in members.items():
         assert m.generation == sum(1 for e in exploits if e.member == n)
-    assert len({x.worker for x in st.leases("spread")}) > 1
+    assert len({x.worker for x in st.leases.all("spread")}) > 1
     assert {t.state for t in st.trials("spread")} == {"COMPLETE"}
 
 
@@ -150,7 +150,7 @@ def lose_a_worker(
         log = (fleet.root / "runs" / "digits-shared" / f"trial-{n:04d}" / "log.txt").read_text()
         if (before.last_step or 0) >= 10:
             assert "resumes from its checkpoint" in log
-    leases = fleet.storage().leases("digits-shared")
+    leases = fleet.storage().leases.all("digits-shared")
     assert all(x.ended_at is not None for x in leases), "no lease is held"
     assert {x.state for x in leases if x.worker == a_id} <= {"LOST", "COMPLETE"}
 
@@ -175,7 +175,7 @@ def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet:
     b = fleet.start("b", "--devices", "cpu:1", "--exit-when-idle", "6s")
     b_id = b.id(fleet)
     st = fleet.storage()
-    registered = next(w.started_at for w in st.workers() if w.id == b_id)
+    registered = next(w.started_at for w in st.workers.all() if w.id == b_id)
     fleet.wait(lambda: any(t.worker == b_id for t in fleet.trials("elastic").values()),
                120, "worker b to take a trial")  # fmt: skip
     first = min(t.started_at for t in fleet.trials("elastic").values() if t.worker == b_id)
@@ -194,14 +194,14 @@ def test_workers_join_mid_sweep_and_a_drained_worker_hands_back_its_trial(fleet:
     fleet.finish()
     trials = fleet.trials("elastic")
     assert {t.state for t in trials.values()} == {"COMPLETE"}
-    ended = {x.trial: x.state for x in fleet.storage().leases("elastic") if x.worker == a_id}
+    ended = {x.trial: x.state for x in fleet.storage().leases.all("elastic") if x.worker == a_id}
     for n, step in handed.items():
         assert ended[n] == "WAITING", "a drained trial goes back to the queue"
         assert trials[n].worker == b_id
         log = (fleet.root / "runs" / "elastic" / f"trial-{n:04d}" / "log.txt").read_text()
         if 10 <= step < 80:  # it had a checkpoint and steps left when it was handed back
             assert "resumes from its checkpoint" in log
-    state = next(w.state for w in fleet.storage().workers() if w.id == a_id)
+    state = next(w.state for w in fleet.storage().workers.all() if w.id == a_id)
     assert state == "stopped", "a drained worker deregisters"
 
 

@@ -51,7 +51,7 @@ def _shared_sweep(
     release.touch()
     out, err = proc.communicate(timeout=300)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return storage, storage.leases("shared"), done
+    return storage, storage.leases.all("shared"), done
 
 
 def _trial(changes: dict[str, Any], hold: dict[str, Any]) -> dict[str, Any]:

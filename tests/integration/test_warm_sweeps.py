@@ -29,7 +29,7 @@ REPORT = re.compile(r"^report step (\d+): loss=\S+ .*-> (?:continue|prune)", re.
 
 def leases_closed_once(storage: Storage, sweep: str) -> None:
     trials = storage.trials(sweep)
-    leases = storage.leases(sweep)
+    leases = storage.leases.all(sweep)
     assert len(leases) == sum(t.attempts for t in trials), "a launch without its lease row"
     assert all(row.ended_at is not None and row.state for row in leases), leases
 

@@ -238,11 +238,11 @@ def test_workers_count_a_device_held_in_shares_once(tmp_path: Any) -> None:
     st.create_sweep("shared", {})
     now = time.time()
     devices = ["cpu:0", "cpu:1"]
-    st.register_worker(
+    st.workers.register(
         WorkerRecord("h-1-a", "h", 1, "default", devices, None, None, now, now, WorkerState.ACTIVE)
     )
     for trial in range(3):  # three quarters of cpu:0
-        st.open_lease("shared", trial, ["cpu:0"], "h-1-a", share=trial, per_device=4)
+        st.leases.open("shared", trial, ["cpu:0"], "h-1-a", share=trial, per_device=4)
     st.close()
     result = CliRunner().invoke(app, ["workers", "--storage", url, "--json"])
     assert result.exit_code == 0, result.output

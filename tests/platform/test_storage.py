@@ -93,7 +93,7 @@ def test_stale_running_finds_dead_worker(db_url: str) -> None:
     st.upsert_trial("s", 0, state="RUNNING", host=host, pid=_dead_pid(), heartbeat_at=1e18)
     st.upsert_trial("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
     st.upsert_trial("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
-    assert sorted(t.number for t in st.stale_running("s", 120.0)) == [0, 2]
+    assert sorted(t.number for t in st.stale.running("s", 120.0)) == [0, 2]
     st.close()
 
 
@@ -201,7 +201,7 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     from hyperfleet.platform.storage.schema import meta_table, schema_version
 
     st = Storage(db_url)  # made as version 2 was: hf_leases without the share columns
-    st.open_lease("s", 0, ["cuda:0"], "w1")
+    st.leases.open("s", 0, ["cuda:0"], "w1")
     with st.engine.begin() as conn:
         for column in ("share", "per_device"):
             conn.execute(sa.text(f"ALTER TABLE hf_leases DROP COLUMN {column}"))
@@ -210,7 +210,7 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     st.close()
 
     reader = Storage.open_readonly(db_url)
-    (old,) = reader.leases("s")
+    (old,) = reader.leases.all("s")
     assert (old.devices, old.share, old.per_device) == (["cuda:0"], 0, 1)
     reader.close()
 
@@ -218,8 +218,8 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     with st.engine.connect() as conn:
         assert schema_version(conn) == SCHEMA_VERSION == 4
         assert sa.inspect(conn).has_table("hf_ahead")
-    st.open_lease("s", 1, ["cuda:0"], "w1", share=2, per_device=4)
-    assert [(x.trial, x.share, x.per_device) for x in st.leases("s")] == [(0, 0, 1), (1, 2, 4)]
+    st.leases.open("s", 1, ["cuda:0"], "w1", share=2, per_device=4)
+    assert [(x.trial, x.share, x.per_device) for x in st.leases.all("s")] == [(0, 0, 1), (1, 2, 4)]
     Storage(db_url).close()  # opening again changes nothing
     st.close()
 
@@ -314,6 +314,6 @@ def test_live_processes_of_this_host_are_not_read_as_candidates(db_url: str) -> 
         st.upsert_trial("s", n, state="RUNNING", host=host, pid=parent, heartbeat_at=now)
     st.upsert_trial("s", 20, state="RUNNING", host=host, pid=dead, heartbeat_at=now)
     st.upsert_trial("s", 21, state="RUNNING", host=host, pid=parent, heartbeat_at=now - 100)
-    assert [t.number for t in st._stale_candidates("s", host, now - 30)] == [20, 21]
-    assert [t.number for t in st.stale_running("s", 30.0)] == [20, 21]
+    assert [t.number for t in st.stale.candidates("s", host, now - 30)] == [20, 21]
+    assert [t.number for t in st.stale.running("s", 30.0)] == [20, 21]
     st.close()

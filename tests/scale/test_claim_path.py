@@ -112,7 +112,7 @@ def test_a_dropped_connection_is_retried_without_a_ping(postgres_url, tmp_path, 
     with caplog.at_level("WARNING", logger="hyperfleet.platform.storage.retry"):
         found = retrying(lambda: storage.running_elsewhere("claims", None), 30, sleep=slept.append)
     assert found == 1 and slept == [] and "unreachable" not in caplog.text
-    assert storage.beat("w") == {("claims", 0)}  # retried by the storage itself
+    assert storage.workers.beat("w") == {("claims", 0)}  # retried by the storage itself
     reader.close()
     storage.close()
 
@@ -143,7 +143,7 @@ def test_a_heartbeat_stamps_the_worker_and_its_running_trials_only(tmp_path) -> 
     storage.upsert_trial("claims", 0, state=TrialState.RUNNING, worker="w", heartbeat_at=1.0)
     storage.upsert_trial("claims", 1, state=TrialState.COMPLETE, worker="w", heartbeat_at=1.0)
     storage.upsert_trial("claims", 2, state=TrialState.RUNNING, worker="v", heartbeat_at=1.0)
-    assert storage.beat("w") == {("claims", 0)}
+    assert storage.workers.beat("w") == {("claims", 0)}
     with storage.session() as s:
         stamps = dict(s.execute(sa.select(TrialRow.number, TrialRow.heartbeat_at)).all())
     assert stamps[0] > 1.0 and stamps[1] == 1.0 and stamps[2] == 1.0

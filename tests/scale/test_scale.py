@@ -142,6 +142,6 @@ def test_stale_trials_are_read_by_the_database(tmp_path) -> None:  # type: ignor
         storage.upsert_trial("s", n, state=TrialState.RUNNING, worker="w", host="elsewhere",
                              pid=1, heartbeat_at=beat)  # fmt: skip
     storage.upsert_trial("s", 3, state=TrialState.COMPLETE, heartbeat_at=now - 100)
-    assert [t.number for t in storage.stale_running("s", 30)] == [1, 2]
+    assert [t.number for t in storage.stale.running("s", 30)] == [1, 2]
     assert [t.number for t in storage.trials("s", TrialState.RUNNING)] == [0, 1, 2]
     storage.close()

@@ -125,12 +125,12 @@ def workers(
         running: dict[str, list[str]] = {}
         busy: dict[str, set[str]] = {}  # devices held, whole or in shares
         for s in st.list_sweeps():
-            for lease in st.leases(s.name):
+            for lease in st.leases.all(s.name):
                 if lease.ended_at is None and lease.worker:
                     running.setdefault(lease.worker, []).append(f"{s.name}/{lease.trial}")
                     busy.setdefault(lease.worker, set()).update(lease.devices)
         table = []
-        for w in st.workers():
+        for w in st.workers.all():
             age = now - w.heartbeat_at
             state = "lost" if w.state == WorkerState.ACTIVE and age > limit else w.state
             if not show_all and state in (WorkerState.STOPPED, "lost"):

@@ -337,7 +337,7 @@ def sweep_replay(
     """Re-run a PBT member's hyperparameter schedule as one plain training run."""
     from hyperfleet.platform.config import parse_sweep
     from hyperfleet.platform.storage import Storage
-    from hyperfleet.platform.storage.population import SqlPopulationStore, replay_schedule
+    from hyperfleet.platform.storage.population import replay_schedule
     from hyperfleet.platform.storage.results import no_sweep
     from hyperfleet.platform.sweeps.train import run_single
 
@@ -350,7 +350,7 @@ def sweep_replay(
         cfg = parse_sweep(row.stored_config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
-        schedule = replay_schedule(SqlPopulationStore(st.engine), name, member)
+        schedule = replay_schedule(st.population, name, member)
         if not schedule:
             raise ConfigError(f"--member: sweep {name!r} has no member {member}")
         return cfg, schedule

@@ -105,11 +105,11 @@ class Claims:
         s = self.session
         if s.cfg.budget.ahead is not None:
             return s.cfg.budget.ahead
-        if not s.storage.takes_without_lock:
+        if not s.storage.ahead.takes_without_lock:
             return 0
         now = self.clock.monotonic()
         if self._depth_at is None or now - self._depth_at >= DEPTH_EVERY_S:
-            live = s.storage.count_live_workers(self.stale_after)
+            live = s.storage.workers.count_live(self.stale_after)
             self._depth = default_depth(s.cfg, s.scheduler, live)
             self._depth_at = now
         return self._depth
@@ -123,7 +123,7 @@ class Claims:
         )  # fmt: skip
 
     def _take(self, limit: int) -> Suggestion | None:
-        taken = self.session.storage.take_ahead(self.name, limit, **self._fields())
+        taken = self.session.storage.ahead.take(self.name, limit, **self._fields())
         if taken is None:
             if self._left is None:
                 self._left = 0  # found none ahead
@@ -146,7 +146,11 @@ class Claims:
             return None
         # a take when the fleet keeps some ahead, or until this worker found none (a new
         # sweep's first fill, whatever the live workers' count)
-        took = self.ahead and storage.takes_without_lock and (self._left != 0 or self.depth() > 0)
+        took = (
+            self.ahead
+            and storage.ahead.takes_without_lock
+            and (self._left != 0 or self.depth() > 0)
+        )
         if took:
             taken = self._take(limit)
             if taken is not None:
@@ -175,7 +179,7 @@ class Claims:
             queued = self._queued(waited, time.monotonic() - started)
             made += self._make(queued, until=time.monotonic() + REFILL_SLICE_S)
             self._left = len(made) - 1
-            if storage.record_claim(s.name, made, limit, **self._fields()):
+            if storage.ahead.record_claim(s.name, made, limit, **self._fields()):
                 return suggestion
             return None  # a take filled the last slot meanwhile: it waits ahead
 
@@ -236,14 +240,14 @@ class Claims:
                     if self.session.scheduler.exhausted():  # one count: nothing to make
                         self._spent = True
                         break
-                    have = storage.ahead_count(self.name)
+                    have = storage.ahead.count(self.name)
                 if have >= depth:
                     break
                 more = self._make(1)
                 if not more:
                     self._spent = True
                     break  # the budget is used up
-                storage.put_ahead(self.name, more)
+                storage.ahead.put(self.name, more)
             have, made = have + 1, made + 1
         if have is not None:
             self._left = have

@@ -39,7 +39,7 @@ def first_fill(cfg: SweepConfig, storage: Storage, scheduler: Scheduler) -> int:
     ``budget.max_concurrent`` workers keeps, for at most :data:`FIRST_FILL_S`, so that the
     fleet's first claims take them (see the module docstring); how many it made. None on
     SQLite, for schedulers that make none ahead, or with ``budget.ahead: 0``."""
-    if not (scheduler.capabilities.ahead and storage.takes_without_lock):
+    if not (scheduler.capabilities.ahead and storage.ahead.takes_without_lock):
         return 0
     want = default_depth(cfg, scheduler, cfg.budget.max_concurrent)
     made, kept = 0, list[Made]()
@@ -51,10 +51,10 @@ def first_fill(cfg: SweepConfig, storage: Storage, scheduler: Scheduler) -> int:
         kept.append((more.trial_number, more.params))
         made += 1
         if len(kept) == 100:  # kept as made: a crash leaves few unrecorded (phantoms)
-            storage.put_ahead(cfg.name, kept)
+            storage.ahead.put(cfg.name, kept)
             kept = []
     if kept:
-        storage.put_ahead(cfg.name, kept)
+        storage.ahead.put(cfg.name, kept)
     if made:
         logger.info("%s: %d suggestions made ahead for the fleet's first claims", cfg.name, made)
     return made

@@ -242,9 +242,9 @@ class SweepDriver(SweepSeat):
         except Exception:
             logger.warning("could not end MLflow run of trial %d", number, exc_info=True)
         if r.lease_row is not None:
-            storage.close_lease(r.lease_row, stored)
+            storage.leases.close(r.lease_row, stored)
         if r.gang is not None:
-            storage.set_gang_state(r.gang, GangState.OVER)
+            storage.gangs.set_state(r.gang, GangState.OVER)
         self._release(r)
         logger.info("trial %d ended %s %s", number, stored, values or "")
 
@@ -270,7 +270,7 @@ class SweepDriver(SweepSeat):
         logger.warning("trial %d was taken over by another worker; this copy stops", r.number)
         r.handle.kill()
         if r.lease_row is not None:
-            self.session.storage.close_lease(r.lease_row, TrialState.LOST)
+            self.session.storage.leases.close(r.lease_row, TrialState.LOST)
         self._release(r)
         return True
 

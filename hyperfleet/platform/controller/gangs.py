@@ -77,7 +77,7 @@ class Gangs(SweepSeat):
         endpoint = f"{address}:{free_port()}"
         rdzv_id = f"{spec.sweep}-{spec.number}-{attempt}-{uuid.uuid4().hex[:8]}"
         now = self.clock.time()
-        gang = self.session.storage.open_gang(
+        gang = self.session.storage.gangs.open(
             GangRecord(
                 id=0,
                 sweep=spec.sweep,
@@ -101,7 +101,7 @@ class Gangs(SweepSeat):
         if self.session.cfg.trial.resources.nodes < 2 or self.worker is None:
             return
         storage, name = self.session.storage, self.session.name
-        for gang in storage.gangs(name, state=GangState.OPEN):
+        for gang in storage.gangs.of(name, state=GangState.OPEN):
             if self.worker in gang.members or gang.deadline <= self.clock.time():
                 continue
             if devices.free < gang.per_node:
@@ -109,7 +109,7 @@ class Gangs(SweepSeat):
             lease = devices.try_acquire(gang.per_node)
             if lease is None:
                 return
-            node = storage.join_gang(gang.id, self.worker)
+            node = storage.gangs.join(gang.id, self.worker)
             if node is None:
                 devices.release(lease)
                 continue
@@ -117,7 +117,9 @@ class Gangs(SweepSeat):
             spec.write()
             wait = max(1.0, gang.deadline - self.clock.time())
             rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
-            row = storage.open_lease(name, gang.trial, [str(d) for d in lease.devices], self.worker)
+            row = storage.leases.open(
+                name, gang.trial, [str(d) for d in lease.devices], self.worker
+            )
             handle = self.launcher.launch(spec, lease, rdzv)
             self.members[gang.id] = GangMember(gang.id, gang.trial, handle, lease, devices, row)
             logger.info("joined trial %d of sweep %s as node %d", gang.trial, name, node)
@@ -128,7 +130,7 @@ class Gangs(SweepSeat):
             code = m.handle.poll()
             if code is None:
                 continue
-            self.session.storage.close_lease(
+            self.session.storage.leases.close(
                 m.lease_row, TrialState.COMPLETE if code == 0 else TrialState.FAIL
             )
             m.pool.release(m.lease)
@@ -138,7 +140,7 @@ class Gangs(SweepSeat):
         """True when the gang led by this trial is still not full past its deadline."""
         if gang is None:
             return False
-        for g in self.session.storage.gangs(self.session.name, state=GangState.OPEN):
+        for g in self.session.storage.gangs.of(self.session.name, state=GangState.OPEN):
             if g.id == gang:
                 return g.deadline <= self.clock.time()
         return False

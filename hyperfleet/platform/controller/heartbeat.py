@@ -61,7 +61,7 @@ class Heartbeat(threading.Thread):
             if began - self._began < unless_within:
                 return
         taken = time.time()
-        owned = self.storage.beat(self.worker)
+        owned = self.storage.workers.beat(self.worker)
         with self._lock:
             if taken >= self._taken_at:
                 self._owned, self._taken_at, self._began = owned, taken, began
@@ -75,7 +75,7 @@ class Heartbeat(threading.Thread):
         self._stop_event.set()
         self.join(timeout=10)
         try:
-            self.storage.beat(self.worker, WorkerState.STOPPED)
+            self.storage.workers.beat(self.worker, WorkerState.STOPPED)
         except Exception:  # noqa: BLE001 - the row goes stale and reads as lost instead
             logger.warning("could not mark worker %s stopped", self.worker)
         self.storage.close()

@@ -79,7 +79,7 @@ def start(
             gang, rendezvous = gangs.lead(spec, attempt)
         handle: TrialHandle = seat.launcher.launch(spec, lease, rendezvous)
     except BaseException:
-        seat.session.storage.close_lease(row, TrialState.FAIL)
+        seat.session.storage.leases.close(row, TrialState.FAIL)
         raise
     run_id = p.spec.run_id or ""
     started = seat.clock.monotonic()

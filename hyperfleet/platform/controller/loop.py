@@ -172,7 +172,7 @@ class Controller:
         if self.registry is None:
             return every
         try:
-            live = self.registry.count_live_workers(self.timing.stale_after)
+            live = self.registry.workers.count_live(self.timing.stale_after)
         except Exception:  # noqa: BLE001 - unreachable storage: look at the usual pace
             return every
         self._share = max(1.0, live / LOOKERS)
@@ -319,7 +319,7 @@ class Controller:
         if self.worker is None or self.registry is None:
             return
         now = self.clock.time()
-        self.registry.register_worker(
+        self.registry.workers.register(
             dataclasses.replace(self.worker, started_at=now, heartbeat_at=now)
         )
         self._beat = Heartbeat(self.registry.url, self.worker.id, self.timing.heartbeat_every)

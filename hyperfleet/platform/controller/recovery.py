@@ -30,20 +30,20 @@ def requeue_stale(
     itself, and after a pause of its own its heartbeats are what is stale, not they."""
     requeued = []
     limit = session.cfg.budget.max_retries
-    for t in session.storage.stale_running(session.name, stale_after):
+    for t in session.storage.stale.running(session.name, stale_after):
         if worker is not None and t.worker == worker:
             continue
         stopped = was_stopped(t.trial_dir)  # stopped by its controller, not lost: no retry
         if t.retries >= limit and not stopped:
-            session.storage.close_open_leases(session.name, t.number, TrialState.LOST)
+            session.storage.leases.close_open(session.name, t.number, TrialState.LOST)
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
             session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
             session.storage.upsert_trial(session.name, t.number, state=TrialState.FAIL, error=error)
             continue
-        if not session.storage.take_over(t, retry=not stopped):  # it beat or reported since
+        if not session.storage.stale.take_over(t, retry=not stopped):  # it beat or reported since
             continue
-        session.storage.close_open_leases(session.name, t.number, TrialState.LOST)
+        session.storage.leases.close_open(session.name, t.number, TrialState.LOST)
         if stopped:
             logger.warning("trial %d was stopped while storage was unwritable; requeued", t.number)
         else:
@@ -62,7 +62,7 @@ def requeue_unclaimed(session: SweepSession, worker: str | None, number: int) ->
     t = session.storage.get_trial(session.name, number)
     if t is None or t.state != TrialState.RUNNING or t.worker != worker:
         return False
-    if not session.storage.take_over(t, retry=False):  # beaten meanwhile: at the next look
+    if not session.storage.stale.take_over(t, retry=False):  # beaten meanwhile: at the next look
         return False
     logger.warning(
         "trial %d was recorded RUNNING here by a claim whose answer was lost; requeued", number
@@ -122,7 +122,7 @@ def _may_have_phantoms(session: SweepSession) -> bool:
     until its trial is found stale) can hide a phantom from the counts until it is written
     or requeued; the next look finds it."""
     running = session.scheduler.running_count()
-    if running <= session.storage.recorded_count(session.name):
+    if running <= session.storage.ahead.recorded_count(session.name):
         return False
     return bool(_phantoms(session))
 
@@ -142,7 +142,7 @@ def _recorded(session: SweepSession) -> set[int]:
     claim (:mod:`hyperfleet.platform.storage.ahead`: whichever worker takes it claims it),
     read after the scheduler's running ones and in one snapshot (a take runs without the
     claim lock)."""
-    return session.storage.recorded(session.name)
+    return session.storage.ahead.recorded(session.name)
 
 
 def requeue_phantoms_locked(session: SweepSession) -> list[int]:
@@ -173,7 +173,7 @@ def recover(
     workers joining while some were taken for lost spent minutes in their first look
     before their first claim). A look that finds the lock held does nothing; the trial is
     still stale at the next look if no holder requeued it."""
-    seen = session.storage.stale_running(session.name, stale_after)
+    seen = session.storage.stale.running(session.name, stale_after)
     stale = any(worker is None or t.worker != worker for t in seen)
     if always and _may_have_phantoms(session):
         with session.storage.claim_lock(session.name):

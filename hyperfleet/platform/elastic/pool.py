@@ -125,7 +125,7 @@ class ElasticPool:
         """The cluster's word on every job of the pool's rows that was alive when last seen; jobs
         pending past ``start_timeout`` cancelled."""
         now, timeout = self.clock(), self.settings.start_timeout
-        for row in self._submitted(self.storage.workers()):
+        for row in self._submitted(self.storage.workers.all()):
             assert row.job_id is not None
             if row.job_state in JOB_ENDED:
                 continue
@@ -144,7 +144,7 @@ class ElasticPool:
                 decision.cancelled.append(job.id)
                 reason = f"{reason or 'pending'}; cancelled after pending {timeout:g}s"
                 job = Job(job.id, JobState.CANCELLED, reason)
-            self.storage.set_job(job.id, job.state, reason, ended=job.state in JOB_ENDED)
+            self.storage.workers.set_job(job.id, job.state, reason, ended=job.state in JOB_ENDED)
 
     def _wanted(self, decision: ScalingDecision) -> int:
         demands = []
@@ -166,10 +166,10 @@ class ElasticPool:
         """One decision (the module docstring's steps)."""
         s, decision = self.settings, ScalingDecision()
         self._refresh(self.backend.jobs(s.job_name), decision)
-        rows = self.storage.workers()
+        rows = self.storage.workers.all()
         ours = {w.job_id for w in self._submitted(rows) if w.job_state not in JOB_ENDED}
         decision.alive = len(ours)
-        others = [w for w in self.storage.live_workers(STALE_AFTER_S) if w.pool == s.pool]
+        others = [w for w in self.storage.workers.live(STALE_AFTER_S) if w.pool == s.pool]
         others = [w for w in others if w.job_id not in ours]
         decision.wanted = self._wanted(decision)
         n = demand.to_submit(decision.wanted, len(ours), len(others), s.min_workers, s.max_workers)
@@ -196,7 +196,7 @@ class ElasticPool:
         s = self.settings
         job_id = self.backend.submit(self.worker_command(), s.job_name)
         now = self.clock()
-        self.storage.register_worker(
+        self.storage.workers.register(
             WorkerRecord(
                 id=f"{self.backend.kind}-{job_id}", host="", pid=0, pool=s.pool, devices=[],
                 address=None, sweeps=None, started_at=now, heartbeat_at=now,
@@ -227,7 +227,7 @@ class ElasticPool:
 
     def alive_jobs(self) -> list[str]:
         """The jobs this pool submitted that were pending or running when last seen."""
-        rows = self._submitted(self.storage.workers())
+        rows = self._submitted(self.storage.workers.all())
         return [w.job_id for w in rows if w.job_id is not None and w.job_state not in JOB_ENDED]
 
     def release(self, say: Callable[[str], None], within: float = RELEASE_S) -> list[str]:
@@ -253,7 +253,7 @@ class ElasticPool:
                     left.remove(job_id)
                     continue
                 left.remove(job_id)
-                self.storage.set_job(job_id, JobState.CANCELLED, "pool stopped", ended=True)
+                self.storage.workers.set_job(job_id, JobState.CANCELLED, "pool stopped", ended=True)
                 say(f"stopping: cancelled job {job_id}")
         return left
 

@@ -54,12 +54,11 @@ def optuna_scheduler(cfg: SweepConfig, storage: Storage, create: bool) -> Schedu
 
 
 def _population(cls: type[PBTScheduler], cfg: SweepConfig, storage: Storage) -> Scheduler:
-    from hyperfleet.platform.storage.population import SqlPopulationStore
 
     objective = cfg.all_objectives[0]
     return cls(
         cfg.scheduler,
-        store=SqlPopulationStore(storage.engine),
+        store=storage.population,
         sweep=cfg.name,
         space={name: spec.model_dump() for name, spec in cfg.space.items()},
         metric=objective.metric,

@@ -293,7 +293,7 @@ def _wait_registered(cfg: StackConfig, workers: list[Service]) -> None:
     st = Storage.open_readonly(cfg.storage_url)
     try:
         for w in workers:
-            why = wait_for(lambda w=w: any(r.pid == w.pid for r in st.workers()),  # type: ignore[misc]
+            why = wait_for(lambda w=w: any(r.pid == w.pid for r in st.workers.all()),  # type: ignore[misc]
                            w, START_TIMEOUT_S, w.name)  # fmt: skip
             if why is not None:
                 raise ConfigError(f"stack: {why} ({w.log})")

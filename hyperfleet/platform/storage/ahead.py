@@ -7,7 +7,7 @@ schedulers whose suggestions do not depend on who takes them (Optuna's:
 ``Capabilities.ahead``) the scheduler's trials can be made before they are asked for, under
 the same lock, and kept in ``hf_ahead`` (the trial is RUNNING in the scheduler's history,
 which counts it in the budget and shows it to the sampler as pending). A claim then takes the
-lowest-numbered one in one short transaction (:meth:`AheadStore.take_ahead`): the row moves
+lowest-numbered one in one short transaction (:meth:`AheadStore.take`): the row moves
 from ``hf_ahead`` to a RUNNING ``hf_trials`` record under this worker, atomically, so a trial
 is always either ahead or recorded (the look for phantoms counts both) and never both.
 
@@ -27,8 +27,8 @@ heartbeats timed out waiting for a connection (1,000 simulated workers: workers 
 lost). On SQLite (one host) the take runs
 under the claim lock, whose file lock already serialises them.
 
-:class:`AheadStore` is mixed into ``Storage`` (:mod:`.store`), which provides the session, the
-clock and the trial rows; this module does not import it.
+:class:`AheadStore` is the part ``storage.ahead`` of :class:`~.store.Storage` (:mod:`.part`);
+it records a claim's trial row through :mod:`.trial_rows`.
 """
 
 from __future__ import annotations
@@ -39,15 +39,17 @@ import threading
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 import sqlalchemy as sa
 
 from hyperfleet.errors import first_line
 from hyperfleet.platform.storage.locks import local_lock
+from hyperfleet.platform.storage.part import Part
 from hyperfleet.platform.storage.records import TrialFields, json_safe
 from hyperfleet.platform.storage.retry import retried
 from hyperfleet.platform.storage.schema import TrialRow, ahead_table
+from hyperfleet.platform.storage.trial_rows import set_fields, trial_row
 from hyperfleet.spec.states import TrialState
 
 logger = logging.getLogger(__name__)
@@ -144,29 +146,8 @@ def ensure_take_function(engine: sa.engine.Engine, again: bool = False) -> bool:
         return True
 
 
-class AheadStore:
-    """Suggestions made ahead (see the module docstring); needs the ``Storage`` basics."""
-
-    retry_s: float
-
-    if TYPE_CHECKING:  # provided by Storage
-        engine: sa.engine.Engine
-
-        def session(self) -> Any:
-            raise NotImplementedError
-
-        def now(self) -> float:
-            raise NotImplementedError
-
-        @staticmethod
-        def _trial_row(s: Any, sweep: str, number: int, lock: bool = False) -> TrialRow | None:
-            raise NotImplementedError
-
-        @staticmethod
-        def _set_fields(
-            s: Any, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
-        ) -> TrialRow:
-            raise NotImplementedError
+class AheadStore(Part):
+    """``hf_ahead``: suggestions made ahead, kept, taken and counted (see the module docstring)."""
 
     @property
     def takes_without_lock(self) -> bool:
@@ -196,10 +177,9 @@ class AheadStore:
         return int(s.scalar(q) or 0)
 
     def _record(self, s: Any, sweep: str, number: int, fields: TrialFields) -> None:
-        row = self._trial_row(s, sweep, number, lock=True)
-        self._set_fields(s, row, sweep, number, fields)
+        set_fields(s, trial_row(s, sweep, number, lock=True), sweep, number, fields)
 
-    def take_ahead(
+    def take(
         self, sweep: str, limit: int, **fields: Unpack[TrialFields]
     ) -> tuple[Made, int] | None:
         """The lowest-numbered suggestion made ahead, recorded with ``fields`` (RUNNING under
@@ -273,7 +253,7 @@ class AheadStore:
             return first
 
     @retried
-    def put_ahead(self, sweep: str, made: Sequence[Made]) -> None:
+    def put(self, sweep: str, made: Sequence[Made]) -> None:
         """Keep ``made`` ahead (under the claim lock, right after the scheduler made them)."""
         with self.session() as s:
             self._insert(s, sweep, made)
@@ -289,7 +269,7 @@ class AheadStore:
         s.execute(sa.insert(ahead_table), rows)
 
     @retried
-    def ahead(self, sweep: str) -> list[Made]:
+    def of(self, sweep: str) -> list[Made]:
         """The sweep's suggestions made ahead, by number."""
         t = ahead_table
         with self.session() as s:
@@ -297,7 +277,7 @@ class AheadStore:
             return [(int(n), dict(p)) for n, p in s.execute(q)]
 
     @retried
-    def ahead_count(self, sweep: str) -> int:
+    def count(self, sweep: str) -> int:
         """How many suggestions of the sweep are made ahead."""
         t = ahead_table
         with self.session() as s:

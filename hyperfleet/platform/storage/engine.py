@@ -46,7 +46,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from hyperfleet.errors import StorageError
-from hyperfleet.platform.credentials import mask_text, masked
+from hyperfleet.platform.credentials import mask_text, masked, reveal
 from hyperfleet.platform.urls import storage_problem
 
 SQLITE_TIMEOUT_S = 60
@@ -242,3 +242,34 @@ def too_few_connections(what: str, fix: str = "ALTER ROLE â€¦ CONNECTION LIMIT â
 def release_engine(engine: Engine) -> None:
     """One user of ``engine`` is done with it: closed when it was the last (or not shared)."""
     _ENGINES.give_back(engine)
+
+
+_OPTUNA: Shared[Any] = Shared(lambda rdb: rdb.engine.dispose())  # Optuna's RDBStorage
+
+
+def _new_optuna(url: str, readonly: bool, create: bool) -> Any:
+    import optuna
+
+    where = readonly_url(url) if readonly else url
+    rdb = optuna.storages.RDBStorage(
+        reveal(where),
+        engine_kwargs=engine_kwargs(url, readonly),
+        skip_compatibility_check=not create,
+        skip_table_creation=not create,
+    )
+    configure_sqlite(rdb.engine, readonly)
+    return rdb
+
+
+def shared_optuna(url: str, readonly: bool, create: bool) -> Any:
+    """Optuna's ``RDBStorage`` on ``url``: on PostgreSQL one per process (thread-safe, as
+    Optuna's threaded ``optimize`` uses it), so its pool is shared as the platform's engine
+    is; on SQLite a new one. Give it back with :func:`release_optuna`."""
+    if not url.startswith("postgresql"):
+        return _new_optuna(url, readonly, create)
+    return _OPTUNA.take((url, readonly, create), lambda: _new_optuna(url, readonly, create))
+
+
+def release_optuna(rdb: Any) -> None:
+    """One user of ``rdb`` is done with it: its engine closed when it was the last."""
+    _OPTUNA.give_back(rdb)

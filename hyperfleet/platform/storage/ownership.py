@@ -170,7 +170,7 @@ def check_same_code(cfg: SweepConfig, row: SweepRecord | None, storage_url: str)
     st = Storage.open_readonly(storage_url)
     try:
         serving = [
-            w for w in st.live_workers(STALE_AFTER_S) if w.sweeps is None or cfg.name in w.sweeps
+            w for w in st.workers.live(STALE_AFTER_S) if w.sweeps is None or cfg.name in w.sweeps
         ]
     finally:
         st.close()

@@ -187,7 +187,7 @@ class LeaseRecord:
         return copy(cls, row, state=None if row.state is None else TrialState(row.state))
 
     @classmethod
-    def of_mapping(cls, row: Mapping[str, Any]) -> LeaseRecord:
+    def of_mapping(cls, row: Mapping[Any, Any]) -> LeaseRecord:
         """From a row's columns; those a database of an older schema lacks keep defaults."""
         values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
         state = values.get("state")
@@ -218,7 +218,7 @@ class WorkerRecord:
     """Why the job waits or ended, as the scheduler says it (``squeue -o %r``)."""
 
     @classmethod
-    def of_mapping(cls, row: Mapping[str, Any]) -> WorkerRecord:
+    def of_mapping(cls, row: Mapping[Any, Any]) -> WorkerRecord:
         """From a row's columns; those a database of an older schema lacks keep defaults."""
         values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
         return cls(**{**values, "state": WorkerState(values["state"])})

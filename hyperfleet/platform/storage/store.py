@@ -38,19 +38,18 @@ from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.credentials import keep, reveal
 from hyperfleet.platform.storage.ahead import AheadStore
 from hyperfleet.platform.storage.engine import (
-    Shared,
-    configure_sqlite,
     connection_problem,
-    engine_kwargs,
-    readonly_url,
     release_engine,
+    release_optuna,
     shared_engine,
+    shared_optuna,
     too_few_connections,
 )
-from hyperfleet.platform.storage.fleet import FleetStore
+from hyperfleet.platform.storage.gangs import GangStore
+from hyperfleet.platform.storage.leases import LeaseStore
 from hyperfleet.platform.storage.locks import claim_lock, try_claim_lock
+from hyperfleet.platform.storage.population import SqlPopulationStore
 from hyperfleet.platform.storage.records import (
-    TRIAL_FIELDS,
     SweepFields,
     SweepRecord,
     TrialFields,
@@ -60,62 +59,25 @@ from hyperfleet.platform.storage.records import (
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
+from hyperfleet.platform.storage.stale import StaleTrials
+from hyperfleet.platform.storage.trial_rows import check_fence, set_fields, trial_row
+from hyperfleet.platform.storage.workers import WorkerStore
 from hyperfleet.platform.urls import masked
 from hyperfleet.spec.states import SweepStatus, TrialState
 
 logger = logging.getLogger(__name__)
 
 
-def _check_fence(row: TrialRow | None, number: int, attempt: int) -> None:
-    """:class:`Superseded` unless ``row`` is RUNNING at ``attempt``."""
-    if row is not None and row.state == TrialState.RUNNING and int(row.attempts or 0) == attempt:
-        return
-    current = None if row is None else int(row.attempts or 0)
-    if current is not None and current > attempt:
-        raise Superseded(f"superseded by attempt {current}", current)
-    state = "gone" if row is None else row.state
-    raise Superseded(
-        f"superseded: trial {number} is {state} (this copy is attempt {attempt})", current
-    )
-
-
-_OPTUNA: Shared[Any] = Shared(lambda rdb: rdb.engine.dispose())  # Optuna's RDBStorage
-
-
-def _new_optuna(url: str, readonly: bool, create: bool) -> Any:
-    import optuna
-
-    where = readonly_url(url) if readonly else url
-    rdb = optuna.storages.RDBStorage(
-        reveal(where),
-        engine_kwargs=engine_kwargs(url, readonly),
-        skip_compatibility_check=not create,
-        skip_table_creation=not create,
-    )
-    configure_sqlite(rdb.engine, readonly)
-    return rdb
-
-
-def shared_optuna(url: str, readonly: bool, create: bool) -> Any:
-    """Optuna's ``RDBStorage`` on ``url``: on PostgreSQL one per process (thread-safe, as
-    Optuna's threaded ``optimize`` uses it), so its pool is shared as the platform's engine
-    is (:mod:`.engine`); on SQLite a new one. Give it back with :func:`release_optuna`."""
-    if not url.startswith("postgresql"):
-        return _new_optuna(url, readonly, create)
-    return _OPTUNA.take((url, readonly, create), lambda: _new_optuna(url, readonly, create))
-
-
-def release_optuna(rdb: Any) -> None:
-    """One user of ``rdb`` is done with it: its engine closed when it was the last."""
-    _OPTUNA.give_back(rdb)
-
-
 def worker_identity() -> tuple[str, int]:
     return socket.gethostname(), os.getpid()
 
 
-class Storage(FleetStore, AheadStore):
-    """hyperfleet's tables and Optuna's RDB storage on one database URL."""
+class Storage:
+    """hyperfleet's tables and Optuna's RDB storage on one database URL: the sweeps' and
+    trials' records here, the rest in parts (:mod:`.part`), each over this storage's engine:
+    ``workers`` (:mod:`.workers`), ``leases`` (:mod:`.leases`), ``gangs`` (:mod:`.gangs`),
+    ``ahead`` (suggestions made ahead, :mod:`.ahead`), ``stale`` (trials whose copy is gone,
+    :mod:`.stale`) and ``population`` (PBT's, :mod:`.population`)."""
 
     def __init__(
         self,
@@ -161,6 +123,13 @@ class Storage(FleetStore, AheadStore):
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._optuna: Any = None
         self._closed = False
+        self._present: dict[str, frozenset[str]] = {}  # each table's columns, looked up once
+        self.workers = WorkerStore(self)
+        self.leases = LeaseStore(self)
+        self.gangs = GangStore(self)
+        self.ahead = AheadStore(self)
+        self.stale = StaleTrials(self)
+        self.population = SqlPopulationStore(self.engine)
 
     @classmethod
     def open_readonly(cls, url: str) -> Storage:
@@ -190,6 +159,32 @@ class Storage(FleetStore, AheadStore):
     def has_studies(self) -> bool:
         """True when Optuna's tables exist (a PBT-only database has none)."""
         return sa.inspect(self.engine).has_table("studies")
+
+    @_retried
+    def held_columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]:
+        """The columns of ``table`` the database has: a reader of a database an older
+        hyperfleet wrote reads it as it is (a writer upgrades it, ``schema.upgrade``); none for a
+        table it does not have yet (a version-1 database has no ``hf_workers``)."""
+        present = self._present.get(table.name)
+        if present is None:
+            inspector = sa.inspect(s.connection())
+            found = inspector.get_columns(table.name) if inspector.has_table(table.name) else []
+            present = frozenset(c["name"] for c in found)
+            if present >= {c.name for c in table.c}:  # whole: nothing it lacks can come later
+                self._present[table.name] = present
+        return [c for c in table.c if c.name in present]
+
+    @_retried
+    def state_counts(self, sweep: str) -> dict[str, int]:
+        """The sweep's trials counted by state, by the database (a fleet's workers leaving a
+        sweep as it ends: each would otherwise read every trial)."""
+        q = (
+            sa.select(TrialRow.state, sa.func.count())
+            .where(TrialRow.sweep == sweep)
+            .group_by(TrialRow.state)
+        )
+        with self.session() as s:
+            return {str(state): int(n) for state, n in s.execute(q)}
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -299,31 +294,6 @@ class Storage(FleetStore, AheadStore):
         with self.session() as s:
             return int(s.scalar(q) or 0)
 
-    @staticmethod
-    def _trial_row(s: Session, sweep: str, number: int, lock: bool = False) -> TrialRow | None:
-        q = sa.select(TrialRow).where(TrialRow.sweep == sweep, TrialRow.number == number)
-        if lock:
-            q = q.with_for_update()
-        return s.scalars(q).one_or_none()
-
-    @staticmethod
-    def _set_fields(
-        s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
-    ) -> TrialRow:
-        """``fields`` set on the trial's ``row``, made (WAITING) if there is none."""
-        unknown = set(fields) - TRIAL_FIELDS
-        if unknown:
-            raise TypeError(f"not a field of a trial's row: {', '.join(sorted(unknown))}")
-        if row is None:
-            row = TrialRow(
-                sweep=sweep, number=number, state=TrialState.WAITING, attempts=0, retries=0
-            )
-            row.params, row.metrics = {}, {}
-            s.add(row)
-        for key, value in fields.items():
-            setattr(row, key, json_safe(value) if key in ("metrics", "params") else value)
-        return row
-
     @_retried
     def upsert_trial(
         self, sweep: str, number: int, fence: int | None = None, **fields: Unpack[TrialFields]
@@ -331,10 +301,10 @@ class Storage(FleetStore, AheadStore):
         """Set ``fields`` of the trial's row (created if missing). ``fence``: the writer's
         attempt; refused (:class:`Superseded`) unless the trial is RUNNING at it."""
         with self.session() as s:
-            row = self._trial_row(s, sweep, number, lock=True)
+            row = trial_row(s, sweep, number, lock=True)
             if fence is not None:
-                _check_fence(row, number, fence)
-            row = self._set_fields(s, row, sweep, number, fields)
+                check_fence(row, number, fence)
+            row = set_fields(s, row, sweep, number, fields)
             s.flush()
             return TrialRecord.of(row)
 
@@ -344,7 +314,7 @@ class Storage(FleetStore, AheadStore):
         ``fields`` (RUNNING, this worker, ...); writes of earlier attempts are refused from
         now on."""
         with self.session() as s:
-            row = self._trial_row(s, sweep, number, lock=True)
+            row = trial_row(s, sweep, number, lock=True)
             return self._next_attempt(s, row, sweep, number, fields)
 
     @_retried
@@ -353,7 +323,7 @@ class Storage(FleetStore, AheadStore):
         **fields: Unpack[TrialFields],
     ) -> tuple[int, int]:  # fmt: skip
         """The launch of a trial this worker claimed (``fields["worker"]``): its next attempt
-        number (:meth:`start_attempt`) and its lease of ``devices`` (:meth:`open_lease`), in
+        number (:meth:`start_attempt`) and its lease of ``devices`` (:meth:`.LeaseStore.open`), in
         one transaction under the row's lock, and only while the trial is still RUNNING under
         this worker. :class:`Superseded` when it is not: the worker stalled between its claim
         and its launch (its heartbeats late on a machine out of CPU) until another worker
@@ -361,7 +331,7 @@ class Storage(FleetStore, AheadStore):
         a second live copy (it took the record over and opened a second lease)."""
         worker = fields.get("worker")
         with self.session() as s:
-            row = self._trial_row(s, sweep, number, lock=True)
+            row = trial_row(s, sweep, number, lock=True)
             if row is None or row.state != TrialState.RUNNING or row.worker != worker:
                 held = "gone" if row is None else f"{row.state} under {row.worker or 'no worker'}"
                 raise Superseded(
@@ -369,12 +339,12 @@ class Storage(FleetStore, AheadStore):
                     None if row is None else int(row.attempts or 0),
                 )
             attempt = self._next_attempt(s, row, sweep, number, fields)
-            return attempt, self.insert_lease(s, sweep, number, devices, worker, share, per_device)
+            return attempt, self.leases.insert(s, sweep, number, devices, worker, share, per_device)
 
     def _next_attempt(
         self, s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
     ) -> int:
-        row = self._set_fields(s, row, sweep, number, fields)
+        row = set_fields(s, row, sweep, number, fields)
         row.attempts = int(row.attempts or 0) + 1
         s.flush()
         return int(row.attempts)
@@ -384,7 +354,7 @@ class Storage(FleetStore, AheadStore):
         """Raise :class:`Superseded` unless the trial is RUNNING at ``attempt``: a copy asks
         before it writes a file another copy may own (its checkpoint)."""
         with self.session() as s:
-            _check_fence(self._trial_row(s, sweep, number), number, attempt)
+            check_fence(trial_row(s, sweep, number), number, attempt)
 
     def now(self) -> float:
         return time.time() if self.clock is None else float(self.clock.time())

@@ -33,7 +33,6 @@ from typing import Any
 from hyperfleet.platform.storage.population import (
     LineageEvent,
     PopulationReader,
-    SqlPopulationStore,
 )
 
 logger = logging.getLogger(__name__)
@@ -160,7 +159,7 @@ def log_sweep_lineage(tracker: Any, parent_run_id: str, storage: Any, sweep: str
     artifact. Read from storage now, written through the tracker's outbox (in order after the
     members' runs exist, retried through an outage); the run ids in the artifact are the real
     ones even for runs created late."""
-    store = SqlPopulationStore(storage.engine)
+    store = storage.population
     members = store.members(sweep)
     events = store.lineage(sweep)
     stored = {t.number: t.mlflow_run_id for t in storage.trials(sweep)}

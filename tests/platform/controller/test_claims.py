@@ -80,9 +80,9 @@ def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: 
     claims = Claims(s, SystemClock(), "w1", 30.0)
     first = claims.claim()
     assert first is not None and first.trial_number == 0  # its own suggestion only
-    assert s.storage.ahead(s.name) == []
+    assert s.storage.ahead.of(s.name) == []
     assert claims.refill() == 3  # after its launch: up to the depth
-    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [1, 2, 3]
     assert requeue_phantoms(s) == []  # ahead is recorded: not a phantom
     study = {t.number: t.params for t in s.scheduler.study.get_trials()}  # type: ignore[attr-defined]
     second = claims.claim()
@@ -92,7 +92,7 @@ def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: 
     third = claims.claim()
     assert third is not None and third.trial_number == 2
     assert claims.refill() == 2  # one left: made up to three again (trials 4 and 5)
-    assert [n for n, _ in s.storage.ahead(s.name)] == [3, 4, 5]
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [3, 4, 5]
     assert [c.trial_number for c in (claims.claim(), claims.claim())] == [3, 4]  # type: ignore[union-attr]
     with _held_elsewhere(s):  # another worker holds the claim lock: no refill now
         assert claims.refill() == 0
@@ -101,7 +101,7 @@ def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: 
     assert claims.refill() == 1  # trial 6: the budget (7) is used up after it
     assert [c.trial_number for c in iter(claims.claim, None)] == [6]
     running = [t.number for t in s.storage.trials(s.name, TrialState.RUNNING)]
-    assert running == list(range(7)) and s.storage.ahead(s.name) == []
+    assert running == list(range(7)) and s.storage.ahead.of(s.name) == []
     assert len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
     s.storage.close()
 
@@ -111,7 +111,7 @@ def test_a_claim_that_waited_for_the_lock_makes_more_for_the_queue(tmp_path: Pat
     with _held_elsewhere(s, release_after=0.5):  # a queue: others hold the lock meanwhile
         first = Claims(s, SystemClock(), "w1", 30.0).claim()
     assert first is not None and first.trial_number == 0
-    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]  # for the claims behind it
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [1, 2, 3]  # for the claims behind it
     s.storage.close()
 
 
@@ -123,7 +123,7 @@ def test_a_claim_makes_more_for_the_queue_for_a_slice_of_time_only(
     with _held_elsewhere(s, release_after=0.5):
         first = Claims(s, SystemClock(), "w1", 30.0).claim()
     assert first is not None and first.trial_number == 0
-    assert s.storage.ahead(s.name) == []  # its own only
+    assert s.storage.ahead.of(s.name) == []  # its own only
     s.storage.close()
 
 
@@ -132,7 +132,7 @@ def test_a_full_sweep_takes_nothing_and_a_dead_refiller_leaves_a_phantom(tmp_pat
     claims = Claims(s, SystemClock(), "w1", 30.0)
     assert claims.claim() is not None and claims.refill() == 2
     assert claims.claim() is None  # max_concurrent: 1 runs
-    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2]  # untouched
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [1, 2]  # untouched
     _end(s, 0)
     taken = claims.claim()
     assert taken is not None and taken.trial_number == 1
@@ -165,7 +165,7 @@ def _register_workers(s: SweepSession, active: int, stopped: int) -> None:
     now = time.time()
     for i in range(active + stopped):
         state = WorkerState.ACTIVE if i < active else WorkerState.STOPPED
-        s.storage.register_worker(
+        s.storage.workers.register(
             WorkerRecord(
                 id=f"w{i}", host="h", pid=i, pool="p", devices=[], address=None, sweeps=None,
                 started_at=now, heartbeat_at=now, state=state,
@@ -205,9 +205,9 @@ def test_a_new_sweep_starts_with_the_queue_a_full_fleet_keeps(
     once (up to its budget), so a fleet's first claims, all at once, take them without the
     claim lock; continuing the sweep makes none."""
     s = _session(postgres_url, tmp_path, trials=30, max_concurrent=8)
-    assert [n for n, _ in s.storage.ahead(s.name)] == list(range(8))
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == list(range(8))
     again = _session(postgres_url, tmp_path, trials=30, max_concurrent=8)  # another worker
-    assert len(s.storage.ahead(s.name)) == 8 and len(again.scheduler.study.get_trials()) == 8  # type: ignore[attr-defined]
+    assert len(s.storage.ahead.of(s.name)) == 8 and len(again.scheduler.study.get_trials()) == 8  # type: ignore[attr-defined]
     taken = count_claim_locks(again.storage)
     firsts = [Claims(again, SystemClock(), f"w{i}", 30.0).claim() for i in range(8)]
     assert [f.trial_number for f in firsts if f is not None] == list(range(8)) and taken == []
@@ -229,7 +229,7 @@ def test_a_new_sweeps_first_fill_follows_its_depth(
     postgres_url: str, tmp_path: Path, scheduler: str, budget: dict[str, int], made: int
 ) -> None:
     s = _session(postgres_url, tmp_path, scheduler=scheduler, **budget)
-    assert len(s.storage.ahead(s.name)) == made
+    assert len(s.storage.ahead.of(s.name)) == made
     assert requeue_phantoms(s) == []  # every one recorded
     s.storage.close()
 
@@ -238,11 +238,11 @@ def test_a_new_sweeps_first_fill_is_bounded_in_time_and_none_on_sqlite(
     postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sqlite = _session(f"sqlite:///{tmp_path / 'hf.db'}", tmp_path / "one-host")
-    assert sqlite.storage.ahead(sqlite.name) == []  # one host: none
+    assert sqlite.storage.ahead.of(sqlite.name) == []  # one host: none
     sqlite.storage.close()
     monkeypatch.setattr(depth_mod, "FIRST_FILL_S", 0.0)  # no time for any
     s = _session(postgres_url, tmp_path)
-    assert s.storage.ahead(s.name) == [] and s.scheduler.study.get_trials() == []  # type: ignore[attr-defined]
+    assert s.storage.ahead.of(s.name) == [] and s.scheduler.study.get_trials() == []  # type: ignore[attr-defined]
     s.storage.close()
 
 
@@ -257,16 +257,16 @@ def test_a_worker_tops_the_queue_ahead_up_between_launches(tmp_path: Path) -> No
     assert claims.claim() is not None
     with _held_elsewhere(s):  # the refill after its launch found the lock held
         assert claims.refill() == 0
-    assert s.storage.ahead(s.name) == []
+    assert s.storage.ahead.of(s.name) == []
     assert claims.top_up() == 4  # a tick of its loop, with no launch
-    assert [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3, 4]
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [1, 2, 3, 4]
     taken = [claims.claim() for _ in range(3)]
     assert [t.trial_number for t in taken if t is not None] == [1, 2, 3]
     assert claims.top_up() == 0  # one ahead, but the last top-up was just now
     clock.advance(TOP_UP_EVERY_S)
     assert claims.top_up() == 2  # trials 5 and 6: the budget (7) is used up
     clock.advance(TOP_UP_EVERY_S)
-    assert [n for n, _ in s.storage.ahead(s.name)] == [4, 5, 6]
+    assert [n for n, _ in s.storage.ahead.of(s.name)] == [4, 5, 6]
     other = Claims(s, clock, "w2", 30.0)  # a worker that did not see the budget run out
     assert other.claim() is not None and other.claim() is not None
     assert other.top_up() == 0  # the scheduler's count says the budget is used up
@@ -286,7 +286,7 @@ def test_a_refill_stops_after_its_slice(tmp_path: Path, monkeypatch: pytest.Monk
     claims = Claims(s, VirtualClock(), "w1", 30.0)
     assert claims.claim() is not None
     monkeypatch.setattr(claims_mod, "REFILL_SLICE_S", 0.0)
-    assert claims.refill() == 0 and s.storage.ahead(s.name) == []
+    assert claims.refill() == 0 and s.storage.ahead.of(s.name) == []
     monkeypatch.setattr(claims_mod, "REFILL_SLICE_S", 30.0)
     assert claims.refill() == 4  # its view after the last one: still short
     s.storage.close()
@@ -297,7 +297,7 @@ def test_a_take_does_not_wait_for_the_claim_lock_on_postgresql(
 ) -> None:
     s = _session(postgres_url, tmp_path, ahead=4)  # four made at the sweep's creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and [n for n, _ in s.storage.ahead(s.name)] == [1, 2, 3]
+    assert mine.claim() is not None and [n for n, _ in s.storage.ahead.of(s.name)] == [1, 2, 3]
     got: list[Any] = []
     other = _session(postgres_url, tmp_path, ahead=4)  # another worker's connection
     with s.storage.claim_lock(s.name):  # a refill (or a slow suggestion) holds it
@@ -324,7 +324,7 @@ def test_a_take_on_postgresql_is_one_statement_that_records_the_claim(
     listen = lambda *a: seen.append(" ".join(a[2].split()[:4]))  # noqa: E731
     sa.event.listen(s.storage.engine, "before_cursor_execute", listen)
     try:
-        taken = s.storage.take_ahead(s.name, 20, **claims._fields())
+        taken = s.storage.ahead.take(s.name, 20, **claims._fields())
     finally:
         sa.event.remove(s.storage.engine, "before_cursor_execute", listen)
     assert taken is not None and taken[0][0] == 1 and taken[1] == 1
@@ -334,7 +334,7 @@ def test_a_take_on_postgresql_is_one_statement_that_records_the_claim(
     assert record.heartbeat_at == record.started_at and record.started_at is not None
     assert record.attempts == 0 and record.params == {} and record.ended_at is None
     with pytest.raises(ValueError, match="a take records a claim's fields"):
-        s.storage.take_ahead(s.name, 20, state=TrialState.RUNNING)
+        s.storage.ahead.take(s.name, 20, state=TrialState.RUNNING)
     s.storage.close()
 
 
@@ -357,16 +357,16 @@ def test_a_take_without_the_right_to_make_the_function_runs_as_statements(
     rows_only = Storage(postgres_url.replace("//hf@", f"//{role}@"), create=False)
     fields = Claims(s, SystemClock(), "w1", 30.0)._fields()
     with caplog.at_level("WARNING", logger="hyperfleet.platform.storage.ahead"):
-        first = rows_only.take_ahead(s.name, 20, **fields)
-        second = rows_only.take_ahead(s.name, 20, **fields)
+        first = rows_only.ahead.take(s.name, 20, **fields)
+        second = rows_only.ahead.take(s.name, 20, **fields)
     assert first is not None and second is not None
     assert [first[0][0], second[0][0]] == [0, 1] and second[1] == 1
     assert sum("cannot make the function" in r.getMessage() for r in caplog.records) == 1
-    assert s.storage.take_ahead(s.name, 20, **fields) is not None  # its owner makes it
+    assert s.storage.ahead.take(s.name, 20, **fields) is not None  # its owner makes it
     with s.storage.engine.begin() as conn:
         conn.execute(sa.text(f"DROP FUNCTION {ahead_mod.TAKE_FUNCTION}({ahead_mod._TAKE_ARGS})"))
-    s.storage.put_ahead(s.name, [(9, {"x": 0.5})])
-    again = s.storage.take_ahead(s.name, 20, **fields)
+    s.storage.ahead.put(s.name, [(9, {"x": 0.5})])
+    again = s.storage.ahead.take(s.name, 20, **fields)
     assert again is not None and again[0] == (9, {"x": 0.5})
     rows_only.close()
     s.storage.close()
@@ -379,21 +379,21 @@ def test_a_take_counts_the_running_trials_after_a_take_in_flight_commits(
     recorded the second) makes another worker's take wait, then find the sweep full."""
     s = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)  # three made at creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and len(s.storage.ahead(s.name)) == 2
+    assert mine.claim() is not None and len(s.storage.ahead.of(s.name)) == 2
     other = _session(postgres_url, tmp_path, ahead=3, max_concurrent=2)
     got: list[Any] = []
     t = threading.Thread(
         target=lambda: got.append(Claims(other, SystemClock(), "w2", 30.0).claim())
     )
     with s.storage.session() as tx:
-        s.storage._serialise(tx, s.name)
-        s.storage._record(tx, s.name, 50, {"state": TrialState.RUNNING, "worker": "w3"})
+        s.storage.ahead._serialise(tx, s.name)
+        s.storage.ahead._record(tx, s.name, 50, {"state": TrialState.RUNNING, "worker": "w3"})
         t.start()
         t.join(timeout=1.0)
         assert t.is_alive() and got == []  # waits for the take in flight
     t.join(timeout=20)
     assert got == [None]  # two run now: the sweep is full
-    assert len(s.storage.ahead(s.name)) == 2
+    assert len(s.storage.ahead.of(s.name)) == 2
     s.storage.close()
     other.storage.close()
 
@@ -406,7 +406,7 @@ def test_one_connection_of_a_process_waits_for_the_takes_lock(
     database's advisory lock and the others stay free (a heartbeat needs one)."""
     s = _session(postgres_url, tmp_path, ahead=6)  # six made at the sweep's creation
     mine = Claims(s, SystemClock(), "w1", 30.0)
-    assert mine.claim() is not None and len(s.storage.ahead(s.name)) == 5
+    assert mine.claim() is not None and len(s.storage.ahead.of(s.name)) == 5
     got: list[Any] = []
 
     def claim(worker: str) -> None:
@@ -418,7 +418,7 @@ def test_one_connection_of_a_process_waits_for_the_takes_lock(
         "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
     )
     with s.storage.session() as tx:
-        s.storage._serialise(tx, s.name)  # another worker's take in flight
+        s.storage.ahead._serialise(tx, s.name)  # another worker's take in flight
         for t in threads:
             t.start()
         time.sleep(1.0)
@@ -474,7 +474,7 @@ def test_concurrent_claims_on_postgresql_keep_every_limit(
     numbers = sorted(n for _, n in taken)
     assert numbers == list(range(30))  # each trial once, the whole budget
     assert over == []
-    assert sessions[0].storage.ahead(sessions[0].name) == []
+    assert sessions[0].storage.ahead.of(sessions[0].name) == []
     assert len({w for w, _ in taken}) > 1  # the workers shared them
     for s in sessions:
         s.storage.close()
@@ -488,6 +488,6 @@ def test_a_simulated_sweep_with_suggestions_ahead_runs_each_trial_once(tmp_path:
     summary = sim.run(sim.controller())
     assert summary.state_counts["COMPLETE"] == 9
     assert sim.max_running <= 2
-    assert sim.storage.ahead(sim.cfg.name) == []
-    launches = Counter(lease.trial for lease in sim.storage.leases(sim.cfg.name))
+    assert sim.storage.ahead.of(sim.cfg.name) == []
+    launches = Counter(lease.trial for lease in sim.storage.leases.all(sim.cfg.name))
     assert sorted(launches) == list(range(9)) and set(launches.values()) == {1}

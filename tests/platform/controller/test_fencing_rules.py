@@ -110,7 +110,7 @@ def test_a_claim_requeued_before_its_launch_is_left_to_the_worker_that_took_it(
         if got is not None and got.trial_number == 0:  # meanwhile, on another worker:
             sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
             sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other")
-            sim.storage.open_lease(sim.cfg.name, 0, ["cpu:9"], "other")
+            sim.storage.leases.open(sim.cfg.name, 0, ["cpu:9"], "other")
         return got
 
     driver.claims.claim = stalled  # type: ignore[method-assign]
@@ -118,7 +118,7 @@ def test_a_claim_requeued_before_its_launch_is_left_to_the_worker_that_took_it(
     assert sorted(driver.running) == [1], "trial 0 not launched here; the next claim was"
     t0 = sim.trials()[0]
     assert (t0.state, t0.worker, t0.attempts, t0.retries) == ("RUNNING", "other", 1, 1)
-    leases = [(lease.trial, lease.worker) for lease in sim.storage.leases(sim.cfg.name)]
+    leases = [(lease.trial, lease.worker) for lease in sim.storage.leases.all(sim.cfg.name)]
     assert sorted(leases) == [(0, "other"), (1, "me")], "one lease of trial 0: the other's"
     assert ("disown", 0) in driver.session.tracker.calls, "the run made for it here is dropped"
     assert sim.pool.free == sim.pool.size - 1, "its device went back"
@@ -152,7 +152,7 @@ def test_a_claim_whose_answer_was_lost_is_requeued_at_the_next_heartbeat(tmp_pat
     assert orphan == 0 and sorted(driver.running) == [1] and driver.claims.claim() is None
     record = sim.storage.get_trial(sim.cfg.name, orphan)
     assert record is not None and (record.state, record.worker) == ("RUNNING", "me")
-    owned = sim.storage.beat("me")  # what the worker's heartbeat returns
+    owned = sim.storage.workers.beat("me")  # what the worker's heartbeat returns
     assert owned == {(sim.cfg.name, 0), (sim.cfg.name, 1)}
     driver.fence(owned, sim.clock.time())
     record = sim.storage.get_trial(sim.cfg.name, orphan)

@@ -15,14 +15,14 @@ from hyperfleet.platform.storage import Storage, WorkerRecord, engine
 
 
 def _beat_at(storage: Storage, worker: str) -> float:
-    (row,) = [w for w in storage.workers() if w.id == worker]
+    (row,) = [w for w in storage.workers.all() if w.id == worker]
     return row.heartbeat_at
 
 
 def test_a_heartbeat_within_the_interval_is_not_repeated(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     storage = Storage(url)
-    storage.register_worker(
+    storage.workers.register(
         WorkerRecord("w", "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
     )
     beat = Heartbeat(url, "w", every=3.0)  # not started: beats only when told
@@ -47,7 +47,7 @@ def test_a_heartbeat_does_not_wait_for_the_work_pool(
     monkeypatch.setattr(engine, "POOL_SIZE", 1)
     monkeypatch.setattr(engine, "POOL_OVERFLOW", 0)
     storage = Storage(postgres_url)  # this test's database: a new engine, one connection
-    storage.register_worker(
+    storage.workers.register(
         WorkerRecord("w", "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
     )
     beat = Heartbeat(postgres_url, "w", every=3.0)
@@ -99,16 +99,16 @@ def test_a_heartbeat_stamps_the_worker_and_only_its_running_trials(db_url: str) 
     storage = Storage(db_url)
     storage.create_sweep("s", {})
     for w in ("w", "other"):
-        storage.register_worker(
+        storage.workers.register(
             WorkerRecord(w, "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
         )
     for number, worker, state in [(0, "w", "RUNNING"), (1, "w", "RUNNING"), (2, "w", "COMPLETE"),
                                   (3, "other", "RUNNING")]:  # fmt: skip
         storage.upsert_trial("s", number, state=state, worker=worker, heartbeat_at=0.0)
-    assert storage.beat("w") == {("s", 0), ("s", 1)}
+    assert storage.workers.beat("w") == {("s", 0), ("s", 1)}
     beats = {t.number: t.heartbeat_at for t in storage.trials("s")}
     assert beats[0] > 0.0 and beats[1] > 0.0 and beats[2] == 0.0 and beats[3] == 0.0
     assert _beat_at(storage, "w") > 0.0 and _beat_at(storage, "other") == 0.0
-    storage.beat("w", WorkerState.STOPPED)
-    assert [x.state for x in storage.workers() if x.id == "w"] == ["stopped"]
+    storage.workers.beat("w", WorkerState.STOPPED)
+    assert [x.state for x in storage.workers.all() if x.id == "w"] == ["stopped"]
     storage.close()

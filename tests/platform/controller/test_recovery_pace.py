@@ -16,7 +16,7 @@ from hyperfleet.testing.controller import Sim
 def _fleet(storage: Storage, first: int, last: int, now: float) -> None:
     for i in range(first, last):
         record = WorkerRecord(f"w{i}", "vm", i, "default", [], None, None, now, now, "active")
-        storage.register_worker(record)
+        storage.workers.register(record)
 
 
 def test_the_fleet_not_each_worker_looks_every_few_seconds(tmp_path: Path) -> None:

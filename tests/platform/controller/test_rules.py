@@ -253,7 +253,7 @@ def test_every_launch_leases_devices_for_its_span(tmp_path: Path) -> None:
     changes = {"budget": {"trials": 3, "max_concurrent": 2}}
     sim = Sim(tmp_path, TEN_STEPS, changes, devices=2)
     sim.run(sim.controller())
-    leases = sim.storage.leases(sim.cfg.name)
+    leases = sim.storage.leases.all(sim.cfg.name)
     assert sorted(x.trial for x in leases) == [0, 1, 2]
     assert all(x.state == "COMPLETE" and x.ended_at - x.started_at == pytest.approx(10, abs=0.2)
                for x in leases)  # fmt: skip
@@ -271,7 +271,7 @@ def test_per_device_k_trials_share_one_slot_and_the_next_waits(tmp_path: Path) -
     sim.run(sim.controller())
     assert sim.states() == {"COMPLETE": 5}
     assert sim.max_running == 4, "four shares of the one slot run at once, not five"
-    leases = sim.storage.leases(sim.cfg.name)  # as recorded in SQLite
+    leases = sim.storage.leases.all(sim.cfg.name)  # as recorded in SQLite
     assert [(x.devices, x.per_device) for x in leases] == [(["cpu:0"], 4)] * 5
     first, last = leases[:4], leases[4]
     assert sorted(x.share for x in first) == [0, 1, 2, 3]

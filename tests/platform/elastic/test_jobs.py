@@ -21,7 +21,7 @@ def test_a_version_2_database_is_read_as_it_is_and_gains_the_job_columns(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'v2.db'}"
     st = Storage(url)  # made as version 2 was: hf_workers without the job columns
-    st.register_worker(
+    st.workers.register(
         WorkerRecord(
             id="w", host="h", pid=1, pool="default", devices=[], address=None, sweeps=None,
             started_at=1.0, heartbeat_at=1.0, state=WorkerState.STOPPED,
@@ -33,14 +33,14 @@ def test_a_version_2_database_is_read_as_it_is_and_gains_the_job_columns(
         conn.execute(sa.text("UPDATE hf_meta SET value = '2'"))
     st.close()
     reader = Storage.open_readonly(url)  # a reader reads it as it is
-    (old,) = reader.workers()
+    (old,) = reader.workers.all()
     assert (old.id, old.job_id, old.job_state) == ("w", None, None)
     reader.close()
     Storage(url).close()  # a writer: columns added (idempotently: twice)
     st = Storage(url)
     with st.engine.connect() as conn:
         assert schema_version(conn) == SCHEMA_VERSION == 4
-    (old,) = st.workers()
+    (old,) = st.workers.all()
     assert (old.id, old.job_id, old.job_state) == ("w", None, None)
     st.close()
 
@@ -56,18 +56,18 @@ def pending_row(job: str) -> WorkerRecord:
 def test_workers_shows_each_job_with_slurms_state_and_reason(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     st = Storage(url)
-    st.register_worker(pending_row("41"))
-    st.register_worker(pending_row("42"))
-    st.set_job("41", JobState.PENDING, "PartitionConfig")
-    st.register_worker(
+    st.workers.register(pending_row("41"))
+    st.workers.register(pending_row("42"))
+    st.workers.set_job("41", JobState.PENDING, "PartitionConfig")
+    st.workers.register(
         WorkerRecord(
             id="n1-7-abc", host="n1", pid=7, pool="gpu", devices=["cpu:0"], address=None,
             sweeps=None, started_at=2.0, heartbeat_at=st.now(), state=WorkerState.ACTIVE,
             job_id="42",
         )
     )  # fmt: skip
-    st.set_job("42", JobState.RUNNING, None)  # its worker registered: the pending row ends
-    assert [w.id for w in st.live_workers(30.0)] == ["n1-7-abc"], "a pending job is no worker"
+    st.workers.set_job("42", JobState.RUNNING, None)  # its worker registered: the pending row ends
+    assert [w.id for w in st.workers.live(30.0)] == ["n1-7-abc"], "a pending job is no worker"
     st.close()
     result = invoke("workers", "--storage", url, "--json")
     assert result.exit_code == 0, result.output

@@ -55,7 +55,7 @@ def test_a_decision_submits_up_to_max_workers_then_waits(scripted: Any) -> None:
     command = cluster.commands[0]
     assert command[command.index("--exit-when-idle") + 1] == "30s"
     assert cluster.names["1"] == "hyperfleet-default"
-    rows = {w.id: w for w in pool.storage.workers()}
+    rows = {w.id: w for w in pool.storage.workers.all()}
     assert rows["fake-1"].state == WorkerState.PENDING and rows["fake-1"].job_id == "1"
 
 
@@ -66,7 +66,7 @@ def test_start_failures_are_retried_with_backoff_not_in_a_loop(scripted: Any) ->
         cluster.move(job, JobState.FAILED, "NonZeroExitCode")
     d = pool.step()
     assert d.submitted == [] and d.waiting_until == clock.now + 40, "2 failures: 20 s x 2"
-    shown = {w.job_id: w for w in pool.storage.workers()}
+    shown = {w.job_id: w for w in pool.storage.workers.all()}
     assert (shown["1"].job_state, shown["1"].job_reason) == ("FAILED", "NonZeroExitCode")
     clock.now += 41
     assert pool.step().submitted == ["3", "4"]
@@ -74,7 +74,7 @@ def test_start_failures_are_retried_with_backoff_not_in_a_loop(scripted: Any) ->
     clock.now += 61  # pending past --start-timeout: cancelled, its reason kept
     d = pool.step()
     assert "3" in d.cancelled and "4" in d.cancelled and d.submitted == []
-    reason = {w.job_id: w.job_reason for w in pool.storage.workers()}["3"]
+    reason = {w.job_id: w.job_reason for w in pool.storage.workers.all()}["3"]
     assert reason is not None and reason.startswith("PartitionConfig; cancelled after pending")
     assert d.waiting_until == clock.now + 160, "4 failures in a row: 20 s x 8"
 
@@ -103,7 +103,7 @@ def test_a_job_the_cluster_forgot_is_gone(scripted: Any) -> None:
     pool.step()
     cluster.forget("1")
     assert pool.step().alive == 1, "job 2 only"
-    shown = {w.job_id: w for w in pool.storage.workers()}
+    shown = {w.job_id: w for w in pool.storage.workers.all()}
     assert shown["1"].job_state == JobState.GONE
 
 

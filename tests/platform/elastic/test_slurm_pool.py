@@ -63,7 +63,7 @@ class Site:
     def rows(self) -> list[Any]:
         st = self.storage()
         try:
-            return st.workers()
+            return st.workers.all()
         finally:
             st.close()
 

@@ -30,7 +30,7 @@ from optuna.storages._cached_storage import _CachedStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperfleet.platform.schedulers.optuna import internals
-from hyperfleet.platform.storage.store import release_optuna, shared_optuna
+from hyperfleet.platform.storage.engine import release_optuna, shared_optuna
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

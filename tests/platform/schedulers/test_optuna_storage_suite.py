@@ -1,6 +1,6 @@
 """Optuna's own storage conformance suite (``optuna.testing.pytest_storages.StorageTestCase``)
 run against the storage the platform gives every study: ``internals.lean_storage`` (a
-``LeanCachedStorage``) over the platform's ``RDBStorage`` (``storage.store.shared_optuna``, what
+``LeanCachedStorage``) over the platform's ``RDBStorage`` (``storage.engine.shared_optuna``, what
 ``Storage.optuna`` hands ``scheduler.open_study``), on a SQLite file and on PostgreSQL.
 
 Each test gets an empty database (the suite counts the studies it made). The suite's
@@ -19,7 +19,7 @@ from optuna.storages import BaseStorage
 from optuna.testing.pytest_storages import StorageTestCase
 
 from hyperfleet.platform.schedulers.optuna import internals
-from hyperfleet.platform.storage.store import release_optuna, shared_optuna
+from hyperfleet.platform.storage.engine import release_optuna, shared_optuna
 
 
 def lean_storage(url: str) -> Iterator[BaseStorage]:
