@@ -391,7 +391,7 @@ def test_population_page_on_a_sweep_without_a_population(open_page: Open) -> Non
 
 
 def test_device_timeline_has_a_bar_per_leased_device(open_page: Open, filled: Filled) -> None:
-    leases = stored(filled).leases(PBT)
+    leases = stored(filled).leases.all(PBT)
     at = open_page("devices", PBT)
     bars = [d for d in figures(at)["timeline"]["data"] if d["name"] != "paused"]
     assert sum(len(d["y"]) for d in bars) == sum(len(lease.devices) for lease in leases)

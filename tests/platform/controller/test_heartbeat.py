@@ -77,7 +77,7 @@ def test_a_failed_heartbeat_says_it_tries_again_not_that_the_worker_stopped(
     def unreachable() -> None:
         raise sa.exc.OperationalError("SELECT 1", {}, Exception("database is locked"))
 
-    beat.storage.beat = lambda *a, **k: retrying(unreachable, budget_s=0.0)  # type: ignore[method-assign]
+    beat.storage.workers.beat = lambda *a, **k: retrying(unreachable, budget_s=0.0)  # type: ignore[method-assign]
     with caplog.at_level("WARNING", logger="hyperfleet.platform.controller.heartbeat"):
         beat.start()
         deadline = time.monotonic() + 10

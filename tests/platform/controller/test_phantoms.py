@@ -52,16 +52,16 @@ def test_a_trial_that_ends_while_the_records_are_read_is_not_a_phantom(tmp_path:
     assert suggestion is not None
     number = suggestion.trial_number
     s.storage.upsert_trial(s.name, number, state=TrialState.RUNNING, worker="w1")
-    read = s.storage.recorded
+    read = s.storage.ahead.recorded
 
     def ending_meanwhile(sweep: str) -> set[int]:
         s.scheduler.on_trial_end(number, TrialState.COMPLETE, [0.5])  # as a driver's _end
         s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
         return read(sweep)
 
-    s.storage.recorded = ending_meanwhile  # type: ignore[method-assign]
+    s.storage.ahead.recorded = ending_meanwhile  # type: ignore[method-assign]
     assert requeue_phantoms(s) == []
-    s.storage.recorded = read  # type: ignore[method-assign]
+    s.storage.ahead.recorded = read  # type: ignore[method-assign]
     assert s.storage.get_trial(s.name, number).state == TrialState.COMPLETE  # type: ignore[union-attr]
     s.storage.close()
 
