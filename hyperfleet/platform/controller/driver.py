@@ -147,7 +147,7 @@ class SweepDriver(SweepSeat):
             if problems:  # a sampled combination that breaks a layout rule, or no rendezvous
                 self._reject(prepared, lease, pool, "; ".join(problems))
             else:
-                self.running[prepared.number] = start(self, self.gangs, prepared, lease, pool)
+                self.running[prepared.number] = self._start(prepared, lease, pool)
                 self.launched += 1
                 self.refill_ahead(prepared.number)
         except Superseded as exc:  # requeued since the claim: its new holder runs it
@@ -158,6 +158,10 @@ class SweepDriver(SweepSeat):
             self._abandon(suggestion.trial_number, lease, pool)
             raise
         return True
+
+    def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
+        """Launch the claimed trial ``p`` (:func:`.launch.start`)."""
+        return start(self, self.gangs, p, lease, pool)
 
     def _launch_problems(self, ranks: int) -> list[str]:
         """Why the launcher could not start a trial of ``ranks`` processes here (a host name

@@ -7,19 +7,30 @@ too. A part is read one at a time: its module holds its tables' queries and noth
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-if TYPE_CHECKING:
-    from hyperfleet.platform.storage.store import Storage
+
+class Basics(Protocol):
+    """What a part reads from the storage that holds it (:class:`~.store.Storage`)."""
+
+    url: str
+    retry_s: float
+    engine: sa.engine.Engine
+
+    def session(self) -> AbstractContextManager[Session]: ...
+
+    def now(self) -> float: ...
+
+    def held_columns(self, s: Any, table: sa.Table) -> list[sa.Column[Any]]: ...
 
 
 class Part:
     """One part of a :class:`~.store.Storage` (see the module docstring)."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Basics) -> None:
         self.storage = storage
 
     @property

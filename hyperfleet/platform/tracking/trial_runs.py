@@ -17,19 +17,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from hyperfleet.platform.tracking.artifacts import log_json
 from hyperfleet.platform.tracking.base import ChildRun
 from hyperfleet.platform.tracking.client import log_batches
-from hyperfleet.platform.tracking.outbox import Ticket
+from hyperfleet.platform.tracking.outbox import Outbox, Ticket
 from hyperfleet.platform.tracking.records import RUN_RUNNING, STATE_TAG, child_params, run_name
 from hyperfleet.platform.tracking.runs import find_trial_run
-from hyperfleet.platform.tracking.spool import PENDING, is_pending
+from hyperfleet.platform.tracking.spool import PENDING, Spool, is_pending
 from hyperfleet.spec.states import TrialState
-
-if TYPE_CHECKING:
-    from hyperfleet.platform.tracking.tracker import SweepTracker
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +35,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class Tracker(Protocol):
+    """What the trial runs read of the :class:`~.tracker.SweepTracker` that holds them."""
+
+    client: Any  # MlflowClient
+    experiment_id: str | None
+    parent_id: str
+    sweep: str
+    outbox: Outbox
+
+    def spool(self, number: int) -> Spool | None: ...
+
+    def ship(self, number: int, run_id: str | None) -> None: ...
+
+
 class TrialRuns:
     """Which MLflow run each trial of the tracker's sweep has (see the module docstring)."""
 
-    def __init__(self, tracker: SweepTracker) -> None:
+    def __init__(self, tracker: Tracker) -> None:
         self.tracker = tracker
         self.children: dict[int, ChildRun] = {}
         self.start_ms: dict[int, int] = {}
