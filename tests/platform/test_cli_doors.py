@@ -96,7 +96,7 @@ def _workers(url: str) -> None:
 
     st = Storage(url)
     now = time.time()
-    st.register_worker(
+    st.workers.register(
         WorkerRecord(f"{LONG}-worker", "host-with-a-long-name.cluster.example.org", 1, "default",
                      ["cpu:0", "cpu:1"], None, None, now, now, WorkerState.ACTIVE)
     )  # fmt: skip
