@@ -56,6 +56,7 @@ from hyperfleet.platform.storage.records import (
     TrialRecord,
     json_safe,
 )
+from hyperfleet.platform.storage.removal import SweepRemoval
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S, login_refused, refused_message
 from hyperfleet.platform.storage.retry import retried as _retried
 from hyperfleet.platform.storage.schema import SweepRow, TrialRow, check_readable, create_schema
@@ -129,6 +130,7 @@ class Storage:
         self.gangs = GangStore(self)
         self.ahead = AheadStore(self)
         self.stale = StaleTrials(self)
+        self.removal = SweepRemoval(self)  # a sweep's rows and study deleted (:mod:`.removal`)
         self.population = SqlPopulationStore(self.engine)
 
     @classmethod
