@@ -17,6 +17,7 @@ import typer
 
 from hyperfleet import startup
 from hyperfleet.errors import HyperfleetError
+from hyperfleet.platform.cli import delete as cli_delete
 from hyperfleet.platform.cli import fleet as cli_fleet
 from hyperfleet.platform.cli import pool as cli_pool
 from hyperfleet.platform.cli import stack as cli_stack
@@ -39,6 +40,7 @@ from hyperfleet.spec.workloads import DEFAULT_WORKLOAD, add_import_path
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, rich_markup_mode=HELP_MARKUP
 )
+sweep_app.command("delete")(cli_delete.sweep_delete)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(cli_stack.stack_app, name="stack")
 app.add_typer(cli_pool.pool_app, name="pool")

@@ -220,7 +220,7 @@ def _write_new(directory: Path, data: dict[str, Any]) -> dict[str, Any]:
     return _read(directory) or {}
 
 
-def _local_store(uri: str) -> Path | None:
+def local_store(uri: str) -> Path | None:
     """The file or folder of a local MLflow store (None: a server or a database server)."""
     from hyperfleet.platform.storage.engine import sqlite_path
 
@@ -233,7 +233,7 @@ def _local_store(uri: str) -> Path | None:
 
 def absolute_uri(uri: str) -> str:
     """A local MLflow store's URI with an absolute path (others as they are)."""
-    path = _local_store(uri)
+    path = local_store(uri)
     if path is None or path.is_absolute():
         return uri
     if uri.startswith("sqlite:"):
@@ -252,7 +252,7 @@ def owned_config(cfg: SweepConfig, tracking_uri: str) -> SweepConfig:
 def check_store(name: str, uri: str, parent_run_id: str | None) -> None:
     """``ConfigError`` when sweep ``name`` already has its MLflow run (``parent_run_id``) and
     its local store ``uri`` is not on this host: opening it would create an empty one."""
-    path = _local_store(uri)
+    path = local_store(uri)
     if parent_run_id and path is not None and not path.exists():
         raise ConfigError(
             f"tracking.uri: sweep {name!r} logs to {uri}, which this host does not see "

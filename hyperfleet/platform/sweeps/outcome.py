@@ -21,6 +21,8 @@ from hyperfleet.platform.storage.results import SweepSummary, TrialSummary, summ
 if TYPE_CHECKING:
     import pandas as pd
 
+    from hyperfleet.platform.sweeps.delete import Deleted
+
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -67,6 +69,15 @@ class SweepResult:
         values = ["value"] if len(metrics) == 1 else [f"value_{m}" for m in metrics]
         columns = ["number", "state", *values, *(f"params_{n}" for n in names)]
         return pd.DataFrame(rows, columns=[*columns, "duration", "last_step"])
+
+    def delete(self, keep_files: bool = False) -> Deleted:
+        """Delete the sweep, as ``hyperfleet sweep delete NAME --yes`` does (no question
+        asked): its storage rows and Optuna study, its run directory (unless ``keep_files``)
+        and its MLflow runs; its name is free afterwards. ``ConfigError``, with nothing
+        changed, while workers serve it. What was deleted, counted."""
+        from hyperfleet.platform.sweeps.delete import delete_sweep, plan_deletion
+
+        return delete_sweep(plan_deletion(self.storage, self.name), keep_files=keep_files)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{v} {k}" for k, v in self.summary.state_counts.items() if v)
