@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.platform.config.overrides import BudgetOverride
     from hyperfleet.platform.sweeps.outcome import SweepResult
 
 __all__ = ["load", "run", "submit"]
@@ -45,10 +46,14 @@ Config = Mapping[str, Any] | str | Path
 Workload = Callable[..., Any] | str | None
 
 
-def _config(config: Config, workload: Workload) -> tuple[SweepConfig, Path | None]:
-    """The validated sweep config and the file it came from (None for a mapping)."""
+def _config(
+    config: Config, workload: Workload, override: BudgetOverride | None = None
+) -> tuple[SweepConfig, Path | None]:
+    """The validated sweep config (``override``: a run's budget values in place of the
+    config's) and the file it came from (None for a mapping)."""
     from hyperfleet.errors import ConfigError
-    from hyperfleet.platform.config import parse_sweep, read_yaml
+    from hyperfleet.platform.config import read_yaml
+    from hyperfleet.platform.config.overrides import BudgetOverride, parse_with
     from hyperfleet.platform.sweeps.shipping import with_workload
 
     if isinstance(config, (str, Path)):
@@ -61,7 +66,7 @@ def _config(config: Config, workload: Workload) -> tuple[SweepConfig, Path | Non
             f"config: expected a dict of the sweep file's settings or its path, "
             f"got a {type(config).__name__}"
         )
-    return parse_sweep(with_workload(data, workload)), path
+    return parse_with(with_workload(data, workload), override or BudgetOverride()), path
 
 
 def _not_while_importing_main(call: str) -> None:
@@ -111,14 +116,19 @@ def run(
     tracking_uri: str | None = None,
     devices: str = "auto",
     progress: bool = True,
+    trials: int | None = None,
+    timeout: float | str | None = None,
 ) -> SweepResult:
     """Create the sweep (or continue it) and run it on this host until its budget is spent,
     as ``hyperfleet sweep run`` does; its :class:`SweepResult`.
 
     ``storage``/``tracking_uri`` override the config's (``--storage``, ``--tracking-uri``);
-    ``devices``: ``auto``, ``cpu:N`` or ``cuda:0,1``; ``progress``: show a progress line.
+    ``devices``: ``auto``, ``cpu:N`` or ``cuda:0,1``; ``progress``: show a progress line;
+    ``trials``/``timeout`` replace the config's ``budget.trials``/``budget.timeout`` for
+    this run, and are stored with the sweep (``--trials``, ``--timeout``).
     Raises ``ConfigError`` before anything is written when the config is invalid, and
     ``KeyboardInterrupt`` once an interrupt has requeued the running trials."""
+    from hyperfleet.platform.config.overrides import API_NAMES, budget_override
     from hyperfleet.platform.pool import parse_devices
     from hyperfleet.platform.storage.results import none_complete
     from hyperfleet.platform.sweeps.display import ProgressLine, TrialLines
@@ -129,28 +139,31 @@ def run(
 
     _not_while_importing_main("run")
     check_urls(storage, tracking_uri)
-    cfg, path = _config(config, workload)
+    override = budget_override(trials, timeout, API_NAMES)
+    cfg, path = _config(config, workload, override)
     check_env()
     parse_devices(devices)
     storage_url, tracking = _urls(cfg, storage, tracking_uri)
     # a line per ended trial, as `sweep run` prints them piped, and the count with the best
-    trials: TrialLines | None = None
+    trial_lines: TrialLines | None = None
     line: ProgressLine | None = None
     if progress:
-        lines = trials = TrialLines(cfg, storage_url, _stderr)
+        lines = trial_lines = TrialLines(cfg, storage_url, _stderr)
         line = ProgressLine(cfg.name, best=lambda: lines.best)
     runner = SweepRunner(
-        cfg, storage_url, tracking, devices=devices, on_progress=_both(trials, line),
+        cfg, storage_url, tracking, devices=devices, on_progress=_both(trial_lines, line),
         sweep_file=path,
     )  # fmt: skip
+    if progress and override:
+        _stderr(str(override.line()))
     try:
         summary = runner.run()
     except BaseException:
-        if trials is not None:
-            trials.close(show=False)
+        if trial_lines is not None:
+            trial_lines.close(show=False)
         raise
-    if trials is not None:
-        trials.close()
+    if trial_lines is not None:
+        trial_lines.close()
     result = SweepResult(name=cfg.name, storage=storage_url, summary=summary)
     if summary.interrupted:
         if line is not None:

@@ -20,6 +20,7 @@ from hyperfleet.errors import ConfigError, HyperfleetError
 
 if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig
+    from hyperfleet.platform.config.overrides import BudgetOverride
 
 out = Console()
 err = Console(stderr=True)
@@ -117,14 +118,18 @@ def print_table(table: Table, wide: bool = False, console: Console | None = None
         console.print(table)
 
 
-def load_file(path: str | Path) -> SweepConfig:
-    """The sweep file at ``path``; when the ``hyperfleet`` program runs (not a test's
-    ``CliRunner``), its directory goes on the workload's import path first
+def load_file(path: str | Path, override: BudgetOverride | None = None) -> SweepConfig:
+    """The sweep file at ``path``, with ``override``'s budget values when given
+    (:mod:`~hyperfleet.platform.config.overrides`); when the ``hyperfleet`` program runs
+    (not a test's ``CliRunner``), its directory goes on the workload's import path first
     (:func:`hyperfleet.spec.workloads.add_import_path`), as the current directory did when
     the program started."""
-    from hyperfleet.platform.config import load_sweep
+    from hyperfleet.platform.config import load_sweep, read_yaml
+    from hyperfleet.platform.config.overrides import parse_with
     from hyperfleet.spec.workloads import add_import_path
 
     if _state["program"]:
         add_import_path(Path(path).parent)
+    if override:
+        return parse_with(read_yaml(path), override)
     return load_sweep(path)

@@ -75,8 +75,16 @@ def sweep_run(
             "--stop-at-timeout", help="At budget.timeout stop running trials too (requeued)."
         ),
     ] = False,
+    trials: Annotated[
+        str | None, typer.Option(help="budget.trials for this run (stored with the sweep).")
+    ] = None,
+    timeout: Annotated[
+        str | None,
+        typer.Option(help="budget.timeout for this run: 90s, 30m, 2h (stored with the sweep)."),
+    ] = None,
 ) -> None:
-    """Create the sweep (or continue it) and run it to its budget."""
+    """Create the sweep (or continue it) and run it to its budget (``--trials`` and
+    ``--timeout`` replace the file's: a smoke run)."""
     # only what reading the sweep file needs is imported before its first trials' processes
     # start: the stores' libraries (SQLAlchemy, Optuna, MLflow) come after, while they start
     from hyperfleet.platform.launcher.launchers import prestarted
@@ -86,7 +94,10 @@ def sweep_run(
         from hyperfleet.platform.sweeps.preflight import check_urls
 
         _guard(lambda: check_urls(storage, tracking_uri))
-    cfg = _guard(lambda: load_file(file))
+    from hyperfleet.platform.config.overrides import budget_override
+
+    override = _guard(lambda: budget_override(trials, timeout))
+    cfg = _guard(lambda: load_file(file, override))
     if stop_at_timeout:
         budget = cfg.budget.model_copy(update={"stop_at_timeout": True})
         cfg = cfg.model_copy(update={"budget": budget})
@@ -110,6 +121,8 @@ def sweep_run(
             launchers.abandon()
         raise
     console = err if as_json else out
+    if override:
+        console.print(override.line(), markup=False, highlight=False, soft_wrap=True)
     summary = _guard(lambda: _run_with_progress(runner, console))
     _summary(console, summary)
     _hints(console, summary, storage_url, tracking, default_tracking)
