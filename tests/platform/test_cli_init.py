@@ -1,5 +1,6 @@
 """``hyperfleet init`` writes the recommended sweep (tpe with asha) for a workload, a file
-that validates; it refuses to overwrite, and bad input is one line and exit 2."""
+that validates, with a smoke run's budget (a handful of trials, a few minutes); it refuses to
+overwrite, and bad input is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ def test_writes_the_recommended_sweep(tmp_path: Path, workload: str) -> None:
     cfg = load_sweep(path)
     assert (cfg.name, cfg.scheduler.type, cfg.pruner.type) == ("my-sweep", "tpe", "asha")
     assert cfg.trial.workload == workload and len(cfg.dims) == 4
+    budget = cfg.budget  # a smoke run: a handful of trials within a few minutes
+    assert budget.trials is not None and 2 <= budget.trials <= 10
+    assert budget.timeout is not None and budget.timeout <= 10 * 60
+    assert f"smoke budget of {budget.trials} trials" in result.stdout
 
 
 def test_a_custom_workload_gets_a_space_to_edit(tmp_path: Path) -> None:

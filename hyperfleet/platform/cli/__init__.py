@@ -99,7 +99,9 @@ def init(
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", file.stem) or "sweep"
     data = _guard(lambda: recommended_sweep(workload, name))
     _guard(lambda: file.write_text(yaml.safe_dump(data, sort_keys=False)))
-    out.print(f"{file}: wrote sweep {name!r} (tpe with asha) for {workload}; "
+    budget = data["budget"]
+    out.print(f"{file}: wrote sweep {name!r} (tpe with asha; a smoke budget of "
+              f"{budget['trials']} trials, {budget['timeout']}) for {workload}; "
               f"run: hyperfleet sweep run {file}", markup=False, highlight=False,
               soft_wrap=True)  # fmt: skip
 

@@ -4,6 +4,11 @@
 a time; docs/schedulers.md, "Which scheduler", says why, from ``benchmarks/bench_anytime.py``. The
 built-in workloads get the search space they declare (``WorkloadInfo.space``); another workload
 (``package.module:function``) gets ``lr`` only, to edit.
+
+Its budget is a smoke run's (:data:`SMOKE_BUDGET`: a handful of trials, a few minutes): the
+first run shows the workload, the stores and the search working end to end within minutes;
+a real search raises ``budget.trials`` and ``budget.timeout`` in the file (or per run:
+``sweep run --trials N --timeout D``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.urls import local_storage, local_tracking
 from hyperfleet.spec.workloads import BUILTIN
 
+#: the budget ``init`` writes: a smoke run (module docstring)
+SMOKE_BUDGET = {"trials": 8, "timeout": "5m", "max_concurrent": 2}
 _LR = {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -35,7 +42,7 @@ def recommended_sweep(workload: str, name: str) -> dict[str, Any]:
         "objective": {"metric": "val_loss", "mode": "min"},
         "scheduler": {"type": "tpe", "seed": 0},
         "pruner": {"type": "asha"},
-        "budget": {"timeout": "30m", "max_concurrent": 2},
+        "budget": dict(SMOKE_BUDGET),
         "space": space,
         "trial": {"workload": workload, "steps": steps, "eval_every": max(1, steps // 12),
                   "resources": {"devices": 1}},
