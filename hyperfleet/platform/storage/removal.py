@@ -156,5 +156,5 @@ class SweepRemoval(Part):
                 if not present.has_table(table.name):
                     continue  # an older database without it
                 deleted = s.execute(sa.delete(table).where(table.c[column] == name))
-                counts[table.name] = int(deleted.rowcount or 0)
+                counts[table.name] = int(cast(sa.CursorResult[Any], deleted).rowcount or 0)
         return counts
