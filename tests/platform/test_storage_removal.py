@@ -1,12 +1,12 @@
 """``storage.removal``: every ``hf_*`` table that names a sweep is emptied of that sweep's rows
 (and no other sweep's), its Optuna study is deleted, and a removal cut short is finished by
-the next; who serves a sweep is read from live heartbeats, never from stale ones."""
+the next; who serves a sweep is read from live heartbeats, never from stale ones. On SQLite and
+PostgreSQL (whose foreign key from ``hf_trials`` to ``hf_sweeps`` holds the order)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -23,8 +23,9 @@ NAMES = ("gone", "stays")
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
+def storage(db_url: str) -> Iterator[Storage]:
+    """A storage on each backend (SQLite and PostgreSQL: ``db_url``)."""
+    st = Storage(db_url)
     try:
         yield st
     finally:

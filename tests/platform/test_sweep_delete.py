@@ -220,3 +220,23 @@ def test_load_delete_from_python(tmp_path: Path, mlflow_template: Path) -> None:
     assert not (runs / "py").exists() and any(runs.glob("py.deleted-*"))
     with pytest.raises(ConfigError, match="no sweep named 'py'"):
         hyperfleet.load("py", storage=url)
+
+
+def test_the_claim_lock_and_the_rows_on_each_backend(db_url: str) -> None:
+    """Deleting under the sweep's claim lock (an advisory lock on PostgreSQL, a file lock on
+    SQLite) with trials and leases stored, the sweep never opened in MLflow."""
+    from hyperfleet.platform.sweeps.delete import delete_sweep, plan_deletion
+
+    st = Storage(db_url)
+    st.create_sweep("stub", {})
+    for number in (0, 1):
+        st.upsert_trial("stub", number, state=TrialState.RUNNING, worker="w")  # its claim
+        st.launch_attempt("stub", number, ["cpu:0"], state=TrialState.RUNNING, worker="w")
+        st.upsert_trial("stub", number, state=TrialState.COMPLETE)
+    st.close()
+    plan = plan_deletion(db_url, "stub")
+    assert plan.trials == 2 and plan.run_dir is None and plan.parent_run_id is None
+    deleted = delete_sweep(plan)
+    assert (deleted.runs, deleted.notes) == (0, ())
+    assert deleted.rows == 5  # the sweep, two trials, two leases
+    assert set(rows(db_url, "stub").values()) == {0}

@@ -40,12 +40,12 @@ def delete_runs(
 ) -> RunsDeleted:
     """Delete the sweep's run ``parent_id``, its children in ``experiment_id`` and the runs
     ``run_ids`` (pending placeholders skipped) in the store at ``uri`` (module docstring)."""
-    store = local_store(uri)
-    if store is not None and not store.exists():
-        return RunsDeleted(0, store)
     ids = [r for r in (parent_id, *run_ids) if r is not None and not is_pending(r)]
     if not ids:  # never opened in MLflow
         return RunsDeleted(0)
+    store = local_store(uri)
+    if store is not None and not store.exists():
+        return RunsDeleted(0, store)
     try:
         client = open_client(uri)
         if experiment_id is not None and parent_id is not None:
