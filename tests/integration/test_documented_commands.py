@@ -44,6 +44,7 @@ PLACEHOLDERS = {
     "sweep submit sweep.yaml": "sweep submit examples/stack.yaml",
     "status my-sweep": "status stack-demo",
     "replay NAME": "replay pbt-toy",
+    "delete NAME": "delete quickstart",
     "postgresql://host/hf": '"$HYPERFLEET_STORAGE"',
     "http://mlflow:5000": '"$HYPERFLEET_TRACKING_URI"',
     "--storage ... --tracking-uri ...": (
@@ -60,6 +61,9 @@ SERVING = {
     'hyperfleet worker --storage "$HYPERFLEET_STORAGE" --tracking-uri "$HYPERFLEET_TRACKING_URI" '
     "--advertise-address $(hostname -I | cut -d' ' -f1)": "worker",
 }
+
+#: what a reader types at a command's prompt
+ANSWERS = {"hyperfleet sweep delete NAME": "y", "hyperfleet sweep delete NAME --keep-files": "y"}
 
 #: documented commands that do not run on a test machine, and why
 NOT_HERE = {
@@ -130,6 +134,19 @@ SCENARIOS: dict[str, list[str]] = {
         "hyperfleet sweep run examples/lightning/sweep.yaml",
         "hyperfleet sweep run examples/transformers/sweep.yaml",
         "hyperfleet sweep run examples/pbt_charlm.yaml --devices cpu:4",
+    ],
+    "lifecycle": [
+        "source .venv/bin/activate",
+        "hyperfleet sweep run examples/quickstart.yaml --trials 2 --timeout 2m",
+        "check: hyperfleet sweep list | grep 'quickstart' | grep '2/2' > /dev/null",
+        "hyperfleet sweep delete NAME --keep-files",
+        "check: ls -d hyperfleet-runs/quickstart.deleted-*",
+        "check: ! hyperfleet sweep status quickstart",
+        "check: hyperfleet sweep run examples/quickstart.yaml --trials 1",
+        "hyperfleet sweep delete NAME --yes",
+        "check: hyperfleet sweep run examples/quickstart.yaml --trials 1",
+        "hyperfleet sweep delete NAME",
+        "check: ! hyperfleet sweep status quickstart",
     ],
     "fleet-postgresql": [
         "source .venv/bin/activate",
@@ -239,6 +256,8 @@ def _line(command: str, pg: str) -> str:
     text = command
     for placeholder, value in PLACEHOLDERS.items():
         text = text.replace(placeholder, value.format(pg=pg))
+    if command in ANSWERS:
+        text = f"echo {shlex.quote(ANSWERS[command])} | {text}"
     serves = SERVING.get(command)
     if serves is None:
         return text
