@@ -81,8 +81,9 @@ def test_program_outcomes_and_its_mlflow_run(tmp_path: Path, mlflow_template: Pa
     assert ok.state == TrialState.COMPLETE
     assert ok.metrics["val_loss"] == pytest.approx(0.5 + 1 / 3, abs=1e-4)
     assert crash.state == TrialState.FAIL and crash.error is not None
-    assert "ValueError: the data file is corrupt" in crash.error  # its stderr
-    assert crash.error.rstrip().endswith("report.py exited with code 3")
+    assert "report.py exited with code 3" in crash.error
+    # its stderr's exception is the failure line: quoted last
+    assert crash.error.rstrip().endswith("ValueError: the data file is corrupt")
     assert silent.error is not None
     assert silent.error.rstrip().endswith("no val_loss reported; looked for val_loss=… on stdout")
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from hyperfleet.platform.storage.results import ENDINGS, SweepSummary, reason, trial_summaries
+from hyperfleet.platform.storage.failures import reason
+from hyperfleet.platform.storage.results import ENDINGS, SweepSummary, trial_summaries
 from hyperfleet.platform.sweeps.display import compact, params_text
 from hyperfleet.spec.states import TrialState
 

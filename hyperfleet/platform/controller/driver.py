@@ -11,8 +11,8 @@ How a launch ends decides what comes next:
 * the trial completed, was pruned or paused (PBT) — recorded as such, devices back at once;
 * a NaN or infinite objective — FAIL with the reason;
 * the processes failed or were lost — the trial is retried from its checkpoint, up to
-  ``budget.max_retries`` times, unless its workload raised the same error twice (then FAIL
-  with that error);
+  ``budget.max_retries`` times, unless its workload raised the same error as at its previous
+  failure (then FAIL with that error: a deterministic error is not retried again);
 * stopped (interrupt, drain) — requeued, so any worker resumes it from its checkpoint. A
   trial whose processes end on their own while its worker drains is stopped too, not failed:
   the drain's signal reached them as well (Slurm's ``scancel`` signals every process of the
@@ -36,7 +36,7 @@ from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.claims import Claims
 from hyperfleet.platform.controller.gangs import Gangs, SweepSeat
 from hyperfleet.platform.controller.launch import Running, start, started_fields
-from hyperfleet.platform.controller.outcomes import failed, plain, reported
+from hyperfleet.platform.controller.outcomes import CAUSE_LINES, failed, plain, reported
 from hyperfleet.platform.controller.pace import Timing, paced
 from hyperfleet.platform.controller.prepare import PreparedTrial, prepare
 from hyperfleet.platform.controller.recovery import (
@@ -200,18 +200,20 @@ class SweepDriver(SweepSeat):
             if self.stopping():  # ended by the drain's signal too: requeued, no retry
                 logger.info("trial %d ended (code %d) while draining; requeued", r.number, code)
                 return TrialState.WAITING, None, ""
-            return self._failed(rec, code, r.handle.log_tail())
+            return self._failed(rec, code, r.handle.log_tail(), r.handle.log_tail(CAUSE_LINES))
         return reported(rec, self.cfg.all_objectives)
 
-    def _failed(self, rec: TrialRecord, code: int, tail: str) -> tuple[TrialState, None, str]:
+    def _failed(
+        self, rec: TrialRecord, code: int, tail: str, log: str
+    ) -> tuple[TrialState, None, str]:
         """A failed launch: requeued when the disk is full (the controller then stops), else
         :func:`~hyperfleet.platform.controller.outcomes.failed`."""
-        tail = plain(tail)  # compared with the stored error, itself plain
+        tail, log = plain(tail), plain(log)  # compared with the stored error, itself plain
         full = trial_disk_full(tail, rec.trial_dir)
         if full is not None:  # requeued, no retry counted; the controller stops (reap)
             self.disk_full = self.disk_full or full
             return TrialState.WAITING, None, ""
-        return failed(rec, code, tail, self.cfg.budget.max_retries)
+        return failed(rec, code, tail, self.cfg.budget.max_retries, log)
 
     def _end(
         self, r: Running, state: TrialState | None, values: list[float] | None, error: str

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from hyperfleet.platform.config import Objective
 from hyperfleet.platform.storage import TrialRecord
+from hyperfleet.platform.storage.failures import raised
 from hyperfleet.spec.states import Outcome, TrialState
 
 _ESCAPES = re.compile(
@@ -25,7 +26,6 @@ _ESCAPES = re.compile(
     r"|\x1b[ -/]*[0-~]"  # the other escape sequences
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # control characters but tab and newline
 )
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*$")
 
 
 def finite(value: object) -> float | None:
@@ -40,15 +40,6 @@ def finite(value: object) -> float | None:
 def plain(text: str) -> str:
     """``text`` without terminal escape sequences and control characters (see above)."""
     return _ESCAPES.sub("", text)
-
-
-def raised(log_tail: str) -> str | None:
-    """The exception a failed trial's log ends with (``RuntimeError: boom``), if any."""
-    for line in reversed(log_tail.splitlines()):
-        text = line.strip().split("] ", 1)[-1] if line.startswith("[") else line.strip()
-        if _RAISED.match(text):
-            return text
-    return None
 
 
 Ended = tuple[TrialState | None, list[float] | None, str]
@@ -87,14 +78,24 @@ def reported(rec: TrialRecord, objectives: Sequence[Objective]) -> Ended:
     return TrialState.COMPLETE, [float(v) for v in values if v is not None], ""
 
 
+CAUSE_LINES = 400
+"""How far up a failed launch's log its exception line is looked for: below a multi-rank
+trial's tracebacks torchrun's agent prints its own, and a table per failed rank."""
+
+
 def failed(
-    rec: TrialRecord, code: int, tail: str, max_retries: int
+    rec: TrialRecord, code: int, tail: str, max_retries: int, log: str | None = None
 ) -> tuple[TrialState, None, str]:
-    """A failed launch (exit ``code``, its log ending in plain ``tail``): retried (WAITING)
-    while retries are left and its workload did not raise the same error as last time; else
-    FAIL."""
+    """A failed launch (exit ``code``, its log ending in plain ``tail``, of which ``log`` is
+    more, up to :data:`CAUSE_LINES`): retried (WAITING) while retries are left and it did not
+    raise the same exception as the trial's previous failure; else FAIL. The error is
+    ``exit code N`` and ``tail``, then the exception line when it is above ``tail``, so that
+    the error's last exception line is the launch's
+    (:func:`~hyperfleet.platform.storage.failures.reason`)."""
     error = f"exit code {code}\n{tail}"
-    this = raised(tail)
+    this = raised(log or tail)
+    if this is not None and raised(tail) != this:  # above the quoted lines: said last
+        error += f"\n{this}"
     before = raised(rec.error or "")
     if int(rec.retries or 0) >= max_retries:
         return TrialState.FAIL, None, error

@@ -15,6 +15,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.storage import Storage, SweepRecord, TrialRecord
+from hyperfleet.platform.storage.failures import reason
 from hyperfleet.spec.states import TrialState
 
 ENDINGS = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -210,10 +211,3 @@ def none_complete(summary: SweepSummary) -> str | None:
     if failed:
         line += f"; the first, trial {failed[0].number}: {reason(failed[0].error)}"
     return line
-
-
-def reason(error: str | None) -> str:
-    """Why a trial failed, in one line: the last line of its error (a traceback's ends with
-    the exception), or ``no reason recorded``."""
-    lines = [x.strip() for x in (error or "").splitlines() if x.strip()]
-    return lines[-1] if lines else "no reason recorded"

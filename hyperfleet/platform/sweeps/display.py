@@ -22,7 +22,8 @@ from typing import Any, TextIO
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress
 from hyperfleet.platform.storage import Storage
-from hyperfleet.platform.storage.results import ENDINGS, TrialSummary, reason, trial_summaries
+from hyperfleet.platform.storage.failures import reason
+from hyperfleet.platform.storage.results import ENDINGS, TrialSummary, trial_summaries
 from hyperfleet.spec.states import TrialState
 
 

@@ -36,8 +36,10 @@ What the runner guarantees:
    worker is), so a daemon that left the program's session (``setsid``, a double fork) is ended
    too, and a child that still holds the program's output pipe does not hold the trial;
 3. the outcome is COMPLETE when the program exits 0 having reported its objective, PRUNED,
-   else FAIL, its error line last in the log (the last lines of the program's stderr and the
-   exit code, or what its metric source looked for when no objective came).
+   else FAIL, its failure line the last exception in the log: the program's own (its stderr's
+   last lines are quoted last, so ``RuntimeError: loss diverged`` is the trial's reason), else
+   ``ScriptError:`` with the exit code, or with what its metric source looked for when no
+   objective came.
 
 This package's ``__init__`` imports nothing: ``hyperfleet.trial()`` (:mod:`.push`) runs in
 the user's program and loads only what it needs.

@@ -40,6 +40,7 @@ from hyperfleet.spec.wire import TrialSpec
 
 PRUNE_GRACE_S = 1.0  # SIGTERM to SIGKILL when a report stops the program
 STDERR_LINES = 20  # the program's last stderr lines a failure quotes
+STDERR_KEPT = 400  # its last stderr lines kept to find its exception in (torchrun's table below)
 DRAIN_S = 2.0  # its output is read this long after the program's main process exited
 CHUNK = 64 * 1024  # bytes read from the program's output at a time
 RUN_WAIT_S = 20.0  # how long the program's start waits for its trial's MLflow run
@@ -53,7 +54,7 @@ class Program:
         self.argv = argv
         self.prefix = rank0_prefix
         self.lines: queue.Queue[str | None] = queue.Queue()
-        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_KEPT)
         self._write = threading.Lock()
         self._exited_at: float | None = None  # when settle() first saw the program exited
         self._rest_ended = False

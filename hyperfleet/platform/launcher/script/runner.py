@@ -33,6 +33,7 @@ from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.procs import hold_descendants
 from hyperfleet.platform.launcher.script.program import (
     RUN_WAIT_S,
+    STDERR_LINES,
     Program,
     local_run,
     mlflow_run,
@@ -41,6 +42,7 @@ from hyperfleet.platform.launcher.script.program import (
 )
 from hyperfleet.platform.launcher.script.sources import ProgramRun, Report, metric_source
 from hyperfleet.platform.recorder import RankZeroRecorder, process_storage
+from hyperfleet.platform.storage.failures import raised
 from hyperfleet.spec.states import Outcome, TrialState
 from hyperfleet.spec.steps import ReportValueError, check_step
 from hyperfleet.spec.wire import DecisionKind, RestorePoint, TrialSpec
@@ -288,14 +290,19 @@ class ScriptRun:
 
     def _ended(self, program: Program, code: int) -> int:
         """The program ended by itself: COMPLETE if it exited 0 having reported, else FAIL
-        with its error line last in the log."""
+        with its failure line the last exception in the log: the program's own (its stderr's
+        last exception line, ``RuntimeError: loss diverged``), else the exit code's."""
         assert self.spec.trial.command is not None
         name = " ".join(self.spec.trial.command[:2])
         if code != 0:
-            if program.stderr:
-                print("the program's last lines on stderr:", flush=True)
-                print("\n".join(program.stderr), flush=True)
-            print(f"ScriptError: {name} exited with code {code}", flush=True)
+            exited = f"ScriptError: {name} exited with code {code}"
+            own = raised("\n".join(program.stderr))
+            quoted = "\n".join(list(program.stderr)[-STDERR_LINES:])
+            if quoted:  # quoted last: the failure line is the program's own exception
+                head = f"{exited}; its" if own else "the program's"
+                print(f"{head} last lines on stderr:\n{quoted}", flush=True)
+            if own is None or raised(quoted) != own:  # none, or above the quoted lines
+                print(own or exited, flush=True)
             return 1
         if self.pushed():  # its outcome is recorded: complete, pruned or paused
             self.deferred = True
