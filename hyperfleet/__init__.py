@@ -16,6 +16,7 @@ from hyperfleet.errors import (
     LaunchError,
     PoolError,
     StorageError,
+    SweepStoppedError,
     TrialPruned,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "LaunchError",
     "PoolError",
     "StorageError",
+    "SweepStoppedError",
     "TrialContext",
     "TrialPruned",
     "__version__",

@@ -126,8 +126,11 @@ def run(
     ``devices``: ``auto``, ``cpu:N`` or ``cuda:0,1``; ``progress``: show a progress line;
     ``trials``/``timeout`` replace the config's ``budget.trials``/``budget.timeout`` for
     this run, and are stored with the sweep (``--trials``, ``--timeout``).
-    Raises ``ConfigError`` before anything is written when the config is invalid, and
-    ``KeyboardInterrupt`` once an interrupt has requeued the running trials."""
+    Raises ``ConfigError`` before anything is written when the config is invalid,
+    ``KeyboardInterrupt`` once an interrupt has requeued the running trials, and
+    ``SweepStoppedError`` (its ``cause``: the failure line) when the sweep stopped before its
+    budget because its first trials all failed alike (``budget.stop_after_alike_failures``)."""
+    from hyperfleet.errors import SweepStoppedError
     from hyperfleet.platform.config.overrides import API_NAMES, budget_override
     from hyperfleet.platform.pool import parse_devices
     from hyperfleet.platform.storage.results import none_complete
@@ -174,6 +177,9 @@ def run(
         )
     if line is not None:
         line.end(repr(result))
+    if summary.stopped is not None:  # its first trials all failed alike: name the cause
+        assert summary.stop_cause is not None
+        raise SweepStoppedError(f"sweep {cfg.name!r} {summary.stopped}", summary.stop_cause, result)
     failed = none_complete(summary)
     if failed is not None:  # as `sweep run` says it: how many failed, and the first one's why
         print(failed, file=sys.stderr, flush=True)

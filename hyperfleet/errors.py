@@ -81,6 +81,18 @@ class DiskFullError(HyperfleetError):
         self.path = path
 
 
+class SweepStoppedError(HyperfleetError):
+    """``hyperfleet.run``: the sweep stopped before its budget because its first trials all
+    failed alike (``budget.stop_after_alike_failures``). ``cause`` is the failure line they
+    shared (``KeyError: 'lr'``); ``result`` the sweep's result as it stands (a
+    ``SweepResult``, as ``hyperfleet.load`` returns it)."""
+
+    def __init__(self, message: str, cause: str, result: object = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.result = result
+
+
 class TrialPruned(Exception):  # noqa: N818 - the name users know from Optuna
     """Raised inside a trial by ``ctx.report`` when the scheduler stops the trial early.
 

@@ -132,8 +132,12 @@ def sweep_run(
         print(json.dumps(summary.to_json()), flush=True)
     if summary.interrupted:
         raise typer.Exit(130)
-    from hyperfleet.platform.storage.results import NO_COMPLETE_EXIT, none_complete
+    from hyperfleet.platform.storage.results import NO_COMPLETE_EXIT, STOPPED_EXIT, none_complete
 
+    if summary.stopped is not None:  # its first trials all failed alike: the cause, exit 6
+        err.print(f"error: sweep {summary.sweep} {summary.stopped}", markup=False,
+                  highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(STOPPED_EXIT)
     failed = none_complete(summary)
     if failed is not None:  # ended, and no trial COMPLETE: how many failed, and the first why
         err.print(failed, markup=False, highlight=False, soft_wrap=True)
@@ -260,6 +264,8 @@ def sweep_status(
     out.print(results_table(summary))
     if reason is not None:
         out.print(f"unschedulable: {reason}", style="bold red", markup=False, highlight=False)
+    if summary.stopped is not None:
+        out.print(summary.stopped, style="bold red", markup=False, highlight=False, soft_wrap=True)
     _store_outages(summary)
     for t in summary.trials:
         if t.notes:

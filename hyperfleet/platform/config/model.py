@@ -81,7 +81,19 @@ class Budget(_Frozen):
         False, description="at budget.timeout, stop running trials too (they are requeued)"
     )
     max_retries: int = Field(
-        2, ge=0, description="relaunches of a trial after lost workers or crashed processes"
+        2,
+        ge=0,
+        description="relaunches of a trial after lost workers or crashed processes; a launch "
+        "that raises the same exception (type and message) as the trial's previous failure "
+        "is not relaunched",
+    )
+    stop_after_alike_failures: int = Field(
+        3,
+        ge=0,
+        description="stop the sweep when its first N trials to end all failed with the same "
+        "failure line (the last exception the workload or program raised): no more trials "
+        "start, running ones finish, and `sweep run` exits 6 naming the cause "
+        "(`hyperfleet.run` raises `SweepStoppedError`); 0: never stop for this",
     )
     priority: int = Field(0, description="workers serve sweeps of higher priority first")
     ahead: int | None = Field(

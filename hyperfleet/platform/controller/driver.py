@@ -17,6 +17,11 @@ How a launch ends decides what comes next:
   trial whose processes end on their own while its worker drains is stopped too, not failed:
   the drain's signal reached them as well (Slurm's ``scancel`` signals every process of the
   job), so no retry is counted.
+
+A sweep whose first ``budget.stop_after_alike_failures`` trials to end all failed with the same
+failure line launches no more trials (:mod:`hyperfleet.platform.storage.failures`): each
+driver reads it from storage before a claim until that many trials have ended, then knows it
+for good; the trials running then end as they would.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from hyperfleet.platform.launcher.base import NoProcess
 from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.schedulers import Suggestion, TrialState
 from hyperfleet.platform.storage import TrialRecord
+from hyperfleet.platform.storage.failures import AlikeWatch, stop_line
 from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.spec.states import GangState, Outcome
@@ -74,10 +80,13 @@ class SweepDriver(SweepSeat):
     claimed: set[int] = field(default_factory=set, init=False)  # every claim answered here
     _orphans_at: float = field(default=-math.inf, init=False)  # the heartbeat last looked at
     pace: float = field(default=1.0, init=False)  # its worker's share of a large fleet (paced)
+    alike: AlikeWatch = field(init=False)  # its first trials all failed alike: it stops
 
     def __post_init__(self) -> None:
         self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
         self.claims = Claims(self.session, self.clock, self.worker, self.timing.stale_after)
+        n = self.cfg.budget.stop_after_alike_failures
+        self.alike = AlikeWatch(self.session.storage, self.name, n)
 
     @property
     def cfg(self) -> SweepConfig:
@@ -109,6 +118,8 @@ class SweepDriver(SweepSeat):
         """After trial ``number``'s launch, or between launches (``None``: at most every
         ``TOP_UP_EVERY_S``): suggestions made ahead for the fleet's next claims, if few are
         left (best effort: a claim makes its own when none is); how many were made."""
+        if self.alike.cause is not None:  # it launches nothing more
+            return 0
         try:
             return self._db(self.claims.refill if number is not None else self.claims.top_up)
         except Exception:
@@ -127,7 +138,7 @@ class SweepDriver(SweepSeat):
     def try_launch(self, devices: LocalPool) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
         pool, k = devices, self.devices_per_node()
-        if not self.wants_devices() or pool.size < k:
+        if not self.wants_devices() or pool.size < k or self.halted() is not None:
             return False
         lease = pool.try_acquire(k, self.cfg.trial.resources.per_device)
         if lease is None:
@@ -158,6 +169,15 @@ class SweepDriver(SweepSeat):
             self._abandon(suggestion.trial_number, lease, pool)
             raise
         return True
+
+    def halted(self) -> str | None:
+        """The failure line its first trials all ended with, when the sweep stops for it
+        (:class:`~hyperfleet.platform.storage.failures.AlikeWatch`; said once in the log)."""
+        known = self.alike.decided
+        cause = self._db(self.alike.check)
+        if cause is not None and not known:
+            logger.warning("sweep %s %s", self.name, stop_line(cause, self.alike.n))
+        return cause
 
     def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running:
         """Launch the claimed trial ``p`` (:func:`.launch.start`)."""
@@ -361,7 +381,7 @@ class SweepDriver(SweepSeat):
         requeued instead."""
         if self.running or self.gangs.members:
             return False
-        if timed_out:
+        if timed_out or self.alike.cause is not None:
             return True
         if self.wants_devices():  # not told "nothing" lately: keep asking
             return False

@@ -15,7 +15,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.storage import Storage, SweepRecord, TrialRecord
-from hyperfleet.platform.storage.failures import reason
+from hyperfleet.platform.storage.failures import alike_failures, reason, stop_line
 from hyperfleet.spec.states import TrialState
 
 ENDINGS = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -48,6 +48,8 @@ class SweepSummary:
     parent_run_id: str | None = None
     interrupted: bool = False
     counts: dict[str, int] | None = None  # by state, where only counted
+    stopped: str | None = None  # why it stopped before its budget (alike failures), one line
+    stop_cause: str | None = None  # then the failure line its first trials shared
 
     @property
     def state_counts(self) -> dict[str, int]:
@@ -95,6 +97,7 @@ class SweepSummary:
             else {"number": best.number, "value": best.values[0], "params": best.params},
             "mlflow": {"experiment_id": self.experiment_id, "parent_run_id": self.parent_run_id},
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
         }
         if len(self.directions) > 1:
             data["pareto_front"] = [
@@ -182,6 +185,8 @@ def summarize(
         raise ConfigError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
     config = row.parsed()
     metrics, directions = _objectives(config)
+    records = storage.trials(name) if records is None else records
+    cause = stopped_early(config, records)
     return SweepSummary(
         sweep=name,
         metrics=metrics,
@@ -190,11 +195,32 @@ def summarize(
         experiment_id=row.mlflow_experiment_id,
         parent_run_id=row.mlflow_parent_run_id,
         interrupted=interrupted,
+        stopped=None
+        if cause is None
+        else stop_line(cause, config.budget.stop_after_alike_failures),
+        stop_cause=cause,
     )
+
+
+def stopped_early(config: SweepConfig, records: Sequence[TrialRecord]) -> str | None:
+    """The failure line the sweep's first ``budget.stop_after_alike_failures`` trials to end
+    all failed with, when it stopped before its budget for it
+    (:mod:`~hyperfleet.platform.storage.failures`); None when they did not, or when the
+    trials that ended are its whole budget anyway."""
+    cause = alike_failures(records, config.budget.stop_after_alike_failures)
+    if cause is None:
+        return None
+    planned = config.scheduler.population if config.is_population else config.budget.trials
+    ended = sum(1 for t in records if t.state in ENDINGS)
+    return None if planned is not None and ended >= int(planned) else cause
 
 
 NO_COMPLETE_EXIT = 4
 """``sweep run``'s exit status when the sweep ended with no trial COMPLETE."""
+
+STOPPED_EXIT = 6
+"""``sweep run``'s exit status when the sweep stopped before its budget because its first
+trials all failed alike (:func:`stopped_early`)."""
 
 
 def none_complete(summary: SweepSummary) -> str | None:
