@@ -349,6 +349,19 @@ def test_replay_of_the_best_member_reproduces_its_q(toy_run: tuple[Path, dict[st
     assert json.loads(final.group(2))["Q"] == pytest.approx(stored.metrics["Q"], abs=1e-9)
 
 
+def test_replay_of_a_member_the_sweep_lacks_is_one_line(
+    toy_run: tuple[Path, dict[str, Any]],
+) -> None:
+    directory, _ = toy_run
+    db = f"sqlite:///{directory / 'runs' / 'hf.db'}"
+    cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "replay", "pbt-toy",
+           "--member", "3", "--storage", db]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=directory, env=cli_env(), capture_output=True, text=True,
+                          timeout=SWEEP_TIMEOUT_S, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == "error: --member: sweep 'pbt-toy' has no member 3 (members 0-1)"
+
+
 # -- 5. lineage and hp/* metrics in MLflow ----------------------------------------------------
 
 

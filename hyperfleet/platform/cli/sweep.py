@@ -369,10 +369,11 @@ def sweep_replay(
         cfg = parse_sweep(row.stored_config)
         if not cfg.is_population:
             raise ConfigError(f"sweep: {name!r} is not a PBT sweep; replay needs scheduler pbt/pb2")
-        schedule = replay_schedule(st.population, name, member)
-        if not schedule:
-            raise ConfigError(f"--member: sweep {name!r} has no member {member}")
-        return cfg, schedule
+        members = sorted(st.population.members(name))
+        if member not in members:
+            have = f"members {members[0]}-{members[-1]}" if members else "no members yet"
+            raise ConfigError(f"--member: sweep {name!r} has no member {member} ({have})")
+        return cfg, replay_schedule(st.population, name, member)
 
     cfg, schedule = _guard(plan)
     for start, params in schedule:
