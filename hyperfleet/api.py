@@ -211,7 +211,11 @@ def submit(
 
 def load(name: str, storage: str | None = None) -> SweepResult:
     """The result of the stored sweep ``name`` (read-only; running or ended). ``storage``:
-    its storage URL, by default ``hyperfleet-runs/hyperfleet.db`` in the working directory."""
+    its storage URL, by default ``hyperfleet-runs/hyperfleet.db`` in the working directory.
+
+    The result is the sweep's handle too: ``load(name).pause()``, ``.resume()`` and ``.stop()``
+    do what ``hyperfleet sweep pause``, ``resume`` and ``stop`` do, ``.status`` reads its
+    status."""
     from hyperfleet.platform.sweeps.outcome import read_result
     from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.urls import DEFAULT_STORAGE

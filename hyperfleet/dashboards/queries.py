@@ -37,7 +37,8 @@ ACTIVE = (TrialState.RUNNING,)
 LIVE = (
     SweepStatus.RUNNING,
     SweepStatus.SUBMITTED,
-)  # sweep statuses whose pages refresh: at work, or waiting for one
+    SweepStatus.PAUSED,
+)  # sweep statuses whose pages refresh: at work, or waiting for one (or for a resume)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import enum
 __all__ = [
     "FINISHED",
     "JOB_ENDED",
+    "SWEEP_HALTED",
     "SWEEP_SERVED",
     "GangState",
     "JobState",
@@ -79,11 +80,20 @@ class SweepStatus(enum.StrEnum):
     RUNNING = "running"
     DONE = "done"
     INTERRUPTED = "interrupted"
+    PAUSED = "paused"
+    """A user paused it (``sweep pause``): no worker claims its trials, its running trials went
+    back to the queue; ``sweep resume`` serves it again."""
+    STOPPED = "stopped"
+    """A user stopped it (``sweep stop``): its running trials ended; it is never served again."""
 
 
 SWEEP_SERVED = frozenset({SweepStatus.SUBMITTED, SweepStatus.RUNNING})
 """The statuses of a sweep the fleet serves: its workers run its trials, an elastic pool
-submits jobs for its queue."""
+submits jobs for its queue (never a PAUSED or STOPPED one)."""
+
+SWEEP_HALTED = frozenset({SweepStatus.PAUSED, SweepStatus.STOPPED})
+"""The statuses a user set that workers read on their loop and leave the sweep for; only
+``sweep resume`` (PAUSED) changes them again, never a worker opening or closing the sweep."""
 
 
 class WorkerState(enum.StrEnum):

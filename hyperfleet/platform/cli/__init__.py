@@ -19,6 +19,7 @@ from hyperfleet import startup
 from hyperfleet.errors import HyperfleetError
 from hyperfleet.platform.cli import delete as cli_delete
 from hyperfleet.platform.cli import fleet as cli_fleet
+from hyperfleet.platform.cli import lifecycle as _lifecycle  # noqa: F401 - sweep stop/pause/resume
 from hyperfleet.platform.cli import pool as cli_pool
 from hyperfleet.platform.cli import stack as cli_stack
 from hyperfleet.platform.cli.common import (

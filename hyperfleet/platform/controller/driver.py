@@ -345,8 +345,9 @@ class SweepDriver(SweepSeat):
                 why = f"timed out after {limit:g} s (trial.timeout)"
                 self._end(r, TrialState.FAIL, None, why)
 
-    def stop_all(self) -> None:
-        """Stop every running trial; those that didn't finish go back in the queue. Their
+    def stop_all(self, error: str = "") -> None:
+        """Stop every running trial; those that didn't finish go back in the queue (with an
+        ``error``: they end FAIL with it, not retried, as when a user stops the sweep). Their
         processes end even when their records can't be written (a storage outage): then a
         live worker finds them stale and requeues them."""
         self.gangs.stop(self.timing.stop_grace)
@@ -358,7 +359,7 @@ class SweepDriver(SweepSeat):
                 if self._superseded(r):
                     continue
                 if code is None:
-                    self._end(r, TrialState.WAITING, None, "")
+                    self._end(r, TrialState.FAIL if error else TrialState.WAITING, None, error)
                 else:
                     self._end(r, *self._outcome(r, code))
             except (StorageError, SQLAlchemyError, OSError):  # an outage, a full disk

@@ -5,8 +5,9 @@ named ones of ``hyperfleet worker --sweep``, or every active sweep in the storag
 :class:`~.driver.SweepDriver` each, in order of ``budget.priority`` then age: each tick it reaps
 ended trials, stops trials past ``trial.timeout``, and launches trials while its devices are
 free and a sweep has work (claims are exact across workers: :mod:`.driver`). Every few seconds
-it heartbeats itself and its trials, looks for new sweeps and requeues trials of workers that
-went silent (:mod:`.recovery`), so any worker resumes them from their checkpoints.
+it heartbeats itself and its trials, looks for new sweeps, leaves those a user paused or
+stopped (:mod:`.lifecycle`) and requeues trials of workers that went silent (:mod:`.recovery`),
+so any worker resumes them from their checkpoints.
 
 A sweep's driver closes when the sweep is over here and no trial of it runs anywhere (the last
 controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
@@ -33,6 +34,7 @@ from hyperfleet.platform.clock import Clock, SystemClock
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.driver import SweepDriver
 from hyperfleet.platform.controller.heartbeat import Heartbeat
+from hyperfleet.platform.controller.lifecycle import Halts
 from hyperfleet.platform.controller.pace import LOOKERS, Timing, paced
 from hyperfleet.platform.controller.recovery import recover
 from hyperfleet.platform.controller.session import SweepSession, leave_session
@@ -87,6 +89,7 @@ class Controller:
         self._idle_since = 0.0
         self._look_again: dict[str, float] = {}  # sweep -> when _close_over looks at it again
         self._beat: Heartbeat | None = None
+        self._halts = Halts(sweeps.catalog)  # sweeps a user paused or stopped: left
 
     def request_stop(self) -> None:
         """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
@@ -134,7 +137,8 @@ class Controller:
         )
 
     def _rescan(self) -> None:
-        """New sweeps to serve, and open gangs to join."""
+        """Sweeps a user paused or stopped left, new sweeps to serve, open gangs to join."""
+        self.summaries.update(self._halts.leave(self.drivers, self.counts_only))
         for session in self.sweeps.sessions(set(self.drivers)):
             self._add(session)
         for d in self._ordered():
@@ -250,7 +254,7 @@ class Controller:
                 self._idle_since = self.clock.monotonic()
                 return False
             return self.clock.monotonic() - self._idle_since > self.until.idle
-        return bool(self.until.done and not self.drivers)
+        return bool(self.until.done and not self.drivers and not self._halts.parked)
 
     def _heartbeat(self) -> None:
         """Without a heartbeat thread (simulated sweeps): stamp the trials from the loop."""
@@ -268,15 +272,10 @@ class Controller:
                 d.fence(owned, taken)
 
     def _progress(self) -> None:
-        if self.on_progress is None:
-            return
-        budget = None
-        if len(self.drivers) == 1:
-            d = next(iter(self.drivers.values()))
-            cfg = d.cfg
-            budget = int(cfg.scheduler.population) if cfg.is_population else cfg.budget.trials
-        finished = sum(d.finished for d in self.drivers.values())
-        self.on_progress(Progress(self.running, finished, budget))
+        if self.on_progress is not None:
+            drivers = self.drivers.values()
+            finished = sum(d.finished for d in drivers)
+            self.on_progress(Progress.of([d.cfg for d in drivers], self.running, finished))
 
     def _wait(self) -> None:
         """Until the next tick: ``poll_every``, or sooner when the launcher says a trial's

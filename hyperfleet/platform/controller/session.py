@@ -89,20 +89,20 @@ def _open(
         first_fill(cfg, storage, scheduler)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, cfg)
     storage.update_sweep(
-        name,
-        status=SweepStatus.RUNNING,
-        mlflow_experiment_id=tracker.experiment_id,
-        mlflow_parent_run_id=parent,
+        name, mlflow_experiment_id=tracker.experiment_id, mlflow_parent_run_id=parent
     )
+    storage.lifecycle.worker_sets(name, SweepStatus.RUNNING)  # not over a user's pause or stop
     return SweepSession(cfg, storage, scheduler, tracker, parent, stored.created_at, tracking_uri)
 
 
 def close_session(
-    session: SweepSession, interrupted: bool, counts_only: bool = False
+    session: SweepSession, interrupted: bool, counts_only: bool = False, stopped: bool = False
 ) -> SweepSummary:
     """The sweep's summary. Unless another controller still runs trials of it (then only what
     this one queued for MLflow is written): its lineage, best trial and end written to MLflow
-    (what MLflow cannot take now is left for ``hyperfleet mlflow sync``), and its status ended.
+    (what MLflow cannot take now is left for ``hyperfleet mlflow sync``), and its status ended
+    (never over a user's pause or stop). ``stopped``: a user stopped the sweep
+    (``sweep stop``); its run ends KILLED, tagged as stopped.
 
     ``counts_only`` (a fleet's worker, ``hyperfleet worker``): the trials are counted, not
     read, where the sweep runs elsewhere still or another worker already ended it as this
@@ -129,10 +129,12 @@ def close_session(
         return summary
     if session.cfg.is_population and session.tracking_uri is not None and tracker.active:
         log_sweep_lineage(tracker, session.parent_run_id, storage, name)
-    view = SweepView(name, session.cfg, records, interrupted)
+    view = SweepView(name, session.cfg, records, interrupted, stopped)
     status = "SCHEDULED" if interrupted else "FINISHED"  # an interrupted sweep continues later
+    status = "KILLED" if stopped else status  # MLflow's status of a run a user ended
     _mlflow_done(session, tracker.end_parent(session.parent_run_id, status, view), records)
-    storage.update_sweep(name, status=SweepStatus.INTERRUPTED if interrupted else SweepStatus.DONE)
+    ending = SweepStatus.INTERRUPTED if interrupted else SweepStatus.DONE
+    storage.lifecycle.worker_sets(name, ending)
     storage.close()
     return summary
 

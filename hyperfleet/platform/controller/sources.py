@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.storage import Storage
 
@@ -20,6 +21,15 @@ class Progress:
     running: int
     finished: int
     budget: int | None
+
+    @classmethod
+    def of(cls, configs: list[SweepConfig], running: int, finished: int) -> Progress:
+        """The progress of the sweeps of ``configs``; its budget only for one sweep."""
+        budget = None
+        if len(configs) == 1:
+            cfg = configs[0]
+            budget = int(cfg.scheduler.population) if cfg.is_population else cfg.budget.trials
+        return cls(running, finished, budget)
 
 
 class SweepSource(Protocol):

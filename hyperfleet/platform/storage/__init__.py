@@ -3,8 +3,8 @@ every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage
 back typed records (:mod:`.records`) with the states of
 :mod:`hyperfleet.spec.states`. :class:`Storage` holds the sweeps' and trials' records; the
 rest is in its parts, one module each (:mod:`.part`): ``storage.workers``, ``storage.leases``,
-``storage.gangs``, ``storage.ahead``, ``storage.stale``, ``storage.removal`` and
-``storage.population``."""
+``storage.gangs``, ``storage.ahead``, ``storage.stale``, ``storage.removal``,
+``storage.lifecycle`` and ``storage.population``."""
 
 from hyperfleet.platform.storage.engine import SQLITE_TIMEOUT_S, create_engine, sqlite_path
 from hyperfleet.platform.storage.records import (

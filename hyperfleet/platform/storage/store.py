@@ -47,6 +47,7 @@ from hyperfleet.platform.storage.engine import (
 )
 from hyperfleet.platform.storage.gangs import GangStore
 from hyperfleet.platform.storage.leases import LeaseStore
+from hyperfleet.platform.storage.lifecycle import SweepLifecycle
 from hyperfleet.platform.storage.locks import claim_lock, try_claim_lock
 from hyperfleet.platform.storage.population import SqlPopulationStore
 from hyperfleet.platform.storage.records import (
@@ -78,7 +79,8 @@ class Storage:
     trials' records here, the rest in parts (:mod:`.part`), each over this storage's engine:
     ``workers`` (:mod:`.workers`), ``leases`` (:mod:`.leases`), ``gangs`` (:mod:`.gangs`),
     ``ahead`` (suggestions made ahead, :mod:`.ahead`), ``stale`` (trials whose copy is gone,
-    :mod:`.stale`) and ``population`` (PBT's, :mod:`.population`)."""
+    :mod:`.stale`), ``removal`` (:mod:`.removal`), ``lifecycle`` (a sweep's status as users and
+    workers change it, :mod:`.lifecycle`) and ``population`` (PBT's, :mod:`.population`)."""
 
     def __init__(
         self,
@@ -131,6 +133,7 @@ class Storage:
         self.ahead = AheadStore(self)
         self.stale = StaleTrials(self)
         self.removal = SweepRemoval(self)  # a sweep's rows and study deleted (:mod:`.removal`)
+        self.lifecycle = SweepLifecycle(self)
         self.population = SqlPopulationStore(self.engine)
 
     @classmethod

@@ -7,6 +7,10 @@ Its columns: ``number``, ``state``, ``value`` (the objective; one ``value_<metri
 objective instead when there are several), ``params_<name>`` for each searched parameter (as
 Optuna's ``trials_dataframe`` names them; empty where a trial has no value for it), ``duration``
 (seconds, None while running) and ``last_step``.
+
+The result of :func:`hyperfleet.load` is also the sweep's handle: ``status`` reads its status
+now, and ``stop()``, ``pause()`` and ``resume()`` do what ``hyperfleet sweep stop``, ``pause``
+and ``resume`` do (:mod:`~hyperfleet.platform.sweeps.lifecycle`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.results import SweepSummary, TrialSummary, summarize
+from hyperfleet.spec.states import SweepStatus
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,6 +83,38 @@ class SweepResult:
         from hyperfleet.platform.sweeps.delete import delete_sweep, plan_deletion
 
         return delete_sweep(plan_deletion(self.storage, self.name), keep_files=keep_files)
+
+    @property
+    def status(self) -> SweepStatus | None:
+        """The sweep's status in its storage now (read at each use; None: not there)."""
+        storage = Storage.open_readonly(self.storage)
+        try:
+            return storage.lifecycle.status(self.name)
+        finally:
+            storage.close()
+
+    def stop(self) -> SweepStatus:
+        """Stop the sweep for good, as ``hyperfleet sweep stop`` does: every worker leaves it
+        and its running trials end (FAIL, stopped; not retried); its status now (STOPPED).
+        ``ConfigError`` (nothing changed) for a sweep done or stopped already."""
+        from hyperfleet.platform.sweeps.lifecycle import stop
+
+        return stop(self.storage, self.name).status
+
+    def pause(self) -> SweepStatus:
+        """Pause the sweep, as ``hyperfleet sweep pause`` does: no trial of it is claimed, its
+        running trials go back to the queue; its status now (PAUSED)."""
+        from hyperfleet.platform.sweeps.lifecycle import pause
+
+        return pause(self.storage, self.name).status
+
+    def resume(self) -> SweepStatus:
+        """Resume the paused sweep, as ``hyperfleet sweep resume`` does: workers claim its
+        trials again, the paused ones from their checkpoints; its status now (SUBMITTED until
+        a worker opens it). ``ConfigError`` (nothing changed) for a sweep not paused."""
+        from hyperfleet.platform.sweeps.lifecycle import resume
+
+        return resume(self.storage, self.name).status
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{v} {k}" for k, v in self.summary.state_counts.items() if v)

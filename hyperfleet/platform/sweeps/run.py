@@ -28,6 +28,7 @@ from hyperfleet.platform.storage.ownership import (
     stored_sweep,
 )
 from hyperfleet.platform.storage.results import SweepSummary, summarize
+from hyperfleet.platform.sweeps.lifecycle import check_runnable
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
 from hyperfleet.platform.worker import check_pool, open_stored, run_worker
 from hyperfleet.spec.states import FINISHED, SweepStatus
@@ -52,6 +53,7 @@ def preflight(
     writable_dir(cfg.workdir, "workdir")
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)
+    check_runnable(row)  # not a sweep a user paused or stopped
     check_owner(cfg, row)
     check_same_store(cfg, row)
     if runs:

@@ -41,6 +41,7 @@ class SweepView:
     config: SweepConfig
     trials: Sequence[TrialRecord]  # as storage holds them
     interrupted: bool = False
+    stopped: bool = False  # a user stopped the sweep (``sweep stop``): it never continues
 
 
 class Tracker(Protocol):

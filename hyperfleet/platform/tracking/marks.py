@@ -28,6 +28,8 @@ from hyperfleet.platform.tracking.records import (
     NOTE_TAG,
     PARETO_TAG,
     STATE_TAG,
+    STOPPED_NOTE,
+    STOPPED_TAG,
     Done,
     best,
     fmt,
@@ -153,6 +155,9 @@ def render_parent(tracker: ParentRun, run_id: str, status: str, view: SweepView)
     tags[NOTE_TAG] = sweep_note(
         view.name, view.config, counts, line, view.interrupted, tracker.experiment_id
     )
+    if view.stopped:  # a user ended it (``sweep stop``): the run ends KILLED
+        tags[STATE_TAG] = STOPPED_TAG
+        tags[NOTE_TAG] += f"\n\n{STOPPED_NOTE}"
     run = client.get_run(run_id)
     tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
     points = _new_points(client, run_id, parent_series(completed(view), metrics, modes))
@@ -231,3 +236,22 @@ class LiveBest:
             more = bool(self._points)
         if more:  # came while this ran
             self.tracker.outbox.put("the best value so far", self._write)
+
+
+def end_stopped(uri: str, run_id: str) -> None:
+    """The run of a sweep a user stopped while no worker ran a trial of it (none to close it):
+    tagged STOPPED, its description saying so, ended KILLED, each written only if the run does
+    not show it yet."""
+    from hyperfleet.platform.tracking.client import open_client
+
+    client = open_client(uri)
+    run = client.get_run(run_id)
+    note = run.data.tags.get(NOTE_TAG, "")
+    tags = {STATE_TAG: STOPPED_TAG}
+    if STOPPED_NOTE not in note:
+        tags[NOTE_TAG] = f"{note}\n\n{STOPPED_NOTE}".strip()
+    tags = {k: v for k, v in tags.items() if run.data.tags.get(k) != v}
+    if tags:
+        log_batches(client, run_id, tags=tags)
+    if run.info.status != "KILLED":
+        client.set_terminated(run_id, "KILLED")

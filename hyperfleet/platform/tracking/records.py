@@ -17,7 +17,9 @@ they return. The choices they encode:
   stopped to be resumed later (interrupted, or paused by PBT) ends SCHEDULED (a clock: it will
   run again), and a failed one FAILED. The ``hyperfleet.state`` tag says which hyperfleet
   state it is (COMPLETE, PRUNED, FAIL, WAITING, RUNNING); a pruned trial has the metric
-  ``pruned_at_step``, a stopped one ``stopped_at_step`` (one point per stop).
+  ``pruned_at_step``, a stopped one ``stopped_at_step`` (one point per stop). A sweep a user
+  stopped (``sweep stop``) ends KILLED, its ``hyperfleet.state`` STOPPED; the trials it ran
+  then end FAIL with the error :data:`STOPPED_ERROR` (the ``hyperfleet.error`` tag).
 * **The best trial.** Its run is tagged ``hyperfleet.best = true``; the sweep's run has
   ``best/<metric>``, the best value so far after each completed trial (step k: the k-th
   trial to complete), so it draws a best-so-far curve. With several objectives the runs on
@@ -47,6 +49,12 @@ STATUS: dict[str, str] = {  # hyperfleet state -> MLflow run status
 RUN_RUNNING = STATUS[TrialState.RUNNING]
 """MLflow's status of a run at work."""
 STATE_TAG = "hyperfleet.state"
+STOPPED_TAG = "STOPPED"
+"""The sweep run's ``hyperfleet.state`` once a user stopped the sweep (its status KILLED)."""
+STOPPED_NOTE = "Stopped (`hyperfleet sweep stop`): its running trials ended; it is not run again."
+STOPPED_ERROR = "stopped with its sweep (hyperfleet sweep stop)"
+"""A trial's error, and its run's ``hyperfleet.error`` tag, when a user stopped its sweep while
+it ran: it ends FAIL (not retried), its reports and checkpoints kept."""
 BEST_TAG = "hyperfleet.best"
 PARETO_TAG = "hyperfleet.pareto"
 MODEL_TAG = "hyperfleet.model"
