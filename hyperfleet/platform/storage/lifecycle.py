@@ -15,7 +15,7 @@ its key) and leave a paused or stopped sweep (:mod:`hyperfleet.platform.controll
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -47,7 +47,7 @@ class SweepLifecycle(Part):
             .values(status=to, updated_at=self.now())
         )
         with self.session() as s:
-            return bool(s.execute(query).rowcount)
+            return bool(cast(sa.CursorResult[Any], s.execute(query)).rowcount)
 
     def worker_sets(self, name: str, to: SweepStatus) -> bool:
         """A worker's write (``running`` as it opens the sweep, ``done`` or ``interrupted`` as
