@@ -287,6 +287,13 @@ def test_a_stopped_sweep_ends_its_trials_and_says_so_in_mlflow(run: Any) -> None
     assert parent.info.status == "KILLED" and parent.data.tags["hyperfleet.state"] == "STOPPED"
     child = _run_of(r.mlflow, stopped.mlflow_run_id)
     assert child.data.tags["hyperfleet.error"] == STOPPED_ERROR
+    # MLflow lost the sweep run's end (a store restored, an outage): sync ends it again
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(tracking_uri=r.mlflow).update_run(parent.info.run_id, status="RUNNING")
+    synced = invoke("mlflow", "sync", "--storage", r.url, "--sweep", "stopped")
+    assert synced.exit_code == 0, synced.output
+    assert _run_of(r.mlflow, parent.info.run_id).info.status == "KILLED"
     # never run again, by the same command or by hand
     again = invoke("sweep", "run", str(r.file))
     assert again.exit_code == 2 and "was stopped" in again.stderr, again.output

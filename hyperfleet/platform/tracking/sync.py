@@ -118,10 +118,13 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
             )
         else:
             tracker.ship(r.number, r.mlflow_run_id)
-    if row.status in (SweepStatus.DONE, SweepStatus.INTERRUPTED):
-        view = SweepView(name, cfg, records, row.status == SweepStatus.INTERRUPTED)
-        status = "FINISHED" if row.status == SweepStatus.DONE else "SCHEDULED"
-        complete = tracker.end_parent(parent, status, view)
+    ended = {SweepStatus.DONE: "FINISHED", SweepStatus.INTERRUPTED: "SCHEDULED"}
+    if row.status is SweepStatus.STOPPED and not any(r.state not in ENDED for r in records):
+        ended[SweepStatus.STOPPED] = "KILLED"  # a user stopped it, and its trials all ended
+    if row.status in ended:
+        stopped = row.status is SweepStatus.STOPPED
+        view = SweepView(name, cfg, records, row.status == SweepStatus.INTERRUPTED, stopped)
+        complete = tracker.end_parent(parent, ended[row.status], view)
     else:
         complete = tracker.wait()
         tracker.outbox.close()
