@@ -18,8 +18,11 @@ its sweeps each time it looks for new ones (``Timing.rescan_every``) and acts on
   leave it (none of its trials running anywhere) ends its MLflow run KILLED, tagged STOPPED.
   A stopped sweep is never served again.
 
-Between the user's write and a controller's look (at most ``rescan_every``, 2 s) a controller
-may still claim a trial of the sweep; it is stopped at that look like the others.
+Between the user's write and a controller's look (every ``rescan_every``, 2 s) a controller
+may still claim a trial of the sweep; it is stopped at that look like the others. In a fleet of
+more than :data:`~.pace.LOOKERS` live workers each looks at its share of that pace
+(:func:`~.pace.paced`, as its looks for stale trials): the fleet's reads of the statuses keep
+one rate whatever its size, and a pause reaches each of 256 workers within about 16 s.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 from dataclasses import dataclass, field
 
 from hyperfleet.platform.controller.driver import SweepDriver
+from hyperfleet.platform.controller.pace import paced
 from hyperfleet.platform.controller.session import close_session, leave_session
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.results import SweepSummary
@@ -47,13 +51,22 @@ class Halts:
     sweeps, which is never served again once left)."""
 
     catalog: Storage | None
+    every: float  # seconds between looks (``Timing.rescan_every``), paced in a large fleet
     parked: set[str] = field(default_factory=set)
     """Sweeps this controller left paused: it waits while they stay paused."""
+    _next: float = field(default=float("-inf"), init=False)  # monotonic time of the next look
 
-    def leave(self, drivers: dict[str, SweepDriver], counts_only: bool) -> dict[str, SweepSummary]:
+    def leave(
+        self, drivers: dict[str, SweepDriver], counts_only: bool, now: float, share: float
+    ) -> dict[str, SweepSummary]:
         """Leave the sweeps of ``drivers`` (removed from it) that a user paused or stopped;
         the summaries of the stopped ones. Sweeps left paused earlier and no longer paused are
-        let go: served again by the sweeps' source, or over."""
+        let go: served again by the sweeps' source, or over. ``now``: the controller's
+        monotonic clock; ``share``: its share of a large fleet (nothing is read before its
+        next look is due)."""
+        if now < self._next:
+            return {}
+        self._next = now + paced(self.every, share)
         stopped: dict[str, SweepSummary] = {}
         for name, d in list(drivers.items()):
             status = d._db(functools.partial(d.session.storage.lifecycle.status, name))

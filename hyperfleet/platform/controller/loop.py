@@ -89,7 +89,7 @@ class Controller:
         self._idle_since = 0.0
         self._look_again: dict[str, float] = {}  # sweep -> when _close_over looks at it again
         self._beat: Heartbeat | None = None
-        self._halts = Halts(sweeps.catalog)  # sweeps a user paused or stopped: left
+        self._halts = Halts(sweeps.catalog, self.timing.rescan_every)  # paused or stopped
 
     def request_stop(self) -> None:
         """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
@@ -138,7 +138,8 @@ class Controller:
 
     def _rescan(self) -> None:
         """Sweeps a user paused or stopped left, new sweeps to serve, open gangs to join."""
-        self.summaries.update(self._halts.leave(self.drivers, self.counts_only))
+        now = self.clock.monotonic()
+        self.summaries.update(self._halts.leave(self.drivers, self.counts_only, now, self._share))
         for session in self.sweeps.sessions(set(self.drivers)):
             self._add(session)
         for d in self._ordered():
