@@ -45,6 +45,9 @@ PLACEHOLDERS = {
     "status my-sweep": "status stack-demo",
     "replay NAME": "replay pbt-toy",
     "delete NAME": "delete quickstart",
+    "pause NAME": "pause stack-demo --storage {pg}/docs_fleet",
+    "resume NAME": "resume stack-demo --storage {pg}/docs_fleet",
+    "stop NAME": "stop stack-demo --storage {pg}/docs_fleet",
     "postgresql://host/hf": '"$HYPERFLEET_STORAGE"',
     "http://mlflow:5000": '"$HYPERFLEET_TRACKING_URI"',
     "--storage ... --tracking-uri ...": (
@@ -153,6 +156,10 @@ SCENARIOS: dict[str, list[str]] = {
         "hyperfleet sweep submit sweep.yaml --storage postgresql://hf@db-host/hyperfleet",
         "hyperfleet workers --storage postgresql://hf@db-host/hyperfleet",
         "hyperfleet sweep status my-sweep --storage postgresql://hf@db-host/hyperfleet",
+        # the submitted sweep's lifecycle (Getting started, "Lifecycle"): paused, resumed, stopped
+        "hyperfleet sweep pause NAME",
+        "hyperfleet sweep resume NAME",
+        "hyperfleet sweep stop NAME",
     ],
     "stack": [
         "source .venv/bin/activate",
