@@ -128,7 +128,7 @@ SCENARIOS: dict[str, list[str]] = {
         "source .venv/bin/activate",
         "hyperfleet sweep run examples/conditional.yaml",
         "hyperfleet sweep run examples/pbt_toy.yaml",
-        "hyperfleet sweep replay NAME --member 3",
+        "hyperfleet sweep replay NAME --member 1",
         "python examples/script/train.py --lr 0.05 --hidden 64",
         "hyperfleet sweep run examples/script/sweep.yaml",
     ],
