@@ -45,9 +45,9 @@ PLACEHOLDERS = {
     "status my-sweep": "status stack-demo",
     "replay NAME": "replay pbt-toy",
     "delete NAME": "delete quickstart",
-    "pause NAME": "pause stack-demo --storage {pg}/docs_fleet",
-    "resume NAME": "resume stack-demo --storage {pg}/docs_fleet",
-    "stop NAME": "stop stack-demo --storage {pg}/docs_fleet",
+    "pause NAME": "pause stack-demo",
+    "resume NAME": "resume stack-demo",
+    "stop NAME": "stop stack-demo",
     "postgresql://host/hf": '"$HYPERFLEET_STORAGE"',
     "http://mlflow:5000": '"$HYPERFLEET_TRACKING_URI"',
     "--storage ... --tracking-uri ...": (
@@ -157,9 +157,12 @@ SCENARIOS: dict[str, list[str]] = {
         "hyperfleet workers --storage postgresql://hf@db-host/hyperfleet",
         "hyperfleet sweep status my-sweep --storage postgresql://hf@db-host/hyperfleet",
         # the submitted sweep's lifecycle (Getting started, "Lifecycle"): paused, resumed, stopped
+        "check: export HYPERFLEET_STORAGE={pg}/docs_fleet",
         "hyperfleet sweep pause NAME",
+        "check: hyperfleet sweep list | grep stack-demo | grep paused > /dev/null",
         "hyperfleet sweep resume NAME",
         "hyperfleet sweep stop NAME",
+        "check: hyperfleet sweep list | grep stack-demo | grep stopped > /dev/null",
     ],
     "stack": [
         "source .venv/bin/activate",
@@ -259,10 +262,10 @@ def test_every_documented_command_is_run_here_or_says_why_not() -> None:
 def _line(command: str, pg: str) -> str:
     """The bash for one documented command (or check) as a scenario runs it."""
     if command.startswith("check:"):
-        return command.removeprefix("check:").strip()
+        return command.removeprefix("check:").strip().replace("{pg}", pg)
     text = command
     for placeholder, value in PLACEHOLDERS.items():
-        text = text.replace(placeholder, value.format(pg=pg))
+        text = text.replace(placeholder, value.replace("{pg}", pg))
     if command in ANSWERS:
         text = f"echo {shlex.quote(ANSWERS[command])} | {text}"
     serves = SERVING.get(command)
