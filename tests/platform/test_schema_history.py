@@ -1,5 +1,5 @@
 """Every past schema opens: a database made by each earlier hyperfleet (its ``hf_*`` tables as
-that code created them, recorded in ``schema_history/*.sql`` by ``schema_history/record.py``)
+that code created them, recorded in ``schema_history/`` by ``schema_history/record.py``)
 holding a sweep with a few trials and a worker is upgraded in place by a writer, and its sweep
 and trials read as before; a database from before ``hf_meta`` is recognised by what it holds,
 never stamped current without its columns; and the readers (``sweep status``, ``workers``) of
@@ -21,9 +21,10 @@ from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.schema import SCHEMA_VERSION, metadata
 from hyperfleet.testing.sweeps import minimal_sweep
+from tests.platform.schema_history import recorded
 
-HISTORY = Path(__file__).resolve().parent / "schema_history"
-VERSIONS = sorted(HISTORY.glob("*.sql"))
+VERSIONS = recorded.load()
+IDS = [v.name for v in VERSIONS]
 
 
 def _insert(conn: sa.Connection, table: str, row: dict[str, Any]) -> None:
@@ -35,19 +36,15 @@ def _insert(conn: sa.Connection, table: str, row: dict[str, Any]) -> None:
     conn.execute(sa.text(f"INSERT INTO {table} ({names}) VALUES ({marks})"), values)
 
 
-def build(version: Path, url: str) -> str:
+def build(version: recorded.Version, url: str) -> str:
     """A database of ``version``'s schema (its DDL in the URL's dialect) holding the sweep
     ``old``: two COMPLETE trials, a FAIL, and a worker where the version had workers."""
     engine = sa.create_engine(url)
-    if engine.dialect.name == "postgresql":
-        version = HISTORY / "postgresql" / version.name
     config = parse_sweep(minimal_sweep(name="old", storage=url)).model_dump(mode="json")
     now = time.time()
     with engine.begin() as conn:
-        lines = [line for line in version.read_text().splitlines() if not line.startswith("--")]
-        for statement in "\n".join(lines).split(";\n"):
-            if statement.strip():
-                conn.execute(sa.text(statement))
+        for statement in version.statements(engine.dialect.name):
+            conn.execute(sa.text(statement))
         _insert(conn, "hf_sweeps", {
             "name": "old", "study_name": "old", "config": json.dumps(config),
             "created_at": now, "updated_at": now, "status": "done",
@@ -87,14 +84,14 @@ def _reads(url: str) -> None:
 
 
 def test_every_recorded_version_is_distinct_and_the_first_has_no_version_table() -> None:
-    texts = [v.read_text().split("\n", 1)[1] for v in VERSIONS]
+    texts = [v.ddl("sqlite") for v in VERSIONS]
     assert len(set(texts)) == len(texts) >= 10
     assert "hf_meta" not in texts[0]
 
 
-@pytest.mark.parametrize("version", VERSIONS, ids=[v.stem for v in VERSIONS])
+@pytest.mark.parametrize("version", VERSIONS, ids=IDS)
 def test_a_writer_upgrades_each_past_version_and_its_sweep_reads(
-    version: Path, db_url: str
+    version: recorded.Version, db_url: str
 ) -> None:
     url = build(version, db_url)
     Storage(url).close()  # what a sweep run, a worker or a submit does first
@@ -118,9 +115,9 @@ def test_a_writer_upgrades_each_past_version_and_its_sweep_reads(
     st.close()
 
 
-@pytest.mark.parametrize("version", VERSIONS, ids=[v.stem for v in VERSIONS])
+@pytest.mark.parametrize("version", VERSIONS, ids=IDS)
 def test_readers_of_a_past_version_not_upgraded_read_what_it_has(
-    version: Path, db_url: str
+    version: recorded.Version, db_url: str
 ) -> None:
     url = build(version, db_url)
     before = _held(url)
@@ -164,7 +161,7 @@ def test_the_dashboard_and_load_read_the_oldest_version_not_upgraded(
 def test_a_database_stamped_current_without_a_column_gains_it(tmp_path: Path) -> None:
     """The slurm branch's version 3 lacked hf_leases.share; the upgrade of main (which added
     only the columns of versions above the stamp) then stamped it 4 without them."""
-    url = build(HISTORY / "2026-12-05-6754024.sql", f"sqlite:///{tmp_path / 'old.db'}")
+    url = build(VERSIONS[IDS.index("2026-12-05-6754024")], f"sqlite:///{tmp_path / 'old.db'}")
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE hf_meta SET value = :v"), {"v": str(SCHEMA_VERSION)})

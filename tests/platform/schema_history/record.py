@@ -1,15 +1,16 @@
 """Records the ``hf_*`` tables of every past hyperfleet schema as ``CREATE`` statements, from
-the old code itself: SQLite's in ``*.sql`` beside this file, PostgreSQL's in ``postgresql/``.
-Run by hand from a checkout with its git history: ``python tests/platform/schema_history/
-record.py``. Each commit that touched a module defining ``hf_*`` tables is exported (``git
-archive``) and imported in a fresh interpreter; the tables of every ``MetaData`` its modules
-hold are written in each dialect's DDL. Commits whose tables read the same are one version; a
-file is named after the first commit of its version (in ``git log --reverse`` order), and ends
-with the ``hf_meta`` row that code stamped. ``tests/platform/test_schema_history.py`` builds a
-database of each and upgrades it."""
+the old code itself, in SQLite's and PostgreSQL's DDL (stored as ``recorded.py`` says: each
+distinct table definition once, ``versions.json`` naming each version's). Run by hand from a
+checkout with its git history: ``python tests/platform/schema_history/record.py``. Each commit
+that touched a module defining ``hf_*`` tables is exported (``git archive``) and imported in a
+fresh interpreter; the tables of every ``MetaData`` its modules hold are printed in each
+dialect's DDL. Commits whose tables read the same are one version, named after its first
+commit (in ``git log --reverse`` order), with the ``hf_meta`` version that code stamped.
+``tests/platform/test_schema_history.py`` builds a database of each and upgrades it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.platform.schema_history.recorded import DIALECTS, Version, write  # noqa: E402
+
 #: modules that defined hf_* tables at some commit (the rest of the package is imported by them)
 MODULES = [
     "hyperfleet.platform.storage",
@@ -27,7 +32,7 @@ MODULES = [
 ]
 
 DUMP = r"""
-import importlib, sys
+import importlib, json, sys
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -45,20 +50,16 @@ for name in sys.argv[1:]:
                     tables[table.name] = table
 schema = sys.modules.get("hyperfleet.platform.storage.schema")
 version = getattr(schema, "SCHEMA_VERSION", None)
-for dialect in (sqlite.dialect(), postgresql.dialect()):
-    out = []
-    for name in sorted(tables):
-        table = tables[name]
-        out.append(str(CreateTable(table).compile(dialect=dialect)).strip() + ";")
+out = {"stamp": str(version) if version is not None and "hf_meta" in tables else None}
+for key, dialect in (("sqlite", sqlite.dialect()), ("postgresql", postgresql.dialect())):
+    out[key] = {}
+    for name, table in tables.items():
+        ddl = [str(CreateTable(table).compile(dialect=dialect)).strip() + ";"]
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
-            out.append(str(CreateIndex(index).compile(dialect=dialect)).strip() + ";")
-    if version is not None and "hf_meta" in tables:
-        out.append(f"INSERT INTO hf_meta (key, value) VALUES ('schema_version', '{version}');")
-    print("\n\n".join(out))
-    print(SPLIT)
+            ddl.append(str(CreateIndex(index).compile(dialect=dialect)).strip() + ";")
+        out[key][name] = "\n\n".join(ddl)
+print(json.dumps(out))
 """
-SPLIT = "-- next dialect --"
-DUMP = f"SPLIT = {SPLIT!r}\n" + DUMP
 
 
 def commits() -> list[str]:
@@ -77,8 +78,8 @@ def commits() -> list[str]:
     return log.stdout.split()
 
 
-def ddl_at(commit: str) -> list[str]:
-    """The tables at ``commit`` in SQLite's DDL and in PostgreSQL's."""
+def ddl_at(commit: str) -> tuple[str | None, dict[str, dict[str, str]]]:
+    """The tables at ``commit`` in each dialect's DDL, and the ``hf_meta`` version it stamped."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(
             ["git", "-C", str(ROOT), "archive", commit, "hyperfleet"],
@@ -95,26 +96,27 @@ def ddl_at(commit: str) -> list[str]:
         )
         if dump.returncode != 0:
             raise SystemExit(f"{commit}: {dump.stderr.strip().splitlines()[-1]}")
-        return dump.stdout.split(SPLIT + "\n")[:2]
+        out = json.loads(dump.stdout)
+        return out["stamp"], {dialect: out[dialect] for dialect in DIALECTS}
 
 
 def main() -> None:
     seen: set[str] = set()
-    (HERE / "postgresql").mkdir(exist_ok=True)
+    versions = []
     for commit in commits():
-        ddl, pg = ddl_at(commit)
-        if ddl not in seen and ddl.strip():
+        stamp, tables = ddl_at(commit)
+        key = json.dumps([stamp, tables["sqlite"]], sort_keys=True)
+        if key not in seen and tables["sqlite"]:
             date = subprocess.run(
                 ["git", "-C", str(ROOT), "show", "-s", "--format=%ad", "--date=short", commit],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout.strip()
-            head = f"-- hf_* tables at commit {commit} ({date}), recorded by record.py\n\n"
-            (HERE / f"{date}-{commit}.sql").write_text(head + ddl)
-            (HERE / "postgresql" / f"{date}-{commit}.sql").write_text(head + pg)
+            versions.append(Version(f"{date}-{commit}", commit, date, stamp, tables))
             print(commit, date)
-        seen.add(ddl)
+        seen.add(key)
+    write(versions)
 
 
 if __name__ == "__main__":

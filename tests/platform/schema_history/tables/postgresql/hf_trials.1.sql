@@ -1,0 +1,27 @@
+-- hf_trials as first recorded at commit 4953a95 (2026-12-02) by record.py
+
+CREATE TABLE hf_trials (
+	id SERIAL NOT NULL, 
+	sweep VARCHAR(128) NOT NULL, 
+	number INTEGER NOT NULL, 
+	state VARCHAR(16) NOT NULL, 
+	params JSON NOT NULL, 
+	host VARCHAR(255), 
+	pid INTEGER, 
+	heartbeat_at FLOAT, 
+	started_at FLOAT, 
+	ended_at FLOAT, 
+	attempts INTEGER NOT NULL, 
+	last_step INTEGER, 
+	metrics JSON NOT NULL, 
+	outcome VARCHAR(16), 
+	error TEXT, 
+	mlflow_run_id VARCHAR(64), 
+	log_path TEXT, 
+	trial_dir TEXT, 
+	PRIMARY KEY (id), 
+	UNIQUE (sweep, number), 
+	FOREIGN KEY(sweep) REFERENCES hf_sweeps (name)
+);
+
+CREATE INDEX ix_hf_trials_sweep ON hf_trials (sweep);
