@@ -37,13 +37,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
+from hyperfleet.testing.postgres import new_database, throwaway_server
+from hyperfleet.testing.workers import start_worker, worker_command
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -54,7 +54,7 @@ def hyperfleet(*args: str) -> list[str]:
 
 
 def run_fleet(
-    server: LocalPostgres,
+    server: str,
     scratch: Path,
     name: str,
     sweep: dict[str, Any],
@@ -65,8 +65,7 @@ def run_fleet(
     workers' rows."""
     from hyperfleet.platform.storage import Storage
 
-    url = server.url(f"bench_{uuid.uuid4().hex[:10]}")
-    server.create_database(url.rsplit("/", 1)[1])
+    url = new_database(server, prefix="bench_")
     where = scratch / name
     where.mkdir(parents=True)
     sweep = {**sweep, "name": name, "storage": url, "workdir": str(where / "runs"),
@@ -76,12 +75,9 @@ def run_fleet(
     subprocess.run(hyperfleet("sweep", "submit", str(path)), check=True, env=ENV,
                    capture_output=True, cwd=where)  # fmt: skip
     procs = []
+    cmd = worker_command(url, sweep=name, devices=devices, exit_when_idle="4s", verbose=False)
     for i in range(workers):
-        log = (where / f"worker-{i}.log").open("w")
-        cmd = hyperfleet("worker", "--storage", url, "--sweep", name, "--devices", devices,
-                         "--exit-when-idle", "4s")  # fmt: skip
-        procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=ENV,
-                                      cwd=where))  # fmt: skip
+        procs.append(start_worker(cmd, log=where / f"worker-{i}.log", env=ENV, cwd=where))
     for p in procs:
         if p.wait(timeout=1800) != 0:
             sys.exit(f"error: a worker exited {p.returncode}; see {where}")
@@ -109,7 +105,7 @@ NOOP: dict[str, Any] = {
 }  # fmt: skip
 
 
-def overhead(server: LocalPostgres, scratch: Path, workers: int, trials: int) -> dict[str, float]:
+def overhead(server: str, scratch: Path, workers: int, trials: int) -> dict[str, float]:
     sweep = {**NOOP, "budget": {"trials": trials, "max_concurrent": workers}}
     leases, _ = run_fleet(server, scratch, f"noop-w{workers}", sweep, workers, "cpu:1")
     held = [x.ended_at - x.started_at for x in leases]
@@ -125,7 +121,7 @@ def overhead(server: LocalPostgres, scratch: Path, workers: int, trials: int) ->
 
 
 def utilisation(
-    server: LocalPostgres, scratch: Path, trials: int, trial_s: float, name: str = "short"
+    server: str, scratch: Path, trials: int, trial_s: float, name: str = "short"
 ) -> dict[str, float]:
     sweep = {
         "objective": {"metric": "score", "mode": "max"},
@@ -167,7 +163,7 @@ def main() -> None:
     lengths = args.trial_s or lengths
     scratch = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     out: dict[str, Any] = {"cores": os.cpu_count(), "overhead": [], "utilisation": []}
-    with throwaway("bench-fleet-pg-") as server:
+    with throwaway_server("bench-fleet-pg-") as server:
         for w in () if args.no_overhead else sizes:
             out["overhead"].append(overhead(server, scratch, w, trials))
         for i, trial_s in enumerate(float(x) for x in lengths.split(",")):

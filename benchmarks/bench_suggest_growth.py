@@ -33,10 +33,10 @@ from optuna.trial import create_trial
 
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import SweepSession, open_session
-from hyperfleet.platform.services.postgres import throwaway
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.states import TrialState
+from hyperfleet.testing.postgres import throwaway_server
 from hyperfleet.testing.sweeps import minimal_sweep
 
 SPACE = {
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     reads: tuple[int, float, float] | None = None
-    with throwaway(prefix="hyperfleet-growth-") as pg:
-        url = f"postgresql://hf@127.0.0.1:{pg.port}/postgres"
+    with throwaway_server("hyperfleet-growth-") as server:
+        url = f"{server}/postgres"
         workdir = tempfile.mkdtemp(prefix="hyperfleet-growth-")
         for scheduler in args.schedulers:
             sessions = {n: _sweep(url, workdir, scheduler, n) for n in args.sizes}

@@ -52,14 +52,11 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-import sqlalchemy as sa
 
 from benchmarks.scale_measures import (
     Sampler,
@@ -85,6 +82,8 @@ from hyperfleet.platform.storage import Storage, engine
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.platform.worker import worker_record
 from hyperfleet.spec.states import TrialState
+from hyperfleet.testing import postgres as testing_postgres
+from hyperfleet.testing.postgres import throwaway_server
 from hyperfleet.testing.sweeps import minimal_sweep
 
 SCHEDULERS = ("random", "tpe", "gp", "pbt")
@@ -100,27 +99,13 @@ def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL server (as the tests' ``postgres_server`` fixture starts it,
     with ``max_connections`` raised as ``docs/scale.md`` sizes it for a fleet); yields its
     base URL (no database)."""
-    from hyperfleet.platform.services.postgres import throwaway
-
-    with throwaway(prefix="hyperfleet-scale-") as pg:
-        url = f"postgresql://hf@127.0.0.1:{pg.port}"
-        admin = sa.create_engine(f"{url}/postgres", isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}"))
-        admin.dispose()
-        pg.stop()
-        pg.start()
+    with throwaway_server("hyperfleet-scale-", max_connections=MAX_CONNECTIONS) as url:
         yield url
 
 
 def new_database(server: str) -> str:
     """A fresh database on ``server``; its URL."""
-    name = f"scale_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return f"{server}/{name}"
+    return testing_postgres.new_database(server, prefix="scale_")
 
 
 def sweep_config(

@@ -149,9 +149,10 @@ def postgres_server() -> Iterator[str]:
     """A real PostgreSQL server on loopback for this test session; yields its base URL.
 
     Uses ``HYPERFLEET_TEST_POSTGRES_URL`` when set; otherwise starts a throwaway cluster with
-    the local ``initdb``/``pg_ctl`` (Debian's ``postgresql`` package, installed by .ci/run).
+    the local ``initdb``/``pg_ctl`` (``hyperfleet.testing.postgres``; Debian's ``postgresql``
+    package, installed by .ci/run).
     """
-    from hyperfleet.platform.services.postgres import throwaway
+    from hyperfleet.testing.postgres import throwaway_server
 
     url = os.environ.get("HYPERFLEET_TEST_POSTGRES_URL")
     if url:
@@ -161,23 +162,16 @@ def postgres_server() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
         pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    with throwaway() as pg:
-        yield f"postgresql://hf@127.0.0.1:{pg.port}"
+    with throwaway_server() as server:
+        yield server
 
 
 @pytest.fixture
 def postgres_url(postgres_server: str) -> str:
     """A fresh, empty database on the session's PostgreSQL server."""
-    import uuid
+    from hyperfleet.testing.postgres import new_database
 
-    import sqlalchemy as sa
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(f"{postgres_server}/postgres", isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return f"{postgres_server}/{name}"
+    return new_database(postgres_server)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

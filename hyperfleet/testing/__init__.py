@@ -18,6 +18,11 @@ on its own:
   Every built-in launcher passes it (``tests/launcher/test_contract.py``).
 * ``controller`` — ``Sim``: the controller over simulated trials on a virtual clock, with
   real storage and schedulers and no processes, for tests of controller rules in milliseconds.
+* ``workers`` — ``worker_command`` (a ``hyperfleet worker`` command line with the usual flags
+  as keywords), ``start_worker`` (a real worker process, its output in a log file) and
+  ``running_worker`` (the same as a context manager that stops it as an operator does).
+* ``postgres`` — ``throwaway_server`` (a PostgreSQL server of its own on loopback, removed on
+  exit; needs Debian's ``postgresql`` package) and ``new_database`` (a fresh database on it).
 * ``functions`` — known test functions for samplers (Branin, Hartmann-6, six-hump camel) and
   ``run_concurrent``, which drives an Optuna sampler on one with trials in flight.
 

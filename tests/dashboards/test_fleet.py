@@ -5,8 +5,6 @@ and the workers as ``hf_workers`` stores them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workers import start_worker, worker_command
 from tests.dashboards.sweeps import WORKLOAD, write_sweep
 from tests.integration.cli import cli_env, invoke
 
@@ -41,10 +40,8 @@ def test_devices_page_has_a_lane_per_worker_and_device(
     assert submitted.exit_code == 0, submitted.output
     # each worker exits after its share, so both serve the sweep whichever starts first
     share = ["--max-trials", str(PER_WORKER), "--exit-when-idle", "60s"]
-    cmd = [sys.executable, "-m", "hyperfleet.platform", "worker", "--storage", storage,
-           "--devices", "cpu:1", *share]  # fmt: skip
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    workers = [subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), **pipes) for _ in range(2)]
+    cmd = worker_command(storage, *share, devices="cpu:1", verbose=False)
+    workers = [start_worker(cmd, cwd=tmp_path, env=cli_env()) for _ in range(2)]
     try:
         outputs = [w.communicate(timeout=300)[0] for w in workers]
     finally:

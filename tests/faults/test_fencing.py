@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ import yaml
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.workers import start_worker, worker_command
 from tests.faults.conftest import Marks, alive, wait_dead, wait_until
 from tests.integration.cli import cli_env, invoke
 
@@ -83,13 +83,21 @@ class Fenced:
         if host is not None:
             prefix = ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "sh", "-c",
                       f'hostname {host} && exec "$0" "$@"']  # fmt: skip
-        cmd = [*prefix, sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
-               self.storage, "--devices", f"cpu:{devices}", "--heartbeat", "1s",
-               "--stale-after", f"{STALE_S:g}s", "--exit-when-idle", "3s"]  # fmt: skip
-        with (self.root / f"worker-{name}.log").open("w") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                    env=cli_env(), cwd=self.root,
-                                    start_new_session=True)  # fmt: skip
+        cmd = worker_command(
+            self.storage,
+            devices=f"cpu:{devices}",
+            heartbeat="1s",
+            stale_after=f"{STALE_S:g}s",
+            exit_when_idle="3s",
+            prefix=prefix,
+        )
+        proc = start_worker(
+            cmd,
+            log=self.root / f"worker-{name}.log",
+            env=cli_env(),
+            cwd=self.root,
+            new_session=True,
+        )
         self.workers[name] = proc
         return proc
 

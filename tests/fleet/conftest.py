@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hyperfleet.testing.workers import start_worker, worker_command
 from tests.conftest import deep_update
 from tests.integration.cli import STORE_POLL_S, cli_env, invoke
 
@@ -74,12 +74,9 @@ class Fleet:
         network namespace), where the storage is at ``storage_url``; ``cwd``: the directory
         it is started in (default: the fleet's root)."""
         log = self.root / f"worker-{name}.log"
-        cmd = [*host, sys.executable, "-m", "hyperfleet.platform", "-v", "worker", "--storage",
-               storage_url or self.storage_url, "--heartbeat", "1s", "--stale-after", "15s",
-               *args]  # fmt: skip
-        with log.open("w") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
-                                    env=cli_env(), cwd=cwd or self.root)  # fmt: skip
+        cmd = worker_command(storage_url or self.storage_url, *args, heartbeat="1s",
+                             stale_after="15s", prefix=host)  # fmt: skip
+        proc = start_worker(cmd, log=log, env=cli_env(), cwd=cwd or self.root)
         worker = Worker(name, proc, log)
         self.workers.append(worker)
         return worker
