@@ -1,7 +1,8 @@
--- hf_gangs as first recorded at commit 36c370a (2026-12-03) by record.py
-
+-- hf_gangs: 1 definition(s), first recorded at commits 36c370a by record.py
+-- a line tagged '-- in N,M [dialect]' is in those definitions (and that dialect) only
 CREATE TABLE hf_gangs (
-	id INTEGER NOT NULL, 
+	id INTEGER NOT NULL,  -- in 1 sqlite
+	id SERIAL NOT NULL,  -- in 1 postgresql
 	sweep VARCHAR(128) NOT NULL, 
 	trial INTEGER NOT NULL, 
 	attempt INTEGER NOT NULL, 

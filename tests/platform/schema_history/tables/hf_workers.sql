@@ -1,5 +1,5 @@
--- hf_workers as first recorded at commit 6754024 (2026-12-05) by record.py
-
+-- hf_workers: 2 definition(s), first recorded at commits 36c370a, 6754024 by record.py
+-- a line tagged '-- in N,M [dialect]' is in those definitions (and that dialect) only
 CREATE TABLE hf_workers (
 	id VARCHAR(64) NOT NULL, 
 	host VARCHAR(255) NOT NULL, 
@@ -11,8 +11,8 @@ CREATE TABLE hf_workers (
 	started_at FLOAT NOT NULL, 
 	heartbeat_at FLOAT NOT NULL, 
 	state VARCHAR(16) NOT NULL, 
-	job_id VARCHAR(64), 
-	job_state VARCHAR(32), 
-	job_reason TEXT, 
+	job_id VARCHAR(64),  -- in 2
+	job_state VARCHAR(32),  -- in 2
+	job_reason TEXT,  -- in 2
 	PRIMARY KEY (id)
 );

@@ -1,7 +1,8 @@
--- hf_lineage as first recorded at commit 4953a95 (2026-12-02) by record.py
-
+-- hf_lineage: 1 definition(s), first recorded at commits 4953a95 by record.py
+-- a line tagged '-- in N,M [dialect]' is in those definitions (and that dialect) only
 CREATE TABLE hf_lineage (
-	id INTEGER NOT NULL, 
+	id INTEGER NOT NULL,  -- in 1 sqlite
+	id SERIAL NOT NULL,  -- in 1 postgresql
 	sweep VARCHAR(255) NOT NULL, 
 	time FLOAT NOT NULL, 
 	step INTEGER NOT NULL, 

@@ -1,5 +1,5 @@
--- hf_sweeps as first recorded at commit 4953a95 (2026-12-02) by record.py
-
+-- hf_sweeps: 1 definition(s), first recorded at commits 4953a95 by record.py
+-- a line tagged '-- in N,M [dialect]' is in those definitions (and that dialect) only
 CREATE TABLE hf_sweeps (
 	name VARCHAR(128) NOT NULL, 
 	study_name VARCHAR(256) NOT NULL, 
