@@ -2,17 +2,12 @@
 does, as tests a launcher's author runs against their own launcher.
 
 Subclass :class:`LauncherContract` in a test module (a class named ``Test...``) and override its
-``launcher`` fixture; the class's tests then run against it::
+``launcher`` fixture (:func:`launcher_fixture` makes one that closes the launcher after the
+class's tests); the class's tests then run against it::
 
     class TestMyLauncher(LauncherContract):
         devices = 1  # what a contract trial asks for (0: an in-process trial)
-
-        @pytest.fixture(scope="class")
-        @classmethod
-        def launcher(cls) -> Iterator[Launcher]:
-            launcher = MyLauncher()
-            yield launcher
-            launcher.close()
+        launcher = launcher_fixture(MyLauncher)
 
 A contract trial is one of the tiny workloads of :mod:`hyperfleet.testing.launcher_workloads`
 (no torch), run without stores (the runtime prints its reports). A launcher that runs no
@@ -51,6 +46,24 @@ BROKEN = f"{WORKLOADS}:no_such_workload"  # a trial that cannot start
 KINDS = {"completes": f"{WORKLOADS}:completes", "hangs": f"{WORKLOADS}:hangs", "broken": BROKEN}
 
 TrialMaker = Callable[[str], TrialSpec]
+
+
+def launcher_fixture(
+    make: Callable[[], Launcher], check: Callable[[Launcher], None] | None = None
+) -> Any:
+    """A class-scoped ``launcher`` fixture for a :class:`LauncherContract` subclass: ``make()``,
+    closed after the class's tests, then given to ``check`` (what its closing must leave)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def launcher(cls: Any) -> Iterator[Launcher]:
+        made = make()
+        yield made
+        made.close()
+        if check is not None:
+            check(made)
+
+    return launcher
 
 
 def contract_script(t: SimTrial) -> SimScript:

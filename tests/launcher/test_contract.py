@@ -15,7 +15,12 @@ from hyperfleet.platform.launcher.inprocess import InProcessLauncher
 from hyperfleet.platform.launcher.simulated import SimulatedLauncher
 from hyperfleet.platform.launcher.torchrun import TorchrunLauncher
 from hyperfleet.platform.launcher.warm import WarmTorchrunLauncher
-from hyperfleet.testing.launchers import LauncherContract, QuietRecorder, contract_script
+from hyperfleet.testing.launchers import (
+    LauncherContract,
+    QuietRecorder,
+    contract_script,
+    launcher_fixture,
+)
 
 
 class TestSimulated(LauncherContract):
@@ -38,33 +43,20 @@ class TestSimulated(LauncherContract):
 @pytest.mark.xdist_group("launcher-contract-inprocess")
 class TestInProcess(LauncherContract):
     devices = 0
-
-    @pytest.fixture(scope="class")
-    @classmethod
-    def launcher(cls) -> Iterator[Launcher]:
-        launcher = InProcessLauncher(1)
-        yield launcher
-        launcher.close()
+    launcher = launcher_fixture(lambda: InProcessLauncher(1))
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("launcher-contract-torchrun")
 class TestTorchrun(LauncherContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def launcher(cls) -> Iterator[Launcher]:
-        launcher = TorchrunLauncher()
-        yield launcher
-        launcher.close()
+    launcher = launcher_fixture(TorchrunLauncher)
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("launcher-contract-warm")
+def _no_groups_left(launcher: Launcher) -> None:
+    assert isinstance(launcher, WarmTorchrunLauncher) and not launcher.groups
+
+
 class TestWarm(LauncherContract):
-    @pytest.fixture(scope="class")
-    @classmethod
-    def launcher(cls) -> Iterator[Launcher]:
-        launcher = WarmTorchrunLauncher()
-        yield launcher
-        launcher.close()
-        assert not launcher.groups
+    launcher = launcher_fixture(WarmTorchrunLauncher, _no_groups_left)
