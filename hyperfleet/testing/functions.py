@@ -80,10 +80,21 @@ def hartmann6(x: Sequence[float]) -> float:
     """Hartmann-6 on ``[0, 1]^6``; global minimum -3.32237."""
     if len(x) != 6:
         raise ValueError(f"hartmann6 takes 6 coordinates, got {len(x)}")
+    return hartmann(x, _H6_ALPHA, _H6_A, _H6_P)
+
+
+def hartmann(
+    x: Sequence[float],
+    alpha: Sequence[float],
+    a: Sequence[Sequence[float]],
+    p: Sequence[Sequence[float]],
+) -> float:
+    """A member of the Hartmann family (Dixon & Szegö, 1978): ``-sum_i alpha_i *
+    exp(-sum_j a_ij (x_j - p_ij)^2)``, one Gaussian well per row of ``a`` and ``p``."""
     total = 0.0
-    for alpha, a_row, p_row in zip(_H6_ALPHA, _H6_A, _H6_P, strict=True):
-        inner = sum(a * (float(xj) - p) ** 2 for a, xj, p in zip(a_row, x, p_row, strict=True))
-        total += alpha * math.exp(-inner)
+    for weight, a_row, p_row in zip(alpha, a, p, strict=True):
+        inner = sum(aj * (float(xj) - pj) ** 2 for aj, xj, pj in zip(a_row, x, p_row, strict=True))
+        total += weight * math.exp(-inner)
     return -total
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from hyperfleet.testing.functions import BRANIN, CAMEL6, KnownFunction
+from hyperfleet.testing.functions import BRANIN, CAMEL6, KnownFunction, hartmann
 from hyperfleet.testing.sweeps import minimal_sweep
 
 # Hartmann-3: three coordinates on the unit cube, four Gaussian wells; global minimum
@@ -48,11 +48,7 @@ _H3_P = (
 
 def hartmann3(x: Sequence[float]) -> float:
     """Hartmann-3 on ``[0, 1]^3``; global minimum -3.86278."""
-    total = 0.0
-    for alpha, a_row, p_row in zip(_H3_ALPHA, _H3_A, _H3_P, strict=True):
-        inner = sum(a * (float(xj) - p) ** 2 for a, xj, p in zip(a_row, x, p_row, strict=True))
-        total += alpha * math.exp(-inner)
-    return -total
+    return hartmann(x, _H3_ALPHA, _H3_A, _H3_P)
 
 
 HARTMANN3 = KnownFunction(
@@ -158,17 +154,23 @@ def nearest_in_flight(run: Run, below: int) -> float:
     )
 
 
-def write_sweep(
-    root: Path,
-    mlflow_template: Path,
-    sampler: str,
-    fn: KnownFunction,
-    seed: int,
-    concurrency: int,
-    n_trials: int,
-    n_startup: int,
-) -> Path:
+@dataclass(frozen=True)
+class Case:
+    """One run of the gate: a sampler on a function, its seed, trials in flight, budget and
+    the sampler's startup trials."""
+
+    sampler: str
+    fn: KnownFunction
+    seed: int
+    concurrency: int
+    n_trials: int
+    n_startup: int
+
+
+def write_sweep(root: Path, mlflow_template: Path, case: Case) -> Path:
     """The sweep file of one run, its stores under ``root`` (which it creates)."""
+    sampler, fn, seed, concurrency = case.sampler, case.fn, case.seed, case.concurrency
+    n_trials, n_startup = case.n_trials, case.n_startup
     root.mkdir(parents=True)
     shutil.copy(mlflow_template, root / "mlflow.db")  # MLflow's migrations done once
     data = minimal_sweep(
@@ -190,22 +192,14 @@ def write_sweep(
     return path
 
 
-def run_sweep(
-    root: Path,
-    mlflow_template: Path,
-    sampler: str,
-    fn: KnownFunction,
-    seed: int,
-    concurrency: int,
-    n_trials: int,
-    n_startup: int,
-) -> Run:
+def run_sweep(root: Path, mlflow_template: Path, case: Case) -> Run:
     """``hyperfleet sweep run FILE --json`` on a new sweep; its trials read back."""
     import optuna
 
     from tests.integration.cli import invoke
 
-    path = write_sweep(root, mlflow_template, sampler, fn, seed, concurrency, n_trials, n_startup)
+    path = write_sweep(root, mlflow_template, case)
+    fn, n_trials = case.fn, case.n_trials
     began = time.monotonic()
     result = invoke("sweep", "run", str(path), "--json")
     seconds = time.monotonic() - began
@@ -226,4 +220,4 @@ def run_sweep(
         trials.append(Trial(t.number, x, float(t.value), t.datetime_start, t.datetime_complete))
     trials.sort(key=lambda t: t.number)
     assert len(trials) == n_trials
-    return Run(sampler, fn, seed, concurrency, trials, seconds)
+    return Run(case.sampler, fn, case.seed, case.concurrency, trials, seconds)

@@ -66,6 +66,7 @@ import pytest
 from hyperfleet.testing.functions import BRANIN, CAMEL6, KnownFunction
 from tests.integration.search_gate import (
     HARTMANN3,
+    Case,
     Run,
     nearest_in_flight,
     run_sweep,
@@ -132,7 +133,7 @@ def check_quality(sampler: str, runs: list[Run]) -> list[str]:
 
 def run(tmp_path: Path, template: Path, sampler: str, fn: KnownFunction, seed: int, c: int) -> Run:
     root = tmp_path / f"{sampler}-{fn.name}-s{seed}-c{c}"
-    return run_sweep(root, template, sampler, fn, seed, c, N_TRIALS, N_STARTUP)
+    return run_sweep(root, template, Case(sampler, fn, seed, c, N_TRIALS, N_STARTUP))
 
 
 @pytest.mark.slow
