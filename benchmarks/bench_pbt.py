@@ -36,6 +36,8 @@ from typing import Any
 
 import yaml
 
+from hyperfleet.testing.sweeps import write_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pbt_charlm.yaml"
 
@@ -49,13 +51,7 @@ def sweep_file(directory: Path, name: str, quick: bool, pbt: bool) -> Path:
         data["scheduler"]["perturbation_interval"] = 10
     if not pbt:
         data["scheduler"]["perturbation_interval"] = data["trial"]["steps"] + 1
-    runs = directory / "runs"
-    data["storage"] = f"sqlite:///{runs / 'hf.db'}"
-    data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "experiment": name}
-    data["workdir"] = str(runs)
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return write_sweep(data, directory, experiment=name)
 
 
 def run_sweep(path: Path, devices: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperfleet.testing.sweeps import deep_update
+from hyperfleet.testing.sweeps import DIGITS, deep_update, digits_sweep
 
 # Three test processes share two cores with the trial processes they start: torch's and
 # OpenBLAS's own thread pools in the test processes would only spin against them. Trial
@@ -21,24 +21,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # for nothing. tests/launcher/test_import_ahead.py tests it; a test may set it back.
 os.environ.setdefault("HYPERFLEET_IMPORT_AHEAD", "")
 
-BASE_SWEEP: dict[str, Any] = {
-    "name": "t",
-    "objective": {"metric": "val_accuracy", "mode": "max"},
-    "scheduler": {"type": "tpe", "seed": 0},
-    "budget": {"trials": 2, "max_concurrent": 2},
-    "space": {
-        "lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True},
-        "hidden": {"type": "int", "low": 32, "high": 64},
-    },
-    "trial": {
-        "workload": "digits",
-        "params": {"batch_size": 64},
-        "steps": 100,
-        "eval_every": 50,
-        "resources": {"devices": 2},
-        "parallel": {"data": 2},
-    },
-}
+BASE_SWEEP: dict[str, Any] = digits_sweep(
+    name="t",
+    scheduler={"type": "tpe", "seed": 0},
+    space={**DIGITS["space"], "hidden": {"type": "int", "low": 32, "high": 64}},
+    trial={"steps": 100, "eval_every": 50, "resources": {"devices": 2}, "parallel": {"data": 2}},
+)
 
 
 @pytest.fixture
@@ -83,18 +71,25 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Pat
 
 
 @pytest.fixture
-def sweep_file(tmp_path: Path, mlflow_template: Path) -> Callable[..., Path]:
-    """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML.
-
-    Its stores live under ``tmp_path/runs``; the MLflow store starts as a copy of the
-    session's migrated template.
-    """
+def runs_dir(tmp_path: Path, mlflow_template: Path) -> Path:
+    """``tmp_path/runs``, the stores' directory of a test's sweep, its MLflow store
+    (``mlflow.db``) a copy of the session's migrated template."""
     import shutil
 
     runs = tmp_path / "runs"
     runs.mkdir(exist_ok=True)
     if not (runs / "mlflow.db").exists():
         shutil.copy(mlflow_template, runs / "mlflow.db")
+    return runs
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path, runs_dir: Path) -> Callable[..., Path]:
+    """``sweep_file(changes, name=...)``: the base sweep with ``changes`` merged in, as YAML.
+
+    Its stores live under ``tmp_path/runs``; the MLflow store starts as a copy of the
+    session's migrated template.
+    """
 
     def make(changes: dict[str, Any] | None = None, filename: str = "sweep.yaml") -> Path:
         changes = dict(changes or {})
@@ -122,6 +117,15 @@ def _pg_bin() -> Path | None:
     from hyperfleet.platform.services.postgres import pg_bindir
 
     return pg_bindir()
+
+
+def require_postgres() -> None:
+    """Skip the test where PostgreSQL's binaries are not installed (fail it on CI, which
+    installs them)."""
+    if _pg_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
+        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
 
 
 def free_port() -> int:
@@ -158,10 +162,7 @@ def postgres_server() -> Iterator[str]:
     if url:
         yield url
         return
-    if _pg_bin() is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
-        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+    require_postgres()
     with throwaway_server() as server:
         yield server
 
@@ -202,6 +203,20 @@ def s3_server() -> Iterator[str]:
         server.stop()
 
 
+def aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    """The standard AWS environment of a user of the S3 server at ``endpoint``: a fresh random
+    key pair, a region, and none of the machine's own profiles or credentials."""
+    import secrets
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + secrets.token_hex(8).upper())
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sk" + secrets.token_hex(16))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)  # none of the machine's own
+
+
 @pytest.fixture
 def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A fresh bucket on the session's S3 server, as ``s3://bucket``. The standard AWS
@@ -212,13 +227,7 @@ def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
     from s3fs import S3FileSystem
 
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + secrets.token_hex(8).upper())
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sk" + secrets.token_hex(16))
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)  # none of the machine's own
+    aws_env(monkeypatch, s3_server)
     S3FileSystem.clear_instance_cache()  # a cached client would keep an earlier test's keys
     bucket = f"hf-{secrets.token_hex(6)}"
     S3FileSystem().mkdir(bucket)

@@ -3,7 +3,6 @@ shipped to its trials by value, the CLI's validation lines, and an import that s
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def sweep(tmp_path: Path, mlflow_template: Path) -> dict[str, Any]:
+def sweep(runs_dir: Path) -> dict[str, Any]:
     """The minimal sweep with its stores under ``tmp_path/runs`` (MLflow's a migrated copy)
     and no trial.workload: each test gives its own."""
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    shutil.copy(mlflow_template, runs / "mlflow.db")
+    runs = runs_dir
     data = minimal_sweep(
         name="api",
         budget={"trials": 3},

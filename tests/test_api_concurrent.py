@@ -5,7 +5,6 @@ running one function and getting its results."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -64,11 +63,9 @@ def _wait(condition: Any, what: str, timeout: float = 120) -> None:
 
 @pytest.mark.slow
 def test_a_second_run_of_a_running_name_with_other_code_is_refused(
-    tmp_path: Path, mlflow_template: Path
+    tmp_path: Path, runs_dir: Path
 ) -> None:
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    shutil.copy(mlflow_template, runs / "mlflow.db")
+    runs = runs_dir
     config = minimal_sweep(
         name="twice",
         budget={"trials": 2, "max_concurrent": 1},

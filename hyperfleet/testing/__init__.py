@@ -3,8 +3,10 @@ samplers and storages. Importing this package imports nothing else; each module 
 on its own:
 
 * ``sweeps`` — ``minimal_sweep(**overrides)``, the smallest valid sweep config as a dict, with
-  the test's changes merged in (nested mappings merge; ``space`` and ``scheduler`` replace), and
-  ``deep_update``, the merge itself. Needs nothing but the standard library.
+  the test's changes merged in (nested mappings merge; ``space`` and ``scheduler`` replace);
+  ``digits_sweep``, the same on the built-in ``digits`` workload; ``deep_update``, the merge
+  itself; and ``write_sweep``, a sweep written to a file with its stores under a directory
+  (PyYAML; the rest needs nothing but the standard library).
 * ``workloads`` — trial workloads for tests: ``quadratic`` (in-process, no torch: the workload
   of ``minimal_sweep``) and ``with_hold``, which holds a trial after a given report until the
   test creates a file, so that a test acts on a trial known to be mid-run.

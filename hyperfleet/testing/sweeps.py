@@ -20,9 +20,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MINIMAL_SWEEP", "QUADRATIC", "deep_update", "minimal_sweep"]
+__all__ = [
+    "DIGITS",
+    "MINIMAL_SWEEP",
+    "QUADRATIC",
+    "deep_update",
+    "digits_sweep",
+    "minimal_sweep",
+    "write_sweep",
+]
 
 #: the workload of :data:`MINIMAL_SWEEP` (``(x - 0.3)^2 + 1/step``, in-process)
 QUADRATIC = "hyperfleet.testing.workloads:quadratic"
@@ -64,3 +73,35 @@ def minimal_sweep(**overrides: Any) -> dict[str, Any]:
     data = deep_update(MINIMAL_SWEEP, overrides)
     data.update(whole)
     return data
+
+
+def write_sweep(data: Mapping[str, Any], directory: Path, **tracking: Any) -> Path:
+    """``data`` with its stores under ``directory/runs`` (the storage ``hf.db``, the MLflow
+    store ``mlflow.db`` with ``tracking``'s other keys, the trials' files), written as
+    ``directory/<name>.yaml``; its path. Needs PyYAML (a dependency of hyperfleet)."""
+    import yaml
+
+    runs = directory / "runs"
+    out = dict(data)
+    out["storage"] = f"sqlite:///{runs / 'hf.db'}"
+    out["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", **tracking}
+    out["workdir"] = str(runs)
+    path = directory / f"{out['name']}.yaml"
+    path.write_text(yaml.safe_dump(out, sort_keys=False))
+    return path
+
+
+#: what :func:`digits_sweep` changes in :data:`MINIMAL_SWEEP`: the built-in ``digits``
+#: workload (a small MLP on scikit-learn's digits, torch) searched over its learning rate
+DIGITS: Mapping[str, Any] = {
+    "objective": {"metric": "val_accuracy", "mode": "max"},
+    "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True}},
+    "trial": {"workload": "digits", "params": {"batch_size": 64}, "steps": 60, "eval_every": 10},
+}
+
+
+def digits_sweep(**overrides: Any) -> dict[str, Any]:
+    """:func:`minimal_sweep` of the built-in ``digits`` workload (:data:`DIGITS`), with
+    ``overrides`` merged in as there (``space`` and ``scheduler`` replaced whole)."""
+    whole = {k: overrides.pop(k) for k in REPLACED if k in overrides}
+    return minimal_sweep(**{**deep_update(DIGITS, overrides), **whole})

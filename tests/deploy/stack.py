@@ -6,7 +6,11 @@ new ports; any other failure is returned as it came."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hyperfleet.platform.services.ports import free_port, says_taken
@@ -28,3 +32,18 @@ def stack_up(
         if up.returncode == 0 or attempt == TRIES - 1 or not says_taken(up.stderr):
             break
     return up, ports
+
+
+@contextlib.contextmanager
+def stack_state(prefix: str) -> Iterator[Path]:
+    """A state directory for a stack (``<fresh dir>/stack``), not under pytest's tmp dir: its
+    0700 parents would keep the postgres user out. On exit a stack a failed test left up is
+    brought down, and the directory removed."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)
+    try:
+        yield root / "stack"
+    finally:
+        if (root / "stack" / "postgres" / "data" / "postmaster.pid").exists():
+            cli("stack", "down", "--state-dir", str(root / "stack"), timeout=180)
+        shutil.rmtree(root, ignore_errors=True)

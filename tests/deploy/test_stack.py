@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -29,44 +27,25 @@ from hyperfleet.platform.services.processes import (
     start_time,
 )
 from hyperfleet.platform.storage import Storage
-from tests.conftest import _pg_bin, free_port
-from tests.deploy.stack import stack_up
+from hyperfleet.testing.sweeps import digits_sweep
+from tests.conftest import free_port, require_postgres
+from tests.deploy.stack import stack_state, stack_up
 from tests.integration.cli import cli, invoke, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
-SWEEP = {
-    "name": "stack-e2e",
-    "objective": {"metric": "val_accuracy", "mode": "max"},
-    "scheduler": {"type": "random", "seed": 0},
-    "budget": {"trials": 2, "max_concurrent": 2},
-    "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True}},
-    "trial": {
-        "workload": "digits",
-        "params": {"batch_size": 32, "hidden": 16},
-        "steps": 8,
-        "eval_every": 4,
-        "resources": {"devices": 0},  # in-process: one at a time on each worker (cpu:1)
-    },
-}
+# in-process (devices 0): one trial at a time on each worker (cpu:1)
+SWEEP = digits_sweep(
+    name="stack-e2e",
+    trial={"params": {"batch_size": 32, "hidden": 16}, "steps": 8, "eval_every": 4},
+)
 
 
 @pytest.fixture
 def state_dir() -> Iterator[Path]:
-    if _pg_bin() is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL binaries are missing; .ci/run installs Debian's postgresql")
-        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    # not under pytest's tmp dir: its 0700 parents would keep the postgres user out
-    root = Path(tempfile.mkdtemp(prefix="hyperfleet-stack-"))
-    root.chmod(0o755)
-    try:
-        yield root / "stack"
-    finally:
-        pid_file = root / "stack" / "postgres" / "data" / "postmaster.pid"
-        if pid_file.exists():  # a test that failed before its `stack down`
-            cli("stack", "down", "--state-dir", str(root / "stack"), timeout=180)
-        shutil.rmtree(root, ignore_errors=True)
+    require_postgres()
+    with stack_state("hyperfleet-stack-") as path:
+        yield path
 
 
 def listening(port: int) -> set[str]:

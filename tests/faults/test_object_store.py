@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hyperfleet.platform.services.ports import free_port, start_on_free_port
+from tests.conftest import aws_env
 from tests.faults.conftest import Fault, wait_until
 from tests.integration.cli import invoke
 
@@ -36,16 +37,6 @@ class Store:
 
     def thaw(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
-
-
-def _aws_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + secrets.token_hex(8).upper())
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sk" + secrets.token_hex(16))
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
 
 
 @pytest.fixture
@@ -76,7 +67,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
         return Store(proc, endpoint)
 
     s = start_on_free_port(start, log)
-    _aws_env(monkeypatch, s.endpoint)
+    aws_env(monkeypatch, s.endpoint)
     try:
         yield s
     finally:
@@ -151,7 +142,7 @@ def test_a_store_refusing_connections_costs_the_reports_nothing(
 ) -> None:
     """Nothing listens at the store's address: each upload fails at once, no report waits for
     a slot, the trial completes with its skipped and failed uploads in its record."""
-    _aws_env(monkeypatch, f"http://127.0.0.1:{free_port()}")
+    aws_env(monkeypatch, f"http://127.0.0.1:{free_port()}")
     f = _sweep(fault, "s3://nobody-listens")
     done = f.run(timeout=150)  # a backstop: the behaviour is asserted below
     assert done.returncode == 0, done.stderr[-3000:]

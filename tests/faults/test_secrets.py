@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 import shlex
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,8 +25,8 @@ import yaml
 
 from hyperfleet.platform.services.postgres import LocalPostgres, throwaway
 from hyperfleet.testing.sweeps import minimal_sweep
-from tests.conftest import _pg_bin
-from tests.deploy.stack import stack_up
+from tests.conftest import require_postgres
+from tests.deploy.stack import stack_state, stack_up
 from tests.faults.conftest import WORKLOAD, Fault, wait_dead, wait_until
 from tests.integration.cli import cli
 
@@ -43,8 +41,7 @@ def secret() -> str:
 @pytest.fixture
 def cluster(secret: str) -> Iterator[LocalPostgres]:
     """A PostgreSQL whose superuser logs in with ``secret`` (scram-sha-256, TCP)."""
-    if _pg_bin() is None:
-        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+    require_postgres()
     with throwaway("hyperfleet-pg-secret-", password=secret) as pg:
         pg.create_database("sweeps")
         yield pg
@@ -232,17 +229,9 @@ def test_8_urls_are_shown_masked_and_handed_on_without_their_password() -> None:
 
 @pytest.fixture
 def state_dir() -> Iterator[Path]:
-    if _pg_bin() is None:
-        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    # not under pytest's tmp dir: its 0700 parents would keep the postgres user out
-    root = Path(tempfile.mkdtemp(prefix="hyperfleet-stack-secret-"))
-    root.chmod(0o755)
-    try:
-        yield root / "stack"
-    finally:
-        if (root / "stack" / "postgres" / "data" / "postmaster.pid").exists():
-            cli("stack", "down", "--state-dir", str(root / "stack"), timeout=180)
-        shutil.rmtree(root, ignore_errors=True)
+    require_postgres()
+    with stack_state("hyperfleet-stack-secret-") as path:
+        yield path
 
 
 def sourced(env_file: Path) -> dict[str, str]:

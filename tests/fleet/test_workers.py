@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.sweeps import digits_sweep, minimal_sweep
 from tests.conftest import deep_update
 from tests.fleet.conftest import Fleet, Worker
 from tests.integration.cli import cli, invoke
@@ -77,20 +77,11 @@ def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet:
     assert {t.state for t in st.trials("spread")} == {"COMPLETE"}
 
 
-DIGITS: dict[str, Any] = {
-    "name": "digits-shared",
-    "objective": {"metric": "val_accuracy", "mode": "max"},
-    "scheduler": {"type": "random", "seed": 0},
-    "budget": {"trials": 12, "max_concurrent": 4},
-    "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True}},
-    "trial": {
-        "workload": "digits",
-        "params": {"batch_size": 64},
-        "steps": 60,
-        "eval_every": 10,
-        "resources": {"devices": 1},
-    },
-}
+DIGITS = digits_sweep(
+    name="digits-shared",
+    budget={"trials": 12, "max_concurrent": 4},
+    trial={"resources": {"devices": 1}},
+)
 
 
 def held(data: dict[str, Any], fleet: Fleet) -> dict[str, Any]:

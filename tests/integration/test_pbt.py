@@ -30,6 +30,7 @@ import yaml
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.population import LineageEvent, MemberState, SqlPopulationStore
+from hyperfleet.testing.sweeps import write_sweep
 from hyperfleet.testing.workloads import held_marker, with_hold
 from tests.conftest import deep_update
 from tests.integration.cli import STORE_POLL_S, in_mlflow, wait_until
@@ -66,16 +67,11 @@ def toy_sweep(
     instead of being migrated by the sweep (~10 s of SQLite writes)."""
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), changes or {})
     data["name"] = name
-    runs = directory / "runs"
     if mlflow_template is not None:
+        runs = directory / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         shutil.copy(mlflow_template, runs / "mlflow.db")
-    data["storage"] = f"sqlite:///{runs / 'hf.db'}"
-    data["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", "experiment": name}
-    data["workdir"] = str(runs)
-    path = directory / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return write_sweep(data, directory, experiment=name)
 
 
 def cli_env() -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,12 +26,8 @@ def test_example_script_is_unchanged_by_hyperfleet() -> None:
     assert "import torch.distributed" in text and "argparse" in text
 
 
-def test_example_sweep_runs_the_script_under_torchrun(
-    tmp_path: Path, mlflow_template: Path
-) -> None:
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    shutil.copy(mlflow_template, runs / "mlflow.db")
+def test_example_sweep_runs_the_script_under_torchrun(tmp_path: Path, runs_dir: Path) -> None:
+    runs = runs_dir
     data = yaml.safe_load((EXAMPLE / "sweep.yaml").read_text())
     assert data["trial"]["resources"]["devices"] == 2 and data["pruner"]["type"] == "median"
     data["budget"] = {"trials": 4, "max_concurrent": 1}
