@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hyperfleet.testing.sweeps import deep_update, minimal_sweep
-from tests.integration.cli import cli_env
+from tests.integration.cli import cli_env, trials_by_number
 
 WORKLOAD = "tests.faults.workloads:main"
 
@@ -90,19 +90,20 @@ class Fault:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
         )  # fmt: skip
 
+    def start_held(self, holding: int = 2, timeout: float = 120) -> subprocess.Popen[str]:
+        """:meth:`start`, returned once ``holding`` trials hold (the workload's ``hold``)."""
+        proc = self.start()
+        what = f"{holding} trials holding"
+        wait_until(lambda: len(self.marks.events("holds")) == holding, timeout, what)
+        return proc
+
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         proc = self.start(*args)
         out, err = proc.communicate(timeout=timeout)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def trials(self) -> dict[int, Any]:
-        from hyperfleet.platform.storage import Storage
-
-        st = Storage.open_readonly(self.storage)
-        try:
-            return {t.number: t for t in st.trials(str(self.data["name"]))}
-        finally:
-            st.close()
+        return trials_by_number(self.storage, str(self.data["name"]))
 
     def states(self) -> dict[int, str]:
         return {n: t.state for n, t in self.trials().items()}

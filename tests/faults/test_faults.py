@@ -67,8 +67,7 @@ def test_1_a_nan_intermediate_report_is_kept_out_of_the_sampler(fault: FaultMake
 def test_2_in_process_trials_are_requeued_on_sigint_and_resumed(fault: FaultMaker) -> None:
     hold = f"{fault().root}/go"
     f = fault({"trial": {"params": {"hold": hold, "hold_step": 3}}})
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, what="two trials at step 3")
+    proc = f.start_held()
     pids = f.marks.pids()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -87,8 +86,7 @@ def test_2_in_process_trials_are_requeued_on_sigint_and_resumed(fault: FaultMake
 def test_2_in_process_workers_die_with_a_killed_controller(fault: FaultMaker) -> None:
     hold = f"{fault().root}/go"
     f = fault({"trial": {"params": {"hold": hold, "hold_step": 2}}})
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, what="two trials holding")
+    proc = f.start_held()
     workers = f.marks.pids()
     proc.kill()
     proc.communicate(timeout=30)

@@ -32,7 +32,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
 from hyperfleet.testing.workers import start_worker, worker_command
 from tests.faults.conftest import Marks, alive, wait_dead, wait_until
-from tests.integration.cli import cli_env, invoke
+from tests.integration.cli import cli_env, invoke, trials_by_number
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
 
@@ -109,11 +109,7 @@ class Fenced:
         return (self.root / f"worker-{name}.log").read_text(errors="replace")
 
     def trials(self) -> dict[int, Any]:
-        st = Storage.open_readonly(self.storage)
-        try:
-            return {t.number: t for t in st.trials("fenced")}
-        finally:
-            st.close()
+        return trials_by_number(self.storage, "fenced")
 
     def worker_id(self, name: str, host: str | None = None) -> str:
         pid = self.workers[name].pid

@@ -89,8 +89,7 @@ def test_4_a_killed_controller_takes_its_trials_children_along(fault: FaultMaker
         "budget": {"trials": 2, "max_concurrent": 2},
         "trial": {"params": {"mode": "spawn", "hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, what="two trials holding")
+    proc = f.start_held()
     workers = f.marks.pids()
     everything = workers | children_of(workers) | {int(v) for _, _, v in f.marks.events("child")}
     assert len(everything) >= 2 + 4  # workers, sleeps, forks (and the workers' guards)
@@ -125,8 +124,7 @@ def test_6_storage_retry_governs_the_controller_and_the_trials(
         "budget": {"trials": 2, "max_concurrent": 2, "max_retries": 1},
         "trial": {"params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=180, what="trials holding")
+    proc = f.start_held(timeout=180)
     pids = f.marks.pids()
     cluster.stop()
     Path(hold).touch()  # the trials report while the server is down
@@ -162,8 +160,7 @@ def test_6_an_outage_shorter_than_storage_retry_is_ridden_out(
         "budget": {"trials": 2, "max_concurrent": 2},
         "trial": {"params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=180, what="trials holding")
+    proc = f.start_held(timeout=180)
     cluster.stop()
     Path(hold).touch()
     time.sleep(8)  # the outage itself: what the test is about, not pacing
@@ -250,8 +247,7 @@ def test_6_a_full_disk_stops_the_sweep_in_one_line_and_requeues(
         "budget": {"trials": 2, "max_concurrent": 2},
         "trial": {"params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, what="two trials holding")
+    proc = f.start_held()
     pids = f.marks.pids()
     ballast = fill(small_disk)
     Path(hold).touch()  # the trials save their step-2 checkpoints on a full disk

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.conftest import Fault, wait_until
+from tests.faults.conftest import Fault
 from tests.faults.pg import PgCluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
@@ -26,8 +26,7 @@ def test_6_thirty_seconds_without_postgres_lose_nothing(
         "budget": {"trials": 4, "max_concurrent": 2},
         "trial": {"params": {"hold": hold, "hold_step": 2}},
     })  # fmt: skip
-    proc = f.start()
-    wait_until(lambda: len(f.marks.events("holds")) == 2, timeout=180, what="trials holding")
+    proc = f.start_held(timeout=180)
     cluster.stop()
     Path(hold).touch()  # the trials report again while the server is down
     time.sleep(30)  # the outage itself: what the test is about, not pacing

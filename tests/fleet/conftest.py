@@ -17,7 +17,7 @@ import yaml
 
 from hyperfleet.testing.workers import start_worker, worker_command
 from tests.conftest import deep_update
-from tests.integration.cli import STORE_POLL_S, cli_env, invoke
+from tests.integration.cli import STORE_POLL_S, cli_env, invoke, trials_by_number
 
 
 @dataclass
@@ -87,11 +87,7 @@ class Fleet:
         return Storage(self.storage_url, create=False)
 
     def trials(self, sweep: str) -> dict[int, Any]:
-        st = self.storage()
-        try:
-            return {t.number: t for t in st.trials(sweep)}
-        finally:
-            st.close()
+        return trials_by_number(self.storage_url, sweep)
 
     def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         end = time.monotonic() + timeout

@@ -105,3 +105,36 @@ def in_mlflow(
         return any(m.step == step for m in client.get_metric_history(run_id, key))
 
     return logged
+
+
+def interrupt_when_logged(
+    cmd: list[str], env: dict[str, str], runs: Path, sweep: str, held: Path, logged: tuple[str, int]
+) -> Any:
+    """Start the ``sweep run`` ``cmd`` (its stores under ``runs``) and stop it (SIGTERM) once
+    trial 1 is held (``held``, its marker file) and its metric ``logged`` (name, step) is in
+    MLflow; it exits 130, as an interrupted run does. The sweep's ``Storage``, open."""
+    import signal
+
+    from hyperfleet.platform.storage import Storage
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    storage = Storage(f"sqlite:///{runs / 'hf.db'}")
+    key, step = logged
+    wait_until(held.exists, f"trial 1 held after its report at step {step}", proc)
+    reached = in_mlflow(f"sqlite:///{runs / 'mlflow.db'}", storage, sweep, 1, key, step)
+    wait_until(reached, f"trial 1's step {step} to reach MLflow", proc, every=STORE_POLL_S)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    return storage
+
+
+def trials_by_number(url: str, sweep: str) -> dict[int, Any]:
+    """The sweep's trials in the store at ``url``, by number (read-only)."""
+    from hyperfleet.platform.storage import Storage
+
+    st = Storage.open_readonly(url)
+    try:
+        return {t.number: t for t in st.trials(sweep)}
+    finally:
+        st.close()

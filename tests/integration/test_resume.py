@@ -16,7 +16,6 @@ the same parameters as an uninterrupted D=2 run (whose step-50 checkpoint it sta
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.paths import checkpoint_dir, replica_folder
 from hyperfleet.spec.workloads import BUILTIN
 from hyperfleet.testing.workloads import HOLD_PARAMS, held_marker, with_hold
-from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
+from tests.integration.cli import cli_env, interrupt_when_logged
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -84,18 +82,10 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     })  # fmt: skip
     cmd = [sys.executable, "-m", "hyperfleet.platform", "sweep", "run", str(path), "--json",
            "--devices", f"cpu:{devices}"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-
     held = held_marker(release, 1)
-    wait_until(held.exists, "trial 1 held after its report at step 25", proc)
+    storage = interrupt_when_logged(cmd, ENV, tmp_path / "runs", "resume", held, ("loss", 25))
     assert held.read_text() == "25"
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    logged = in_mlflow(mlflow_uri, storage, "resume", 1, "loss", 25)
-    wait_until(logged, "trial 1's step 25 to reach MLflow", proc, every=STORE_POLL_S)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
     stopped = storage.get_trial("resume", 1)
     assert stopped.state == "WAITING" and stopped.last_step == 25
     primary = checkpoint_dir(tmp_path / "runs", "resume", 1)

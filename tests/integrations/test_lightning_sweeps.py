@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,7 +31,11 @@ from hyperfleet.platform.storage.population import SqlPopulationStore
 from hyperfleet.spec.states import TrialState
 from hyperfleet.testing.sweeps import deep_update
 from hyperfleet.testing.workloads import held_marker
-from tests.integration.cli import ROOT, STORE_POLL_S, cli_env, in_mlflow, wait_until
+from tests.integration.cli import (
+    ROOT,
+    cli_env,
+    interrupt_when_logged,
+)
 from tests.integrations.lightning_workloads import lr_log
 
 pytestmark = pytest.mark.long
@@ -106,16 +109,15 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
             "checkpoint": {"every": 4, "keep": 2},
         },
     })  # fmt: skip
-    proc = subprocess.Popen(sweep_cmd(path, "cpu:2"), env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-    wait_until(held_marker(release, 1).exists, "trial 1 held after its report at step 10", proc)
+    storage = interrupt_when_logged(
+        sweep_cmd(path, "cpu:2"),
+        ENV,
+        tmp_path / "runs",
+        "lit-resume",
+        held_marker(release, 1),
+        ("loss", 10),
+    )
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    logged = in_mlflow(mlflow_uri, storage, "lit-resume", 1, "loss", 10)
-    wait_until(logged, "trial 1's step 10 to reach MLflow", proc, every=STORE_POLL_S)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
     assert storage.get_trial("lit-resume", 1).last_step == 10
 
     release.touch()

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from hyperfleet.platform.storage.population import SqlPopulationStore
 from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.wire import trial_dir
 from hyperfleet.testing.workloads import held_marker
-from tests.integration.cli import STORE_POLL_S, cli_env, in_mlflow, wait_until
+from tests.integration.cli import cli_env, interrupt_when_logged
 
 pytestmark = pytest.mark.long
 WORKLOAD = "tests.integrations.transformers_workload:main"
@@ -100,17 +99,9 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
                   "resources": {"devices": 1}, "parallel": {"data": 1},
                   "checkpoint": {"every": 2, "keep": 2}},
     })  # fmt: skip
-    proc = subprocess.Popen(sweep_cmd(path, 1), env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-    held = held_marker(release, 1)
-    wait_until(held.exists, "trial 1 held after its report at step 5", proc)
+    storage = interrupt_when_logged(sweep_cmd(path, 1), ENV, tmp_path / "runs", "tf-resume",
+                                    held_marker(release, 1), ("eval_loss", 5))  # fmt: skip
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    logged = in_mlflow(mlflow_uri, storage, "tf-resume", 1, "eval_loss", 5)
-    wait_until(logged, "trial 1's step 5 in MLflow", proc, every=STORE_POLL_S)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
     assert storage.get_trial("tf-resume", 1).last_step == 5
 
     release.touch()

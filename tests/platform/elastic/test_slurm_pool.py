@@ -22,7 +22,7 @@ from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.states import JOB_ENDED, TrialState, WorkerState
 from hyperfleet.testing.sweeps import minimal_sweep
 from hyperfleet.testing.workloads import held_marker
-from tests.integration.cli import cli_env, invoke
+from tests.integration.cli import cli_env, invoke, trials_by_number
 from tests.platform.elastic.conftest import SlurmCluster
 
 pytestmark = pytest.mark.long
@@ -68,11 +68,7 @@ class Site:
             st.close()
 
     def trials(self, sweep: str) -> dict[int, Any]:
-        st = self.storage()
-        try:
-            return {t.number: t for t in st.trials(sweep)}
-        finally:
-            st.close()
+        return trials_by_number(self.storage_url, sweep)
 
     def listed(self, *flags: str) -> list[dict[str, str]]:
         result = invoke("workers", "--storage", self.storage_url, "--json", *flags)
