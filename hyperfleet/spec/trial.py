@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 MAX_STEP = 2**31 - 1
 """The largest step a trial may reach or report: PostgreSQL's ``integer``, the type of the
@@ -40,6 +40,10 @@ def parse_duration(value: Any) -> Any:
             raise ValueError(f"expected a duration such as 90s, 30m or 2h, got {value!r}")
         return float(m.group(1)) * _UNITS[m.group(2)]
     return value
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+"""A duration field: seconds, given as a number or as ``90s``, ``30m``, ``2h``, ``1d``."""
 
 
 class _Section(BaseModel):
@@ -217,7 +221,7 @@ class Resources(_Section):
     nodes: int = Field(
         1, ge=1, description="hosts a trial spans (devices per node = devices / nodes)"
     )
-    gang_timeout: float = Field(
+    gang_timeout: Seconds = Field(
         300.0, gt=0, description="a multi-node trial not joined by every node by then is let go"
     )
     pool: str | None = Field(
@@ -229,11 +233,6 @@ class Resources(_Section):
         description="trials that may share one device (a GPU or a CPU slot); each holds a "
         "share and, on a GPU, at most 1/per_device of its memory; for trials of devices: 1",
     )
-
-    @field_validator("gang_timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v)
 
     @model_validator(mode="after")
     def _nodes_divide_devices(self) -> Resources:
@@ -330,7 +329,7 @@ class TrialConfig(_Section):
     comm: CommConfig = Field(default_factory=CommConfig)
     sync: SyncConfig = Field(default_factory=SyncConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    timeout: float | None = Field(
+    timeout: Seconds | None = Field(
         None, gt=0, description="a launch of a trial running longer is stopped and FAIL (90s, 2h)"
     )
     reuse: bool = Field(
@@ -340,11 +339,6 @@ class TrialConfig(_Section):
         "loaded); false: fresh processes for every trial, for workloads that keep state in "
         "module globals, threads or native libraries that outlive a trial",
     )
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v)
 
     @model_validator(mode="before")
     @classmethod

@@ -37,7 +37,7 @@ from hyperfleet.platform.urls import (
     storage_problem,
     tracking_problem,
 )
-from hyperfleet.spec.trial import TrialConfig, parse_duration
+from hyperfleet.spec.trial import Seconds, TrialConfig
 
 
 def _free_name(value: str | None) -> str | None:
@@ -71,7 +71,7 @@ class Objective(_Frozen):
 class Budget(_Frozen):
     trials: int | None = Field(None, ge=1)
     max_concurrent: int = Field(1, ge=1)
-    timeout: float | None = Field(
+    timeout: Seconds | None = Field(
         None,
         gt=0,
         description="no trial starts after this long (90s, 30m, 2h); running ones finish, "
@@ -105,11 +105,6 @@ class Budget(_Frozen):
         "max_concurrent workers made when the sweep is created; none on SQLite; not for "
         "pbt/pb2)",
     )
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _duration(cls, v: Any) -> Any:
-        return parse_duration(v)
 
 
 class TrackingConfig(_Frozen):
@@ -163,18 +158,13 @@ class SweepConfig(_Frozen):
     space: dict[str, ParamSpec]
     trial: TrialConfig
     storage: str | None = None
-    storage_retry: float = Field(
+    storage_retry: Seconds = Field(
         DEFAULT_RETRY_S,
         gt=0,
         description="how long a storage outage is ridden out before the sweep stops (90s, 5m)",
     )
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
     workdir: str = Field(DEFAULT_WORKDIR, description="logs, checkpoints, default stores")
-
-    @field_validator("storage_retry", mode="before")
-    @classmethod
-    def _retry_duration(cls, v: Any) -> Any:
-        return parse_duration(v)
 
     @field_validator("storage")
     @classmethod
