@@ -9,8 +9,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import subprocess
-import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from hyperfleet.platform.config import SweepConfig
+from tests.integration.cli import python_module
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -31,13 +30,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site, built strictly from this checkout into a temporary folder."""
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = python_module(
+        "mkdocs", "build", "--strict", "--site-dir", str(out), timeout=300, env=env
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "WARNING" not in proc.stderr, proc.stderr[-4000:]

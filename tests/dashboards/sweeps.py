@@ -28,6 +28,8 @@ TPE, MULTI, FAILING, PBT = "tpe-pruned", "multi", "failing", "pbt"
 DIVERGED = "diverged"
 NAMES = (TPE, MULTI, FAILING, PBT, DIVERGED)
 WORKLOAD = "tests.dashboards.workloads:curve"
+#: the dashboard's entry script, as ``hyperfleet dashboard`` runs it
+APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 
 
 @dataclass(frozen=True)

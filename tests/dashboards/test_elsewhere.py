@@ -15,9 +15,9 @@ from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.sweeps.run import SweepRunner
 from hyperfleet.platform.urls import rebased, started_from
 from hyperfleet.testing.sweeps import minimal_sweep
+from tests.dashboards.sweeps import APP
 
 pytestmark = pytest.mark.slow
-APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 
 
 def test_where_a_sweep_started_is_read_from_its_storage() -> None:

@@ -13,8 +13,7 @@ from streamlit.testing.v1 import AppTest
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
-
-APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
+from tests.dashboards.sweeps import APP
 
 
 def test_missing_storage_is_one_message_and_nothing_is_created(

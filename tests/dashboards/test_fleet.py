@@ -13,11 +13,10 @@ from streamlit.testing.v1 import AppTest
 from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
 from hyperfleet.testing.workers import start_worker, worker_command
-from tests.dashboards.sweeps import WORKLOAD, write_sweep
+from tests.dashboards.sweeps import APP, WORKLOAD, write_sweep
 from tests.integration.cli import cli_env, invoke
 
 pytestmark = pytest.mark.slow
-APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 PER_WORKER = 2
 
 

@@ -22,11 +22,10 @@ from streamlit.testing.v1 import AppTest
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.testing.sweeps import minimal_sweep
-from tests.dashboards.sweeps import write_sweep
+from tests.dashboards.sweeps import APP, write_sweep
 from tests.integration.cli import cli_env
 
 pytestmark = pytest.mark.slow
-APP = Path(__file__).resolve().parents[2] / "hyperfleet" / "dashboards" / "app.py"
 TRIALS = 4
 
 

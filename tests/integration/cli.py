@@ -38,6 +38,15 @@ def cli(
     )
 
 
+def python_module(
+    module: str, *args: str, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` in the repository's root (a tool: mypy, mkdocs); its exit
+    status, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+
+
 def invoke(*args: str, **env: str) -> Result:
     """``hyperfleet ARGS`` in this process; ``.exit_code``, ``.stdout`` and ``.stderr``."""
     from typer.testing import CliRunner

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.cli import python_module
 
 
 @pytest.mark.long
 def test_mypy_passes_on_the_control_plane() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy"],  # incremental: .mypy_cache, as `make typecheck`
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    proc = python_module("mypy", timeout=600)  # incremental: .mypy_cache, as `make typecheck`
     assert proc.returncode == 0, proc.stdout[-4000:]
