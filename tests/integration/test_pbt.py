@@ -94,6 +94,22 @@ def run_sweep(path: Path) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def start_held_toy(
+    tmp_path: Path, name: str, lr: float, mlflow_template: Path
+) -> tuple[subprocess.Popen[str], Storage, Path, Path]:
+    """``sweep run`` of the toy population (:func:`held_toy`, ``lr``) in the background, each
+    member held after a report past step 40 until the file ``release`` exists; the process,
+    the sweep's storage, its file and ``release``."""
+    release = tmp_path / "release"
+    path = toy_sweep(tmp_path, name, {
+        "trial": {"workload": "tests.integration.test_pbt:held_toy",
+                  "params": {"lr": lr, "hold_file": str(release), "hold_at": 40}},
+    }, mlflow_template)  # fmt: skip
+    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return proc, storage_of(tmp_path), path, release
+
+
 def storage_of(directory: Path) -> Storage:
     return Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
 
@@ -265,14 +281,7 @@ def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_templ
     # every member holds after a report past step 40 until then: held alone, the other member
     # could run to step 200 before the victim first reports, and the victim would exploit it
     # there and end without ever reaching step 40 of its own
-    release = tmp_path / "release"
-    path = toy_sweep(tmp_path, "killed", {
-        "trial": {"workload": "tests.integration.test_pbt:held_toy",
-                  "params": {"lr": 0.02, "hold_file": str(release), "hold_at": 40}},
-    }, mlflow_template)  # fmt: skip
-    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    storage = storage_of(tmp_path)
+    proc, storage, _, release = start_held_toy(tmp_path, "killed", 0.02, mlflow_template)
     held = held_marker(release, victim)
     wait_until(held.exists, f"member {victim} held after a report past step 40", proc)
     held_at = int(held.read_text())
@@ -410,14 +419,8 @@ def test_lineage_and_hp_metrics_in_mlflow(
 
 
 def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_template: Path) -> None:
-    release = tmp_path / "release"  # each member holds after a report past step 40 until then
-    path = toy_sweep(tmp_path, "resumed", {
-        "trial": {"workload": "tests.integration.test_pbt:held_toy",
-                  "params": {"lr": 0.05, "hold_file": str(release), "hold_at": 40}},
-    }, mlflow_template)  # fmt: skip
-    proc = subprocess.Popen(sweep_cmd(path), cwd=tmp_path, env=cli_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    storage = storage_of(tmp_path)
+    # each member holds after a report past step 40 until then
+    proc, storage, path, release = start_held_toy(tmp_path, "resumed", 0.05, mlflow_template)
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     for member in (0, 1):
         held = held_marker(release, member)
