@@ -163,6 +163,17 @@ class Page:
         self.wait(present, f"a link {text!r}")
         found[0].click()
 
+    def follow(self, start: tuple[str, str], link: str, title: str, charts: int, shot: str) -> Path:
+        """Open the page at URL ``start[0]`` (titled ``start[1]``), follow its ``link`` to the
+        page titled ``title`` and wait for its ``charts``; the screenshot ``shot``'s path."""
+        url, first = start
+        self.driver.get(url)
+        self.title_is(first)
+        self.click_link(link)
+        self.title_is(title)
+        self.charts(charts)
+        return self.shot(shot)
+
 
 FIGURES_JS = """
 return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
@@ -296,25 +307,18 @@ def test_multi_objective_sweep(page: Page, server: str) -> None:
 
 
 def test_compare(page: Page, server: str) -> None:
-    page.driver.get(f"{server}/sweep?sweep={TPE}")
-    page.title_is(f"Sweep {TPE}")
-    page.click_link("Compare")
-    page.title_is(f"Compare trials of {TPE}")
-    page.charts(1)
+    start = (f"{server}/sweep?sweep={TPE}", f"Sweep {TPE}")
+    path = page.follow(start, "Compare", f"Compare trials of {TPE}", 1, "4-compare")
     text = page.text
-    path = page.shot("4-compare")
     assert "Parameters that differ" in text and "Outcome" in text, path
     assert "lr" in text and "width" in text, path
 
 
 def test_population(page: Page, server: str) -> None:
-    page.driver.get(f"{server}/sweep?sweep={PBT}")
-    page.title_is(f"Sweep {PBT}")
-    page.click_link("Population")
-    page.title_is(f"Population of {PBT}")
-    page.charts(2)  # the family tree, the members' curves
+    start = (f"{server}/sweep?sweep={PBT}", f"Sweep {PBT}")
+    # the family tree, the members' curves
+    path = page.follow(start, "Population", f"Population of {PBT}", 2, "5-population")
     text = page.text
-    path = page.shot("5-population")
     assert "Family tree" in page.driver.page_source and "full schedule" in text, path
     assert f"hyperfleet sweep replay {PBT} --member" in text, path
     assert "from step" in text, path  # the schedule's steps are shown, not only its params
@@ -322,13 +326,9 @@ def test_population(page: Page, server: str) -> None:
 
 
 def test_devices(page: Page, server: str) -> None:
-    page.driver.get(f"{server}/population?sweep={PBT}")
-    page.title_is(f"Population of {PBT}")
-    page.click_link("Devices")
-    page.title_is(f"Devices of {PBT}")
-    page.charts(1)
+    start = (f"{server}/population?sweep={PBT}", f"Population of {PBT}")
+    path = page.follow(start, "Devices", f"Devices of {PBT}", 1, "6-devices")
     text = page.text
-    path = page.shot("6-devices")
     assert "Utilisation" in text and "paused stretches" in text, path
     assert "workers\n1" in text and "leases of this sweep" in text, path  # `sweep run`'s worker
     assert "paused · trial" in page.driver.page_source, path  # the paused members' lanes

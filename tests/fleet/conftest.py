@@ -128,3 +128,25 @@ def fleet(tmp_path: Path, postgres_url: str, mlflow_template: Path) -> Iterator[
         yield f
     finally:
         f.stop_all()
+
+
+def toy_population(name: str, population: int, trial: dict[str, Any]) -> dict[str, Any]:
+    """A PBT sweep of ``population`` members at once on the toy problem of
+    ``examples/pbt_toy.py`` (its score ``Q``, two hyperparameters ``h0``, ``h1``), 40 steps of
+    in-process trials; ``trial`` merges into its ``trial`` section."""
+    base = {"workload": "examples.pbt_toy:main", "params": {"lr": 0.05}, "steps": 40,
+            "eval_every": 4, "resources": {"devices": 0}}  # fmt: skip
+    return {
+        "name": name,
+        "objective": {"metric": "Q", "mode": "max"},
+        "scheduler": {
+            "type": "pbt",
+            "population": population,
+            "perturbation_interval": 4,
+            "seed": 0,
+            "resample_probability": 0.5,
+        },
+        "budget": {"max_concurrent": population},
+        "space": {h: {"type": "float", "low": 0.0, "high": 1.0} for h in ("h0", "h1")},
+        "trial": deep_update(base, trial),
+    }

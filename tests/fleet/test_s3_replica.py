@@ -16,12 +16,11 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hyperfleet.testing.workloads import held_marker
-from tests.fleet.conftest import Fleet, Worker
+from tests.fleet.conftest import Fleet, Worker, toy_population
 from tests.fleet.test_workers import _mlflow_steps
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.long]
@@ -136,19 +135,11 @@ def test_a_population_over_two_hosts_exploits_across_them_through_s3(
     the population is placed): the seeded population's bottom members exploit its top ones,
     across the hosts."""
     release = fleet.root / "release"
-    pbt: dict[str, Any] = {
-        "name": "s3-pbt",
-        "objective": {"metric": "Q", "mode": "max"},
-        "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 4, "seed": 0,
-                      "resample_probability": 0.5},
-        "budget": {"max_concurrent": 4},
-        "space": {"h0": {"type": "float", "low": 0.0, "high": 1.0},
-                  "h1": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {"workload": "tests.integration.workloads:held_pbt_toy",
-                  "params": {"lr": 0.05, "hold_file": str(release), "hold_at": 4},
-                  "steps": 40, "eval_every": 4, "resources": {"devices": 0},
-                  "checkpoint": {"replica": f"{s3_bucket}/replicas"}},
-    }  # fmt: skip
+    pbt = toy_population("s3-pbt", 4, {
+        "workload": "tests.integration.workloads:held_pbt_toy",
+        "params": {"hold_file": str(release), "hold_at": 4},
+        "checkpoint": {"replica": f"{s3_bucket}/replicas"},
+    })  # fmt: skip
     fleet.submit(fleet.sweep(pbt))
     placed = {"a": (0, 1), "b": (2, 3)}
     for name, members in placed.items():  # two CPU slots each: two members each

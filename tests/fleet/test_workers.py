@@ -12,7 +12,7 @@ import pytest
 
 from hyperfleet.testing.sweeps import digits_sweep, minimal_sweep
 from tests.conftest import deep_update
-from tests.fleet.conftest import Fleet, Worker
+from tests.fleet.conftest import Fleet, Worker, toy_population
 from tests.integration.cli import cli, invoke
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -44,17 +44,7 @@ def test_sixteen_workers_run_exactly_the_budget_and_no_trial_twice(fleet: Fleet)
 
 @pytest.mark.long
 def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet: Fleet) -> None:
-    pbt = {
-        "name": "spread",
-        "objective": {"metric": "Q", "mode": "max"},
-        "scheduler": {"type": "pbt", "population": 8, "perturbation_interval": 4, "seed": 0,
-                      "resample_probability": 0.5},
-        "budget": {"max_concurrent": 8},
-        "space": {"h0": {"type": "float", "low": 0.0, "high": 1.0},
-                  "h1": {"type": "float", "low": 0.0, "high": 1.0}},
-        "trial": {"workload": "examples.pbt_toy:main", "params": {"lr": 0.05}, "steps": 40,
-                  "eval_every": 4, "resources": {"devices": 0}},
-    }  # fmt: skip
+    pbt = toy_population("spread", 8, {})
     fleet.submit(fleet.sweep(pbt))
     for i in range(4):
         fleet.start(f"w{i}", "--devices", "cpu:2", "--exit-when-idle", "8s")

@@ -125,6 +125,28 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
     assert diff <= 1e-6, f"max abs eval_loss difference {diff}"
 
 
+def pbt_sweep(
+    name: str,
+    lrs: list[float],
+    interval: int,
+    quantile: float,
+    budget: dict[str, Any],
+    trial: dict[str, Any],
+) -> dict[str, Any]:
+    """A PBT sweep over ``lr`` minimising ``eval_loss``, its members starting at ``lrs`` (no
+    resampling, seed 0), in-process trials evaluated every 2 steps; ``trial`` merges into its
+    trial section."""
+    return {
+        "name": name, "objective": {"metric": "eval_loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": len(lrs), "perturbation_interval": interval,
+                      "quantile_fraction": quantile, "resample_probability": 0.0, "seed": 0,
+                      "initial": [{"lr": lr} for lr in lrs]},
+        "budget": budget,
+        "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
+        "trial": {"eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1}, **trial},
+    }  # fmt: skip
+
+
 def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -133,18 +155,12 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
     # when member 0 makes its ready check at step 4 (left to timing, a member that started
     # late could find nobody to copy: asynchronous PBT ranks against the latest reports, and
     # a member at the last step is no donor).
-    path = sweep_file({
-        "name": "tf-pbt", "objective": {"metric": "eval_loss", "mode": "min"},
-        "scheduler": {"type": "pbt", "population": 4, "perturbation_interval": 2,
-                      "quantile_fraction": 0.25, "resample_probability": 0.0, "seed": 0,
-                      "initial": [{"lr": 1.0e-4}, {"lr": 1.0e-3}, {"lr": 3.0e-3},
-                                  {"lr": 1.0e-2}]},
-        "budget": {"trials": 4, "max_concurrent": 4},
-        "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
-        "trial": {"workload": PACED, "params": {"batch_size": 4}, "steps": 12, "eval_every": 2,
-                  "resources": {"devices": 0}, "parallel": {"data": 1},
-                  "checkpoint": {"keep": 2}},
-    })  # fmt: skip
+    path = sweep_file(pbt_sweep(
+        "tf-pbt", [1.0e-4, 1.0e-3, 3.0e-3, 1.0e-2], interval=2, quantile=0.25,
+        budget={"trials": 4, "max_concurrent": 4},
+        trial={"workload": PACED, "params": {"batch_size": 4}, "steps": 12,
+               "checkpoint": {"keep": 2}},
+    ))  # fmt: skip
     run_sweep(path, 2)
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     events = SqlPopulationStore(storage.engine).lineage("tf-pbt")
@@ -180,17 +196,12 @@ def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
     # ranks last at step 4, exploits member 0 and pauses too: it goes on later, in a new launch,
     # from member 0's checkpoint. Member 2 ranks last at step 4 with every member born and none
     # behind it: it exploits member 0 and goes on in place, in the same process.
-    path = sweep_file({
-        "name": "tf-pbt-steps", "objective": {"metric": "eval_loss", "mode": "min"},
-        "scheduler": {"type": "pbt", "population": 3, "perturbation_interval": 4,
-                      "quantile_fraction": 0.5, "resample_probability": 0.0, "seed": 0,
-                      "initial": [{"lr": 1.0e-2}, {"lr": 1.0e-5}, {"lr": 3.0e-5}]},
-        "budget": {"trials": None, "max_concurrent": 1},
-        "space": {"lr": {"type": "float", "low": 1.0e-5, "high": 3.0e-2, "log": True}},
-        "trial": {"workload": WORKLOAD, "params": {"batch_size": 4, "schedule": "linear"},
-                  "steps": 8, "eval_every": 2, "resources": {"devices": 0},
-                  "parallel": {"data": 1}, "checkpoint": {"keep": 4}},
-    })  # fmt: skip
+    path = sweep_file(pbt_sweep(
+        "tf-pbt-steps", [1.0e-2, 1.0e-5, 3.0e-5], interval=4, quantile=0.5,
+        budget={"trials": None, "max_concurrent": 1},
+        trial={"workload": WORKLOAD, "params": {"batch_size": 4, "schedule": "linear"},
+               "steps": 8, "checkpoint": {"keep": 4}},
+    ))  # fmt: skip
     run_sweep(path, 2)
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     events = SqlPopulationStore(storage.engine).lineage("tf-pbt-steps")
