@@ -31,6 +31,20 @@ def ops_sweep(fault: FaultMaker, name: str, changes: dict[str, Any] | None = Non
     return fault(deep_update({"name": name, "trial": {"workload": WORKLOAD}}, changes or {}))
 
 
+def held_on(
+    cluster: PgCluster, fault: FaultMaker, name: str, retry: str, budget: dict[str, Any]
+) -> tuple[Fault, subprocess.Popen[str], str]:
+    """An ops sweep on ``cluster``'s PostgreSQL that rides out an outage for ``retry``,
+    started and returned once its two trials hold at step 2 (until the file ``hold``, also
+    returned, exists)."""
+    hold = f"{fault().root}/go"
+    f = ops_sweep(fault, name, {
+        "storage": cluster.url, "storage_retry": retry, "budget": budget,
+        "trial": {"params": {"hold": hold, "hold_step": 2}},
+    })  # fmt: skip
+    return f, f.start_held(timeout=180), hold
+
+
 def tagged_with_sweep(f: Fault) -> list[int]:
     """Live processes carrying a trial tag of ``f``'s sweep (psutil over all processes)."""
     tags = {trial_tag(f.storage, str(f.data["name"]), n) for n in range(16)}
@@ -117,14 +131,8 @@ pytestmark = [pytest.mark.slow]
 def test_6_storage_retry_governs_the_controller_and_the_trials(
     fault: FaultMaker, cluster: PgCluster
 ) -> None:
-    hold = f"{fault().root}/go"
-    f = ops_sweep(fault, "retry-short", {
-        "storage": cluster.url,
-        "storage_retry": "5s",
-        "budget": {"trials": 2, "max_concurrent": 2, "max_retries": 1},
-        "trial": {"params": {"hold": hold, "hold_step": 2}},
-    })  # fmt: skip
-    proc = f.start_held(timeout=180)
+    budget = {"trials": 2, "max_concurrent": 2, "max_retries": 1}
+    f, proc, hold = held_on(cluster, fault, "retry-short", "5s", budget)
     pids = f.marks.pids()
     cluster.stop()
     Path(hold).touch()  # the trials report while the server is down
@@ -153,14 +161,8 @@ def test_6_storage_retry_governs_the_controller_and_the_trials(
 def test_6_an_outage_shorter_than_storage_retry_is_ridden_out(
     fault: FaultMaker, cluster: PgCluster
 ) -> None:
-    hold = f"{fault().root}/go"
-    f = ops_sweep(fault, "retry-long", {
-        "storage": cluster.url,
-        "storage_retry": "40s",
-        "budget": {"trials": 2, "max_concurrent": 2},
-        "trial": {"params": {"hold": hold, "hold_step": 2}},
-    })  # fmt: skip
-    proc = f.start_held(timeout=180)
+    budget = {"trials": 2, "max_concurrent": 2}
+    f, proc, hold = held_on(cluster, fault, "retry-long", "40s", budget)
     cluster.stop()
     Path(hold).touch()
     time.sleep(8)  # the outage itself: what the test is about, not pacing
