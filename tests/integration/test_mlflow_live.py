@@ -17,14 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from hyperfleet.platform.storage import Storage
 from tests.integration.cli import STORE_POLL_S
-from tests.tracking.readback import (
-    SWEEP_TIMEOUT_S,
-    assert_unique_steps,
-    history,
-    start_sweep,
-    sweep_file,
-    wait_for,
-)
+from tests.tracking import readback
 from tests.tracking.server import MlflowServer
 
 pytestmark = pytest.mark.slow
@@ -40,10 +33,10 @@ def test_a_running_trials_reports_reach_mlflow_and_the_trial_never_imports_it(
              "resources": {"devices": devices}}  # fmt: skip
     if devices:
         trial["parallel"] = {"data": 1}
-    path = sweep_file(tmp_path, name, mlflow_server.uri, {
+    path = readback.sweep_file(tmp_path, name, mlflow_server.uri, {
         "budget": {"trials": 1, "max_concurrent": 1}, "trial": trial,
     })  # fmt: skip
-    proc = start_sweep(path, "--devices", "cpu:1")
+    proc = readback.start_sweep(path, "--devices", "cpu:1")
     client = MlflowClient(mlflow_server.uri)
     storage = Storage(f"sqlite:///{tmp_path / 'hf.db'}", create=False)
 
@@ -52,18 +45,18 @@ def test_a_running_trials_reports_reach_mlflow_and_the_trial_never_imports_it(
         run_id = rows[0].mlflow_run_id if rows else None
         if not run_id or run_id.startswith("pending:"):
             return []
-        return [s for s, _ in history(client, run_id, "loss")]
+        return [s for s, _ in readback.history(client, run_id, "loss")]
 
-    wait_for((gates / "held-0").exists, proc, "trial 0 to hold at step 2")
-    wait_for(lambda: logged() == [1, 2], proc, "its points in MLflow while it holds",
+    readback.wait_for((gates / "held-0").exists, proc, "trial 0 to hold at step 2")
+    readback.wait_for(lambda: logged() == [1, 2], proc, "its points in MLflow while it holds",
              every=STORE_POLL_S)  # fmt: skip
     assert storage.trials(name)[0].state == "RUNNING"
     (gates / "go-0").touch()
-    _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
+    _out, err = proc.communicate(timeout=readback.SWEEP_TIMEOUT_S)
     assert proc.returncode == 0, err[-4000:]
 
     assert (gates / "modules-0").read_text() == "", "the trial's process imported MLflow"
     run = client.get_run(storage.trials(name)[0].mlflow_run_id)
-    assert [s for s, _ in history(client, run.info.run_id, "loss")] == [1, 2, 3]
-    assert_unique_steps(client, run)
+    assert [s for s, _ in readback.history(client, run.info.run_id, "loss")] == [1, 2, 3]
+    readback.assert_unique_steps(client, run)
     assert run.info.status == "FINISHED"
