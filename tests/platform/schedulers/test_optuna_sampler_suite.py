@@ -128,6 +128,12 @@ def because(reason: str, *tests: str) -> dict[str, str]:
     return dict.fromkeys(tests, reason)
 
 
+def multi_capable_without_relative(reason: str) -> dict[str, str]:
+    """What a sampler of multi-objective studies skips when it does not sample relative in
+    the suite's ``sample_relative`` tests, for ``reason``."""
+    return {"SingleOnlySamplerTestCase": MULTI_CAPABLE, **because(reason, *SAMPLE_RELATIVE)}
+
+
 # -- TPE: the seeding wrapper, the capped history, the grouped branches ---------------------
 
 
@@ -157,14 +163,10 @@ class TestSeededGroupedTPE(SamplerSuites):
     )
     kind = TrialSeededSampler
     inner = optuna.samplers.TPESampler
-    NOT_APPLICABLE: ClassVar[dict[str, str]] = {
-        "SingleOnlySamplerTestCase": MULTI_CAPABLE,
-        **because(
-            "grouped TPE samples the groups its infer_relative_search_space found, which the "
-            "test never calls (Optuna's own TPESampler(group=True) answers {} there too)",
-            *SAMPLE_RELATIVE,
-        ),
-    }
+    NOT_APPLICABLE: ClassVar[dict[str, str]] = multi_capable_without_relative(
+        "grouped TPE samples the groups its infer_relative_search_space found, which the "
+        "test never calls (Optuna's own TPESampler(group=True) answers {} there too)"
+    )
 
 
 # -- the other Optuna samplers, seeded by the platform's wrapper ---------------------------
@@ -174,10 +176,9 @@ class TestSeededRandom(SamplerSuites):
     make = staticmethod(built({"type": "random", "seed": 0}))
     kind = TrialSeededSampler
     inner = optuna.samplers.RandomSampler
-    NOT_APPLICABLE: ClassVar[dict[str, str]] = {
-        "SingleOnlySamplerTestCase": MULTI_CAPABLE,
-        **because("RandomSampler has no relative sampling (sample_relative: {})", *SAMPLE_RELATIVE),
-    }
+    NOT_APPLICABLE: ClassVar[dict[str, str]] = multi_capable_without_relative(
+        "RandomSampler has no relative sampling (sample_relative: {})"
+    )
 
 
 class TestSeededQMC(SamplerSuites):
@@ -198,14 +199,10 @@ class TestSeededNSGA2(SamplerSuites):
     make = staticmethod(built({"type": "nsga2", "population_size": 4, "seed": 0}))
     kind = TrialSeededSampler
     inner = optuna.samplers.NSGAIISampler
-    NOT_APPLICABLE: ClassVar[dict[str, str]] = {
-        "SingleOnlySamplerTestCase": MULTI_CAPABLE,
-        **because(
-            "NSGA-II samples relative from its second generation on (population_size >= 2 "
-            "finished trials); the test samples after one",
-            *SAMPLE_RELATIVE,
-        ),
-    }
+    NOT_APPLICABLE: ClassVar[dict[str, str]] = multi_capable_without_relative(
+        "NSGA-II samples relative from its second generation on (population_size >= 2 "
+        "finished trials); the test samples after one"
+    )
 
 
 # -- the GP with each way of handling trials in flight -------------------------------------
