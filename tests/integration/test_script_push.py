@@ -4,7 +4,6 @@ member that exploits in place or is paused and resumed."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -15,8 +14,14 @@ import pytest
 
 from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.states import TrialState
-from tests.integration.cli import cli_env, invoke, wait_until
-from tests.integration.test_script_trials import PROGRAMS, run_json, script_sweep
+from tests.integration.cli import cli_env, wait_until
+from tests.integration.test_script_trials import (
+    PROGRAMS,
+    PRUNED_PAIR,
+    run_json,
+    run_pruned_pair,
+    script_sweep,
+)
 
 pytestmark = pytest.mark.slow
 PUSH = ["python", str(PROGRAMS / "push.py"), "${args}"]
@@ -41,18 +46,9 @@ def test_program_is_pruned_at_its_report(tmp_path: Path, mlflow_template: Path) 
         "push-pruned",
         [],
         3,
-        scheduler={"type": "random", "seed": 0},
-        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
-        budget={"trials": 2, "max_concurrent": 1},
+        **PRUNED_PAIR,
     )
-    for x in (0.3, 1.0):  # in this order: the first is the median's history
-        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
-        assert queued.exit_code == 0, queued.output
-    result = run_json(path)
-    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
-    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    first, pruned = sorted(storage.trials("push-pruned"), key=lambda t: t.number)
-    storage.close()
+    _, (first, pruned) = run_pruned_pair(path, (0.3, 1.0))
     assert first.state == TrialState.COMPLETE and first.last_step == 3
     assert first.metrics["loss"] == pytest.approx(1 / 3)
     assert pruned.state == TrialState.PRUNED and pruned.last_step == 1

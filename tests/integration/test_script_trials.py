@@ -63,6 +63,29 @@ def run_json(path: Path) -> dict[str, Any]:
     return result
 
 
+#: a sweep of two trials, one at a time, whose second a median pruner may prune
+PRUNED_PAIR: dict[str, Any] = {
+    "scheduler": {"type": "random", "seed": 0},
+    "pruner": {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+    "budget": {"trials": 2, "max_concurrent": 1},
+}
+
+
+def run_pruned_pair(path: Path, xs: tuple[float, float]) -> tuple[dict[str, Any], list[Any]]:
+    """Enqueue ``xs`` in this order (the first is the median's history) and run the sweep of
+    ``path`` (:data:`PRUNED_PAIR`): one COMPLETE, one PRUNED; its summary and its trials."""
+    for x in xs:
+        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
+        assert queued.exit_code == 0, queued.output
+    result = run_json(path)
+    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
+    data = yaml.safe_load(path.read_text())
+    storage = Storage(data["storage"], create=False)
+    trials = sorted(storage.trials(data["name"]), key=lambda t: t.number)
+    storage.close()
+    return result, trials
+
+
 def test_program_outcomes_and_its_mlflow_run(tmp_path: Path, mlflow_template: Path) -> None:
     path = script_sweep(
         tmp_path,
@@ -141,18 +164,9 @@ def test_program_logging_to_mlflow_reports_through_its_child_run(
             "metrics": {"from": "mlflow"},
         },
         space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
-        scheduler={"type": "random", "seed": 0},
-        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
-        budget={"trials": 2, "max_concurrent": 1},
+        **PRUNED_PAIR,
     )  # fmt: skip
-    for x in (0.2, 0.9):  # in this order: the first is the median's history
-        queued = invoke("sweep", "enqueue", str(path), "--params", json.dumps({"x": x}))
-        assert queued.exit_code == 0, queued.output
-    result = run_json(path)
-    assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
-    storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    done, pruned = sorted(storage.trials("logs"), key=lambda t: t.number)
-    storage.close()
+    result, (done, pruned) = run_pruned_pair(path, (0.2, 0.9))
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
     runs = client.search_runs([result["mlflow"]["experiment_id"]])
     parent = result["mlflow"]["parent_run_id"]
