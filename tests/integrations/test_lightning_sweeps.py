@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -136,28 +137,38 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     assert diff <= 1e-6, f"max abs loss difference {diff}"
 
 
+def pbt_sweep(
+    name: str,
+    lrs: list[float],
+    scheduler: dict[str, Any],
+    max_concurrent: int,
+    trial: dict[str, Any],
+) -> dict[str, Any]:
+    """A PBT sweep over ``lr`` minimising ``loss``, its members starting at ``lrs`` (ready
+    every 4 steps, seed 0; ``scheduler``'s other keys), ``max_concurrent`` at once, with
+    in-process trials of a small model evaluated every 2 steps; ``trial`` adds to them."""
+    return {
+        "name": name, "objective": {"metric": "loss", "mode": "min"},
+        "scheduler": {"type": "pbt", "population": len(lrs), "perturbation_interval": 4,
+                      "quantile_fraction": 0.5, "seed": 0, **scheduler,
+                      "initial": [{"lr": lr} for lr in lrs]},
+        "budget": {"trials": None, "max_concurrent": max_concurrent},
+        "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
+        "trial": {"params": {"hidden": 16, "batch_size": 16, "decay": 0.5}, "eval_every": 2,
+                  "resources": {"devices": 0}, "parallel": {"data": 1},
+                  "checkpoint": {"keep": 100}, **trial},
+    }  # fmt: skip
+
+
 def test_pbt_members_train_with_their_explored_lr_from_the_donors_weights(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
-    path = sweep_file({
-        "name": "lit-pbt",
-        "objective": {"metric": "loss", "mode": "min"},
-        # Two members at once, one with an lr far below the other: it ranks last at its ready
-        # check at step 4, and the paced workload makes sure the other has reported by then
-        # and not finished (asynchronous PBT ranks against the members' latest reports, and
-        # a member that reached the last step is no donor: left to timing, a member that
-        # started late could find nobody to copy).
-        "scheduler": {"type": "pbt", "population": 2, "perturbation_interval": 4,
-                      "quantile_fraction": 0.5, "seed": 0,
-                      "initial": [{"lr": 0.05}, {"lr": 0.0001}]},
-        "budget": {"trials": None, "max_concurrent": 2},
-        "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
-        "trial": {
-            "workload": PACED, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
-            "steps": 16, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
-            "checkpoint": {"keep": 100},
-        },
-    })  # fmt: skip
+    # Two members at once, one with an lr far below the other: it ranks last at its ready
+    # check at step 4, and the paced workload makes sure the other has reported by then
+    # and not finished (asynchronous PBT ranks against the members' latest reports, and
+    # a member that reached the last step is no donor: left to timing, a member that
+    # started late could find nobody to copy).
+    path = sweep_file(pbt_sweep("lit-pbt", [0.05, 0.0001], {}, 2, {"workload": PACED, "steps": 16}))
     run(path, "cpu:2")
     runs = tmp_path / "runs"
     storage = Storage(f"sqlite:///{runs / 'hf.db'}")
@@ -193,20 +204,9 @@ def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
     # ranks last at step 4, exploits member 0 and pauses too: it goes on later, in a new launch,
     # from member 0's checkpoint. Member 2 ranks last at step 4 with every member born and none
     # behind it: it exploits member 0 and goes on in place, in the same processes.
-    path = sweep_file({
-        "name": "lit-pbt-steps",
-        "objective": {"metric": "loss", "mode": "min"},
-        "scheduler": {"type": "pbt", "population": 3, "perturbation_interval": 4,
-                      "quantile_fraction": 0.5, "resample_probability": 0.0, "seed": 0,
-                      "initial": [{"lr": 0.05}, {"lr": 0.0001}, {"lr": 0.0003}]},
-        "budget": {"trials": None, "max_concurrent": 1},
-        "space": {"lr": {"type": "float", "low": 0.0001, "high": 0.1, "log": True}},
-        "trial": {
-            "workload": WORKLOAD, "params": {"hidden": 16, "batch_size": 16, "decay": 0.5},
-            "steps": 8, "eval_every": 2, "resources": {"devices": 0}, "parallel": {"data": 1},
-            "checkpoint": {"keep": 100},
-        },
-    })  # fmt: skip
+    path = sweep_file(pbt_sweep("lit-pbt-steps", [0.05, 0.0001, 0.0003],
+                                {"resample_probability": 0.0}, 1,
+                                {"workload": WORKLOAD, "steps": 8}))  # fmt: skip
     run(path, "cpu:2")
     runs = tmp_path / "runs"
     storage = Storage(f"sqlite:///{runs / 'hf.db'}")
