@@ -51,3 +51,28 @@ def test_refuses_bad_input_in_one_line(tmp_path: Path, args: list[str], expected
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], lines
     assert (path.read_text() == "mine\n") if not args else not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("module", "metrics", "written"),
+    [("reports_loss_acc", ["loss", "acc"], False), ("reports_val_loss", ["val_loss"], True)],
+)
+def test_the_objective_is_checked_against_a_workload_s_declared_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, metrics: list[str], written: bool
+) -> None:
+    (tmp_path / f"{module}.py").write_text(
+        f"def main(ctx):\n    pass\n\nmain.hyperfleet_supports = {{'metrics': {metrics!r}}}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "sweep.yaml"
+    result = CliRunner().invoke(app, ["init", str(path), "--workload", f"{module}:main"])
+    assert path.exists() == written
+    if written:
+        assert result.exit_code == 0 and load_sweep(path).all_objectives[0].metric == "val_loss"
+        return
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: --workload: '{module}:main' reports acc, loss (its declared metrics), not "
+        "val_loss, the objective init writes; add val_loss to its metrics and report it, or "
+        "write objective.metric by hand"
+    ]
