@@ -76,8 +76,10 @@ def _main(
 @app.command()
 def validate(file: Path) -> None:
     """Check a sweep file; exit 0 when valid, else 2 with one line per problem."""
+    from hyperfleet.platform.schedulers import check_scheduler
 
     cfg = _guard(lambda: load_file(file))
+    _guard(lambda: check_scheduler(cfg))  # as `sweep run` builds it before storing anything
     out.print(f"{file}: valid sweep {cfg.name!r} ({len(cfg.dims)} parameters)")
 
 

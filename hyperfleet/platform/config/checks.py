@@ -1,7 +1,8 @@
 """Semantic checks of a structurally valid sweep: what pydantic can't see field by field.
 
 Each check returns one line per problem, naming the field path, the value and the fix:
-the scheduler against the budget and objectives, the searched system knobs
+the scheduler against the budget, objectives and space (what its sampler would refuse once
+the sweep is stored: a grid over a float without step), the searched system knobs
 (:mod:`hyperfleet.platform.config.knobs`), the devices against the parallel layout, precision
 and communication against the backend, the batch against its split, and the params against
 what the workload declares. A sampled combination that breaks a layout rule is caught again
@@ -20,8 +21,13 @@ from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.pbt import check_initial
 from hyperfleet.platform.config.probe import fp16_problem
-from hyperfleet.platform.config.schedulers import CONDITIONAL_TYPES
-from hyperfleet.platform.config.space import CategoricalParam, is_conditional, space_problems
+from hyperfleet.platform.config.schedulers import CONDITIONAL_TYPES, MULTI_OBJECTIVE_TYPES
+from hyperfleet.platform.config.space import (
+    CategoricalParam,
+    grid_problems,
+    is_conditional,
+    space_problems,
+)
 from hyperfleet.platform.config.suggest import did_you_mean
 from hyperfleet.platform.config.values import control_problem, key_problem
 from hyperfleet.platform.pool import count_gpus
@@ -268,8 +274,12 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
             problems.append("objectives: PBT ranks members by one objective; use objective")
         space = {n: s.model_dump() for n, s in cfg.space.items()}
         problems += check_initial(cfg.scheduler.initial, space)
-    elif budget.trials is None and budget.timeout is None:
-        problems.append("budget: give trials or timeout (or both), or the sweep would never end")
+    else:
+        problems += _sampler_problems(cfg)
+        if budget.trials is None and budget.timeout is None:
+            problems.append(
+                "budget: give trials or timeout (or both), or the sweep would never end"
+            )
     if is_conditional(cfg.space) and cfg.scheduler.type not in CONDITIONAL_TYPES:
         branched = next(
             n for n, s in cfg.space.items() if isinstance(s, CategoricalParam) and s.branches
@@ -281,6 +291,21 @@ def _scheduler_problems(cfg: SweepConfig) -> list[str]:
         )
     if cfg.objectives is not None and cfg.pruner.type != "none":
         problems.append("pruner: Optuna prunes single-objective sweeps only; use type: none")
+    return problems
+
+
+def _sampler_problems(cfg: SweepConfig) -> list[str]:
+    """What the sweep's Optuna sampler would refuse when it is built (a grid over a dimension
+    it cannot enumerate, several objectives for a single-objective type): found here, before
+    anything is stored (``schedulers/optuna/samplers.py`` keeps the same refusals)."""
+    kind = cfg.scheduler.type
+    problems = grid_problems(cfg.space) if kind == "grid" else []
+    if cfg.objectives is not None and kind not in MULTI_OBJECTIVE_TYPES:
+        allowed = ", ".join(sorted(MULTI_OBJECTIVE_TYPES))
+        problems.append(
+            f"scheduler.type: {kind!r} optimises a single objective, but the sweep has "
+            f"{len(cfg.objectives)} objectives; use one of {allowed}"
+        )
     return problems
 
 

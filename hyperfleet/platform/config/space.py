@@ -221,3 +221,23 @@ def space_problems(space: Space) -> list[str]:
                 break
         seen.setdefault(name, []).append((path, spec, where))
     return problems
+
+
+def grid_problems(space: Space) -> list[str]:
+    """Dimensions a grid cannot enumerate, one line each naming its field path: a float
+    without ``step`` and a log-scaled int (every other dimension is a finite list of values;
+    :mod:`hyperfleet.platform.schedulers.optuna.space` builds the grid from them)."""
+    problems: list[str] = []
+    for _, path, spec, _ in _occurrences(space, "space", ()):
+        if isinstance(spec, FloatParam) and spec.step is None:
+            what = "a float without step"
+            fix = f"drop log and give {path}.step" if spec.log else f"give {path}.step"
+        elif isinstance(spec, IntParam) and spec.log:
+            what, fix = "a log-scaled int", f"drop {path}.log"
+        else:
+            continue
+        problems.append(
+            f"{path}: {what}, which scheduler.type 'grid' cannot enumerate; {fix}, or use "
+            f"another scheduler.type such as tpe or random"
+        )
+    return problems

@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller.depth import first_fill
 from hyperfleet.platform.schedulers import Scheduler, build_scheduler
 from hyperfleet.platform.storage import Storage, TrialRecord
-from hyperfleet.platform.storage.ownership import claim
+from hyperfleet.platform.storage.ownership import check_same_space, claim
 from hyperfleet.platform.storage.paths import sweep_replica
 from hyperfleet.platform.storage.results import SweepSummary, counted, summarize
 from hyperfleet.platform.tracking import SweepView, Tracker
@@ -69,16 +68,11 @@ def _open(
     cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
 ) -> SweepSession:
     name = cfg.name
-    config = cfg.model_dump(mode="json")
     row = storage.get_sweep(name)
     created = row is None
+    check_same_space(cfg, row)  # also before anything is written (sweeps/run.py's preflight)
     if row is None:
-        row = storage.create_sweep(name, config)
-    if row.stored_config.get("space") != config["space"]:
-        raise ConfigError(
-            f"space: differs from the stored sweep {name!r}; "
-            f"a continued sweep keeps its space, so use a new name"
-        )
+        row = storage.create_sweep(name, cfg.model_dump(mode="json"))
     # created_at as stored (not the in-memory value of a row just created): every reader, on
     # any host, derives the same identity and replica folder from it
     stored = storage.get_sweep(name)

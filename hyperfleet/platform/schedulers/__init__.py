@@ -14,7 +14,7 @@ from hyperfleet.platform.schedulers.base import (
     TrialState,
 )
 from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
-from hyperfleet.platform.schedulers.registry import SCHEDULERS, build_scheduler
+from hyperfleet.platform.schedulers.registry import SCHEDULERS, build_scheduler, check_scheduler
 
 __all__ = [
     "SCHEDULERS",
@@ -26,4 +26,5 @@ __all__ = [
     "Suggestion",
     "TrialState",
     "build_scheduler",
+    "check_scheduler",
 ]

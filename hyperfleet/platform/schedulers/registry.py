@@ -105,4 +105,15 @@ def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) ->
     return builder(cfg, storage, create)
 
 
-__all__ = ["OPTUNA_CONFIGS", "SCHEDULERS", "Builder", "build_scheduler"]
+def check_scheduler(cfg: SweepConfig) -> None:
+    """Build what the sweep's scheduler builds from its configuration alone (an Optuna
+    sampler and pruner; a population's checks are the sweep file's validation), so that
+    what it refuses (``ConfigError``) is refused before any of the sweep is stored: by
+    ``hyperfleet validate`` and by every door that runs or submits a sweep."""
+    if isinstance(cfg.scheduler, OPTUNA_CONFIGS):
+        from hyperfleet.platform.schedulers.optuna.scheduler import study_parts
+
+        study_parts(cfg)
+
+
+__all__ = ["OPTUNA_CONFIGS", "SCHEDULERS", "Builder", "build_scheduler", "check_scheduler"]

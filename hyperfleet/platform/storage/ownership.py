@@ -60,6 +60,7 @@ __all__ = [
     "MARKER",
     "check_owner",
     "check_same_code",
+    "check_same_space",
     "check_same_store",
     "check_store",
     "claim",
@@ -143,6 +144,17 @@ def check_same_store(cfg: SweepConfig, row: SweepRecord | None) -> None:
         raise ConfigError(
             f"--tracking-uri: sweep {cfg.name!r} logs to {masked(stored)}, not {masked(given)}; "
             f"give --tracking-uri {masked(stored)} (its MLflow runs are there) or a new name"
+        )
+
+
+def check_same_space(cfg: SweepConfig, row: SweepRecord | None) -> None:
+    """``ConfigError`` when the stored sweep ``row`` (None: a new one) has another search
+    space than ``cfg``: a continued sweep keeps its space (its trials and its study's
+    distributions are of that space)."""
+    if row is not None and row.stored_config.get("space") != cfg.model_dump(mode="json")["space"]:
+        raise ConfigError(
+            f"space: differs from the stored sweep {cfg.name!r}; "
+            f"a continued sweep keeps its space, so use a new name"
         )
 
 

@@ -18,11 +18,13 @@ from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
 from hyperfleet.platform.launcher.launchers import Launchers, build_pool
+from hyperfleet.platform.schedulers import check_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import sqlite_path
 from hyperfleet.platform.storage.ownership import (
     check_owner,
     check_same_code,
+    check_same_space,
     check_same_store,
     owned_config,
     stored_sweep,
@@ -44,17 +46,21 @@ def default_urls(cfg: SweepConfig) -> tuple[str, str]:
 def preflight(
     cfg: SweepConfig, storage_url: str, tracking_uri: str, runs: bool = False
 ) -> SweepConfig:
-    """The checks made before anything is written: the working directory, the storage and
-    the tracking server can be used; the sweep's run directory is not another sweep's, a
-    continued sweep keeps its tracking store, and (``runs``: it is run here) another process
+    """The checks made before anything is written: the sweep's scheduler can be built from
+    its configuration (:func:`~hyperfleet.platform.schedulers.check_scheduler`, as
+    ``hyperfleet validate`` builds it); the working directory, the storage and the tracking
+    server can be used; the sweep's run directory is not another sweep's, a continued sweep
+    keeps its space and its tracking store, and (``runs``: it is run here) another process
     does not run it with other code (:mod:`~hyperfleet.platform.storage.ownership`). Returns
     ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
+    check_scheduler(cfg)  # what its sampler would refuse once the sweep is stored
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)
     check_runnable(row)  # not a sweep a user paused or stopped
     check_owner(cfg, row)
+    check_same_space(cfg, row)
     check_same_store(cfg, row)
     if runs:
         check_same_code(cfg, row, storage_url)

@@ -55,7 +55,10 @@ def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
     return ["maximize" if o.mode == "max" else "minimize" for o in cfg.all_objectives]
 
 
-def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
+def study_parts(cfg: SweepConfig) -> tuple[optuna.samplers.BaseSampler, optuna.pruners.BasePruner]:
+    """The sweep's sampler and pruner, built from its configuration alone (``ConfigError``
+    for what they refuse): :func:`open_study` opens the study with them, and
+    ``registry.check_scheduler`` builds them before anything of a sweep is stored."""
     conditional = is_conditional(cfg.space)
     # Only a grid enumerates the space: an int dimension over [0, 2**40] is a list of 2**40
     # values, which another sampler never needs (and memory can't hold).
@@ -67,7 +70,11 @@ def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.S
         n_trials=cfg.budget.trials,
         cells=((space_mod.cells(cfg.space) or []) if gridded else []) if conditional else None,
     )
-    pruner = build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
+    return sampler, build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
+
+
+def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
+    sampler, pruner = study_parts(cfg)
     storage = internals.lean_storage(storage)  # a claim re-reads running trials only if changed
     if create:
         return optuna.create_study(
