@@ -12,15 +12,19 @@ never needs to know a workload by name:
   layers its flat layer list has for given params (a layout with more stages than layers is
   refused), whether it runs the asynchronous parameter-server loop (``sync.mode: async-ps``),
   and whether its ``batch_size`` is the global batch of one optimizer step, split over data
-  replicas x ``grad_accum`` x pipeline micro-batches (a batch that doesn't divide is refused).
-  A custom workload declares them as a ``hyperfleet_supports`` attribute on its function (or in
-  its module), a dict with any of the keys ``pipeline`` (bool), ``pipeline_layers`` (an int, or
-  a function of the merged params returning one; implies ``pipeline``), ``async_ps`` (bool) and
-  ``global_batch`` (bool), or a :class:`WorkloadSupports`::
+  replicas x ``grad_accum`` x pipeline micro-batches (a batch that doesn't divide is refused),
+  and the **metrics** its reports carry (an objective it does not report is refused at
+  validation, with the closest name). A custom workload declares them as a
+  ``hyperfleet_supports`` attribute on its function (or in its module), a dict with any of the
+  keys ``pipeline`` (bool), ``pipeline_layers`` (an int, or a function of the merged params
+  returning one; implies ``pipeline``), ``async_ps`` (bool), ``global_batch`` (bool) and
+  ``metrics`` (a list of names), or a :class:`WorkloadSupports`::
 
-      main.hyperfleet_supports = {"pipeline_layers": lambda p: p["n_layer"] + 2}
+      main.hyperfleet_supports = {"pipeline_layers": lambda p: p["n_layer"] + 2,
+                                  "metrics": ["loss", "val_loss"]}
 
-  Undeclared: no async-ps, and neither the pipeline form nor the batch split is checked.
+  Undeclared: no async-ps, and neither the pipeline form, the batch split nor the objective
+  is checked (a trial whose first report lacks the objective still fails at that report).
 
 Built-ins declare both here, torch-free, since the control plane reads them.
 """
@@ -53,10 +57,15 @@ class WorkloadSupports:
     """Runs the parameter-server loop of ``sync.mode: async-ps`` (ranks 1.. push gradients)."""
     global_batch: bool = False
     """``params.batch_size`` is split over data x grad_accum x micro-batches: it must divide."""
+    metrics: frozenset[str] | None = None
+    """Every metric name its reports may carry (one report may carry fewer: ``loss_scale``
+    with fp16 only); None: not declared, so an objective is not checked against it."""
 
     def __post_init__(self) -> None:
         if self.pipeline is False and self.pipeline_layers is not None:
             raise ValueError("pipeline_layers given with pipeline False; drop one of them")
+        if self.metrics is not None and not isinstance(self.metrics, frozenset):
+            object.__setattr__(self, "metrics", frozenset(self.metrics))  # a list declared
 
     @property
     def has_pipeline(self) -> bool | None:
@@ -79,6 +88,9 @@ class WorkloadInfo:
 
 
 DEFAULT_WORKLOAD = "digits"  # what ``hyperfleet init`` writes a sweep for unless told
+# what ``ctx.throughput``'s meter and ``ctx.precision_metrics`` (fp16 only) add to a report
+_THROUGHPUT = ("samples_per_s", "step_time_s")
+_FP16 = ("loss_scale", "skipped_steps")
 _LR = {"type": "float", "low": 1.0e-4, "high": 1.0e-1, "log": True}
 _DECAY = {"type": "float", "low": 1.0e-6, "high": 1.0e-1, "log": True}
 
@@ -102,7 +114,12 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "weight_decay": "AdamW weight decay",
             "seed": "seed of the initialisation, the data split and the batch order",
         },
-        supports=WorkloadSupports(pipeline=False, async_ps=True, global_batch=True),
+        supports=WorkloadSupports(
+            pipeline=False,
+            async_ps=True,
+            global_batch=True,
+            metrics=frozenset({"loss", "val_loss", "val_accuracy", *_THROUGHPUT, *_FP16}),
+        ),
         space={
             "lr": _LR,
             "hidden": {"type": "int", "low": 16, "high": 256, "log": True},
@@ -142,7 +159,12 @@ BUILTIN: dict[str, WorkloadInfo] = {
             "corpus_bytes": "bytes of the corpus to use",
             "eval_batches": "held-out windows per evaluation, in units of batch_size",
         },
-        supports=WorkloadSupports(pipeline_layers=_gpt_layers, global_batch=True),
+        supports=WorkloadSupports(
+            pipeline_layers=_gpt_layers,
+            global_batch=True,
+            # tokens_per_s with every report, mfu on CUDA only
+            metrics=frozenset({"loss", "val_loss", "tokens_per_s", "mfu", *_THROUGHPUT, *_FP16}),
+        ),
         space={
             "lr": {**_LR, "low": 3.0e-4, "high": 3.0e-2},
             "n_embd": {"type": "categorical", "choices": [32, 64, 128]},
@@ -202,6 +224,11 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool)
 
 
+def _is_names(value: Any) -> bool:
+    names = isinstance(value, (list, tuple, set, frozenset)) and len(value) > 0
+    return names and all(isinstance(v, str) and v for v in value)
+
+
 def _is_layers(value: Any) -> bool:
     count = isinstance(value, int) and not isinstance(value, bool) and value >= 1
     return count or callable(value)
@@ -212,6 +239,7 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "pipeline_layers": (_is_layers, "an int >= 1 or a function of the params returning one"),
     "async_ps": (_is_bool, "True or False"),
     "global_batch": (_is_bool, "True or False"),
+    "metrics": (_is_names, "a non-empty list of metric names (strings)"),
 }
 assert set(_EXPECTED) == {f.name for f in fields(WorkloadSupports)}
 

@@ -107,7 +107,7 @@ def test_a_custom_declaration_is_checked_and_an_undeclared_workload_is_not() -> 
 
 
 def test_a_script_objective_must_be_a_named_group_of_its_pattern() -> None:
-    script = {"command": ["python", "train.py"], "workload": None, "params": {}, "steps": None,
+    script = {"command": ["python", "-c", "pass"], "workload": None, "params": {}, "steps": None,
               "metrics": {"pattern": r"step (?P<step>\d+) acc (?P<val_acc>\S+)"}}  # fmt: skip
     (line,) = problems({"trial": script, "objective": {"metric": "val_accuracy"}})
     assert line == (

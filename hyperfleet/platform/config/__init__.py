@@ -8,6 +8,8 @@
   (``load_sweep``, ``parse_sweep``);
 * :mod:`~hyperfleet.platform.config.checks` — the semantic checks (layout, batch, scheduler,
   workload params) that need more than one field;
+* :mod:`~hyperfleet.platform.config.objectives` — the objectives against the metrics a
+  workload declares (or a script's pattern reads);
 * :mod:`~hyperfleet.platform.config.knobs` — system knobs: ``trial.*`` keys of the space.
 
 Imports run one way, ``space`` <- ``model`` <- ``knobs`` <- ``checks`` <- ``loading`` <- this

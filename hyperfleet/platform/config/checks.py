@@ -4,9 +4,10 @@ Each check returns one line per problem, naming the field path, the value and th
 the scheduler against the budget, objectives and space (what its sampler would refuse once
 the sweep is stored: a grid over a float without step), the searched system knobs
 (:mod:`hyperfleet.platform.config.knobs`), the devices against the parallel layout, precision
-and communication against the backend, the batch against its split, and the params against
-what the workload declares. A sampled combination that breaks a layout rule is caught again
-by :func:`layout_problems` before its launch and recorded as a FAIL with the reason.
+and communication against the backend, the batch against its split, and the params and
+objectives against what the workload declares (:mod:`.objectives`). A sampled combination
+that breaks a layout rule is caught again by :func:`layout_problems` before its launch and
+recorded as a FAIL with the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.command import command_problems
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
+from hyperfleet.platform.config.objectives import pattern_metrics, undeclared_objectives
 from hyperfleet.platform.config.pbt import check_initial
 from hyperfleet.platform.config.probe import fp16_problem
 from hyperfleet.platform.config.schedulers import CONDITIONAL_TYPES, MULTI_OBJECTIVE_TYPES
@@ -78,10 +80,12 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         entry = _entry_problem(fn, trial.entry)
         if entry is not None:
             return [entry]
-        try:
-            workload_supports(trial.workload, fn)
-        except ConfigError as exc:
-            problems += exc.problems
+    try:
+        metrics = workload_supports(trial.workload, fn).metrics
+    except ConfigError as exc:
+        metrics, problems = None, problems + exc.problems
+    if metrics is not None:
+        problems += undeclared_objectives(cfg, metrics, f"workload {trial.entry!r} reports")
     known = declared_params(trial.workload, fn)
     searched = [n for n in cfg.dims if not n.startswith(KNOB_PREFIX)]
     problems += [
@@ -346,6 +350,10 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
             f"trial.resources.nodes: a program's exploits under {cfg.scheduler.type} restart "
             f"it on one host; use nodes: 1, or trial.workload for a population across hosts"
         )
+    pattern = cfg.trial.metrics.pattern
+    if cfg.trial.metrics.source == "stdout" and pattern is not None:
+        reads = "trial.metrics.pattern reads (its named groups)"
+        problems += undeclared_objectives(cfg, pattern_metrics(pattern), reads)
     return problems + command_problems(cfg.trial, cfg.space)
 
 
