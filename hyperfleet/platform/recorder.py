@@ -6,7 +6,10 @@ queues its metrics for MLflow (batched, off the training thread, spooled through
 :mod:`hyperfleet.platform.tracking.sink`) and returns the scheduler's decision, which the
 runtime broadcasts to every rank. In a trial process each report also leaves one line in the
 trial's ``log.txt`` (:func:`report_line`: step, metrics, decision), so the log says what the
-trial reported without storage or MLflow. It is built from the trial's spec alone, so it works
+trial reported without storage or MLflow. A trial's first report must carry its objective:
+one that lacks it raises :class:`~hyperfleet.spec.steps.ObjectiveMissingError` (every rank
+fails at that step, naming what it reported) rather than training to the end for a value it
+never reports. It is built from the trial's spec alone, so it works
 the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated trial inside
 the controller (it imports no torch; a simulated trial prints nothing).
 
@@ -35,6 +38,7 @@ from hyperfleet.platform.storage.retry import retrying
 from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.states import Outcome
+from hyperfleet.spec.steps import ObjectiveMissingError, missing_objective
 from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
@@ -85,6 +89,7 @@ class RankZeroRecorder(Recorder):
                 spec.tracking_uri, spec.run_id, spool, ship_every_s=None, system_metrics=True
             )
         self.params: Mapping[str, Any] = spec.params
+        self.objectives = [o.metric for o in cfg.all_objectives]
         self._searched = set(cfg.space)
         self._pinned: Pinned | None = None  # as the last decision saw them (PBT)
         # Each store skips the steps it already holds from before an interruption: storage
@@ -166,6 +171,10 @@ class RankZeroRecorder(Recorder):
                 self.check()
                 self._log(step, metrics)
             return CONTINUE
+        if self.reported_through < 0:  # its first report: without the objective, it fails
+            missing = missing_objective(self.objectives, list(metrics))
+            if missing is not None:
+                raise ObjectiveMissingError(missing)
         # fenced first: a superseded copy's report reaches neither MLflow nor the scheduler
         try:
             self.storage.record_report(self.sweep, self.number, step, metrics, self.attempt)

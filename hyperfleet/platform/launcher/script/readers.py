@@ -88,9 +88,13 @@ class StdoutReader:
     pattern: re.Pattern[str] | None = None
     last_step: int = 0
     seen: set[str] = field(default_factory=set)
+    printed: dict[str, None] = field(default_factory=dict)
+    """Every metric name a line carried, reports or not, in the order first printed (what
+    a trial that reported no objective printed instead)."""
 
     def read(self, line: str) -> tuple[int, dict[str, float]] | None:
         found = tokens(line, self.pattern)
+        self.printed.update(dict.fromkeys(k for k in found if k not in STEP_KEYS))
         if not all(o in found for o in self.objectives):
             return None
         step_key = next((k for k in STEP_KEYS if k in found), None)

@@ -12,6 +12,7 @@ Whatever the source, a program that calls ``hyperfleet.trial()`` reports itself
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -94,11 +95,12 @@ class StdoutSource:
     def __init__(self, objectives: list[str], metrics: MetricsConfig) -> None:
         self.objectives = objectives
         self.pattern = metrics.pattern
+        self._printed: dict[str, None] = {}  # over every start of the program
         self._reader = self._new_reader()
 
     def _new_reader(self) -> StdoutReader:
         pattern = None if self.pattern is None else re.compile(self.pattern)
-        return StdoutReader(self.objectives, pattern)
+        return StdoutReader(self.objectives, pattern, printed=self._printed)
 
     def start(self, run: ProgramRun | None) -> None:
         self._reader = self._new_reader()
@@ -112,10 +114,19 @@ class StdoutSource:
 
     def looked_for(self) -> str:
         names = ", ".join(self.objectives)
-        if self.pattern is not None:
-            return f"no {names} reported; looked for lines matching {self.pattern!r} on stdout"
         wanted = " ".join(f"{n}=…" for n in self.objectives)
-        return f"no {names} reported; looked for {wanted} on stdout"
+        if self.pattern is not None:
+            wanted = f"lines matching {self.pattern!r}"
+        return f"no {names} reported; looked for {wanted} on stdout{self._instead()}"
+
+    def _instead(self) -> str:
+        """What the program printed instead, with the name closest to the objective."""
+        printed = [n for n in self._printed if n not in self.objectives]
+        if not printed:
+            return ""
+        close = difflib.get_close_matches(self.objectives[0], printed, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f" (it printed {', '.join(printed)}{hint})"
 
 
 class MlflowSource:
