@@ -108,7 +108,9 @@ def test_program_outcomes_and_its_mlflow_run(tmp_path: Path, mlflow_template: Pa
     # its stderr's exception is the failure line: quoted last
     assert crash.error.rstrip().endswith("ValueError: the data file is corrupt")
     assert silent.error is not None
-    assert silent.error.rstrip().endswith("no val_loss reported; looked for val_loss=… on stdout")
+    assert silent.error.rstrip().endswith(  # what it printed instead: "starting with x=0.5"
+        "no val_loss reported; looked for val_loss=… on stdout (it printed x)"
+    )
 
     seen = json.loads((Path(ok.trial_dir) / "seen.json").read_text())
     assert seen["argv"] == ["--x", "0.5", "--mode", "ok", "--out", ok.trial_dir]

@@ -13,6 +13,7 @@ import pytest
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, active, parse_sweep
 from hyperfleet.platform.config.pbt import check_initial
+from hyperfleet.platform.config.schedulers import GridConfig
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import build_sampler
 from hyperfleet.platform.schedulers.pbt.mutation import explore_params, sample_params
@@ -250,10 +251,19 @@ def test_the_grid_of_a_conditional_space_runs_each_branch_cell_once() -> None:
 
 
 def test_a_conditional_grid_with_a_continuous_dimension_is_refused() -> None:
-    cfg = parse(SPACE, scheduler={"type": "grid"})
-    assert space_mod.cells(cfg.space) is None
+    """At validation, each continuous dimension by its path (before anything is stored); the
+    grid sampler still refuses a space without cells, should one ever reach it."""
+    found = problems(SPACE, scheduler={"type": "grid"})
+    assert [line.split(":")[0] for line in found] == [
+        "space.lr",
+        "space.optimizer.choices.sgd.momentum",
+        "space.optimizer.choices.sgd.schedule.choices.step.decay",
+        "space.optimizer.choices.adamw.beta2",
+    ]
+    assert all("a float without step, which scheduler.type 'grid'" in line for line in found)
+    assert space_mod.cells(parse(SPACE).space) is None
     with pytest.raises(ConfigError, match="'grid' needs every space dimension"):
-        build_sampler(cfg.scheduler, cells=[])
+        build_sampler(GridConfig(type="grid"), cells=[])
 
 
 # -- PBT ---------------------------------------------------------------------------------------
