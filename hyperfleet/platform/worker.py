@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from hyperfleet.platform.launcher.launchers import Launchers
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
 from hyperfleet.platform.storage.locks import file_lock_for
+from hyperfleet.platform.storage.objects import probe_replica
 from hyperfleet.platform.storage.ownership import check_store
 from hyperfleet.platform.storage.results import SweepSummary
 from hyperfleet.platform.storage.retry import DEFAULT_RETRY_S
@@ -41,6 +43,9 @@ from hyperfleet.platform.tracking import SweepTracker, TrackingUnavailableError
 from hyperfleet.spec.states import SWEEP_SERVED, WorkerState
 
 logger = logging.getLogger(__name__)
+
+#: seconds before a worker probes again a sweep's object store replica that refused its probe
+PROBE_AGAIN_S = 60.0
 
 
 def default_tracking(cfg: SweepConfig) -> str:
@@ -92,6 +97,8 @@ class StoredSweeps:
         self._skipped: set[str] = set()
         self._refused: dict[str, str] = {}  # sweep -> why it cannot be opened here
         self._unusable: set[str] = set()  # sweeps whose config has a problem on this host
+        self._probed: set[str] = set()  # sweeps whose replica took this host's probe
+        self._probe_failed: dict[str, tuple[float, str]] = {}  # sweep -> (when, why)
         self.catalog = Storage(storage_url, create=False)
 
     def _fits(self, cfg: SweepConfig) -> bool:
@@ -140,9 +147,11 @@ class StoredSweeps:
     def _open(self, cfg: SweepConfig) -> SweepSession | None:
         """The sweep opened with its own tracking store (this worker's ``--tracking-uri``,
         else the default, only for a sweep stored without one); None, said once in one line,
-        when it cannot be (its store or its run directory is not this host's to use)."""
+        when it cannot be (its store or its run directory is not this host's to use, or its
+        object store replica refused this host's probe)."""
         uri = cfg.tracking.uri or self.tracking_uri or default_tracking(cfg)
         try:
+            self._probe(cfg)
             session = open_stored(cfg, self.storage_url, uri)
         except (ConfigError, TrackingUnavailableError) as exc:
             if self._refused.get(cfg.name) != str(exc):
@@ -151,6 +160,24 @@ class StoredSweeps:
             return None
         self._refused.pop(cfg.name, None)
         return session
+
+    def _probe(self, cfg: SweepConfig) -> None:
+        """The sweep's object store replica takes a write from this host
+        (:func:`~hyperfleet.platform.storage.objects.probe_replica`), before this worker's
+        first trial of it: once per sweep when it does, again after ``PROBE_AGAIN_S`` when it
+        did not (the last refusal is raised meanwhile, without asking the store)."""
+        if cfg.trial.checkpoint.replica is None or cfg.name in self._probed:
+            return
+        failed = self._probe_failed.get(cfg.name)
+        if failed is not None and time.monotonic() - failed[0] < PROBE_AGAIN_S:
+            raise ConfigError(failed[1])
+        try:
+            probe_replica(cfg.trial.checkpoint)
+        except ConfigError as exc:
+            self._probe_failed[cfg.name] = (time.monotonic(), str(exc))
+            raise
+        self._probe_failed.pop(cfg.name, None)
+        self._probed.add(cfg.name)
 
 
 def worker_record(
@@ -215,8 +242,6 @@ def run_worker(
     sweeps' ``storage_retry``). ``counts_only``: the summary of a sweep that others ran to its
     end holds its counts only (one of a fleet's workers: each reading every trial of a sweep
     as it ends is the fleet's size times the sweep's table)."""
-    import time
-
     launchers = launchers or Launchers(pool)
     registry = Storage(storage_url, retry_s=retry_s)  # creates the schema of a new database
     record = worker_record(pool, pool_name, address, sweeps, time.time())

@@ -55,6 +55,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from hyperfleet.spec.stores import ATTEMPTS as STORE_ATTEMPTS
+from hyperfleet.spec.stores import store_options
 from hyperfleet.spec.trial import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from hyperfleet.trials.files import atomic_write_bytes, sha256_file
 from hyperfleet.trials.outage import StoreOutage, clock
@@ -68,7 +70,7 @@ POLL_S = 0.5
 #: the longest a save waits for an upload slot before it skips that checkpoint's upload
 SLOT_WAIT_S = 3.0
 #: attempts per object store call (botocore's standard retry mode, with its backoff)
-ATTEMPTS = 3
+ATTEMPTS = STORE_ATTEMPTS
 
 
 class ReplicaChecksumError(Exception):
@@ -77,11 +79,6 @@ class ReplicaChecksumError(Exception):
 
 def _name(step: int) -> str:
     return f"step-{step:09d}.pt"
-
-
-def _no_expect_continue(params: dict[str, Any], **_: Any) -> None:
-    """botocore's ``before-call`` hook: no ``Expect: 100-continue`` (see ``_options``)."""
-    params.get("headers", {}).pop("Expect", None)
 
 
 class ObjectReplica:
@@ -128,22 +125,9 @@ class ObjectReplica:
         return self._fs
 
     def _options(self) -> dict[str, Any]:
-        """The store package's options: timeouts and bounded attempts (S3: botocore's).
-
-        botocore asks for ``Expect: 100-continue`` on every upload, and aiohttp starts the
-        read timeout only once the body is sent, i.e. after the ``100 Continue``: a store that
-        accepts the connection and never answers (frozen) would hold an upload forever. The
-        session drops that header, so the read timeout covers the whole answer."""
-        if self.url.split("://", 1)[0].lower() not in ("s3", "s3a"):
-            return {}
-        from aiobotocore.session import AioSession
-
-        session = AioSession()
-        session.register("before-call.s3", _no_expect_continue, unique_id="hyperfleet-expect")
-        connect, read = self._timeouts
-        retries = {"max_attempts": ATTEMPTS, "mode": "standard"}
-        config = {"connect_timeout": connect, "read_timeout": read, "retries": retries}
-        return {"session": session, "config_kwargs": config}
+        """The store package's options: timeouts and bounded attempts, no ``Expect:
+        100-continue`` for S3 (:func:`hyperfleet.spec.stores.store_options`)."""
+        return store_options(self.url, self._timeouts, ATTEMPTS)
 
     def key(self, step: int, suffix: str = ".pt") -> str:
         self.fs  # noqa: B018 - resolves self._root

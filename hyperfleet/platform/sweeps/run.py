@@ -21,6 +21,7 @@ from hyperfleet.platform.launcher.launchers import Launchers, build_pool
 from hyperfleet.platform.schedulers import check_scheduler
 from hyperfleet.platform.storage import Storage
 from hyperfleet.platform.storage.engine import sqlite_path
+from hyperfleet.platform.storage.objects import probe_replica
 from hyperfleet.platform.storage.ownership import (
     check_owner,
     check_same_code,
@@ -44,18 +45,25 @@ def default_urls(cfg: SweepConfig) -> tuple[str, str]:
 
 
 def preflight(
-    cfg: SweepConfig, storage_url: str, tracking_uri: str, runs: bool = False
+    cfg: SweepConfig,
+    storage_url: str,
+    tracking_uri: str,
+    runs: bool = False,
 ) -> SweepConfig:
     """The checks made before anything is written: the sweep's scheduler can be built from
     its configuration (:func:`~hyperfleet.platform.schedulers.check_scheduler`, as
     ``hyperfleet validate`` builds it); the working directory, the storage and the tracking
-    server can be used; the sweep's run directory is not another sweep's, a continued sweep
-    keeps its space and its tracking store, and (``runs``: it is run here) another process
-    does not run it with other code (:mod:`~hyperfleet.platform.storage.ownership`). Returns
-    ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
+    server can be used; (``runs``: it is run here) an object store replica takes a write
+    (:mod:`~hyperfleet.platform.storage.objects`); the sweep's run directory is not another
+    sweep's, a continued sweep keeps its space and its tracking store, and (``runs``) another
+    process does not run it with other code (:mod:`~hyperfleet.platform.storage.ownership`).
+    Returns ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the
+    sweep)."""
     check_scheduler(cfg)  # what its sampler would refuse once the sweep is stored
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")
+    if runs:
+        probe_replica(cfg.trial.checkpoint)
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)
     check_runnable(row)  # not a sweep a user paused or stopped
