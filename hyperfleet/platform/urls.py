@@ -34,6 +34,7 @@ DEFAULT_WORKDIR = "hyperfleet-runs"  # a sweep's ``workdir`` when its file names
 STORAGE_FILE = "hyperfleet.db"  # the default storage, a SQLite file in the workdir
 TRACKING_FILE = "mlflow.db"  # the default MLflow store, a SQLite file in the workdir
 MLFLOW_UI_PORT = 5000  # where ``mlflow ui`` (and ``hyperfleet mlflow ui``) serve by default
+DASHBOARD_PORT = 8501  # where ``hyperfleet dashboard`` serves by default (Streamlit's own)
 
 
 def local_storage(workdir: str | Path = DEFAULT_WORKDIR) -> str:

@@ -35,7 +35,7 @@ from hyperfleet.platform.cli.common import (
 from hyperfleet.platform.cli.mlflow_ui import build_app
 from hyperfleet.platform.cli.sweep import sweep_app
 from hyperfleet.platform.credentials import keep
-from hyperfleet.platform.urls import DEFAULT_STORAGE
+from hyperfleet.platform.urls import DASHBOARD_PORT, DEFAULT_STORAGE
 from hyperfleet.spec.workloads import DEFAULT_WORKLOAD, add_import_path
 
 app = typer.Typer(
@@ -137,15 +137,26 @@ def dashboard(
     host: Annotated[
         str, typer.Option(help="Address to serve on; 0.0.0.0 serves every interface.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Port to serve on; refused when in use. Default: {DASHBOARD_PORT}, or a free "
+            f"port when {DASHBOARD_PORT} is in use (the command prints the one it chose).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the Streamlit dashboard on a storage (read only: nothing is created or written)."""
     import importlib.util
 
+    from hyperfleet.platform.services.ports import port_to_serve
     from hyperfleet.platform.storage import Storage
     from hyperfleet.platform.sweeps.preflight import check_urls
 
     _guard(lambda: check_urls(storage, tracking_uri))
+    port, note = _guard(lambda: port_to_serve(host, port, DASHBOARD_PORT))
+    if note is not None:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     try:  # a storage that is not there yet is reported, and the page waits for it
         Storage.open_readonly(storage).close()
     except HyperfleetError as exc:

@@ -22,6 +22,10 @@ Guard = Callable[[Callable[[], Any]], Any]
 STORAGE_HELP = "Storage URL of the sweep(s)."
 SWEEP_HELP = "The sweep (default: the most recent one in the storage)."
 TRACKING_HELP = "MLflow tracking URI, if the sweep ran with --tracking-uri."
+PORT_HELP = (
+    f"Port to serve on; refused when in use. Default: {MLFLOW_UI_PORT}, or a free port when "
+    f"{MLFLOW_UI_PORT} is in use (the command prints the one it chose)."
+)
 
 
 def _stores(
@@ -58,12 +62,13 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         sweep: Annotated[str | None, typer.Option(help=SWEEP_HELP)] = None,
         tracking_uri: Annotated[str | None, tracking_option(TRACKING_HELP)] = None,
         host: Annotated[str, typer.Option(help="Interface to serve on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port to serve on.")] = MLFLOW_UI_PORT,
+        port: Annotated[int | None, typer.Option(help=PORT_HELP, show_default=False)] = None,
     ) -> None:
         """Open the MLflow UI on the stores a sweep used and print the link to its runs
         table (Ctrl-C stops it)."""
         if ctx.invoked_subcommand is not None:
             return
+        from hyperfleet.platform.services.ports import port_to_serve
         from hyperfleet.platform.tracking.client import is_server
         from hyperfleet.platform.tracking.server import experiment_url, server_env, ui_command
 
@@ -71,8 +76,11 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
         if is_server(uri):
             out.print(f"MLflow: {masked(experiment_url(uri, experiment_id))}", soft_wrap=True)
             return
-        cmd = guard(lambda: ui_command(uri, workdir, host, port))
-        link = experiment_url(f"http://{host}:{port}", experiment_id)
+        serve, note = guard(lambda: port_to_serve(host, port, MLFLOW_UI_PORT))
+        cmd = guard(lambda: ui_command(uri, workdir, host, serve))
+        if note is not None:
+            err.print(note, markup=False, highlight=False, soft_wrap=True)
+        link = experiment_url(f"http://{host}:{serve}", experiment_id)
         err.print(f"MLflow UI: {link} (Ctrl-C stops it)", soft_wrap=True)
         os.execvpe(cmd[0], cmd, {**server_env(), **libpq_env(uri)})  # no password in cmd
 

@@ -6,16 +6,25 @@ cost another try, not a failure: a start that fails and whose log (only what tha
 says the address was in use gets a new port. Any other failure is raised as it came, and a
 server's error names the reason in its log's own last lines (:func:`log_tail`). PostgreSQL,
 the MLflow tracking server and Streamlit each log a taken port in their words (:data:`TAKEN`).
+
+A server a command becomes (``hyperfleet mlflow``, ``hyperfleet dashboard``) checks its port
+before it prints its address (:func:`port_to_serve`): a port given with ``--port`` that another
+process holds is refused with one line naming it; the command's default port, when taken, is
+replaced by a free one, and the command says which. (The server binds a moment after the check:
+a process that takes the port in between makes the server fail in its own words.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from hyperfleet.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -35,7 +44,8 @@ TAKEN = (
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that is free now (another process may take it before use)."""
-    with socket.socket() as s:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
@@ -120,3 +130,43 @@ def start_on_free_port(
             if attempt == tries - 1 or not port_taken(log, since):
                 raise
     raise ValueError(f"tries: {tries}; use 1 or more")
+
+
+def bind_problem(host: str, port: int) -> OSError | None:
+    """Why a server could not listen on ``host:port`` now (None: it could). Bound as servers
+    bind, with ``SO_REUSEADDR``: a port only in TIME_WAIT is free, one a process listens on
+    is not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return None  # a host that does not resolve: the server says so in its own words
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            return exc
+    return None
+
+
+def port_to_serve(host: str, port: int | None, default: int) -> tuple[int, str | None]:
+    """The port a server on ``host`` is to listen on, and a line to show when it is not the
+    one asked for. ``port`` (given with ``--port``) must be free: ``ConfigError`` naming it
+    otherwise. None: ``default``, or a free port when ``default`` is taken."""
+    wanted = default if port is None else port
+    problem = bind_problem(host, wanted)
+    if problem is None:
+        return wanted, None
+    if problem.errno != errno.EADDRINUSE:  # not this host's address, a privileged port
+        raise ConfigError(
+            f"--host/--port: cannot listen on {host}:{wanted} ({problem.strerror}); give an "
+            f"address of this host and a port above 1023"
+        )
+    if port is not None:
+        raise ConfigError(
+            f"--port: {host}:{port} is in use by another process; give another --port (or "
+            f"leave --port out to serve on a free one)"
+        )
+    chosen = free_port(host)
+    return chosen, f"port {wanted} is in use on {host}; serving on {chosen} (--port to choose)"
