@@ -24,7 +24,9 @@ The same path as the command line: validation (``platform.config.parse_sweep``) 
 :class:`~hyperfleet.errors.ConfigError` whose ``problems`` are the lines ``hyperfleet validate``
 prints, and ``run`` is ``sweep run`` (``platform.sweeps.run.SweepRunner``): an interrupt
 (Ctrl-C, Jupyter's stop button) requeues the running trials, then raises ``KeyboardInterrupt``;
-running the same config again continues the sweep to its budget.
+running the same config again continues the sweep to its budget. Running it with a changed
+function (or space) is refused with the ways on: a new name, ``resume=True`` (continue with the
+new code) or ``overwrite=True`` (drop the stored sweep and start over).
 This module imports the platform only when called, so ``import hyperfleet`` stays cheap.
 """
 
@@ -118,6 +120,8 @@ def run(
     progress: bool = True,
     trials: int | None = None,
     timeout: float | str | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
 ) -> SweepResult:
     """Create the sweep (or continue it) and run it on this host until its budget is spent,
     as ``hyperfleet sweep run`` does; its :class:`SweepResult`.
@@ -126,6 +130,10 @@ def run(
     ``devices``: ``auto``, ``cpu:N`` or ``cuda:0,1``; ``progress``: show a progress line;
     ``trials``/``timeout`` replace the config's ``budget.trials``/``budget.timeout`` for
     this run, and are stored with the sweep (``--trials``, ``--timeout``).
+    A stored sweep of the name whose workload's code (or space) differs from this call's is
+    refused with ``ConfigError``, unless ``resume=True`` (continue it, later trials running
+    this code) or ``overwrite=True`` (drop it: its rows, files and MLflow runs, and start
+    over; see :mod:`hyperfleet.platform.sweeps.replace`).
     Raises ``ConfigError`` before anything is written when the config is invalid,
     ``KeyboardInterrupt`` once an interrupt has requeued the running trials, and
     ``SweepStoppedError`` (its ``cause``: the failure line) when the sweep stopped before its
@@ -137,6 +145,7 @@ def run(
     from hyperfleet.platform.sweeps.display import ProgressLine, TrialLines
     from hyperfleet.platform.sweeps.outcome import SweepResult
     from hyperfleet.platform.sweeps.preflight import check_urls
+    from hyperfleet.platform.sweeps.replace import check_stored
     from hyperfleet.platform.sweeps.run import SweepRunner
     from hyperfleet.platform.tracking.client import check_env
 
@@ -147,6 +156,7 @@ def run(
     check_env()
     parse_devices(devices)
     storage_url, tracking = _urls(cfg, storage, tracking_uri)
+    replace = check_stored(cfg, storage_url, overwrite=overwrite, resume=resume)
     # a line per ended trial, as `sweep run` prints them piped, and the count with the best
     trial_lines: TrialLines | None = None
     line: ProgressLine | None = None
@@ -155,7 +165,7 @@ def run(
         line = ProgressLine(cfg.name, best=lambda: lines.best)
     runner = SweepRunner(
         cfg, storage_url, tracking, devices=devices, on_progress=_both(trial_lines, line),
-        sweep_file=path,
+        sweep_file=path, replace=replace,
     )  # fmt: skip
     if progress and override:
         _stderr(str(override.line()))
@@ -192,20 +202,25 @@ def submit(
     *,
     storage: str | None = None,
     tracking_uri: str | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
 ) -> SweepResult:
     """Create the sweep (or update a stored one's budget) for workers to run
     (``hyperfleet worker --storage URL``), as ``hyperfleet sweep submit`` does, and return at
     once; the sweep's result so far. A function workload is stored with the sweep, so workers
-    on other hosts run it without importing anything of the caller's."""
+    on other hosts run it without importing anything of the caller's. ``overwrite`` and
+    ``resume``: as for :func:`run`."""
     from hyperfleet.platform.sweeps.outcome import SweepResult
     from hyperfleet.platform.sweeps.preflight import check_urls
+    from hyperfleet.platform.sweeps.replace import check_stored
     from hyperfleet.platform.sweeps.run import submit_sweep
 
     _not_while_importing_main("submit")
     check_urls(storage, tracking_uri)
     cfg, path = _config(config, workload)
     storage_url, tracking = _urls(cfg, storage, tracking_uri)
-    summary = submit_sweep(cfg, storage_url, tracking, sweep_file=path)
+    replace = check_stored(cfg, storage_url, overwrite=overwrite, resume=resume)
+    summary = submit_sweep(cfg, storage_url, tracking, sweep_file=path, replace=replace)
     return SweepResult(name=cfg.name, storage=storage_url, summary=summary)
 
 

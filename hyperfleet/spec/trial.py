@@ -313,6 +313,12 @@ class TrialConfig(_Section):
         "hyperfleet.run/submit for a function defined in __main__ or a notebook cell; then "
         "workload only names it ('__main__:fn') and no module is imported",
     )
+    code_hash: str | None = Field(
+        None,
+        description="fingerprint of the workload function's code, set by hyperfleet.run/submit "
+        "for a function; a later run of the sweep with other code is refused unless it says "
+        "resume=True or overwrite=True",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="fixed workload params")
     steps: int | None = Field(
         None,

@@ -21,12 +21,15 @@ sweeps wins), or refuses when the marker names another sweep.
 
 **Workload code.** A sweep's workload is ``trial.workload`` and, for a function shipped by
 value, ``trial.code`` (its cloudpickle, :mod:`~hyperfleet.platform.sweeps.shipping`): both are
-stored with the config, which a run of the same name replaces. :func:`check_same_code` refuses
+stored with the config, which a run of the same name replaces, and so is ``trial.code_hash``,
+the fingerprint of a function's code (:func:`~hyperfleet.platform.sweeps.shipping.code_hash`:
+the same code in any process, whatever file or line defined it). :func:`same_workload` compares
+the fingerprints where both runs have one, else the pickles. :func:`check_same_code` refuses
 a run whose workload differs from the stored one while a live worker of another process serves
 the sweep (a ``sweep run`` or ``hyperfleet.run`` elsewhere): its trials would run the new
-code and both callers get one sweep's mixed results. The pickles are compared (their sha256 is
-shown): the same function pickles to the same bytes in another process of the same script.
-An ended or interrupted sweep may be continued with changed code.
+code and both callers get one sweep's mixed results. An ended or interrupted sweep may be
+continued with changed code from the command line; ``hyperfleet.run`` asks for ``resume=True``
+(:mod:`hyperfleet.platform.sweeps.replace`).
 
 **Tracking store.** The MLflow store given at submit (``--tracking-uri``, ``tracking.uri`` or
 the default beside the workdir) belongs to the sweep: :func:`owned_config` writes it into the
@@ -42,6 +45,7 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +68,10 @@ __all__ = [
     "check_same_store",
     "check_store",
     "claim",
+    "code_id",
     "identity",
     "owned_config",
+    "same_workload",
     "stored_sweep",
 ]
 
@@ -158,13 +164,29 @@ def check_same_space(cfg: SweepConfig, row: SweepRecord | None) -> None:
         )
 
 
-def _code_id(trial: Any) -> str:
-    workload, code = trial.get("workload"), trial.get("code")
+def code_id(trial: Mapping[str, Any]) -> str:
+    """A trial section's workload as messages name it: its name, and its code's fingerprint
+    (or its pickle's sha256) when it has code."""
+    workload, code, fingerprint = trial.get("workload"), trial.get("code"), trial.get("code_hash")
+    if fingerprint:
+        return f"{workload} (code {str(fingerprint)[:12]})"
     if code is None:
         return str(workload)
     import hashlib
 
     return f"{workload} (pickle sha256 {hashlib.sha256(code.encode()).hexdigest()[:12]})"
+
+
+def same_workload(stored: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
+    """Whether two trial sections (as stored, as JSON) run the same workload: the same name,
+    and the same code's fingerprint where both have one (``trial.code_hash``, set for a
+    function given to ``hyperfleet.run``/``submit``), else the same pickle."""
+    if stored.get("workload") != given.get("workload"):
+        return False
+    mine, theirs = stored.get("code_hash"), given.get("code_hash")
+    if mine and theirs:
+        return bool(mine == theirs)
+    return stored.get("code") == given.get("code")
 
 
 def check_same_code(cfg: SweepConfig, row: SweepRecord | None, storage_url: str) -> None:
@@ -174,7 +196,7 @@ def check_same_code(cfg: SweepConfig, row: SweepRecord | None, storage_url: str)
         return
     stored = dict(row.stored_config.get("trial") or {})
     given = cfg.trial.model_dump(mode="json")
-    if (stored.get("workload"), stored.get("code")) == (given["workload"], given["code"]):
+    if same_workload(stored, given):
         return
     from hyperfleet.platform.clock import STALE_AFTER_S
     from hyperfleet.platform.storage import Storage
@@ -191,7 +213,7 @@ def check_same_code(cfg: SweepConfig, row: SweepRecord | None, storage_url: str)
     worker = serving[0]
     raise ConfigError(
         f"workload: sweep {cfg.name!r} is being run by another process (worker {worker.id} on "
-        f"{worker.host}, pid {worker.pid}) with {_code_id(stored)}, not {_code_id(given)}; "
+        f"{worker.host}, pid {worker.pid}) with {code_id(stored)}, not {code_id(given)}; "
         f"give this run another name, or wait for it to end (or run it with the same code "
         f"to join it)"
     )

@@ -33,6 +33,7 @@ from hyperfleet.platform.storage.ownership import (
 from hyperfleet.platform.storage.results import SweepSummary, summarize
 from hyperfleet.platform.sweeps.lifecycle import check_runnable
 from hyperfleet.platform.sweeps.preflight import check_destinations, writable_dir
+from hyperfleet.platform.sweeps.replace import drop_sweep
 from hyperfleet.platform.worker import check_pool, open_stored, run_worker
 from hyperfleet.spec.states import FINISHED, SweepStatus
 
@@ -49,6 +50,7 @@ def preflight(
     storage_url: str,
     tracking_uri: str,
     runs: bool = False,
+    replace: bool = False,
 ) -> SweepConfig:
     """The checks made before anything is written: the sweep's scheduler can be built from
     its configuration (:func:`~hyperfleet.platform.schedulers.check_scheduler`, as
@@ -57,8 +59,9 @@ def preflight(
     (:mod:`~hyperfleet.platform.storage.objects`); the sweep's run directory is not another
     sweep's, a continued sweep keeps its space and its tracking store, and (``runs``) another
     process does not run it with other code (:mod:`~hyperfleet.platform.storage.ownership`).
-    Returns ``cfg`` as it is stored: workdir and tracking URI absolute (they belong to the
-    sweep)."""
+    ``replace``: a stored sweep of the name is dropped once the checks that do not depend on
+    it have passed (:func:`~hyperfleet.platform.sweeps.replace.drop_sweep`). Returns ``cfg``
+    as it is stored: workdir and tracking URI absolute (they belong to the sweep)."""
     check_scheduler(cfg)  # what its sampler would refuse once the sweep is stored
     check_destinations(storage_url, tracking_uri)  # servers first: a refusal leaves no folder
     writable_dir(cfg.workdir, "workdir")
@@ -66,6 +69,9 @@ def preflight(
         probe_replica(cfg.trial.checkpoint)
     cfg = owned_config(cfg, tracking_uri)
     row = stored_sweep(storage_url, cfg.name)
+    if replace and row is not None:
+        drop_sweep(storage_url, row)
+        row = None
     check_runnable(row)  # not a sweep a user paused or stopped
     check_owner(cfg, row)
     check_same_space(cfg, row)
@@ -81,13 +87,15 @@ def submit_sweep(
     tracking_uri: str,
     stale_after: float = STALE_AFTER_S,
     sweep_file: str | Path | None = None,
+    replace: bool = False,
 ) -> SweepSummary:
     """Create the sweep (or update a stored one's budget) for workers to take; its summary.
-    ``sweep_file`` goes onto a new sweep's MLflow run.
+    ``sweep_file`` goes onto a new sweep's MLflow run; ``replace``: a stored sweep of the name
+    is dropped first.
 
     Checked first, before anything is written (:func:`preflight`); and that some live worker
     could hold one node of its trials."""
-    cfg = preflight(cfg, storage_url, tracking_uri)
+    cfg = preflight(cfg, storage_url, tracking_uri, replace=replace)
     return _submit(cfg, storage_url, stale_after, sweep_file)
 
 
@@ -125,17 +133,18 @@ class SweepRunner:
         timing: Timing | None = None,
         sweep_file: str | Path | None = None,
         launchers: Launchers | None = None,
+        replace: bool = False,
     ) -> None:
         """``launchers``: ones already starting the first trials' processes
         (:func:`~hyperfleet.platform.launcher.launchers.prestarted`), whose pool is the
-        sweep's."""
+        sweep's; ``replace``: a stored sweep of the name is dropped (after the checks)."""
         self.cfg = cfg
         self.sweep_file = sweep_file  # logged on the sweep's MLflow run
         self.storage_url = storage_url
         self.tracking_uri = tracking_uri
         self.launchers = launchers
         self.pool = build_pool(cfg, devices) if launchers is None else launchers.pool
-        self.cfg = preflight(cfg, storage_url, tracking_uri, runs=True)
+        self.cfg = preflight(cfg, storage_url, tracking_uri, runs=True, replace=replace)
         self.on_progress = on_progress
         self.timing = timing
 
