@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hyperfleet.platform.services.ports import free_port, start_on_free_port
+from hyperfleet.platform.services.ports import start_on_free_port
 from tests.conftest import aws_env
 from tests.faults.conftest import Fault, wait_until
 from tests.integration.cli import invoke
@@ -36,7 +36,13 @@ class Store:
         os.kill(self.proc.pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
-        os.kill(self.proc.pid, signal.SIGCONT)
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """The server ends: nothing listens at its address any more."""
+        self.proc.terminate()
+        self.proc.wait(10)
 
 
 @pytest.fixture
@@ -138,20 +144,29 @@ def test_a_frozen_store_mid_trial_never_stops_the_reports(
 
 @pytest.mark.slow
 def test_a_store_refusing_connections_costs_the_reports_nothing(
-    fault: Callable[..., Fault], monkeypatch: pytest.MonkeyPatch
+    fault: Callable[..., Fault], store: Store, tmp_path: Path
 ) -> None:
-    """Nothing listens at the store's address: each upload fails at once, no report waits for
+    """The store took the sweep's probe at start, then goes away while the trial holds at step
+    3 (nothing listens at its address): each later upload fails at once, no report waits for
     a slot, the trial completes with its skipped and failed uploads in its record."""
-    aws_env(monkeypatch, f"http://127.0.0.1:{free_port()}")
-    f = _sweep(fault, "s3://nobody-listens")
-    done = f.run(timeout=150)  # a backstop: the behaviour is asserted below
-    assert done.returncode == 0, done.stderr[-3000:]
+    hold = tmp_path / "go"
+    f = _sweep(fault, _bucket(), hold)
+    proc = f.start()
+    try:
+        wait_until(lambda: bool(f.marks.events("holds")), 120, "the trial to hold")
+        store.stop()
+        hold.touch()
+        _, err = proc.communicate(timeout=150)  # a backstop: the behaviour is asserted below
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
     assert f.states() == {0: "COMPLETE"}
     assert _steps(f) == list(range(1, STEPS + 1))
     notes = f.trials()[0].notes or ""
     assert "checkpoint replica" in notes and "unreachable since" in notes, notes
     skipped = re.search(r": (\d+) uploads? skipped", notes)
-    assert skipped and int(skipped[1]) >= STEPS // 2, notes  # reports did not wait for slots
+    assert skipped and int(skipped[1]) >= (STEPS - 3) // 2, notes  # reports waited for no slot
 
 
 @pytest.mark.parametrize(
