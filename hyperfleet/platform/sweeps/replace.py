@@ -39,7 +39,12 @@ from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.storage import Storage, SweepRecord, TrialRecord
-from hyperfleet.platform.storage.ownership import code_id, same_workload, stored_sweep
+from hyperfleet.platform.storage.ownership import (
+    check_same_code,
+    code_id,
+    same_workload,
+    stored_sweep,
+)
 from hyperfleet.platform.storage.paths import sweep_replica
 from hyperfleet.platform.storage.schema import (
     GangRow,
@@ -82,6 +87,7 @@ def check_stored(cfg: SweepConfig, storage_url: str, overwrite: bool, resume: bo
     given = cfg.trial.model_dump(mode="json")
     if resume or same_workload(stored, given):
         return False
+    check_same_code(cfg, row, storage_url)  # another process runs it now: that, said first
     raise ConfigError(
         f"workload: the stored sweep {name!r} ran {code_id(stored)}, this run gives "
         f"{code_id(given)}; give a new name, overwrite=True (drop the stored sweep and start "
