@@ -195,3 +195,59 @@ def test_the_fingerprint_is_the_codes_not_where_or_in_which_process_it_was_defin
     assert other["hash"] != one["hash"], "a changed constant of a class the code uses"
     assert code_hash(target_at(0.5)) == code_hash(target_at(0.5))
     assert code_hash(target_at(0.5)) != code_hash(target_at(0.25))
+
+
+KERNEL_CELL = """
+import json
+import hyperfleet
+
+class Target:  # a class of the cell (a model, say): cloudpickle tags it per process
+    value = {target}
+
+def train(ctx):
+    for step in range(1, ctx.max_steps + 1):
+        ctx.report(step, {{"loss": (ctx.params["x"] - Target.value) ** 2 + 1 / step}})
+
+config = json.loads({config!r})
+try:
+    result = hyperfleet.run(config, train, progress=False{keywords})
+    print(json.dumps({{"values": list(result.trials["value"])}}))
+except hyperfleet.ConfigError as exc:
+    print(json.dumps({{"refused": str(exc)}}))
+"""
+
+
+def _in_a_new_kernel(tmp_path: Path, config: dict[str, Any], target: float, kw: str = "") -> Any:
+    """What the cell printed, run in a kernel of its own (a kernel restarted in between)."""
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    source = KERNEL_CELL.format(target=target, config=json.dumps(config), keywords=kw)
+    nb = new_notebook(cells=[new_code_cell(source)])
+    NotebookClient(
+        nb, kernel_name="python3", timeout=480, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stdout")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.long  # three IPython kernels
+def test_a_cell_run_again_after_a_kernel_restart_is_the_same_code_and_an_edit_is_not(
+    sweep: dict[str, Any], tmp_path: Path
+) -> None:
+    first = _in_a_new_kernel(tmp_path, sweep, 0.25)
+    stored = _row(sweep)[0].stored_config["trial"]
+    again = _in_a_new_kernel(tmp_path, sweep, 0.25)
+    assert again == first, "the same cell after a restart continues the sweep"
+    now = _row(sweep)[0].stored_config["trial"]
+    assert now["code"] != stored["code"], "the class's pickle carries the kernel's random id"
+    assert now["code_hash"] == stored["code_hash"]
+    edited = _in_a_new_kernel(tmp_path, sweep, 0.75)
+    assert "overwrite=True" in edited["refused"] and "resume=True" in edited["refused"]
+    sweep["budget"]["trials"] = 3
+    resumed = _in_a_new_kernel(tmp_path, sweep, 0.75, ", resume=True")
+    assert resumed["values"][:2] == first["values"]
+    frame = hyperfleet.load("nb", storage=sweep["storage"]).trials
+    got, expected = _values(frame.iloc[2:], 0.75)
+    assert got == pytest.approx(expected)

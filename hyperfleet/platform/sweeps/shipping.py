@@ -15,10 +15,10 @@ data) is refused: load the data inside the function instead.
 
 **The code's fingerprint.** ``trial.code_hash`` is stored beside it: the SHA-256 of what the
 function runs, so a later ``hyperfleet.run`` of the same sweep name can tell whether the code
-changed (:func:`code_hash`). The pickle's own bytes do not tell it: cloudpickle records where
-the code was defined (the file name, which in a notebook names the kernel's process, and the
-line numbers) and tags each class defined in ``__main__`` with a random id per process, so the
-same cell run after a kernel restart pickles differently. The fingerprint is a pickle of the
+changed (:func:`code_hash`). The pickle's own bytes do not tell it: cloudpickle records the
+line numbers the code was defined at (a line added above a cell's function moves them) and tags
+each class defined in ``__main__`` with a random id per process, so the same cell using a class
+of its notebook pickles differently after a kernel restart. The fingerprint is a pickle of the
 same objects with code objects reduced to what they run (bytecode, constants, names) and
 functions and classes of ``__main__`` to their names, code, defaults, closures and the globals
 their code names; it is never unpickled. A function imported from a module is fingerprinted by
