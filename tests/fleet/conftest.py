@@ -57,9 +57,10 @@ class Fleet:
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
 
-    def submit(self, path: Path) -> None:
-        """``hyperfleet sweep submit`` (in this process: it starts no process of its own)."""
-        result = invoke("sweep", "submit", str(path))
+    def submit(self, path: Path, *args: str) -> None:
+        """``hyperfleet sweep submit`` (in this process: it starts no process of its own);
+        ``args``: its options (``--trials 2``)."""
+        result = invoke("sweep", "submit", str(path), *args)
         assert result.exit_code == 0, result.output[-3000:]
 
     def start(

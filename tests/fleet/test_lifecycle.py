@@ -2,7 +2,8 @@
 serve a submitted sweep; ``sweep pause`` sends its running trials back to the queue on both
 and neither claims one while another sweep keeps them busy; ``sweep resume`` lets them finish
 its budget from the paused trials' checkpoints; ``sweep stop`` of the other sweep ends its
-trials and both workers leave it for good."""
+trials and both workers leave it for good, and ``sweep delete`` then removes it while they
+serve on; a sweep submitted with ``--trials`` runs that many, not its file's."""
 
 from __future__ import annotations
 
@@ -90,6 +91,9 @@ def test_two_workers_pause_resume_and_stop_sweeps(fleet: Fleet) -> None:
     fleet.wait(
         lambda: all("sweep other was stopped" in w.text() for w in (w0, w1)), 30, "both left it"
     )
+    deleted = invoke("sweep", "delete", "other", "--yes", "--storage", url)
+    assert deleted.exit_code == 0, deleted.output
+    assert fleet.trials("other") == {} and status(fleet, "other") is None
 
     (fleet.root / "release-tuned").touch()
     resumed = invoke("sweep", "resume", "tuned", "--storage", url)
@@ -99,8 +103,13 @@ def test_two_workers_pause_resume_and_stop_sweeps(fleet: Fleet) -> None:
     assert len(trials) == 6 and {t.state for t in trials.values()} == {TrialState.COMPLETE}
     for n in first:  # resumed once each, from their checkpoints, no retry counted
         assert trials[n].attempts == 2 and trials[n].retries == 0 and trials[n].last_step == 20
-    assert {t.attempts for t in fleet.trials("other").values()} == {1}, "stopped, claimed again"
-    assert status(fleet, "other") is SweepStatus.STOPPED
+    assert fleet.trials("other") == {}, "the deleted sweep came back"
+
+    smoke = minimal_sweep(name="smoke", budget={"trials": 6, "max_concurrent": 4})
+    fleet.submit(fleet.sweep(smoke, "smoke.yaml"), "--trials", "2", "--timeout", "5m")
+    fleet.wait(lambda: status(fleet, "smoke") is SweepStatus.DONE, 300, "the smoke run's budget")
+    trials = fleet.trials("smoke")
+    assert len(trials) == 2 and {t.state for t in trials.values()} == {TrialState.COMPLETE}
 
     for w in (w0, w1):
         w.proc.send_signal(signal.SIGTERM)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.console import Console
@@ -86,6 +86,19 @@ def _disk_full_as_error(fn: Callable[[], T]) -> T:
 
 STORAGE_ENV = "HYPERFLEET_STORAGE"
 TRACKING_ENV = "HYPERFLEET_TRACKING_URI"
+
+
+#: ``--trials`` and ``--timeout`` of ``sweep run`` and ``sweep submit``: the budget of this run
+#: in place of the file's (:mod:`hyperfleet.platform.config.overrides`)
+TrialsOverride = Annotated[
+    str | None, typer.Option("--trials", help="budget.trials for this run (stored with the sweep).")
+]
+TimeoutOverride = Annotated[
+    str | None,
+    typer.Option(
+        "--timeout", help="budget.timeout for this run: 90s, 30m, 2h (stored with the sweep)."
+    ),
+]
 
 
 def storage_option(help: str) -> Any:

@@ -15,6 +15,8 @@ from rich.table import Table
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.cli.common import (
     WIDE_HELP,
+    TimeoutOverride,
+    TrialsOverride,
     _guard,
     err,
     load_file,
@@ -170,13 +172,20 @@ def sweep_submit(
     file: Path,
     storage: Annotated[str | None, storage_option("Storage URL (overrides the file).")] = None,
     tracking_uri: Annotated[str | None, tracking_option("MLflow tracking URI.")] = None,
+    trials: TrialsOverride = None,
+    timeout: TimeoutOverride = None,
 ) -> None:
-    """Create the sweep (or update its budget) for workers to take; returns at once."""
+    """Create the sweep (or update its budget) for workers to take; returns at once
+    (``--trials`` and ``--timeout`` replace the file's budget, as for ``sweep run``)."""
+    from hyperfleet.platform.config.overrides import budget_override
     from hyperfleet.platform.sweeps.preflight import check_urls
     from hyperfleet.platform.sweeps.run import default_urls, submit_sweep
 
     _guard(lambda: check_urls(storage, tracking_uri))
-    cfg = _guard(lambda: load_file(file))
+    override = _guard(lambda: budget_override(trials, timeout))
+    cfg = _guard(lambda: load_file(file, override))
+    if override:
+        out.print(override.line(), markup=False, highlight=False, soft_wrap=True)
     default_storage, default_tracking = default_urls(cfg)
     url = storage or default_storage
     summary = _guard(

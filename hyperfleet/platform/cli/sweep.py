@@ -19,6 +19,8 @@ from hyperfleet.platform.cli import fleet as cli_fleet
 from hyperfleet.platform.cli.common import (
     HELP_MARKUP,
     WIDE_HELP,
+    TimeoutOverride,
+    TrialsOverride,
     _guard,
     err,
     load_file,
@@ -75,13 +77,8 @@ def sweep_run(
             "--stop-at-timeout", help="At budget.timeout stop running trials too (requeued)."
         ),
     ] = False,
-    trials: Annotated[
-        str | None, typer.Option(help="budget.trials for this run (stored with the sweep).")
-    ] = None,
-    timeout: Annotated[
-        str | None,
-        typer.Option(help="budget.timeout for this run: 90s, 30m, 2h (stored with the sweep)."),
-    ] = None,
+    trials: TrialsOverride = None,
+    timeout: TimeoutOverride = None,
 ) -> None:
     """Create the sweep (or continue it) and run it to its budget (``--trials`` and
     ``--timeout`` replace the file's: a smoke run)."""
