@@ -80,18 +80,18 @@ def claim(storage: Storage, session: Any, parts: Parts, worker: str) -> None:
     name, clock = session.name, SystemClock()
     t0 = time.perf_counter()
     with parts.part("count"):
-        storage.running_elsewhere(name, None)
+        storage.trials.running_elsewhere(name, None)
     lock = storage.claim_lock(name)
     with parts.part("lock wait"):
         lock.__enter__()
     try:
         with parts.part("count locked"):
-            storage.running_elsewhere(name, None)
+            storage.trials.running_elsewhere(name, None)
         with parts.part("suggest"):
             suggestion = session.scheduler.suggest()
         with parts.part("record"):
             now = clock.time()
-            storage.upsert_trial(
+            storage.trials.upsert(
                 name, suggestion.trial_number, state=TrialState.RUNNING, host="bench", pid=1,
                 worker=worker, heartbeat_at=now, started_at=now, ended_at=None, outcome=None,
             )  # fmt: skip

@@ -87,8 +87,8 @@ def generate(root: Path, long_steps: int, members: int) -> tuple[str, str]:
     config = {"objective": {"metric": "loss", "mode": "min"}, "space": SPACE,
               "scheduler": {"type": "tpe"}, "budget": {"trials": TRIALS},
               "tracking": {"uri": tracking}}  # fmt: skip
-    storage.create_sweep("big", config)
-    storage.update_sweep("big", status="done", mlflow_experiment_id=experiment)
+    storage.sweeps.create("big", config)
+    storage.sweeps.update("big", status="done", mlflow_experiment_id=experiment)
     params = {n: _params(rng) for n in range(TRIALS)}
     runs = _log_runs(client, experiment, {n: (p, long_steps if n < 8 else STEPS)
                                           for n, p in params.items()})  # fmt: skip
@@ -122,7 +122,7 @@ def _population(storage: Storage, client: Any, members: int, rng: random.Random)
     """A PBT sweep: ``members`` members, 1,000 exploits (each with its explore)."""
     config = {"objective": {"metric": "loss", "mode": "min"}, "space": SPACE,
               "scheduler": {"type": "pbt", "population": members}}  # fmt: skip
-    storage.create_sweep("big-pbt", config)
+    storage.sweeps.create("big-pbt", config)
     member_params = {m: _params(rng) for m in range(members)}
     generation = dict.fromkeys(member_params, 0)
     with storage.engine.begin() as conn:

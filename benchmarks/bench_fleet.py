@@ -83,7 +83,7 @@ def run_fleet(
             sys.exit(f"error: a worker exited {p.returncode}; see {where}")
     storage = Storage(url, create=False)
     try:
-        trials = storage.trials(name)
+        trials = storage.trials.of(name)
         states = {t.state for t in trials}
         if len(trials) != sweep["budget"]["trials"] or states != {"COMPLETE"}:
             sys.exit(f"error: sweep {name} ended with {len(trials)} trials in {states}")

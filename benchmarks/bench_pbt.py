@@ -79,7 +79,7 @@ def costs(directory: Path, sweep: str) -> tuple[list[float], list[float]]:
 
     storage = Storage(f"sqlite:///{directory / 'runs' / 'hf.db'}")
     client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'runs' / 'mlflow.db'}")
-    trials = {t.number: t for t in storage.trials(sweep)}
+    trials = {t.number: t for t in storage.trials.of(sweep)}
     times = {n: report_times(client, str(t.mlflow_run_id), "val_loss") for n, t in trials.items()}
     exploit = []
     for e in SqlPopulationStore(storage.engine).lineage(sweep):

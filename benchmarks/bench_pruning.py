@@ -54,7 +54,7 @@ def run(root: Path, name: str, pruner: dict[str, Any], trials: int, steps: int) 
     t0 = time.perf_counter()
     summary = SweepRunner(cfg, cfg.storage, cfg.tracking.uri).run()
     elapsed = time.perf_counter() - t0
-    records = Storage(cfg.storage).trials(name)
+    records = Storage(cfg.storage).trials.of(name)
     best = summary.best()
     return {
         "best": best.values[0] if best and best.values else float("nan"),

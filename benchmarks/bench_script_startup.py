@@ -61,7 +61,7 @@ def sweep(root: Path, kind: str, trials: int) -> dict[str, Any]:
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     storage = Storage(f"sqlite:///{root / 'runs' / 'hf.db'}", create=False)
-    done = [t for t in storage.trials(kind) if t.started_at and t.ended_at]
+    done = [t for t in storage.trials.of(kind) if t.started_at and t.ended_at]
     storage.close()
     assert len(done) == trials, f"{kind}: {len(done)} of {trials} trials ended"
     seconds = sorted(done, key=lambda t: t.number)

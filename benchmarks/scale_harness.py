@@ -412,7 +412,7 @@ def run_case(
     failed = [p["error"] for p in parts if "error" in p]
     if failed:
         raise RuntimeError(f"a process of worker loops failed: {failed[0]}")
-    records = first.trials(cfg.name)
+    records = first.trials.of(cfg.name)
     leases = first.leases.all(cfg.name)
     first.close()
     r = _result(cfg, scheduler, workers, trials, wall, parts, sampler.samples, records,

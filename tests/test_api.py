@@ -170,7 +170,7 @@ def test_submit_stores_the_function_for_workers(sweep: dict[str, Any]) -> None:
         hyperfleet.load("nope", storage=sweep["storage"])
     storage = Storage.open_readonly(sweep["storage"])
     try:
-        row = storage.get_sweep("api")
+        row = storage.sweeps.get("api")
     finally:
         storage.close()
     assert row is not None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from hyperfleet.errors import StorageError
 from hyperfleet.platform.config.model import SweepConfig
@@ -158,7 +158,7 @@ def budget(config: SweepConfig) -> int | None:
 def overview(storage: Storage) -> list[SweepOverview]:
     """Every sweep in ``storage``, oldest first."""
     rows = []
-    for sweep in storage.list_sweeps():
+    for sweep in storage.sweeps.all():
         summary = summarize(storage, sweep.name)
         config = sweep.parsed()
         counts = summary.state_counts
@@ -188,33 +188,16 @@ def overview(storage: Storage) -> list[SweepOverview]:
     return rows
 
 
-class _TrialsRead:
-    """``storage`` with one sweep's trials already read: ``summarize`` builds its summary from
-    the same rows the page shows (one read instead of two, and never two moments)."""
-
-    def __init__(self, storage: Storage, name: str, trials: list[TrialRecord]) -> None:
-        self._storage, self._name, self._trials = storage, name, trials
-
-    def get_sweep(self, name: str) -> Any:
-        return self._storage.get_sweep(name)
-
-    def list_sweeps(self) -> Any:
-        return self._storage.list_sweeps()
-
-    def trials(self, name: str) -> list[TrialRecord]:
-        return self._trials if name == self._name else self._storage.trials(name)
-
-
 def sweep_data(storage: Storage, name: str) -> SweepData:
     """One sweep's configuration, summary, trial rows, leases and the workers that held them.
 
     ``StorageError`` (one line) when the storage holds no sweep ``name``.
     """
-    row = storage.get_sweep(name)
+    row = storage.sweeps.get(name)
     if row is None:
-        raise StorageError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
-    records = storage.trials(name)
-    summary = summarize(cast(Storage, _TrialsRead(storage, name, records)), name)
+        raise StorageError(no_sweep(name, [r.name for r in storage.sweeps.all()]))
+    records = storage.trials.of(name)
+    summary = summarize(storage, name, records=records)  # the rows the page shows
     leases = storage.leases.all(name)
     held = {lease.worker for lease in leases}
     return SweepData(

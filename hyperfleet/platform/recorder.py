@@ -137,7 +137,7 @@ class RankZeroRecorder(Recorder):
         point = spec.restore
         if point is None or point.trial == spec.number or point.step is None:
             return
-        record = self.storage.get_trial(self.sweep, self.number)
+        record = self.storage.trials.get(self.sweep, self.number)
         if record is not None and record.last_step == point.step:
             self.check()
             self._log(point.step, dict(record.metrics))
@@ -147,7 +147,7 @@ class RankZeroRecorder(Recorder):
         exists (or it was requeued): the runtime asks before each checkpoint save."""
         if self.attempt is not None:
             try:
-                self.storage.check_attempt(self.sweep, self.number, self.attempt)
+                self.storage.trials.check_attempt(self.sweep, self.number, self.attempt)
             except Superseded:
                 self._keep_points()
                 raise
@@ -177,7 +177,7 @@ class RankZeroRecorder(Recorder):
                 raise ObjectiveMissingError(missing)
         # fenced first: a superseded copy's report reaches neither MLflow nor the scheduler
         try:
-            self.storage.record_report(self.sweep, self.number, step, metrics, self.attempt)
+            self.storage.trials.record_report(self.sweep, self.number, step, metrics, self.attempt)
         except Superseded:
             self._keep_points()
             raise
@@ -231,11 +231,11 @@ class RankZeroRecorder(Recorder):
         self._hp_tags()
         self.reported_through = step
         fields: dict[str, Any] = {"params": dict(params), "last_step": step}
-        theirs = self.storage.get_trial(self.sweep, donor)
+        theirs = self.storage.trials.get(self.sweep, donor)
         adopted: dict[str, float] = {}
         if theirs is not None and theirs.last_step == step:
             fields["metrics"] = adopted = dict(theirs.metrics)
-        self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, **fields)
+        self.storage.trials.upsert(self.sweep, self.number, fence=self.attempt, **fields)
         self._log(step, adopted)
 
     def note(self, message: str, restart: bool = True) -> None:
@@ -243,7 +243,7 @@ class RankZeroRecorder(Recorder):
         trial starts over, so its reports are recorded again from the first."""
         if restart:
             self.reported_through = -1
-        self.storage.upsert_trial(self.sweep, self.number, fence=self.attempt, notes=message)
+        self.storage.trials.upsert(self.sweep, self.number, fence=self.attempt, notes=message)
 
     def finish(self, outcome: str) -> None:
         """Record the outcome. ``superseded``: a newer attempt owns the trial; nothing is
@@ -253,7 +253,7 @@ class RankZeroRecorder(Recorder):
             self.sink.close(ship=False)
         try:
             if outcome != Outcome.SUPERSEDED:
-                self.storage.upsert_trial(
+                self.storage.trials.upsert(
                     self.sweep, self.number, fence=self.attempt, outcome=outcome
                 )
         finally:  # refused (Superseded: requeued meanwhile) or not, its connections go back

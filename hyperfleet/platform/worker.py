@@ -61,7 +61,7 @@ def open_stored(
     """Open (create or continue) ``cfg``'s sweep with its own storage connection and tracker
     (``sweep_file``: logged on the sweep's run when this creates it)."""
     storage = Storage(storage_url, retry_s=cfg.storage_retry)
-    row = storage.get_sweep(cfg.name)
+    row = storage.sweeps.get(cfg.name)
     try:  # a continued sweep whose local MLflow store this host does not see: not a new one
         check_store(cfg.name, tracking_uri, row.mlflow_parent_run_id if row else None)
     except ConfigError:
@@ -118,7 +118,7 @@ class StoredSweeps:
 
     def sessions(self, serving: set[str]) -> list[SweepSession]:
         opened = []
-        for row in self.catalog.list_sweeps():
+        for row in self.catalog.sweeps.all():
             if row.name in serving or row.status not in SWEEP_SERVED:
                 continue
             if self.names is not None and row.name not in self.names:

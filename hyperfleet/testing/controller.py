@@ -99,7 +99,7 @@ class Sim:
         assert self.launcher.running == controller.running
 
     def trials(self) -> list[TrialRecord]:
-        return self.storage.trials(self.cfg.name)
+        return self.storage.trials.of(self.cfg.name)
 
     def states(self) -> dict[str, int]:
         out: dict[str, int] = {}

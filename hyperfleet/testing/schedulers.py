@@ -156,7 +156,7 @@ class SchedulerContract:
     def built(self, sections: Mapping[str, Any], storage_url: str) -> Built:
         cfg = contract_sweep(sections, storage_url)
         storage = Storage(storage_url)
-        storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+        storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
         return Built(cfg, storage, self.build(cfg, storage, create=True))
 
     def test_report_is_idempotent(self, built: Built) -> None:
@@ -262,7 +262,7 @@ class SchedulerContract:
         twin_url = f"sqlite:///{tmp_path / 'twin.db'}"
         twin_cfg = cfg.model_copy(update={"storage": twin_url})
         twin_storage = Storage(twin_url)
-        twin_storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+        twin_storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
         twin = self.build(twin_cfg, twin_storage, create=True)
         pairs = [(sched.suggest(), twin.suggest()) for _ in range(2)]
         for step in (2, 4, 6):

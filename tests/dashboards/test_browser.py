@@ -355,7 +355,7 @@ def test_the_mlflow_link_sweep_run_prints_opens_the_trial_runs(
         shown = invoke(*args, "--tracking-uri", mlflow.uri)
         assert shown.exit_code == 0 and shown.stdout.strip() == f"MLflow: {link}", shown.stderr
         page.driver.get(link)
-        trials = Storage.open_readonly(storage).trials(LINKED["name"])
+        trials = Storage.open_readonly(storage).trials.of(LINKED["name"])
         page.wait(lambda: f"{len(trials) + 1} matching runs" in page.body, "the runs table")
         expand = page.css(f"button[data-component-id*='{EXPAND_RUN}']")  # the sweep's run
         assert len(expand) == 1, page.shot("7-mlflow-runs")

@@ -49,10 +49,10 @@ def test_sweep_without_a_completed_trial(
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     st = Storage(url)
     config = parse_sweep(minimal_sweep(name="fresh", storage=url)).model_dump(mode="json")
-    st.create_sweep("fresh", config)
-    st.update_sweep("fresh", status=status)
+    st.sweeps.create("fresh", config)
+    st.sweeps.update("fresh", status=status)
     if status == "running":
-        st.upsert_trial("fresh", 0, state="RUNNING", params={}, started_at=st.now())
+        st.trials.upsert("fresh", 0, state="RUNNING", params={}, started_at=st.now())
     monkeypatch.setenv("HYPERFLEET_STORAGE", url)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at.switch_page("views/sweep.py").run()
@@ -69,7 +69,7 @@ def test_a_stored_config_this_version_cannot_read_is_one_line(
     """A sweep row written by hand or by another version: one line on the page, no traceback."""
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     st = Storage(url)
-    st.create_sweep("odd", {"objective": {"metric": "loss", "mode": "min"}, "space": {}})
+    st.sweeps.create("odd", {"objective": {"metric": "loss", "mode": "min"}, "space": {}})
     monkeypatch.setenv("HYPERFLEET_STORAGE", url)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception

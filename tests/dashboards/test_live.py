@@ -79,7 +79,7 @@ def test_dashboard_reading_a_writing_sqlite_sweep(
     assert "locked" not in err, err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["state_counts"]["COMPLETE"] == TRIALS
-    trials = Storage.open_readonly(f"sqlite:///{tmp_path / 'hf.db'}").trials("live")
+    trials = Storage.open_readonly(f"sqlite:///{tmp_path / 'hf.db'}").trials.of("live")
     assert [t.error for t in trials] == [None] * TRIALS
     assert seen_running and runs > 0
     st.cache_data.clear()  # the pages' reads are cached for 2 s: look afresh at the end

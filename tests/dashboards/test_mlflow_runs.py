@@ -22,13 +22,13 @@ pytestmark = pytest.mark.slow
 def runs(filled: Filled, sweep: str) -> tuple[MlflowClient, dict[int, object]]:
     """The sweep's MLflow client and its trials' runs, by trial number."""
     client = MlflowClient(filled.tracking[sweep])
-    trials = Storage.open_readonly(filled.storage).trials(sweep)
+    trials = Storage.open_readonly(filled.storage).trials.of(sweep)
     return client, {t.number: client.get_run(str(t.mlflow_run_id)) for t in trials}
 
 
 def test_pruned_runs_say_so_in_their_name(filled: Filled) -> None:
     _, by_number = runs(filled, TPE)
-    states = {t.number: t.state for t in Storage.open_readonly(filled.storage).trials(TPE)}
+    states = {t.number: t.state for t in Storage.open_readonly(filled.storage).trials.of(TPE)}
     assert TrialState.PRUNED in states.values()
     for number, run in by_number.items():
         pruned = states[number] == TrialState.PRUNED
@@ -37,7 +37,7 @@ def test_pruned_runs_say_so_in_their_name(filled: Filled) -> None:
 
 def test_pbt_members_show_their_current_hyperparameters(filled: Filled) -> None:
     _, by_number = runs(filled, PBT)
-    trials = {t.number: t for t in Storage.open_readonly(filled.storage).trials(PBT)}
+    trials = {t.number: t for t in Storage.open_readonly(filled.storage).trials.of(PBT)}
     changed = 0
     for number, run in by_number.items():
         shown = {k.removeprefix(HP_TAG_PREFIX): v for k, v in run.data.tags.items()
@@ -50,7 +50,7 @@ def test_pbt_members_show_their_current_hyperparameters(filled: Filled) -> None:
 
 def test_failed_runs_describe_their_error_from_a_line_start(filled: Filled, tmp_path: Path) -> None:
     client, by_number = runs(filled, FAILING)
-    trials = {t.number: t for t in Storage.open_readonly(filled.storage).trials(FAILING)}
+    trials = {t.number: t for t in Storage.open_readonly(filled.storage).trials.of(FAILING)}
     failed = [n for n, t in trials.items() if t.state == TrialState.FAIL]
     assert failed
     for number in failed:
@@ -71,7 +71,7 @@ def test_no_tag_is_cut_by_mlflow(filled: Filled) -> None:
 
 
 def test_mlflow_warned_of_no_truncated_value(filled: Filled) -> None:
-    errors = [t.error or "" for t in Storage.open_readonly(filled.storage).trials(FAILING)]
+    errors = [t.error or "" for t in Storage.open_readonly(filled.storage).trials.of(FAILING)]
     assert max(len(e) for e in errors) > TAG_LIMIT, "no error as long as MLflow's tag limit"
     assert not [m for m in filled.mlflow_warnings if "truncat" in m.lower()]
     logs = list(filled.root.rglob("log.txt"))  # what MLflow warned inside the trials

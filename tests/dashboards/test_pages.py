@@ -141,8 +141,8 @@ def test_trials_table_shows_pruned_steps_errors_and_mlflow_links(
     fails = failing[failing["state"] == "FAIL"]
     assert len(fails) == 2
     assert all(e.startswith("RuntimeError: diverged: loss is nan") for e in fails["error"])
-    sweep = st.get_sweep(FAILING)
-    record = st.get_trial(FAILING, 1)
+    sweep = st.sweeps.get(FAILING)
+    record = st.trials.get(FAILING, 1)
     assert sweep is not None and record is not None
     assert failing.loc[1, "mlflow"] == (
         f"http://127.0.0.1:5000/#/experiments/{sweep.mlflow_experiment_id}"
@@ -167,7 +167,7 @@ def test_filter_by_state_and_param_range(open_page: Open, filled: Filled) -> Non
 def test_a_trials_details_show_its_system_metrics_from_mlflow(
     open_page: Open, filled: Filled
 ) -> None:
-    record = stored(filled).get_trial(TPE, 1)
+    record = stored(filled).trials.get(TPE, 1)
     assert record is not None
     client = MlflowClient(filled.tracking[TPE])
     keys = [k for k in client.get_run(str(record.mlflow_run_id)).data.metrics if "system/" in k]

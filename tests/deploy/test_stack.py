@@ -151,7 +151,7 @@ def test_stack_up_runs_a_sweep_on_both_workers_and_down_leaves_nothing(state_dir
     assert sub.exit_code == 0, sub.output
     assert state["password"] not in sub.stdout and "***" in sub.stdout, "the password is masked"
     st = Storage.open_readonly(storage)
-    trials = lambda: st.trials("stack-e2e")  # noqa: E731
+    trials = lambda: st.trials.of("stack-e2e")  # noqa: E731
     wait_until(lambda: sum(t.state == "COMPLETE" for t in trials()) == 2, "2 COMPLETE trials",
                timeout=300)  # fmt: skip
     mark("sweep done")

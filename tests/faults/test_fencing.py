@@ -303,25 +303,25 @@ def test_storage_refuses_every_write_of_a_superseded_attempt(db_url: str) -> Non
 
     st = Storage(db_url)
     try:
-        st.create_sweep("s", {})
-        assert st.start_attempt("s", 0, state="RUNNING", worker="w1") == 1
-        st.record_report("s", 0, 1, {"loss": 1.0}, attempt=1)
-        assert st.start_attempt("s", 0, state="RUNNING", worker="w2") == 2
+        st.sweeps.create("s", {})
+        assert st.trials.start_attempt("s", 0, state="RUNNING", worker="w1") == 1
+        st.trials.record_report("s", 0, 1, {"loss": 1.0}, attempt=1)
+        assert st.trials.start_attempt("s", 0, state="RUNNING", worker="w2") == 2
         for write in (
-            lambda: st.record_report("s", 0, 2, {"loss": 9.0}, attempt=1),
-            lambda: st.upsert_trial("s", 0, fence=1, outcome="complete"),
-            lambda: st.check_attempt("s", 0, 1),
+            lambda: st.trials.record_report("s", 0, 2, {"loss": 9.0}, attempt=1),
+            lambda: st.trials.upsert("s", 0, fence=1, outcome="complete"),
+            lambda: st.trials.check_attempt("s", 0, 1),
         ):
             with pytest.raises(Superseded, match="superseded by attempt 2") as refused:
                 write()
             assert refused.value.attempt == 2
-        t = st.get_trial("s", 0)
+        t = st.trials.get("s", 0)
         assert t is not None and (t.last_step, t.metrics, t.outcome) == (1, {"loss": 1.0}, None)
-        st.record_report("s", 0, 2, {"loss": 0.5}, attempt=2)
-        st.upsert_trial("s", 0, state="WAITING")  # requeued: no attempt may write
+        st.trials.record_report("s", 0, 2, {"loss": 0.5}, attempt=2)
+        st.trials.upsert("s", 0, state="WAITING")  # requeued: no attempt may write
         with pytest.raises(Superseded, match="is WAITING"):
-            st.record_report("s", 0, 3, {"loss": 0.4}, attempt=2)
-        assert st.get_trial("s", 0).last_step == 2  # type: ignore[union-attr]
+            st.trials.record_report("s", 0, 3, {"loss": 0.4}, attempt=2)
+        assert st.trials.get("s", 0).last_step == 2  # type: ignore[union-attr]
     finally:
         st.close()
 
@@ -331,21 +331,21 @@ def test_a_takeover_waits_until_the_trial_itself_is_silent(db_url: str) -> None:
 
     st = Storage(db_url)
     try:
-        st.create_sweep("s", {})
+        st.sweeps.create("s", {})
         now = time.time()
         lost = WorkerRecord("lost", "elsewhere", 1, "default", [], None, None, now, now - 99, "x")
         st.workers.register(lost)
         for n in (0, 1):
-            st.start_attempt("s", n, state="RUNNING", worker="lost", host="elsewhere", pid=1)
-        st.upsert_trial("s", 0, heartbeat_at=now)  # reports of its own, its worker silent
-        st.upsert_trial("s", 1, heartbeat_at=now - 99)
+            st.trials.start_attempt("s", n, state="RUNNING", worker="lost", host="elsewhere", pid=1)
+        st.trials.upsert("s", 0, heartbeat_at=now)  # reports of its own, its worker silent
+        st.trials.upsert("s", 1, heartbeat_at=now - 99)
         (stale,) = st.stale.running("s", 30.0)
         assert stale.number == 1, "a trial that still reports is not taken over"
-        st.record_report("s", 1, 5, {"loss": 1.0}, attempt=1)  # it reports after all
+        st.trials.record_report("s", 1, 5, {"loss": 1.0}, attempt=1)  # it reports after all
         assert not st.stale.take_over(stale), "taken over although it reported since"
         (stale,) = st.stale.running("s", -1.0)[1:]
         assert st.stale.take_over(stale) and not st.stale.take_over(stale)
-        t = st.get_trial("s", 1)
+        t = st.trials.get("s", 1)
         assert t is not None and (t.state, t.retries, t.attempts) == ("WAITING", 1, 1)
     finally:
         st.close()

@@ -184,7 +184,7 @@ def test_7_workers_log_to_the_store_the_sweep_was_submitted_with(
     from hyperfleet.platform.storage import Storage
 
     st = Storage.open_readonly(postgres_url)
-    trials = st.trials("faulty")
+    trials = st.trials.of("faulty")
     st.close()
     assert sorted(t.state for t in trials) == ["COMPLETE", "COMPLETE"]
     client = MlflowClient(tracking_uri=f"sqlite:///{here / 'shared' / 'mlflow.db'}")

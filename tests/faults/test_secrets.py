@@ -153,7 +153,7 @@ def test_8_a_storage_password_reaches_the_trials_and_nothing_else(
 
     st = Storage.open_readonly(storage)
     try:
-        row = st.get_sweep("faulty")
+        row = st.sweeps.get("faulty")
         assert row is not None and secret not in json.dumps(row.stored_config)
         assert row.stored_config["storage"] == shown
     finally:
@@ -281,7 +281,7 @@ def test_8_the_stack_keeps_its_password_off_command_lines_and_logs(
     state = json.loads((state_dir / "stack.json").read_text())
     st = Storage.open_readonly(state["storage"])
     try:
-        done = lambda: [t.state for t in st.trials("secret-stack")] == ["COMPLETE"] * 2  # noqa: E731
+        done = lambda: [t.state for t in st.trials.of("secret-stack")] == ["COMPLETE"] * 2  # noqa: E731
         wait_until(done, timeout=300, what="2 COMPLETE trials")
     finally:
         st.close()
@@ -337,7 +337,7 @@ def test_8_s3_keys_come_from_the_environment_and_are_written_nowhere(
 
     st = Storage.open_readonly(f.storage)
     try:
-        row = st.get_sweep("faulty")
+        row = st.sweeps.get("faulty")
         assert row is not None and secret not in json.dumps(row.stored_config)
     finally:
         st.close()

@@ -45,7 +45,7 @@ def run_sweep(tmp_path: Path, db_url: str, **changes: Any) -> dict[Any, Any]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     storage = Storage.open_readonly(db_url)
     try:
-        return {t.params["which"]: t for t in storage.trials("steps")}
+        return {t.params["which"]: t for t in storage.trials.of("steps")}
     finally:
         storage.close()
 

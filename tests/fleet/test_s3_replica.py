@@ -151,7 +151,7 @@ def test_a_population_over_two_hosts_exploits_across_them_through_s3(
     from hyperfleet.platform.storage.population import SqlPopulationStore
 
     st = fleet.storage()
-    assert {t.state for t in st.trials("s3-pbt")} == {"COMPLETE"}
+    assert {t.state for t in st.trials.of("s3-pbt")} == {"COMPLETE"}
     workers = {w.name: w.id(fleet) for w in fleet.workers}
     ran_on: dict[int, set[str]] = {}
     for lease in st.leases.all("s3-pbt"):

@@ -55,7 +55,7 @@ def _submit_from(fleet: Fleet, path: Path, cwd: Path, monkeypatch: pytest.Monkey
 def _status(fleet: Fleet, name: str) -> Any:
     st = fleet.storage()
     try:
-        row = st.get_sweep(name)
+        row = st.sweeps.get(name)
         return None if row is None else row.status
     finally:
         st.close()

@@ -64,7 +64,7 @@ def test_a_population_spread_over_four_workers_exploits_once_per_decision(fleet:
     for n, m in members.items():
         assert m.generation == sum(1 for e in exploits if e.member == n)
     assert len({x.worker for x in st.leases.all("spread")}) > 1
-    assert {t.state for t in st.trials("spread")} == {"COMPLETE"}
+    assert {t.state for t in st.trials.of("spread")} == {"COMPLETE"}
 
 
 DIGITS = digits_sweep(

@@ -107,7 +107,7 @@ def in_mlflow(
     client = MlflowClient(tracking_uri=tracking_uri)
 
     def logged() -> bool:
-        record = storage.get_trial(sweep, number)
+        record = storage.trials.get(sweep, number)
         run_id = None if record is None else record.mlflow_run_id
         if is_pending(run_id):
             return False
@@ -144,6 +144,6 @@ def trials_by_number(url: str, sweep: str) -> dict[int, Any]:
 
     st = Storage.open_readonly(url)
     try:
-        return {t.number: t for t in st.trials(sweep)}
+        return {t.number: t for t in st.trials.of(sweep)}
     finally:
         st.close()

@@ -52,7 +52,7 @@ def test_corpus_is_prepared_once_for_all_trials(
     assert json.loads(proc.stdout.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 3
 
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-    logs = {t.number: Path(t.log_path).read_text() for t in storage.trials("cached")}
+    logs = {t.number: Path(t.log_path).read_text() for t in storage.trials.of("cached")}
     prepared = {n: log.count("prepared corpus") for n, log in logs.items()}
     assert sum(prepared.values()) == 1, f"the corpus must be tokenised once: {prepared}"
     first = next(n for n, c in prepared.items() if c)
@@ -64,7 +64,7 @@ def test_corpus_is_prepared_once_for_all_trials(
     assert len(entries) == 1
     shards = sorted(entries[0].glob("shard-*.bin"))
     assert shards
-    trial2_started = storage.get_trial("cached", 2).started_at
+    trial2_started = storage.trials.get("cached", 2).started_at
     assert trial2_started is not None
     for shard in [*shards, entries[0] / "index.json"]:  # written before trial 2, not since
         assert shard.stat().st_mtime < trial2_started

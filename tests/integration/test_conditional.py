@@ -59,7 +59,7 @@ def test_tpe_over_30_trials_records_only_the_chosen_branches(
     cfg, summary, storage = run(example(tmp_path, mlflow_template))
     assert summary.state_counts == {"COMPLETE": 30, "PRUNED": 0, "FAIL": 0}
     study = optuna.load_study(study_name=cfg.name, storage=storage.optuna)
-    records = {r.number: r for r in storage.trials(cfg.name)}
+    records = {r.number: r for r in storage.trials.of(cfg.name)}
     rows = {t.number: t for t in summary.trials}  # what ``sweep status`` prints
     assert len(records) == len(study.trials) == len(rows) == 30
     for trial in study.trials:

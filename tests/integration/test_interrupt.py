@@ -97,7 +97,7 @@ def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Pa
     held = held_marker(release, 1)
     wait_until(held.exists, "trial 1 held after its report at step 30", proc)
     assert held.read_text() == "30"
-    t = storage.get_trial("interrupted", 1)
+    t = storage.trials.get("interrupted", 1)
     assert t is not None and t.state == "RUNNING" and t.last_step == 30
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     logged = in_mlflow(mlflow_uri, storage, "interrupted", 1, "loss", 30)
@@ -113,7 +113,7 @@ def interrupt(sig: signal.Signals, sweep_file: Callable[..., Path], tmp_path: Pa
     states = [t.state.name for t in study.trials]
     assert "RUNNING" not in states
     assert states == ["COMPLETE", "WAITING"]
-    interrupted = storage.get_trial("interrupted", 1)
+    interrupted = storage.trials.get("interrupted", 1)
     assert interrupted.state == "WAITING" and interrupted.last_step == 30
     return Stopped(cmd, storage, release, mlflow_uri, first, interrupted)
 
@@ -144,7 +144,7 @@ def test_sigint_stops_the_sweep_and_the_same_command_continues_it(
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
     assert study.trials[0].datetime_complete == first.datetime_complete  # not redone
     assert study.trials[1].params == {"x": pytest.approx(interrupted.params["x"])}
-    resumed = storage.get_trial("interrupted", 1)
+    resumed = storage.trials.get("interrupted", 1)
     assert resumed.attempts == 2 and resumed.mlflow_run_id == interrupted.mlflow_run_id
     assert "resumes from its checkpoint" in Path(resumed.log_path).read_text()
 

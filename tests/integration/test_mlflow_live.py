@@ -41,7 +41,7 @@ def test_a_running_trials_reports_reach_mlflow_and_the_trial_never_imports_it(
     storage = Storage(f"sqlite:///{tmp_path / 'hf.db'}", create=False)
 
     def logged() -> list[int]:
-        rows = storage.trials(name) if (tmp_path / "hf.db").exists() else []
+        rows = storage.trials.of(name) if (tmp_path / "hf.db").exists() else []
         run_id = rows[0].mlflow_run_id if rows else None
         if not run_id or run_id.startswith("pending:"):
             return []
@@ -50,13 +50,13 @@ def test_a_running_trials_reports_reach_mlflow_and_the_trial_never_imports_it(
     readback.wait_for((gates / "held-0").exists, proc, "trial 0 to hold at step 2")
     readback.wait_for(lambda: logged() == [1, 2], proc, "its points in MLflow while it holds",
              every=STORE_POLL_S)  # fmt: skip
-    assert storage.trials(name)[0].state == "RUNNING"
+    assert storage.trials.of(name)[0].state == "RUNNING"
     (gates / "go-0").touch()
     _out, err = proc.communicate(timeout=readback.SWEEP_TIMEOUT_S)
     assert proc.returncode == 0, err[-4000:]
 
     assert (gates / "modules-0").read_text() == "", "the trial's process imported MLflow"
-    run = client.get_run(storage.trials(name)[0].mlflow_run_id)
+    run = client.get_run(storage.trials.of(name)[0].mlflow_run_id)
     assert [s for s, _ in readback.history(client, run.info.run_id, "loss")] == [1, 2, 3]
     readback.assert_unique_steps(client, run)
     assert run.info.status == "FINISHED"

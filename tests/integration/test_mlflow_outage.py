@@ -69,7 +69,7 @@ def test_a_tracking_server_outage_loses_nothing(
     def trials() -> dict[int, object]:
         if not (tmp_path / "hf.db").exists():
             return {}
-        return {t.number: t for t in Storage(url, create=False).trials("outage")}
+        return {t.number: t for t in Storage(url, create=False).trials.of("outage")}
 
     def logged_through(number: int) -> int:
         run_id = getattr(trials().get(number), "mlflow_run_id", None)

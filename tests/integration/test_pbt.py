@@ -201,7 +201,7 @@ def test_pbt_toy_reaches_the_optimum(toy_run: tuple[Path, dict[str, Any]]) -> No
         f"always ranked last); see the report of issue 6"
     )
     storage = storage_of(directory)
-    trials = storage.trials("pbt-toy")
+    trials = storage.trials.of("pbt-toy")
     assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
     assert max(t.metrics["Q"] for t in trials) == pytest.approx(result["best"]["value"])
     store = SqlPopulationStore(storage.engine)
@@ -222,7 +222,7 @@ def test_toy_without_exploit_and_explore_stays_below_0_4(
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
     storage = storage_of(tmp_path)
-    trials = storage.trials("no-pbt")
+    trials = storage.trials.of("no-pbt")
     assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
     assert all(t.metrics["Q"] <= 0.4 for t in trials), [t.metrics for t in trials]
     assert result["best"]["value"] <= 0.4
@@ -247,8 +247,8 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path, mlflow_template: 
     deadline = time.monotonic() + SWEEP_TIMEOUT_S
     while proc.poll() is None and time.monotonic() < deadline:
         most_workers = max(most_workers, len(set(worker_pids(tmp_path).values())))
-        if storage.get_sweep("shared") is not None:
-            running = sum(t.state == "RUNNING" for t in storage.trials("shared"))
+        if storage.sweeps.get("shared") is not None:
+            running = sum(t.state == "RUNNING" for t in storage.trials.of("shared"))
             most_running = max(most_running, running)
         time.sleep(0.05)
     if proc.poll() is None:
@@ -257,7 +257,7 @@ def test_population_of_6_time_shares_2_devices(tmp_path: Path, mlflow_template: 
     finished(proc, err)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["state_counts"]["COMPLETE"] == 6
-    trials = storage.trials("shared")
+    trials = storage.trials.of("shared")
     assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 16)] * 6
     members = SqlPopulationStore(storage.engine).members("shared")
     assert sorted(members) == list(range(6))
@@ -288,7 +288,7 @@ def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_templ
     spec = str(tmp_path / "runs" / "killed" / f"trial-{victim:04d}" / "spec.json")
     pids = worker_pids(tmp_path, spec)
     assert len(pids) == 1, pids
-    killed_at = storage.get_trial("killed", victim).last_step
+    killed_at = storage.trials.get("killed", victim).last_step
     assert killed_at == held_at >= 40
     os.kill(next(iter(pids)), signal.SIGKILL)
     release.touch()  # the relaunched member must not hold again
@@ -296,7 +296,7 @@ def test_killed_member_resumes_and_lineage_is_exact(tmp_path: Path, mlflow_templ
     finished(proc, err)
     assert json.loads(out.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 2
 
-    trials = storage.trials("killed")
+    trials = storage.trials.of("killed")
     assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
     t = trials[victim]
     assert t.attempts == 2, "the killed member was not relaunched exactly once"
@@ -340,7 +340,7 @@ def test_replay_of_the_best_member_reproduces_its_q(toy_run: tuple[Path, dict[st
                           timeout=SWEEP_TIMEOUT_S, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "from step 0:" in proc.stderr  # the schedule it replays
-    stored = storage_of(directory).get_trial("pbt-toy", best)
+    stored = storage_of(directory).trials.get("pbt-toy", best)
     steps = {int(s): float(q) for s, q in STEP_LINE.findall(proc.stdout)}
     assert max(steps) == 200
     assert steps[200] == pytest.approx(stored.metrics["Q"], rel=1e-5)  # printed with 6 digits
@@ -381,7 +381,7 @@ def test_lineage_and_hp_metrics_in_mlflow(
     client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'runs' / 'mlflow.db'}")
     storage = storage_of(directory)
     store = SqlPopulationStore(storage.engine)
-    runs = {t.number: str(t.mlflow_run_id) for t in storage.trials("pbt-toy")}
+    runs = {t.number: str(t.mlflow_run_id) for t in storage.trials.of("pbt-toy")}
     parent = result["mlflow"]["parent_run_id"]
     experiment = result["mlflow"]["experiment_id"]
     records = log_lineage(client, experiment, parent, "pbt-toy", store, runs)
@@ -433,14 +433,14 @@ def test_interrupted_population_resumes_where_it_was(tmp_path: Path, mlflow_temp
     _out, err = proc.communicate(timeout=SWEEP_TIMEOUT_S)
     assert proc.returncode == 130, err[-3000:]
     assert not worker_pids(tmp_path), "member processes outlived the interrupted sweep"
-    before = {t.number: t.last_step for t in storage.trials("resumed")}
-    assert all(t.state != "RUNNING" for t in storage.trials("resumed"))
+    before = {t.number: t.last_step for t in storage.trials.of("resumed")}
+    assert all(t.state != "RUNNING" for t in storage.trials.of("resumed"))
     events_before = len(SqlPopulationStore(storage.engine).lineage("resumed"))
 
     release.touch()  # the continued members must not hold again
     result = run_sweep(path)
     assert result["state_counts"]["COMPLETE"] == 2
-    trials = storage.trials("resumed")
+    trials = storage.trials.of("resumed")
     assert [(t.state, t.last_step) for t in trials] == [("COMPLETE", 200)] * 2
     for t in trials:  # each member continued from a checkpoint, not from step 0
         second = Path(str(t.log_path)).read_text().split("# hyperfleet launch:")[-1]

@@ -88,7 +88,7 @@ def test_pinned_donor_checkpoint_survives_pruning_and_is_adopted(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resumes from its checkpoint at step 4" in proc.stderr
     assert "is gone" not in proc.stderr
-    record = storage.get_trial(cfg.name, a.trial_number)
+    record = storage.trials.get(cfg.name, a.trial_number)
     assert record is not None and record.outcome == "complete" and record.last_step == STEPS
     # it trained from the donor's theta at step 4 (h = the explored params)
     h0, h1, lr = float(s.params["h0"]), float(s.params["h1"]), float(cfg.trial.params["lr"])

@@ -86,10 +86,10 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     storage = interrupt_when_logged(cmd, ENV, tmp_path / "runs", "resume", held, ("loss", 25))
     assert held.read_text() == "25"
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    stopped = storage.get_trial("resume", 1)
+    stopped = storage.trials.get("resume", 1)
     assert stopped.state == "WAITING" and stopped.last_step == 25
     primary = checkpoint_dir(tmp_path / "runs", "resume", 1)
-    sweep_replica = replica_folder(str(replica), "resume", storage.get_sweep("resume").created_at)
+    sweep_replica = replica_folder(str(replica), "resume", storage.sweeps.get("resume").created_at)
     assert [p.name for p in replica.iterdir()] == [sweep_replica.name]
     own_replica = sweep_replica / "trial-0001"  # one directory per trial
     assert 20 in [int(p.stem[5:]) for p in own_replica.glob("step-*.pt")]
@@ -99,7 +99,7 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
     release.touch()  # the continued trial must not hold again
     again = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stderr[-3000:]
-    resumed = storage.get_trial("resume", 1)
+    resumed = storage.trials.get("resume", 1)
     assert resumed.state == "COMPLETE" and resumed.last_step == 40
     assert resumed.attempts == 2 and resumed.mlflow_run_id == stopped.mlflow_run_id
     log = Path(resumed.log_path).read_text()
@@ -108,7 +108,7 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
         assert "using the replica" in log
 
     client = MlflowClient(tracking_uri=mlflow_uri)
-    reference = curve(client, storage.get_trial("resume", 0).mlflow_run_id)
+    reference = curve(client, storage.trials.get("resume", 0).mlflow_run_id)
     continued = curve(client, resumed.mlflow_run_id)
     assert sorted(continued) == sorted(reference) == list(range(1, 41))
     diff = max(abs(continued[s] - reference[s]) for s in reference)

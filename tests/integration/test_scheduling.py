@@ -50,7 +50,7 @@ def test_pruned_trial_stops_on_every_rank_and_frees_its_devices(
     assert counts["PRUNED"] >= 1 and counts["COMPLETE"] >= 1
     assert counts["COMPLETE"] + counts["PRUNED"] == 3  # each pruned trial gave its devices back
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-    for t in storage.trials("pruning"):
+    for t in storage.trials.of("pruning"):
         if t.state != "PRUNED":
             continue
         assert t.last_step < 40  # stopped at the report where it was pruned
@@ -89,7 +89,7 @@ def test_enqueued_points_run_first(sweep_file: Callable[..., Path], tmp_path: Pa
     assert bad.exit_code == 2 and "--params.x: 7 is outside [0.0, 1.0]" in bad.stderr
     proc = cli("sweep", "run", str(path), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("warm")
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials.of("warm")
     assert [t.params["x"] for t in trials[:2]] == [0.31, 0.77]
     assert len(trials) == 4 and all(t.state == "COMPLETE" for t in trials)
     # piped: one line per trial as it ends, before the results table
@@ -142,7 +142,7 @@ def test_system_knob_breaking_the_layout_is_fail_with_reason(
     }
     trials = {
         t.params.get("trial.parallel.data"): t
-        for t in Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("knobs")
+        for t in Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials.of("knobs")
     }
     failed = trials[2]
     assert failed.state == "FAIL" and "trial.resources.devices: 1 != parallel.data" in failed.error

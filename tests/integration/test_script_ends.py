@@ -50,7 +50,7 @@ def program_sweep(tmp_path: Path, db_url: str, source: str, **trial: Any) -> Pat
 def the_trial(db_url: str) -> Any:
     storage = Storage.open_readonly(db_url)
     try:
-        (trial,) = storage.trials("prog")
+        (trial,) = storage.trials.of("prog")
         return trial
     finally:
         storage.close()

@@ -50,7 +50,7 @@ def test_example_sweep_runs_the_script_under_torchrun(tmp_path: Path, runs_dir: 
     assert counts["FAIL"] == 0 and counts["PRUNED"] >= 1 and sum(counts.values()) == 4, counts
 
     storage = Storage(data["storage"], create=False)
-    trials = storage.trials(data["name"])
+    trials = storage.trials.of(data["name"])
     storage.close()
     client = MlflowClient(data["tracking"]["uri"])
     for t in trials:

@@ -39,7 +39,7 @@ def test_a_script_trial_without_steps_runs_to_its_own_end(
     result = run_json(path)
     assert result["state_counts"]["COMPLETE"] >= 1, result
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    done = [t for t in storage.trials("own-length") if t.state == TrialState.COMPLETE]
+    done = [t for t in storage.trials.of("own-length") if t.state == TrialState.COMPLETE]
     storage.close()
     assert done and all(t.last_step == 4 for t in done)  # the program's own 4 steps
 

@@ -83,7 +83,7 @@ def test_program_resumes_from_its_checkpoint_after_interrupt(
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 0, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    (trial,) = storage.trials("push-resume")
+    (trial,) = storage.trials.of("push-resume")
     storage.close()
     assert trial.last_step == 4 and trial.trial_dir is not None
     log = (Path(trial.trial_dir) / "log.txt").read_text()
@@ -115,7 +115,7 @@ def test_pbt_sweep_of_a_program_exploits_and_pauses(tmp_path: Path, mlflow_templ
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 2, "PRUNED": 0, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    paused, exploiter = storage.trials("push-pbt")
+    paused, exploiter = storage.trials.of("push-pbt")
     events = SqlPopulationStore(storage.engine).lineage("push-pbt")
     storage.close()
     assert [paused.last_step, exploiter.last_step] == [4, 4]

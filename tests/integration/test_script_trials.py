@@ -81,7 +81,7 @@ def run_pruned_pair(path: Path, xs: tuple[float, float]) -> tuple[dict[str, Any]
     assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
     data = yaml.safe_load(path.read_text())
     storage = Storage(data["storage"], create=False)
-    trials = sorted(storage.trials(data["name"]), key=lambda t: t.number)
+    trials = sorted(storage.trials.of(data["name"]), key=lambda t: t.number)
     storage.close()
     return result, trials
 
@@ -98,7 +98,7 @@ def test_program_outcomes_and_its_mlflow_run(tmp_path: Path, mlflow_template: Pa
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 0, "FAIL": 2}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    trials = {t.params["mode"]: t for t in storage.trials("outcomes")}
+    trials = {t.params["mode"]: t for t in storage.trials.of("outcomes")}
     storage.close()
     ok, crash, silent = trials["ok"], trials["crash"], trials["silent"]
     assert ok.state == TrialState.COMPLETE
@@ -139,7 +139,7 @@ def test_pruned_program_is_killed_within_2s(tmp_path: Path, mlflow_template: Pat
     result = run_json(path)
     assert result["state_counts"] == {"COMPLETE": 1, "PRUNED": 1, "FAIL": 0}
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}", create=False)
-    pruned = next(t for t in storage.trials("pruned") if t.params["mode"] == "stubborn")
+    pruned = next(t for t in storage.trials.of("pruned") if t.params["mode"] == "stubborn")
     storage.close()
     assert pruned.state == TrialState.PRUNED and pruned.last_step == 1
     log = (Path(pruned.trial_dir) / "log.txt").read_text()
@@ -224,7 +224,7 @@ def test_mlflow_away_at_a_programs_start_loses_nothing(
 
     def first_done() -> bool:
         try:
-            return any(t.last_step == 3 for t in storage.trials("away"))
+            return any(t.last_step == 3 for t in storage.trials.of("away"))
         except OperationalError:  # the sweep has not made its tables yet
             return False
 
@@ -234,7 +234,7 @@ def test_mlflow_away_at_a_programs_start_loses_nothing(
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert "hyperfleet mlflow sync" in err
-    first, late = sorted(storage.trials("away"), key=lambda t: t.number)
+    first, late = sorted(storage.trials.of("away"), key=lambda t: t.number)
     assert (first.state, late.state) == (TrialState.COMPLETE, TrialState.COMPLETE)
     assert late.metrics["val_loss"] == pytest.approx(late.params["x"] + 1 / 3)
     assert late.trial_dir is not None
@@ -247,7 +247,7 @@ def test_mlflow_away_at_a_programs_start_loses_nothing(
     server.start()
     synced = invoke("mlflow", "sync", "--storage", data["storage"], "--sweep", "away")
     assert synced.exit_code == 0, synced.output
-    (late,) = [t for t in storage.trials("away") if t.number == late.number]
+    (late,) = [t for t in storage.trials.of("away") if t.number == late.number]
     storage.close()
     assert late.mlflow_run_id is not None
     curve = MlflowClient(server.uri).get_metric_history(late.mlflow_run_id, "val_loss")

@@ -79,7 +79,7 @@ def test_four_trials_share_one_cpu_slot_at_once_and_the_sweep_finishes(
 ) -> None:
     storage, leases, done = _shared_sweep(sweep_file, tmp_path, "cpu:1", {}, held=[0, 1, 2, 3])
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [t.state for t in storage.trials("shared")] == ["COMPLETE"] * 4
+    assert [t.state for t in storage.trials.of("shared")] == ["COMPLETE"] * 4
     assert sorted((x.share, x.per_device, tuple(x.devices)) for x in leases) == [
         (i, 4, ("cpu:0",)) for i in range(4)
     ]
@@ -99,7 +99,7 @@ def test_four_trials_share_one_gpu_and_one_that_over_allocates_fails_alone(
     sweep_file: Callable[..., Path], tmp_path: Path
 ) -> None:
     def greedy_failed(storage: Storage) -> bool:
-        first = storage.get_trial("shared", 0)
+        first = storage.trials.get("shared", 0)
         return first is not None and first.state == "FAIL"
 
     trial = {
@@ -110,7 +110,7 @@ def test_four_trials_share_one_gpu_and_one_that_over_allocates_fails_alone(
         sweep_file, tmp_path, "cuda:0", trial, held=[1, 2, 3], ready=greedy_failed
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    trials = {t.number: t for t in storage.trials("shared")}
+    trials = {t.number: t for t in storage.trials.of("shared")}
     assert trials[0].state == "FAIL" and "out of memory" in (trials[0].error or "").lower()
     assert [trials[n].state for n in (1, 2, 3)] == ["COMPLETE"] * 3
     assert sorted(x.share for x in leases) == [0, 1, 2, 3]

@@ -40,7 +40,7 @@ def test_digits_ddp_sweep_completes_and_is_logged(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     study = optuna.load_study(study_name="digits-e2e", storage=storage.optuna)
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
-    for rec in storage.trials("digits-e2e"):
+    for rec in storage.trials.of("digits-e2e"):
         log = Path(rec.log_path).read_text()
         assert "2 rank(s) on" in log and rec.last_step == 150  # a warm group of 2 ranks
 

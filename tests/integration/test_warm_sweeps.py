@@ -28,7 +28,7 @@ REPORT = re.compile(r"^report step (\d+): loss=\S+ .*-> (?:continue|prune)", re.
 
 
 def leases_closed_once(storage: Storage, sweep: str) -> None:
-    trials = storage.trials(sweep)
+    trials = storage.trials.of(sweep)
     leases = storage.leases.all(sweep)
     assert len(leases) == sum(t.attempts for t in trials), "a launch without its lease row"
     assert all(row.ended_at is not None and row.state for row in leases), leases
@@ -37,7 +37,7 @@ def leases_closed_once(storage: Storage, sweep: str) -> None:
 def reused(storage: Storage, sweep: str) -> int:
     """Launches that ran in a group an earlier trial had used."""
     return sum(len(REUSED.findall(Path(str(t.log_path)).read_text()))
-               for t in storage.trials(sweep))  # fmt: skip
+               for t in storage.trials.of(sweep))  # fmt: skip
 
 
 def test_pruned_trials_leave_their_group_to_the_next(
@@ -57,7 +57,7 @@ def test_pruned_trials_leave_their_group_to_the_next(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     leases_closed_once(storage, "warm-prune")
     assert reused(storage, "warm-prune") >= 3, "trials did not run in warm groups"
-    for t in storage.trials("warm-prune"):  # the sweep's temporary directory is gone by now
+    for t in storage.trials.of("warm-prune"):  # the sweep's temporary directory is gone by now
         text = Path(str(t.log_path)).read_text()
         steps = [int(s) for s in REPORT.findall(text)]
         assert steps == list(range(1, t.last_step + 1)), (t.number, text[-2000:])
@@ -82,7 +82,7 @@ def test_paused_and_exploiting_members_resume_in_warm_groups(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["state_counts"]["COMPLETE"] == 3
     storage = Storage(f"sqlite:///{runs / 'hf.db'}")
-    trials = storage.trials("warm-pbt")
+    trials = storage.trials.of("warm-pbt")
     assert [t.last_step for t in trials] == [24] * 3
     assert any(t.attempts >= 2 for t in trials), "no member paused: nothing time-shared"
     events = SqlPopulationStore(storage.engine).lineage("warm-pbt")

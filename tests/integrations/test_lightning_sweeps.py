@@ -77,7 +77,7 @@ def test_asha_over_ddp_trials_prunes_at_rungs(tmp_path: Path, mlflow_template: P
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     run(path, "cpu:2")
-    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("lit-asha")
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials.of("lit-asha")
     assert len(trials) == 4
     for t in trials:
         assert t.metrics["world_size"] == 2.0, t  # Lightning's DDP over the trial's 2 ranks
@@ -119,15 +119,15 @@ def test_stopped_trial_resumes_on_the_uninterrupted_curve(
         ("loss", 10),
     )
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    assert storage.get_trial("lit-resume", 1).last_step == 10
+    assert storage.trials.get("lit-resume", 1).last_step == 10
 
     release.touch()
     run(path, "cpu:2")
-    resumed = storage.get_trial("lit-resume", 1)
+    resumed = storage.trials.get("lit-resume", 1)
     assert resumed.state == TrialState.COMPLETE and resumed.attempts == 2
     assert "resumes from its checkpoint at step 8" in Path(resumed.log_path or "").read_text()
     client = MlflowClient(tracking_uri=mlflow_uri)
-    ref = client.get_metric_history(storage.get_trial("lit-resume", 0).mlflow_run_id, "loss")
+    ref = client.get_metric_history(storage.trials.get("lit-resume", 0).mlflow_run_id, "loss")
     got = client.get_metric_history(resumed.mlflow_run_id, "loss")
     reference = {m.step: m.value for m in ref}
     continued = {m.step: m.value for m in got}
@@ -217,7 +217,7 @@ def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
         (1, 4, 0, 4),
         (2, 4, 0, 4),
     ], story
-    attempts = {t.number: t.attempts for t in storage.trials("lit-pbt-steps")}
+    attempts = {t.number: t.attempts for t in storage.trials.of("lit-pbt-steps")}
     assert (attempts[1], attempts[2]) == (2, 1), story  # 1 relaunched, 2 exploited in place
     for e in explores:
         lr = float(e.new_params["lr"])
@@ -235,11 +235,11 @@ def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
 def _population_story(storage: Storage, sweep: str) -> str:
     """How a PBT sweep went, for a failure's message: each trial's span and each member's
     last decision."""
-    t0 = min((t.started_at or 0.0) for t in storage.trials(sweep))
+    t0 = min((t.started_at or 0.0) for t in storage.trials.of(sweep))
     trials = [
         (t.number, t.state.value, t.attempts, round((t.started_at or t0) - t0, 2),
          round((t.ended_at or t0) - t0, 2), t.last_step, t.params.get("lr"))
-        for t in storage.trials(sweep)
+        for t in storage.trials.of(sweep)
     ]  # fmt: skip
     members = {
         n: (m.state.value, m.step, m.score, m.last_check, m.decision)

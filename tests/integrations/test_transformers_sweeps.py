@@ -66,7 +66,7 @@ def test_asha_with_ddp_of_2_prunes_at_its_decisions(
     })  # fmt: skip
     run_sweep(path, 2)
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
-    trials = storage.trials("tf-asha")
+    trials = storage.trials.of("tf-asha")
     assert len(trials) == 3
     pruned = [t for t in trials if t.state == TrialState.PRUNED]
     assert pruned, [(t.number, t.state, t.params) for t in trials]
@@ -102,11 +102,11 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
     storage = interrupt_when_logged(sweep_cmd(path, 1), ENV, tmp_path / "runs", "tf-resume",
                                     held_marker(release, 1), ("eval_loss", 5))  # fmt: skip
     mlflow_uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
-    assert storage.get_trial("tf-resume", 1).last_step == 5
+    assert storage.trials.get("tf-resume", 1).last_step == 5
 
     release.touch()
     run_sweep(path, 1)
-    resumed = storage.get_trial("tf-resume", 1)
+    resumed = storage.trials.get("tf-resume", 1)
     assert resumed.state == TrialState.COMPLETE and resumed.last_step == 8 and resumed.attempts == 2
     lines = probe_lines(trial_dir(tmp_path / "runs", "tf-resume", 1))
     assert [x["step"] for x in lines if x["event"] == "begin"] == [0, 4]
@@ -114,7 +114,7 @@ def test_interrupted_trial_resumes_on_the_uninterrupted_curve(
     client = MlflowClient(tracking_uri=mlflow_uri)
 
     def curve(number: int) -> dict[int, float]:
-        run = storage.get_trial("tf-resume", number).mlflow_run_id
+        run = storage.trials.get("tf-resume", number).mlflow_run_id
         history = client.get_metric_history(run, "eval_loss")
         assert len({m.step for m in history}) == len(history), "a step logged twice"
         return {m.step: m.value for m in history}
@@ -165,7 +165,7 @@ def test_pbt_exploits_step_with_the_explored_lr_from_the_donors_weights(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     events = SqlPopulationStore(storage.engine).lineage("tf-pbt")
     explores = [e for e in events if e.kind == "explore"]
-    trials = storage.trials("tf-pbt")
+    trials = storage.trials.of("tf-pbt")
     assert explores, ("PBT never exploited", [(t.number, t.state, t.last_step) for t in trials])
     assert any(e.member == 0 for e in explores), explores  # the member far behind copied
     lines = {
@@ -206,7 +206,7 @@ def test_pbt_exploits_step_with_the_explored_lr_from_their_first_step(
     storage = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}")
     events = SqlPopulationStore(storage.engine).lineage("tf-pbt-steps")
     explores = sorted((e for e in events if e.kind == "explore"), key=lambda e: e.member)
-    trials = storage.trials("tf-pbt-steps")
+    trials = storage.trials.of("tf-pbt-steps")
     story = [(t.number, t.state, t.attempts, t.last_step, t.params.get("lr")) for t in trials]
     assert [(e.member, e.step, e.donor, e.donor_step) for e in explores] == [
         (1, 4, 0, 4),

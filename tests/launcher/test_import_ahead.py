@@ -79,5 +79,5 @@ def test_inprocess_workers_share_the_fork_servers_import(
     ahead = {IMPORT_AHEAD_ENV: "tests.launcher.ahead_probe"}
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2", **ahead)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("ahead")
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials.of("ahead")
     assert [t.metrics["loss"] for t in trials] == [0.0, 0.0]

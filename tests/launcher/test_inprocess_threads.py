@@ -24,7 +24,7 @@ def test_inprocess_trials_take_a_cpu_slots_threads(
     proc = cli("sweep", "run", str(path), "--json", "--devices", "cpu:2", OMP_NUM_THREADS="")
     assert proc.returncode == 0, proc.stderr[-2000:]
     expected = max(1, (os.cpu_count() or 1) // 2)  # the pool's threads per process
-    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials("threads")
+    trials = Storage(f"sqlite:///{tmp_path / 'runs' / 'hf.db'}").trials.of("threads")
     assert len(trials) == 2
     for t in trials:
         assert t.metrics["omp"] == expected, t.metrics

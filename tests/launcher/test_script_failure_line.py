@@ -59,7 +59,7 @@ def run(tmp_path: Path, data: dict[str, Any]) -> tuple[str, TrialRecord]:
     assert proc.returncode == 4, proc.stderr[-3000:]
     storage = Storage(data["storage"], create=False)
     try:
-        (trial,) = storage.trials(data["name"])
+        (trial,) = storage.trials.of(data["name"])
     finally:
         storage.close()
     assert trial.state == TrialState.FAIL

@@ -53,7 +53,7 @@ def test_a_two_rank_trial_on_a_host_whose_name_does_not_resolve_fails_naming_it(
     out = proc.stdout + proc.stderr
     st = Storage(f"sqlite:///{tmp_path / 'hf.db'}", create=False)
     try:
-        (trial,) = st.trials("rdzv")
+        (trial,) = st.trials.of("rdzv")
     finally:
         st.close()
     assert trial.state == TrialState.FAIL, out[-3000:]

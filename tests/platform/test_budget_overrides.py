@@ -41,9 +41,9 @@ def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
 def _stored(data: dict[str, Any]) -> tuple[Any, int]:
     st = Storage.open_readonly(data["storage"])
     try:
-        row = st.get_sweep(data["name"])
+        row = st.sweeps.get(data["name"])
         assert row is not None and row.config is not None
-        return row.config.budget, len(st.trials(data["name"]))
+        return row.config.budget, len(st.trials.of(data["name"]))
     finally:
         st.close()
 

@@ -41,7 +41,7 @@ def _sweep(url: str, name: str) -> None:
     from hyperfleet.platform.storage import Storage
 
     st = Storage(url)
-    st.create_sweep(name, {})
+    st.sweeps.create(name, {})
     st.close()
 
 

@@ -235,7 +235,7 @@ def test_workers_count_a_device_held_in_shares_once(tmp_path: Any) -> None:
 
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     st = Storage(url)
-    st.create_sweep("shared", {})
+    st.sweeps.create("shared", {})
     now = time.time()
     devices = ["cpu:0", "cpu:1"]
     st.workers.register(

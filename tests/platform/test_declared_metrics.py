@@ -165,7 +165,7 @@ def test_a_first_report_without_the_objective_fails_the_trial_there(
     assert steps_file.read_text().split() == ["1"]  # not the 50 steps of its budget
     st = Storage.open_readonly(f"sqlite:///{runs / 'hf.db'}")
     try:
-        (trial,) = st.trials("misnamed")
+        (trial,) = st.trials.of("misnamed")
     finally:
         st.close()
     assert trial.state == TrialState.FAIL and trial.error is not None

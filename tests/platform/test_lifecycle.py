@@ -49,9 +49,9 @@ def _stored(url: str, name: str = "life", status: SweepStatus | None = None) -> 
     """A storage at ``url`` holding sweep ``name`` (a minimal config) in ``status``."""
     storage = Storage(url)
     cfg = parse_sweep(minimal_sweep(name=name))
-    storage.create_sweep(name, cfg.model_dump(mode="json"))
+    storage.sweeps.create(name, cfg.model_dump(mode="json"))
     if status is not None:
-        storage.update_sweep(name, status=status)
+        storage.sweeps.update(name, status=status)
     return storage
 
 
@@ -177,7 +177,7 @@ class Run:
     def trials(self) -> dict[int, Any]:
         st = self.storage()
         try:
-            return {t.number: t for t in st.trials(self.name)}
+            return {t.number: t for t in st.trials.of(self.name)}
         finally:
             st.close()
 
@@ -280,7 +280,7 @@ def test_a_stopped_sweep_ends_its_trials_and_says_so_in_mlflow(run: Any) -> None
     assert all(t.state != TrialState.RUNNING for t in trials.values())
     assert not any(t.attempts for n, t in trials.items() if n != 0), "a trial was claimed"
     st = r.storage()
-    row = st.get_sweep("stopped")
+    row = st.sweeps.get("stopped")
     st.close()
     assert row is not None and row.status is S.STOPPED
     parent = _run_of(r.mlflow, row.mlflow_parent_run_id or "")
@@ -308,7 +308,7 @@ def test_stopping_a_sweep_no_worker_runs_ends_its_mlflow_run(run: Any) -> None:
     assert summary.status is S.SUBMITTED
     assert hyperfleet.load("submitted", storage=r.url).stop() is S.STOPPED
     st = r.storage()
-    row = st.get_sweep("submitted")
+    row = st.sweeps.get("submitted")
     st.close()
     assert row is not None and row.mlflow_parent_run_id
     parent = _run_of(r.mlflow, row.mlflow_parent_run_id)

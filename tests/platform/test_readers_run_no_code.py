@@ -54,9 +54,9 @@ def _plant(tmp_path: Path) -> tuple[str, Path, Path]:
         ("imported", {"workload": f"{MODULE}:main", "code": None}),
     ):
         config = {**base, "name": name, "trial": {**base["trial"], **trial}}
-        st.create_sweep(name, config)
-        st.update_sweep(name, status="running")  # status checks a waiting sweep's workers
-        st.upsert_trial(
+        st.sweeps.create(name, config)
+        st.sweeps.update(name, status="running")  # status checks a waiting sweep's workers
+        st.trials.upsert(
             name,
             0,
             state="COMPLETE",
@@ -66,7 +66,7 @@ def _plant(tmp_path: Path) -> tuple[str, Path, Path]:
             started_at=st.now(),
             ended_at=st.now(),
         )
-        st.upsert_trial(name, 1, state="RUNNING", params={"x": 0.1}, started_at=st.now())
+        st.trials.upsert(name, 1, state="RUNNING", params={"x": 0.1}, started_at=st.now())
     st.close()
     return url, mods, pickled_marker
 

@@ -26,7 +26,7 @@ def _member_recorder(tmp_path: Path, number: int) -> RankZeroRecorder:
     data = deep_update(yaml.safe_load(EXAMPLE.read_text()), {"storage": url,
                        "workdir": str(tmp_path / "runs")})  # fmt: skip
     cfg = parse_sweep(data)
-    Storage(url).create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    Storage(url).sweeps.create(cfg.name, cfg.model_dump(mode="json"))
     spec = TrialSpec(
         sweep=cfg.name, number=number, trial=cfg.trial, params={"h0": 0.0, "h1": 1.0},
         workdir=str(tmp_path / "runs"),

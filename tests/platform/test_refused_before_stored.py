@@ -121,7 +121,7 @@ def assert_nothing_stored(runs: Path) -> None:
     if db.exists():
         st = Storage.open_readonly(f"sqlite:///{db}")
         try:
-            assert st.list_sweeps() == []
+            assert st.sweeps.all() == []
         finally:
             st.close()
     assert not (runs / "mlflow.db").exists()
@@ -131,7 +131,7 @@ def assert_nothing_stored(runs: Path) -> None:
 def completed(runs: Path) -> list[TrialState]:
     st = Storage.open_readonly(f"sqlite:///{runs / 'hf.db'}")
     try:
-        return [t.state for t in st.trials(NAME)]
+        return [t.state for t in st.trials.of(NAME)]
     finally:
         st.close()
 
@@ -195,7 +195,7 @@ def test_a_changed_space_is_refused_before_the_stored_sweep_is_opened(
     ]
     st = Storage.open_readonly(f"sqlite:///{runs / 'hf.db'}")
     try:
-        row = st.get_sweep(NAME)
+        row = st.sweeps.get(NAME)
     finally:
         st.close()
     assert row is not None and row.status == "done"

@@ -70,7 +70,7 @@ def sweep_data(tmp_path: Path, mlflow_template: Path, **changes: Any) -> dict[st
 def stored(data: dict[str, Any]) -> list[TrialRecord]:
     storage = Storage(data["storage"], create=False)
     try:
-        return storage.trials(data["name"])
+        return storage.trials.of(data["name"])
     finally:
         storage.close()
 

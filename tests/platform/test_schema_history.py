@@ -106,7 +106,7 @@ def test_a_writer_upgrades_each_past_version_and_its_sweep_reads(
     assert stamped == str(SCHEMA_VERSION)
     _reads(url)
     st = Storage.open_readonly(url)
-    trials = st.trials("old")
+    trials = st.trials.of("old")
     assert [(t.number, t.state.value, t.retries, t.worker) for t in trials] == [
         (0, "COMPLETE", 0, None),
         (1, "COMPLETE", 0, None),

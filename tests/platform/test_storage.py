@@ -23,17 +23,17 @@ def test_a_write_may_set_every_field_of_a_trial_record_but_its_key() -> None:
 
 def test_sweep_and_trial_rows_round_trip(db_url: str) -> None:
     st = Storage(db_url)
-    st.create_sweep("s", {"name": "s", "space": {"x": 1}})
-    assert st.get_sweep("s").stored_config["space"] == {"x": 1}
-    assert st.get_sweep("s").config is None  # not a sweep file's config: kept as stored only
-    st.update_sweep("s", mlflow_experiment_id="7", status="running")
-    assert st.get_sweep("s").mlflow_experiment_id == "7"
-    assert [r.name for r in st.list_sweeps()] == ["s"]
-    st.upsert_trial("s", 0, state="RUNNING", params={"lr": 0.1}, attempts=1)
-    st.record_report("s", 0, 50, {"val": 0.5})
-    t = st.get_trial("s", 0)
+    st.sweeps.create("s", {"name": "s", "space": {"x": 1}})
+    assert st.sweeps.get("s").stored_config["space"] == {"x": 1}
+    assert st.sweeps.get("s").config is None  # not a sweep file's config: kept as stored only
+    st.sweeps.update("s", mlflow_experiment_id="7", status="running")
+    assert st.sweeps.get("s").mlflow_experiment_id == "7"
+    assert [r.name for r in st.sweeps.all()] == ["s"]
+    st.trials.upsert("s", 0, state="RUNNING", params={"lr": 0.1}, attempts=1)
+    st.trials.record_report("s", 0, 50, {"val": 0.5})
+    t = st.trials.get("s", 0)
     assert (t.state, t.last_step, t.metrics, t.params) == ("RUNNING", 50, {"val": 0.5}, {"lr": 0.1})
-    assert st.get_trial("s", 1) is None
+    assert st.trials.get("s", 1) is None
     st.close()
 
 
@@ -49,20 +49,20 @@ def test_a_sweep_write_of_what_its_row_holds_takes_no_row_lock(postgres_url: str
     from hyperfleet.spec.states import SweepStatus
 
     st = Storage(postgres_url)
-    st.create_sweep("s", {})
-    st.update_sweep("s", status=SweepStatus.DONE, mlflow_experiment_id="7")
-    written = st.get_sweep("s").updated_at
+    st.sweeps.create("s", {})
+    st.sweeps.update("s", status=SweepStatus.DONE, mlflow_experiment_id="7")
+    written = st.sweeps.get("s").updated_at
     holder = sa.create_engine(postgres_url)
     done: list[str] = []
     with holder.connect() as conn:  # another session holds the sweep's row lock
         conn.execute(sa.text("SELECT 1 FROM hf_sweeps WHERE name = 's' FOR UPDATE"))
-        same = threading.Thread(target=lambda: (st.update_sweep("s", status="done"),
+        same = threading.Thread(target=lambda: (st.sweeps.update("s", status="done"),
                                                 done.append("same")))  # fmt: skip
         same.start()
         same.join(timeout=10)
         assert done == ["same"]  # not behind the lock
-        assert st.get_sweep("s").updated_at == written  # and nothing written
-        other = threading.Thread(target=lambda: (st.update_sweep("s", status="running"),
+        assert st.sweeps.get("s").updated_at == written  # and nothing written
+        other = threading.Thread(target=lambda: (st.sweeps.update("s", status="running"),
                                                  done.append("other")))  # fmt: skip
         other.start()
         other.join(timeout=1.0)
@@ -70,7 +70,7 @@ def test_a_sweep_write_of_what_its_row_holds_takes_no_row_lock(postgres_url: str
         conn.rollback()
     other.join(timeout=10)
     assert done == ["same", "other"]
-    row = st.get_sweep("s")
+    row = st.sweeps.get("s")
     assert row.status == "running" and row.mlflow_experiment_id == "7"
     assert row.updated_at > written
     holder.dispose()
@@ -88,11 +88,11 @@ def _dead_pid() -> int:
 
 def test_stale_running_finds_dead_worker(db_url: str) -> None:
     st = Storage(db_url)
-    st.create_sweep("s", {})
+    st.sweeps.create("s", {})
     host, pid = worker_identity()
-    st.upsert_trial("s", 0, state="RUNNING", host=host, pid=_dead_pid(), heartbeat_at=1e18)
-    st.upsert_trial("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
-    st.upsert_trial("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
+    st.trials.upsert("s", 0, state="RUNNING", host=host, pid=_dead_pid(), heartbeat_at=1e18)
+    st.trials.upsert("s", 1, state="RUNNING", host=host, pid=pid, heartbeat_at=1e18)
+    st.trials.upsert("s", 2, state="RUNNING", host="elsewhere", pid=1, heartbeat_at=0.0)
     assert sorted(t.number for t in st.stale.running("s", 120.0)) == [0, 2]
     st.close()
 
@@ -100,7 +100,7 @@ def test_stale_running_finds_dead_worker(db_url: str) -> None:
 def _report_many(url: str, number: int, n: int) -> None:
     st = Storage(url)
     for step in range(n):
-        st.record_report("s", number, step, {"v": float(step)})
+        st.trials.record_report("s", number, step, {"v": float(step)})
     st.close()
 
 
@@ -122,16 +122,16 @@ def test_processes_creating_one_new_database_at_once_all_succeed(db_url: str) ->
         p.join(120)
     assert [p.exitcode for p in procs] == [0] * 6
     st = Storage(db_url, create=False)
-    st.create_sweep("s", {})
-    assert st.get_sweep("s") is not None
+    st.sweeps.create("s", {})
+    assert st.sweeps.get("s") is not None
     st.close()
 
 
 def test_concurrent_writers_do_not_lock_each_other_out(db_url: str) -> None:
     st = Storage(db_url)
-    st.create_sweep("s", {})
+    st.sweeps.create("s", {})
     for n in range(3):
-        st.upsert_trial("s", n, state="RUNNING")
+        st.trials.upsert("s", n, state="RUNNING")
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_report_many, args=(db_url, n, 30)) for n in range(3)]
     for p in procs:
@@ -139,7 +139,7 @@ def test_concurrent_writers_do_not_lock_each_other_out(db_url: str) -> None:
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    assert [t.last_step for t in st.trials("s")] == [29, 29, 29]
+    assert [t.last_step for t in st.trials.of("s")] == [29, 29, 29]
     st.close()
 
 
@@ -231,13 +231,13 @@ def test_a_storage_opened_before_the_tables_reads_them_once_they_exist(db_url: s
     if db_url.startswith("sqlite"):
         Path(db_url.removeprefix("sqlite:///")).touch()
     early = Storage(db_url, create=False)
-    assert early.trials("s") == [] and early.get_trial("s", 0) is None
+    assert early.trials.of("s") == [] and early.trials.get("s", 0) is None
     writer = Storage(db_url)
-    writer.create_sweep("s", {"space": {}})
-    writer.upsert_trial("s", 0, state="RUNNING", params={"lr": 0.1})
-    writer.record_report("s", 0, 3, {"val": 0.5})
-    assert [(t.number, t.last_step) for t in early.trials("s")] == [(0, 3)]
-    assert early.get_trial("s", 0).last_step == 3
+    writer.sweeps.create("s", {"space": {}})
+    writer.trials.upsert("s", 0, state="RUNNING", params={"lr": 0.1})
+    writer.trials.record_report("s", 0, 3, {"val": 0.5})
+    assert [(t.number, t.last_step) for t in early.trials.of("s")] == [(0, 3)]
+    assert early.trials.get("s", 0).last_step == 3
     early.close()
     writer.close()
 
@@ -255,16 +255,16 @@ def test_readonly_storage_reads_and_cannot_write(db_url: str) -> None:
     import sqlalchemy as sa
 
     st = Storage(db_url)
-    st.create_sweep("s", {"space": {}})
-    st.upsert_trial("s", 0, state="COMPLETE", metrics={"acc": 1.0})
+    st.sweeps.create("s", {"space": {}})
+    st.trials.upsert("s", 0, state="COMPLETE", metrics={"acc": 1.0})
     optuna.create_study(study_name="s", storage=st.optuna)
     st.close()
     ro = Storage.open_readonly(db_url)
-    assert [r.name for r in ro.list_sweeps()] == ["s"]
-    assert ro.get_trial("s", 0).metrics == {"acc": 1.0}
+    assert [r.name for r in ro.sweeps.all()] == ["s"]
+    assert ro.trials.get("s", 0).metrics == {"acc": 1.0}
     assert optuna.load_study(study_name="s", storage=ro.optuna).study_name == "s"
     with pytest.raises(sa.exc.DBAPIError):
-        ro.upsert_trial("s", 1, state="RUNNING")
+        ro.trials.upsert("s", 1, state="RUNNING")
     ro.close()
 
 
@@ -283,8 +283,8 @@ def test_a_sweep_record_carries_its_config_parsed(tmp_path: Path) -> None:
 
     cfg = SweepConfig.model_validate({**BASE_SWEEP, "name": "typed"})
     st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
-    st.create_sweep("typed", cfg.model_dump(mode="json"))
-    row = st.get_sweep("typed")
+    st.sweeps.create("typed", cfg.model_dump(mode="json"))
+    row = st.sweeps.get("typed")
     assert row is not None and row.config == cfg and row.parsed() is row.config
     assert row.stored_config == cfg.model_dump(mode="json") and row.status == "created"
     st.close()
@@ -292,12 +292,12 @@ def test_a_sweep_record_carries_its_config_parsed(tmp_path: Path) -> None:
 
 def test_writes_refuse_fields_a_row_does_not_have(tmp_path: Path) -> None:
     st = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
-    st.create_sweep("s", {})
+    st.sweeps.create("s", {})
     with pytest.raises(TypeError, match="colour"):
-        st.upsert_trial("s", 0, colour="red")  # type: ignore[call-arg]
+        st.trials.upsert("s", 0, colour="red")  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="colour"):
-        st.update_sweep("s", colour="red")  # type: ignore[call-arg]
-    assert st.get_trial("s", 0) is None
+        st.sweeps.update("s", colour="red")  # type: ignore[call-arg]
+    assert st.trials.get("s", 0) is None
     st.close()
 
 
@@ -305,15 +305,15 @@ def test_live_processes_of_this_host_are_not_read_as_candidates(db_url: str) -> 
     """Several workers on one host: a look for stale trials reads the other processes' pids,
     not every trial they run (with 1,000 workers on one host that read was most of the CPU)."""
     st = Storage(db_url)
-    st.create_sweep("s", {})
+    st.sweeps.create("s", {})
     host, _ = worker_identity()
     dead = _dead_pid()
     parent = os.getppid()  # alive: another process of this host
     now = st.now()
     for n in range(20):
-        st.upsert_trial("s", n, state="RUNNING", host=host, pid=parent, heartbeat_at=now)
-    st.upsert_trial("s", 20, state="RUNNING", host=host, pid=dead, heartbeat_at=now)
-    st.upsert_trial("s", 21, state="RUNNING", host=host, pid=parent, heartbeat_at=now - 100)
+        st.trials.upsert("s", n, state="RUNNING", host=host, pid=parent, heartbeat_at=now)
+    st.trials.upsert("s", 20, state="RUNNING", host=host, pid=dead, heartbeat_at=now)
+    st.trials.upsert("s", 21, state="RUNNING", host=host, pid=parent, heartbeat_at=now - 100)
     assert [t.number for t in st.stale.candidates("s", host, now - 30)] == [20, 21]
     assert [t.number for t in st.stale.running("s", 30.0)] == [20, 21]
     st.close()

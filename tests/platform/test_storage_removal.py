@@ -55,7 +55,7 @@ def _filler(column: sa.Column[Any]) -> Any:
 
 def _fill(st: Storage, name: str) -> None:
     """The sweep's row, its Optuna study and a row in every other table that names a sweep."""
-    st.create_sweep(name, {})
+    st.sweeps.create(name, {})
     optuna.create_study(study_name=name, storage=st.optuna).ask()
     with st.engine.begin() as conn:
         for table in metadata.sorted_tables:
@@ -93,7 +93,7 @@ def test_remove_takes_one_sweep_whole_and_leaves_the_others(storage: Storage) ->
     assert set(_counts(storage, "gone").values()) == {0}
     assert set(_counts(storage, "stays").values()) == {1}
     assert optuna.get_all_study_names(storage.optuna) == ["stays"]
-    assert storage.get_sweep("gone") is None and storage.get_sweep("stays") is not None
+    assert storage.sweeps.get("gone") is None and storage.sweeps.get("stays") is not None
     # removing again finds nothing, and is no error (a removal cut short is finished so)
     again = storage.removal.remove("gone")
     assert not again.study and set(again.rows.values()) == {0}
@@ -107,7 +107,7 @@ def test_a_study_already_gone_does_not_stop_the_rows(storage: Storage) -> None:
 
 
 def _running(st: Storage, number: int, heartbeat: float, worker: str | None = None) -> None:
-    st.upsert_trial("gone", number, state=TrialState.RUNNING, heartbeat_at=heartbeat,
+    st.trials.upsert("gone", number, state=TrialState.RUNNING, heartbeat_at=heartbeat,
                     worker=worker, host="host-a")  # fmt: skip
 
 
@@ -117,7 +117,7 @@ def _worker(st: Storage, wid: str, sweeps: list[str] | None, heartbeat: float) -
 
 
 def test_serving_counts_live_heartbeats_only(storage: Storage) -> None:
-    storage.create_sweep("gone", {})
+    storage.sweeps.create("gone", {})
     now = time.time()
     _running(storage, 0, now - 600)  # its worker went silent ten minutes ago
     _worker(storage, "any", None, now)  # serves every sweep: not this one in particular
@@ -130,7 +130,7 @@ def test_serving_counts_live_heartbeats_only(storage: Storage) -> None:
 
 
 def test_a_live_worker_started_for_the_sweep_serves_it(storage: Storage) -> None:
-    storage.create_sweep("gone", {})
+    storage.sweeps.create("gone", {})
     _worker(storage, "mine", ["gone", "other"], time.time())
     serving = storage.removal.serving("gone", stale_after=60)
     assert serving and serving.workers == (("mine", "host-b", 7),)

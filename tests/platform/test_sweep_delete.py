@@ -118,7 +118,7 @@ def test_delete_takes_the_sweep_whole_and_frees_its_name(ran: Ran) -> None:
     runs = runs_of(ran.tracking, ran.name)
     assert len(runs) == 3  # the sweep's run and its two trials'
     _intact(ran, before, runs)
-    created = Storage.open_readonly(ran.storage).get_sweep(ran.name)
+    created = Storage.open_readonly(ran.storage).sweeps.get(ran.name)
     assert created is not None
 
     result = invoke("sweep", "delete", ran.name, "--storage", ran.storage, "--yes")
@@ -132,8 +132,8 @@ def test_delete_takes_the_sweep_whole_and_frees_its_name(ran: Ran) -> None:
 
     _run(ran.file)  # the name is free: a new sweep, its trials numbered from 0 again
     st = Storage.open_readonly(ran.storage)
-    again = st.get_sweep(ran.name)
-    trials = st.trials(ran.name)
+    again = st.sweeps.get(ran.name)
+    trials = st.trials.of(ran.name)
     st.close()
     assert again is not None and again.created_at > created.created_at
     assert [(t.number, t.state) for t in trials] == [(n, TrialState.COMPLETE) for n in (0, 1)]
@@ -228,11 +228,11 @@ def test_the_claim_lock_and_the_rows_on_each_backend(db_url: str) -> None:
     from hyperfleet.platform.sweeps.delete import delete_sweep, plan_deletion
 
     st = Storage(db_url)
-    st.create_sweep("stub", {})
+    st.sweeps.create("stub", {})
     for number in (0, 1):
-        st.upsert_trial("stub", number, state=TrialState.RUNNING, worker="w")  # its claim
-        st.launch_attempt("stub", number, ["cpu:0"], state=TrialState.RUNNING, worker="w")
-        st.upsert_trial("stub", number, state=TrialState.COMPLETE)
+        st.trials.upsert("stub", number, state=TrialState.RUNNING, worker="w")  # its claim
+        st.trials.launch_attempt("stub", number, ["cpu:0"], state=TrialState.RUNNING, worker="w")
+        st.trials.upsert("stub", number, state=TrialState.COMPLETE)
     st.close()
     plan = plan_deletion(db_url, "stub")
     assert plan.trials == 2 and plan.run_dir is None and plan.parent_run_id is None

@@ -103,14 +103,16 @@ def test_a_dropped_connection_is_retried_without_a_ping(postgres_url, tmp_path, 
     reader = Storage(postgres_url, create=False, readonly=True)
     assert not storage.engine.pool._pre_ping and not storage.optuna.engine.pool._pre_ping
     assert reader.engine.pool._pre_ping  # readers are not retried: they still ping
-    storage.upsert_trial("claims", 0, state=TrialState.RUNNING, worker="w", heartbeat_at=1.0)
+    storage.trials.upsert("claims", 0, state=TrialState.RUNNING, worker="w", heartbeat_at=1.0)
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:  # the server drops every pooled connection
         conn.execute(KILL_OTHERS)
     admin.dispose()
     slept: list[float] = []
     with caplog.at_level("WARNING", logger="hyperfleet.platform.storage.retry"):
-        found = retrying(lambda: storage.running_elsewhere("claims", None), 30, sleep=slept.append)
+        found = retrying(
+            lambda: storage.trials.running_elsewhere("claims", None), 30, sleep=slept.append
+        )
     assert found == 1 and slept == [] and "unreachable" not in caplog.text
     assert storage.workers.beat("w") == {("claims", 0)}  # retried by the storage itself
     reader.close()
@@ -140,9 +142,9 @@ def test_a_pool_with_no_free_connection_is_waited_out(tmp_path) -> None:  # type
 
 def test_a_heartbeat_stamps_the_worker_and_its_running_trials_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
     storage, _ = _session(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "runs")
-    storage.upsert_trial("claims", 0, state=TrialState.RUNNING, worker="w", heartbeat_at=1.0)
-    storage.upsert_trial("claims", 1, state=TrialState.COMPLETE, worker="w", heartbeat_at=1.0)
-    storage.upsert_trial("claims", 2, state=TrialState.RUNNING, worker="v", heartbeat_at=1.0)
+    storage.trials.upsert("claims", 0, state=TrialState.RUNNING, worker="w", heartbeat_at=1.0)
+    storage.trials.upsert("claims", 1, state=TrialState.COMPLETE, worker="w", heartbeat_at=1.0)
+    storage.trials.upsert("claims", 2, state=TrialState.RUNNING, worker="v", heartbeat_at=1.0)
     assert storage.workers.beat("w") == {("claims", 0)}
     with storage.session() as s:
         stamps = dict(s.execute(sa.select(TrialRow.number, TrialRow.heartbeat_at)).all())

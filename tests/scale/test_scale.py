@@ -97,7 +97,7 @@ def test_storages_of_one_process_share_one_pool(postgres_url: str) -> None:
     a, b = Storage(postgres_url), Storage(postgres_url)
     assert a.engine is b.engine and a.optuna is b.optuna
     a.close()
-    assert b.trials("none") == []  # still open for the other user
+    assert b.trials.of("none") == []  # still open for the other user
     c = Storage(postgres_url, create=False)
     assert c.engine is b.engine
     b.close()
@@ -120,7 +120,7 @@ def test_more_threads_than_pooled_connections_take_the_claim_lock_in_turn(
             with guard:
                 inside[0] += 1
                 most[0] = max(most[0], inside[0])
-            storage.running_elsewhere("s", None)  # the holder needs a connection of its own
+            storage.trials.running_elsewhere("s", None)  # the holder needs a connection of its own
             time.sleep(0.01)
             with guard:
                 inside[0] -= 1
@@ -139,9 +139,9 @@ def test_stale_trials_are_read_by_the_database(tmp_path) -> None:  # type: ignor
     storage = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
     now = storage.now()
     for n, beat in enumerate([now, now - 100, None]):
-        storage.upsert_trial("s", n, state=TrialState.RUNNING, worker="w", host="elsewhere",
+        storage.trials.upsert("s", n, state=TrialState.RUNNING, worker="w", host="elsewhere",
                              pid=1, heartbeat_at=beat)  # fmt: skip
-    storage.upsert_trial("s", 3, state=TrialState.COMPLETE, heartbeat_at=now - 100)
+    storage.trials.upsert("s", 3, state=TrialState.COMPLETE, heartbeat_at=now - 100)
     assert [t.number for t in storage.stale.running("s", 30)] == [1, 2]
-    assert [t.number for t in storage.trials("s", TrialState.RUNNING)] == [0, 1, 2]
+    assert [t.number for t in storage.trials.of("s", TrialState.RUNNING)] == [0, 1, 2]
     storage.close()

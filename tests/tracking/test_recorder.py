@@ -36,7 +36,7 @@ def test_a_member_logs_each_step_once_and_ends_as_storage_says(
                        "workdir": str(tmp_path / "runs")})  # fmt: skip
     cfg = parse_sweep(data)
     storage = Storage(url)
-    storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
     params = {"h0": 1.0, "h1": 0.0, "lr": 0.05}
     spec = TrialSpec(
         sweep=cfg.name, number=0, trial=cfg.trial, params=params, workdir=str(tmp_path / "runs"),
@@ -47,13 +47,13 @@ def test_a_member_logs_each_step_once_and_ends_as_storage_says(
     rec(4, {"Q": 0.1})
     rec(8, {"Q": 0.2})
     # exploit of a donor behind (its checkpoint of step 4): steps 4..8 are trained again
-    storage.upsert_trial(cfg.name, 1, last_step=12, metrics={"Q": 0.5})
+    storage.trials.upsert(cfg.name, 1, last_step=12, metrics={"Q": 0.5})
     explored = {"h0": 0.5, "h1": 0.8, "lr": 0.05}
     rec.rewind(4, explored, donor=1)
     rec(8, {"Q": 0.25})  # recorded in storage; MLflow already holds step 8
     rec(12, {"Q": 0.3})
     # exploit of a donor ahead, at its last step: the member holds the donor's state there
-    storage.upsert_trial(cfg.name, 1, last_step=16, metrics={"Q": 0.9})
+    storage.trials.upsert(cfg.name, 1, last_step=16, metrics={"Q": 0.9})
     rec.rewind(16, {"h0": 0.4, "h1": 1.0, "lr": 0.05}, donor=1)
     rec.finish("complete")  # the trial ends without waiting for MLflow: all in its spool
     assert client.get_metric_history(run_id, "Q") == []
@@ -66,6 +66,6 @@ def test_a_member_logs_each_step_once_and_ends_as_storage_says(
 
     assert curve("Q") == [(4, 0.1), (8, 0.2), (12, 0.3), (16, 0.9)]
     assert curve("hp/h1") == [(4, 0.0), (8, 0.0), (12, 0.8), (16, 1.0)]
-    record = storage.get_trial(cfg.name, 0)
+    record = storage.trials.get(cfg.name, 0)
     assert record is not None and record.last_step == 16 and record.metrics["Q"] == 0.9
     assert record.params["h1"] == 1.0  # what the last hp/ point says

@@ -126,7 +126,7 @@ def workers(
         now = time.time()
         running: dict[str, list[str]] = {}
         busy: dict[str, set[str]] = {}  # devices held, whole or in shares
-        for s in st.list_sweeps():
+        for s in st.sweeps.all():
             for lease in st.leases.all(s.name):
                 if lease.ended_at is None and lease.worker:
                     running.setdefault(lease.worker, []).append(f"{s.name}/{lease.trial}")

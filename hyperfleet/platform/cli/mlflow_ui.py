@@ -38,7 +38,7 @@ def _stores(
     from hyperfleet.platform.tracking.sync import stores_of, unknown_sweep
 
     check_urls(storage, tracking_uri)
-    rows = Storage.open_readonly(storage).list_sweeps()
+    rows = Storage.open_readonly(storage).sweeps.all()
     if sweep is not None:
         known = [r.name for r in rows]
         rows = [r for r in rows if r.name == sweep]
@@ -98,7 +98,7 @@ def build_app(guard: Guard, out: Any, err: Any, default_storage: str) -> typer.T
 
         guard(lambda: check_urls(storage, tracking_uri))
         st = guard(lambda: Storage(storage, create=False))
-        names = [sweep] if sweep else [r.name for r in guard(st.list_sweeps)]
+        names = [sweep] if sweep else [r.name for r in guard(st.sweeps.all)]
         incomplete = False
         for name in names:
             result = guard(functools.partial(sync_sweep, st, name, tracking_uri))

@@ -236,7 +236,7 @@ def sweep_status(
 
         st = Storage.open_readonly(storage)
         summary = summarize(st, name)
-        row = st.get_sweep(name)
+        row = st.sweeps.get(name)
         waiting = row is not None and row.status in (SweepStatus.SUBMITTED, SweepStatus.RUNNING)
         # the stored config as the sweep file's models parse it, never its semantic checks:
         # those load the workload (unpickle trial.code, import module:function), and a reader
@@ -300,7 +300,7 @@ def sweep_list(
         st = Storage.open_readonly(storage)
         try:
             title = f"sweeps in {masked(absolute_uri(storage))}"
-            return list_table(st, st.list_sweeps(), title)
+            return list_table(st, st.sweeps.all(), title)
         finally:
             st.close()
 
@@ -332,9 +332,9 @@ def sweep_enqueue(
         else:
             url = keep(storage or DEFAULT_STORAGE)  # shown without its password
             st = Storage.open_readonly(url)
-            row = st.get_sweep(target)
+            row = st.sweeps.get(target)
             if row is None:
-                known = [r.name for r in st.list_sweeps()]
+                known = [r.name for r in st.sweeps.all()]
                 raise ConfigError(no_sweep(target, known, url) + "; or give its file")
             cfg = row.parsed()  # the stored config, its workload neither unpickled nor imported
         return enqueue(cfg, url, point)
@@ -359,9 +359,9 @@ def sweep_replay(
 
     def plan() -> tuple[Any, list[tuple[int, dict[str, Any]]]]:
         st = Storage.open_readonly(storage)
-        row = st.get_sweep(name)
+        row = st.sweeps.get(name)
         if row is None:
-            known = [r.name for r in st.list_sweeps()]
+            known = [r.name for r in st.sweeps.all()]
             raise ConfigError(no_sweep(name, known, masked(storage)))
         cfg = parse_sweep(row.stored_config)
         if not cfg.is_population:

@@ -142,7 +142,7 @@ class Claims:
         limit = s.cfg.budget.max_concurrent
         # counted once without the lock too, so that workers with nothing to run now do not
         # queue for it
-        if storage.running_elsewhere(s.name, None) >= limit:
+        if storage.trials.running_elsewhere(s.name, None) >= limit:
             return None
         # a take when the fleet keeps some ahead, or until this worker found none (a new
         # sweep's first fill, whatever the live workers' count)
@@ -166,14 +166,14 @@ class Claims:
                 taken = self._take(limit)  # made by a refill while this claim waited
                 if taken is not None:
                     return taken
-            if storage.running_elsewhere(s.name, None) >= limit:
+            if storage.trials.running_elsewhere(s.name, None) >= limit:
                 return None
             started = time.monotonic()
             suggestion = s.scheduler.suggest()
             if suggestion is None:
                 return None
             if not self.ahead:
-                storage.upsert_trial(s.name, suggestion.trial_number, **self._fields())
+                storage.trials.upsert(s.name, suggestion.trial_number, **self._fields())
                 return suggestion
             made = [(suggestion.trial_number, suggestion.params)]
             queued = self._queued(waited, time.monotonic() - started)

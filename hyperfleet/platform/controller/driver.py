@@ -198,14 +198,14 @@ class SweepDriver(SweepSeat):
         pool.release(lease)
         try:
             self.session.scheduler.requeue(number)
-            self.session.storage.upsert_trial(self.name, number, state=TrialState.WAITING)
+            self.session.storage.trials.upsert(self.name, number, state=TrialState.WAITING)
         except Exception:
             logger.warning("could not requeue trial %d", number, exc_info=True)
 
     def _reject(self, p: PreparedTrial, lease: Lease, pool: LocalPool, error: str) -> None:
         logger.warning("trial %d rejected before launch: %s", p.number, error)
         fields = started_fields(p, self.worker, self.clock.time())
-        self.session.storage.upsert_trial(self.name, p.number, attempts=0, **fields)
+        self.session.storage.trials.upsert(self.name, p.number, attempts=0, **fields)
         rejected = Running(p.number, NoProcess(), lease, pool, p.spec.run_id or "")
         self.running[p.number] = rejected
         self._end(rejected, TrialState.FAIL, None, error)
@@ -214,7 +214,7 @@ class SweepDriver(SweepSeat):
 
     def _outcome(self, r: Running, code: int) -> tuple[TrialState | None, list[float] | None, str]:
         """The trial's end state (None: paused, WAITING: retried), values and error text."""
-        rec = self.session.storage.get_trial(self.name, r.number)
+        rec = self.session.storage.trials.get(self.name, r.number)
         assert rec is not None
         if code != 0 or rec.outcome not in (Outcome.COMPLETE, Outcome.PRUNED, Outcome.PAUSED):
             if self.stopping():  # ended by the drain's signal too: requeued, no retry
@@ -250,14 +250,14 @@ class SweepDriver(SweepSeat):
             self._db(lambda: scheduler.requeue(number))
             stored = tracked = TrialState.WAITING
             if error:  # a retry: count it, keep the error to compare with the next one
-                rec = storage.get_trial(self.name, number)
+                rec = storage.trials.get(self.name, number)
                 extra = {"retries": (rec.retries if rec else 0) + 1}
                 logger.warning("trial %d failed; retrying it from its checkpoint", number)
         else:
             self._db(lambda: scheduler.on_trial_end(number, state, values, error or None))
             stored = tracked = state
             self.finished += 1
-        storage.upsert_trial(
+        storage.trials.upsert(
             self.name, number, state=stored, ended_at=self.clock.time(), error=error or None,
             **extra,
         )  # fmt: skip
@@ -285,7 +285,7 @@ class SweepDriver(SweepSeat):
         records nothing (and counts no retry)."""
         if self.worker is None and not r.attempt:
             return False
-        rec = self.session.storage.get_trial(self.name, r.number)
+        rec = self.session.storage.trials.get(self.name, r.number)
         if (
             rec is not None
             and rec.state == TrialState.RUNNING
@@ -315,7 +315,7 @@ class SweepDriver(SweepSeat):
                 requeue_unclaimed(self.session, self.worker, number)
 
     def reap(self) -> None:
-        record = functools.partial(self.session.storage.upsert_trial, self.name)
+        record = functools.partial(self.session.storage.trials.upsert, self.name)
         for n, run_id in self.session.tracker.take_created():  # runs made off-thread
             self._db(functools.partial(record, n, mlflow_run_id=run_id))
         self.session.tracker.ship_running({n: r.run_id for n, r in self.running.items()})
@@ -370,7 +370,7 @@ class SweepDriver(SweepSeat):
     def heartbeat(self) -> None:
         now = self.clock.time()
         for number in list(self.running):
-            self.session.storage.upsert_trial(self.name, number, heartbeat_at=now)
+            self.session.storage.trials.upsert(self.name, number, heartbeat_at=now)
 
     def ask_now(self) -> None:
         """Ask the scheduler on the next tick even if it lately said it had nothing."""

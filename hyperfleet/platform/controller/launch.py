@@ -1,7 +1,7 @@
 """A claimed trial's launch: recorded RUNNING here with its attempt and lease, then started.
 
 The record and the lease are written in one transaction under the trial's row lock, and only
-while the trial is still this worker's claim (:meth:`Storage.launch_attempt`): the new attempt
+while the trial is still this worker's claim (:meth:`.TrialStore.launch_attempt`): the new attempt
 number fences off every earlier copy's writes, and a worker that stalled between its claim
 and its launch (the trial requeued and taken meanwhile) starts no second copy
 (``Superseded``). The spec is then written with its attempt, a trial across hosts opens its
@@ -56,7 +56,7 @@ def record_launch(seat: SweepSeat, p: PreparedTrial, lease: Lease) -> tuple[int,
     attempt and the lease row."""
     devices = [str(d) for d in lease.devices]
     fields = started_fields(p, seat.worker, seat.clock.time())
-    return seat.session.storage.launch_attempt(
+    return seat.session.storage.trials.launch_attempt(
         seat.session.name, p.number, devices, lease.share, lease.per_device, **fields
     )
 

@@ -198,7 +198,9 @@ class Controller:
         for d in list(self.drivers.values()):
             if now < self._look_again.get(d.name, 0.0) or not d.over(self._timed_out(d)):
                 continue
-            busy = d._db(functools.partial(d.session.storage.running_elsewhere, d.name, None))
+            busy = d._db(
+                functools.partial(d.session.storage.trials.running_elsewhere, d.name, None)
+            )
             if busy and not self._timed_out(d):
                 # other workers still run its trials: stay, to take over if they die
                 self._look_again[d.name] = now + paced(self.timing.ask_every, self._share)
@@ -240,7 +242,7 @@ class Controller:
         before a lost worker's trials are found stale, stranding them)."""
         me = self.worker.id if self.worker else None
         return any(
-            d._db(functools.partial(d.session.storage.running_elsewhere, d.name, me))
+            d._db(functools.partial(d.session.storage.trials.running_elsewhere, d.name, me))
             for d in self.drivers.values()
         )
 

@@ -73,7 +73,7 @@ def _child_run(
 def prepare(session: SweepSession, s: Suggestion) -> PreparedTrial:
     """Everything the controller needs to launch (or reject) the suggested trial."""
     number = s.trial_number
-    prior = session.storage.get_trial(session.name, number)
+    prior = session.storage.trials.get(session.name, number)
     sampled, knobs = split_params(s.params)
     trial, problems = trial_config(session, knobs)
     searched = sorted(session.cfg.dims)

@@ -39,7 +39,9 @@ def requeue_stale(
             error = f"lost its worker {t.retries + 1} times (budget.max_retries: {limit})"
             logger.warning("trial %d %s; it fails", t.number, error)
             session.scheduler.on_trial_end(t.number, TrialState.FAIL, None, error)
-            session.storage.upsert_trial(session.name, t.number, state=TrialState.FAIL, error=error)
+            session.storage.trials.upsert(
+                session.name, t.number, state=TrialState.FAIL, error=error
+            )
             continue
         if not session.storage.stale.take_over(t, retry=not stopped):  # it beat or reported since
             continue
@@ -59,7 +61,7 @@ def requeue_unclaimed(session: SweepSession, worker: str | None, number: int) ->
     dropped as it committed), then retried, took another trial, and this one would stay
     RUNNING, stamped by the worker's own heartbeats, and never run. No retry is counted (it
     never ran). Only if it is still RUNNING under ``worker`` as read; whether it was."""
-    t = session.storage.get_trial(session.name, number)
+    t = session.storage.trials.get(session.name, number)
     if t is None or t.state != TrialState.RUNNING or t.worker != worker:
         return False
     if not session.storage.stale.take_over(t, retry=False):  # beaten meanwhile: at the next look
@@ -197,8 +199,8 @@ def adopt_donor_record(session: SweepSession, number: int, restore: RestorePoint
     step budget, no later report will set it."""
     if restore is None or restore.trial == number or restore.step is None:
         return
-    donor = session.storage.get_trial(session.name, restore.trial)
+    donor = session.storage.trials.get(session.name, restore.trial)
     if donor is not None and donor.last_step == restore.step:
-        session.storage.upsert_trial(
+        session.storage.trials.upsert(
             session.name, number, last_step=restore.step, metrics=dict(donor.metrics)
         )

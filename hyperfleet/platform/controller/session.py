@@ -68,21 +68,21 @@ def _open(
     cfg: SweepConfig, storage: Storage, tracker: Tracker, tracking_uri: str | None
 ) -> SweepSession:
     name = cfg.name
-    row = storage.get_sweep(name)
+    row = storage.sweeps.get(name)
     created = row is None
     check_same_space(cfg, row)  # also before anything is written (sweeps/run.py's preflight)
     if row is None:
-        row = storage.create_sweep(name, cfg.model_dump(mode="json"))
+        row = storage.sweeps.create(name, cfg.model_dump(mode="json"))
     # created_at as stored (not the in-memory value of a row just created): every reader, on
     # any host, derives the same identity and replica folder from it
-    stored = storage.get_sweep(name)
+    stored = storage.sweeps.get(name)
     assert stored is not None
     claim(cfg, stored.created_at, storage.url)  # its run directory: before any MLflow write
     scheduler = build_scheduler(cfg, storage, create=True)
     if created:
         first_fill(cfg, storage, scheduler)
     parent = tracker.start_parent(name, row.mlflow_parent_run_id, cfg)
-    storage.update_sweep(
+    storage.sweeps.update(
         name, mlflow_experiment_id=tracker.experiment_id, mlflow_parent_run_id=parent
     )
     storage.lifecycle.worker_sets(name, SweepStatus.RUNNING)  # not over a user's pause or stop
@@ -106,8 +106,8 @@ def close_session(
     name = session.name
     storage, tracker = session.storage, session.tracker
     if counts_only:
-        counts = storage.state_counts(name)
-        row = storage.get_sweep(name)
+        counts = storage.trials.state_counts(name)
+        row = storage.sweeps.get(name)
         ending = SweepStatus.INTERRUPTED if interrupted else SweepStatus.DONE
         if row is not None and (counts.get(TrialState.RUNNING) or row.status == ending):
             _mlflow_done(session, tracker.close(), None)
@@ -115,7 +115,7 @@ def close_session(
             return counted(row, counts, interrupted)
     # the sweep's trials read once (a fleet's workers all close a sweep as it ends: each read
     # is of every trial)
-    records = storage.trials(name)
+    records = storage.trials.of(name)
     summary = summarize(storage, name, interrupted=interrupted, records=records)
     if any(t.state == TrialState.RUNNING for t in summary.trials):  # others are still at work on it
         _mlflow_done(session, tracker.close(), records)
@@ -150,10 +150,10 @@ def _mlflow_done(
     were not); what MLflow did not take is named."""
     resolved = session.tracker.resolved()
     if resolved and records is None:
-        records = session.storage.trials(session.name)
+        records = session.storage.trials.of(session.name)
     for r in records or ():
         if is_pending(r.mlflow_run_id) and r.number in resolved:
-            session.storage.upsert_trial(session.name, r.number, mlflow_run_id=resolved[r.number])
+            session.storage.trials.upsert(session.name, r.number, mlflow_run_id=resolved[r.number])
     if not synced:
         logger.warning(
             "MLflow did not take everything; when it is back: hyperfleet mlflow sync --storage %s",

@@ -148,13 +148,13 @@ class ElasticPool:
 
     def _wanted(self, decision: ScalingDecision) -> int:
         demands = []
-        for row in self.storage.list_sweeps():
+        for row in self.storage.sweeps.all():
             cfg = row.config
             if row.status not in SWEEP_SERVED or cfg is None:
                 continue
             if cfg.trial.resources.pool not in (None, self.settings.pool):
                 continue
-            demands.append(demand.sweep_demand(cfg, self.storage.trials(row.name)))
+            demands.append(demand.sweep_demand(cfg, self.storage.trials.of(row.name)))
         wanted, decision.unfit = demand.workers_wanted(demands, self.settings.capacity())
         for line in decision.unfit:
             if line not in self._said:

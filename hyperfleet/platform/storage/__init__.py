@@ -1,10 +1,11 @@
 """The platform's storage: one database (SQLite or PostgreSQL) for Optuna's study tables and
 every ``hf_*`` table of the platform (:mod:`.schema`), opened by :class:`Storage`, which hands
 back typed records (:mod:`.records`) with the states of
-:mod:`hyperfleet.spec.states`. :class:`Storage` holds the sweeps' and trials' records; the
-rest is in its parts, one module each (:mod:`.part`): ``storage.workers``, ``storage.leases``,
-``storage.gangs``, ``storage.ahead``, ``storage.stale``, ``storage.removal``,
-``storage.lifecycle`` and ``storage.population``."""
+:mod:`hyperfleet.spec.states`. :class:`Storage` holds the connection; the tables' reads and
+writes are in its parts, one module each (:mod:`.part`): ``storage.sweeps``,
+``storage.trials``, ``storage.workers``, ``storage.leases``, ``storage.gangs``,
+``storage.ahead``, ``storage.stale``, ``storage.removal``, ``storage.lifecycle`` and
+``storage.population``."""
 
 from hyperfleet.platform.storage.engine import SQLITE_TIMEOUT_S, create_engine, sqlite_path
 from hyperfleet.platform.storage.records import (

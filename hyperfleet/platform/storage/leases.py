@@ -37,7 +37,7 @@ class LeaseStore(Part):
         share: int, per_device: int,
     ) -> int:  # fmt: skip
         """:meth:`open` within the caller's transaction ``s`` (a launch takes its attempt
-        and its lease in one: :meth:`.Storage.launch_attempt`); the lease row's id."""
+        and its lease in one: :meth:`.TrialStore.launch_attempt`); the lease row's id."""
         row = LeaseRow(
             sweep=sweep, trial=trial, host=socket.gethostname(), pid=os.getpid(),
             devices=list(devices), started_at=self.now(), worker=worker,

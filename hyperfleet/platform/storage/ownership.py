@@ -117,7 +117,7 @@ def stored_sweep(storage_url: str, name: str) -> SweepRecord | None:
     except StorageError:
         return None
     try:
-        return st.get_sweep(name)
+        return st.sweeps.get(name)
     finally:
         st.close()
 

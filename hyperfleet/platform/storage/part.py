@@ -1,8 +1,9 @@
-"""The base of :class:`~.store.Storage`'s parts: each part (``storage.workers``,
-``storage.leases``, ``storage.gangs``, ``storage.ahead``, ``storage.stale``) is a small class
-of methods over the storage's shared engine, transactions, clock and retry period, which it
-reads from the storage that holds it, so a change of ``storage.retry_s`` holds for its parts
-too. A part is read one at a time: its module holds its tables' queries and nothing else."""
+"""The base of :class:`~.store.Storage`'s parts: each part (``storage.sweeps``,
+``storage.trials``, ``storage.workers``, ``storage.leases``, ``storage.gangs``,
+``storage.ahead``, ``storage.stale``) is a small class of methods over the storage's shared
+engine, transactions, clock and retry period, which it reads from the storage that holds it,
+so a change of ``storage.retry_s`` holds for its parts too. A part is read one at a time: its
+module holds its tables' queries and nothing else."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@
   file's own models (:class:`~hyperfleet.platform.config.model.SweepConfig`);
 * :class:`TrialRecord`, :class:`LeaseRecord`, :class:`WorkerRecord`, :class:`GangRecord` —
   ``hf_trials``, ``hf_leases``, ``hf_workers`` and ``hf_gangs`` rows;
-* :class:`TrialFields` — the fields a write of a trial's row may set (``Storage.upsert_trial``,
-  ``Storage.start_attempt``), each with its type; :class:`SweepFields` the same for a sweep's
-  (``Storage.update_sweep``).
+* :class:`TrialFields` — the fields a write of a trial's row may set (``storage.trials.upsert``,
+  ``storage.trials.start_attempt``), each with its type; :class:`SweepFields` the same for a sweep's
+  (``storage.sweeps.update``).
 
 States are the enums of :mod:`hyperfleet.spec.states`.
 """
@@ -130,7 +130,7 @@ class TrialRecord:
 
 
 class SweepFields(TypedDict, total=False):
-    """The fields of a sweep's row that ``Storage.update_sweep`` may set."""
+    """The fields of a sweep's row that ``storage.sweeps.update`` may set."""
 
     config: Mapping[str, Any]
     status: SweepStatus
@@ -159,7 +159,7 @@ class TrialFields(TypedDict, total=False):
     worker: str | None
     retries: int
     notes: str | None
-    attempts: int  # :meth:`Storage.start_attempt` counts them; set only to reset
+    attempts: int  # :meth:`.TrialStore.start_attempt` counts them; set only to reset
 
 
 TRIAL_FIELDS = frozenset(TrialFields.__annotations__)

@@ -152,13 +152,13 @@ def trial_summaries(
     sweep's trials as the caller read them, instead of reading them again)."""
     metrics, _ = _objectives(config)
     searched = set(config.dims)
-    rows = storage.trials(config.name) if records is None else records
+    rows = storage.trials.of(config.name) if records is None else records
     return [_summary(t, metrics, searched) for t in rows]
 
 
 def counted(row: SweepRecord, counts: dict[str, int], interrupted: bool = False) -> SweepSummary:
     """The summary of the sweep stored as ``row`` with its trials counted by state only
-    (``counts``: :meth:`Storage.state_counts`), not read: what a fleet's worker says of a
+    (``counts``: :meth:`.TrialStore.state_counts`), not read: what a fleet's worker says of a
     sweep it leaves (a thousand workers each reading every trial of a sweep as it ends is a
     thousand times the sweep's table)."""
     metrics, directions = _objectives(row.parsed())
@@ -180,12 +180,12 @@ def summarize(
     interrupted: bool = False,
     records: Sequence[TrialRecord] | None = None,
 ) -> SweepSummary:
-    row = storage.get_sweep(name)
+    row = storage.sweeps.get(name)
     if row is None:
-        raise ConfigError(no_sweep(name, [r.name for r in storage.list_sweeps()]))
+        raise ConfigError(no_sweep(name, [r.name for r in storage.sweeps.all()]))
     config = row.parsed()
     metrics, directions = _objectives(config)
-    records = storage.trials(name) if records is None else records
+    records = storage.trials.of(name) if records is None else records
     cause = stopped_early(config, records)
     return SweepSummary(
         sweep=name,

@@ -139,13 +139,13 @@ def plan_deletion(
     the storage does not hold (the closest it does) and for a sweep served right now."""
     st = Storage.open_readonly(storage_url)
     try:
-        row = st.get_sweep(name)
+        row = st.sweeps.get(name)
         if row is None:
-            raise ConfigError(no_sweep(name, [r.name for r in st.list_sweeps()], masked(st.url)))
+            raise ConfigError(no_sweep(name, [r.name for r in st.sweeps.all()], masked(st.url)))
         serving = st.removal.serving(name, stale_after)
         if serving:
             raise served_refusal(name, serving)
-        trials = st.trials(name)
+        trials = st.trials.of(name)
     finally:
         st.close()
     run_ids = tuple(t.mlflow_run_id for t in trials if t.mlflow_run_id)
@@ -209,7 +209,7 @@ def delete_sweep(
     st = Storage(plan.storage, create=False)
     try:
         with st.claim_lock(plan.name):
-            row = st.get_sweep(plan.name)
+            row = st.sweeps.get(plan.name)
             if row is None or row.created_at != plan.created_at:
                 raise ConfigError(
                     f"sweep: {plan.name!r} changed since it was read (deleted or created "

@@ -64,8 +64,8 @@ def enqueue(cfg: SweepConfig, storage_url: str, params: Mapping[str, Any]) -> in
         raise ConfigError(problems)
     storage = Storage(storage_url)
     try:
-        if storage.get_sweep(cfg.name) is None:
-            storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+        if storage.sweeps.get(cfg.name) is None:
+            storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
         scheduler = build_scheduler(cfg, storage, create=True)
         return scheduler.enqueue(params)
     finally:

@@ -64,9 +64,9 @@ class Changed:
 
 
 def _stored(storage: Storage, name: str, url: str) -> SweepRecord:
-    row = storage.get_sweep(name)
+    row = storage.sweeps.get(name)
     if row is None:
-        known = [r.name for r in storage.list_sweeps()]
+        known = [r.name for r in storage.sweeps.all()]
         raise ConfigError(no_sweep(name, known, masked(url)))
     return row
 
@@ -110,7 +110,7 @@ def _change(
         if not storage.lifecycle.change(name, to, allowed):  # changed since it was read
             now = storage.lifecycle.status(name) or row.status
             raise ConfigError(_refusal(name, now, verb, url))
-        running = len(storage.trials(name, TrialState.RUNNING))
+        running = len(storage.trials.of(name, TrialState.RUNNING))
     finally:
         storage.close()
     logger.info("sweep %s: %s -> %s", name, row.status, to)
@@ -144,7 +144,7 @@ def _end_run(storage_url: str, name: str) -> None:
 
     storage = Storage.open_readonly(storage_url)
     try:
-        row = storage.get_sweep(name)
+        row = storage.sweeps.get(name)
     finally:
         storage.close()
     if row is None or row.config is None or row.mlflow_parent_run_id is None:

@@ -107,10 +107,10 @@ def _submit(
     try:
         check_pool(cfg, registry, stale_after)
         session = open_stored(cfg, storage_url, cfg.tracking.uri, sweep_file=sweep_file)
-        session.storage.update_sweep(cfg.name, config=cfg.model_dump(mode="json"))
+        session.storage.sweeps.update(cfg.name, config=cfg.model_dump(mode="json"))
         summary = summarize(session.storage, cfg.name)
         if not summary.trials:
-            session.storage.update_sweep(cfg.name, status=SweepStatus.SUBMITTED)
+            session.storage.sweeps.update(cfg.name, status=SweepStatus.SUBMITTED)
         session.tracker.close()  # the sweep file is on the sweep's run before workers start
         session.storage.close()
         return summary
@@ -188,10 +188,10 @@ def ran_its_budget(cfg: SweepConfig, storage_url: str) -> bool:
     except StorageError:
         return False
     try:
-        row = storage.get_sweep(cfg.name)
+        row = storage.sweeps.get(cfg.name)
         if row is None or row.status != SweepStatus.DONE:
             return False
-        trials = storage.trials(cfg.name)
+        trials = storage.trials.of(cfg.name)
     finally:
         storage.close()
     return all(t.state in FINISHED for t in trials) and len(trials) >= cfg.budget.trials

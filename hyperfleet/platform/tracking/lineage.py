@@ -162,7 +162,7 @@ def log_sweep_lineage(tracker: Any, parent_run_id: str, storage: Any, sweep: str
     store = storage.population
     members = store.members(sweep)
     events = store.lineage(sweep)
-    stored = {t.number: t.mlflow_run_id for t in storage.trials(sweep)}
+    stored = {t.number: t.mlflow_run_id for t in storage.trials.of(sweep)}
 
     def write() -> None:
         runs = {n: r for n, s in stored.items() if (r := tracker.run_id_of(n, s)) is not None}

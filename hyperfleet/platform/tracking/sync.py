@@ -86,9 +86,9 @@ def unknown_sweep(name: str, known: list[str], where: str) -> str:
 
 def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> SyncResult:
     """Bring MLflow up to date with sweep ``name`` (see the module docstring)."""
-    row = storage.get_sweep(name)
+    row = storage.sweeps.get(name)
     if row is None:
-        known = [r.name for r in storage.list_sweeps()]
+        known = [r.name for r in storage.sweeps.all()]
         raise ConfigError(unknown_sweep(name, known, masked(storage.url)))
     cfg = row.parsed()
     uri, experiment, workdir = stores_of(cfg, tracking_uri)
@@ -97,11 +97,11 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
     parent = row.mlflow_parent_run_id
     if parent is None:
         parent = tracker.start_parent(name, None, cfg)
-        storage.update_sweep(
+        storage.sweeps.update(
             name, mlflow_parent_run_id=parent, mlflow_experiment_id=tracker.experiment_id
         )
     tracker.parent_id = parent
-    records = storage.trials(name)
+    records = storage.trials.of(name)
     metrics = [m for m, _ in objectives(cfg)]
     for r in records:
         tracker.adopt(_child(r, cfg, parent))
@@ -131,6 +131,6 @@ def sync_sweep(storage: Storage, name: str, tracking_uri: str | None = None) -> 
     created = tracker.resolved()
     for r in records:
         if is_pending(r.mlflow_run_id) and r.number in created:
-            storage.upsert_trial(name, r.number, mlflow_run_id=created[r.number])
+            storage.trials.upsert(name, r.number, mlflow_run_id=created[r.number])
     fresh = sum(1 for r in records if is_pending(r.mlflow_run_id) and r.number in created)
     return SyncResult(name, len(records), tracker.shipped, fresh, complete)

@@ -39,7 +39,7 @@ def test_the_first_three_failing_alike_stop_the_sweep_for_good(tmp_path: Path) -
         "one again with budget.stop_after_alike_failures: 0)"
     )
     assert summary.to_json()["stopped"] == summary.stopped
-    row = s.storage.get_sweep(s.cfg.name)
+    row = s.storage.sweeps.get(s.cfg.name)
     assert row is not None and row.status == SweepStatus.DONE
     # run again (the same command): it stops at once, launching nothing
     again = s.run(s.controller())

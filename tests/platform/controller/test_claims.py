@@ -72,7 +72,7 @@ def _held_elsewhere(s: SweepSession, release_after: float = 30.0) -> Iterator[No
 
 def _end(s: SweepSession, number: int) -> None:
     s.scheduler.on_trial_end(number, TrialState.COMPLETE, [float(number)])
-    s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
+    s.storage.trials.upsert(s.name, number, state=TrialState.COMPLETE)
 
 
 def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_a_refill_makes_the_depth_ahead_and_the_next_claims_take_them(tmp_path: 
     assert fifth is not None and fifth.trial_number == 5
     assert claims.refill() == 1  # trial 6: the budget (7) is used up after it
     assert [c.trial_number for c in iter(claims.claim, None)] == [6]
-    running = [t.number for t in s.storage.trials(s.name, TrialState.RUNNING)]
+    running = [t.number for t in s.storage.trials.of(s.name, TrialState.RUNNING)]
     assert running == list(range(7)) and s.storage.ahead.of(s.name) == []
     assert len(s.scheduler.study.get_trials()) == 7  # type: ignore[attr-defined]
     s.storage.close()
@@ -329,7 +329,7 @@ def test_a_take_on_postgresql_is_one_statement_that_records_the_claim(
         sa.event.remove(s.storage.engine, "before_cursor_execute", listen)
     assert taken is not None and taken[0][0] == 1 and taken[1] == 1
     assert seen == ["SELECT taken, taken_params, left_ahead"]
-    (record,) = [t for t in s.storage.trials(s.name) if t.number == 1]
+    (record,) = [t for t in s.storage.trials.of(s.name) if t.number == 1]
     assert record.state == TrialState.RUNNING and record.worker == "w1"
     assert record.heartbeat_at == record.started_at and record.started_at is not None
     assert record.attempts == 0 and record.params == {} and record.ended_at is None
@@ -457,7 +457,7 @@ def test_concurrent_claims_on_postgresql_keep_every_limit(
                     return
                 time.sleep(0.01)
                 continue
-            running = s.storage.running_elsewhere(s.name, None)
+            running = s.storage.trials.running_elsewhere(s.name, None)
             with lock:
                 taken.append((me, got.trial_number))
                 if running > limit:

@@ -28,11 +28,11 @@ def test_a_controller_that_fails_mid_sweep_leaves_the_sweep_running(tmp_path: Pa
     controller._tick = failing_tick  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="another sweep"):
         controller.run()
-    row = sim.storage.get_sweep(sim.cfg.name)
+    row = sim.storage.sweeps.get(sim.cfg.name)
     assert row is not None and row.status != SweepStatus.DONE, row.status
     states = [t.state for t in sim.trials()]
     assert TrialState.RUNNING not in states, states  # requeued, not left running
     assert states.count(TrialState.COMPLETE) < 4
     summary = sim.run(sim.controller())  # another controller goes on to the budget
     assert summary.state_counts["COMPLETE"] == 4
-    assert sim.storage.get_sweep(sim.cfg.name).status == SweepStatus.DONE  # type: ignore[union-attr]
+    assert sim.storage.sweeps.get(sim.cfg.name).status == SweepStatus.DONE  # type: ignore[union-attr]

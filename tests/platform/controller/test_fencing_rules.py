@@ -54,8 +54,8 @@ def test_a_copy_taken_over_meanwhile_is_stopped_without_a_retry(tmp_path: Path) 
     c = _started(sim, "me")
     sim.clock.advance(60)
     # another worker found trial 0 silent, took it over and launched attempt 2
-    sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
-    assert sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
+    sim.storage.trials.upsert(sim.cfg.name, 0, state="WAITING", retries=1)
+    assert sim.storage.trials.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
     driver = c.drivers[sim.cfg.name]
     copy = driver.running[0].handle
     driver.reap()  # its copy of trial 0 reports, is refused and stops; trial 1 completes
@@ -81,8 +81,8 @@ def test_a_copy_requeued_after_its_last_report_ends_without_recording(tmp_path: 
     sim.clock.advance(2.0)
     driver.reap()  # the report of step 1: recorded
     copy = driver.running[0].handle
-    sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
-    assert sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
+    sim.storage.trials.upsert(sim.cfg.name, 0, state="WAITING", retries=1)
+    assert sim.storage.trials.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other") == 2
     sim.clock.advance(5.0)
     driver.reap()  # both end; trial 0's end is refused
     assert copy.log[-1] == "ended superseded (0)"
@@ -108,8 +108,8 @@ def test_a_claim_requeued_before_its_launch_is_left_to_the_worker_that_took_it(
     def stalled() -> Any:
         got = claim()
         if got is not None and got.trial_number == 0:  # meanwhile, on another worker:
-            sim.storage.upsert_trial(sim.cfg.name, 0, state="WAITING", retries=1)
-            sim.storage.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other")
+            sim.storage.trials.upsert(sim.cfg.name, 0, state="WAITING", retries=1)
+            sim.storage.trials.start_attempt(sim.cfg.name, 0, state="RUNNING", worker="other")
             sim.storage.leases.open(sim.cfg.name, 0, ["cpu:9"], "other")
         return got
 
@@ -150,12 +150,12 @@ def test_a_claim_whose_answer_was_lost_is_requeued_at_the_next_heartbeat(tmp_pat
     (orphan,) = lost
     # the retry took trial 1; the orphan holds the other slot of max_concurrent 2
     assert orphan == 0 and sorted(driver.running) == [1] and driver.claims.claim() is None
-    record = sim.storage.get_trial(sim.cfg.name, orphan)
+    record = sim.storage.trials.get(sim.cfg.name, orphan)
     assert record is not None and (record.state, record.worker) == ("RUNNING", "me")
     owned = sim.storage.workers.beat("me")  # what the worker's heartbeat returns
     assert owned == {(sim.cfg.name, 0), (sim.cfg.name, 1)}
     driver.fence(owned, sim.clock.time())
-    record = sim.storage.get_trial(sim.cfg.name, orphan)
+    record = sim.storage.trials.get(sim.cfg.name, orphan)
     assert record is not None and (record.state, record.retries) == ("WAITING", 0)
     assert sorted(driver.running) == [1]  # its launched copy left alone
     sim.run(c)

@@ -97,16 +97,16 @@ def test_a_heartbeat_stamps_the_worker_and_only_its_running_trials(db_url: str) 
     from hyperfleet.spec.states import WorkerState
 
     storage = Storage(db_url)
-    storage.create_sweep("s", {})
+    storage.sweeps.create("s", {})
     for w in ("w", "other"):
         storage.workers.register(
             WorkerRecord(w, "vm", 1, "default", [], None, None, 0.0, 0.0, "active")
         )
     for number, worker, state in [(0, "w", "RUNNING"), (1, "w", "RUNNING"), (2, "w", "COMPLETE"),
                                   (3, "other", "RUNNING")]:  # fmt: skip
-        storage.upsert_trial("s", number, state=state, worker=worker, heartbeat_at=0.0)
+        storage.trials.upsert("s", number, state=state, worker=worker, heartbeat_at=0.0)
     assert storage.workers.beat("w") == {("s", 0), ("s", 1)}
-    beats = {t.number: t.heartbeat_at for t in storage.trials("s")}
+    beats = {t.number: t.heartbeat_at for t in storage.trials.of("s")}
     assert beats[0] > 0.0 and beats[1] > 0.0 and beats[2] == 0.0 and beats[3] == 0.0
     assert _beat_at(storage, "w") > 0.0 and _beat_at(storage, "other") == 0.0
     storage.workers.beat("w", WorkerState.STOPPED)

@@ -51,18 +51,18 @@ def test_a_trial_that_ends_while_the_records_are_read_is_not_a_phantom(tmp_path:
     suggestion = s.scheduler.suggest()
     assert suggestion is not None
     number = suggestion.trial_number
-    s.storage.upsert_trial(s.name, number, state=TrialState.RUNNING, worker="w1")
+    s.storage.trials.upsert(s.name, number, state=TrialState.RUNNING, worker="w1")
     read = s.storage.ahead.recorded
 
     def ending_meanwhile(sweep: str) -> set[int]:
         s.scheduler.on_trial_end(number, TrialState.COMPLETE, [0.5])  # as a driver's _end
-        s.storage.upsert_trial(s.name, number, state=TrialState.COMPLETE)
+        s.storage.trials.upsert(s.name, number, state=TrialState.COMPLETE)
         return read(sweep)
 
     s.storage.ahead.recorded = ending_meanwhile  # type: ignore[method-assign]
     assert requeue_phantoms(s) == []
     s.storage.ahead.recorded = read  # type: ignore[method-assign]
-    assert s.storage.get_trial(s.name, number).state == TrialState.COMPLETE  # type: ignore[union-attr]
+    assert s.storage.trials.get(s.name, number).state == TrialState.COMPLETE  # type: ignore[union-attr]
     s.storage.close()
 
 
@@ -74,7 +74,7 @@ def test_the_running_trials_are_read_only_when_the_counts_differ(tmp_path: Path)
     s = open_session(sim.cfg, Storage(str(sim.cfg.storage)), NullTracker(), None)
     first = s.scheduler.suggest()
     assert first is not None
-    s.storage.upsert_trial(s.name, first.trial_number, state=TrialState.RUNNING, worker="w1")
+    s.storage.trials.upsert(s.name, first.trial_number, state=TrialState.RUNNING, worker="w1")
     reads: list[int] = []
     running = s.scheduler.running
 
@@ -105,7 +105,7 @@ def test_a_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
     first = s.scheduler.suggest()
     assert first is not None
     number = first.trial_number
-    s.storage.upsert_trial(s.name, number, state=TrialState.RUNNING, worker="gone",
+    s.storage.trials.upsert(s.name, number, state=TrialState.RUNNING, worker="gone",
                            host="elsewhere", pid=1, heartbeat_at=0.0)  # fmt: skip
     held, release = threading.Event(), threading.Event()
 
@@ -121,10 +121,10 @@ def test_a_look_leaves_a_stale_trial_to_the_holder_of_the_claim_lock(
     assert held.wait(10)
     try:  # a blocking look would wait the holder's 10 s out, then requeue it: 1
         assert recover(s, 30.0, "me", always=first) == 0
-        assert s.storage.get_trial(s.name, number).state == TrialState.RUNNING  # type: ignore[union-attr]
+        assert s.storage.trials.get(s.name, number).state == TrialState.RUNNING  # type: ignore[union-attr]
     finally:
         release.set()
         holder.join()
     assert recover(s, 30.0, "me", always=False) == 1
-    assert s.storage.get_trial(s.name, number).state == TrialState.WAITING  # type: ignore[union-attr]
+    assert s.storage.trials.get(s.name, number).state == TrialState.WAITING  # type: ignore[union-attr]
     s.storage.close()

@@ -37,8 +37,8 @@ def scripted(tmp_path: Path) -> Iterator[tuple[ElasticPool, FakeCluster, Clock]]
     url = f"sqlite:///{tmp_path / 'hf.db'}"
     cfg = parse_sweep(minimal_sweep(name="s", budget={"trials": 8, "max_concurrent": 4}))
     st = Storage(url)
-    st.create_sweep("s", cfg.model_dump(mode="json"))
-    st.update_sweep("s", status=SweepStatus.SUBMITTED)
+    st.sweeps.create("s", cfg.model_dump(mode="json"))
+    st.sweeps.update("s", status=SweepStatus.SUBMITTED)
     st.close()
     cluster, clock = FakeCluster(), Clock()
     settings = PoolSettings(storage=url, max_workers=2, idle=30.0, start_timeout=60.0,

@@ -33,7 +33,7 @@ def test_asha_prunes_on_the_rungs_other_trials_reached_since(db_url: str) -> Non
         )
     )  # fmt: skip
     storage = Storage(db_url)
-    storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
     controller = build_scheduler(cfg, storage, create=True)
     numbers = []
     for _ in range(4):

@@ -88,7 +88,7 @@ def test_a_trial_that_reaches_its_last_step_completes(kind: str, tmp_path: Path)
     cfg = load_sweep(root / "examples" / "quickstart.yaml")
     cfg = cfg.model_copy(update={"storage": url, "pruner": parse_pruner_config({"type": kind})})
     storage = Storage(url)
-    storage.create_sweep(cfg.name, cfg.model_dump(mode="json"))
+    storage.sweeps.create(cfg.name, cfg.model_dump(mode="json"))
     sched = build_scheduler(cfg, storage, create=True)
     steps, every = cfg.trial.steps, cfg.trial.eval_every
     ended = {}

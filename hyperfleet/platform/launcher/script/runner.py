@@ -110,7 +110,7 @@ class ScriptRun:
         self.run_id = mlflow_run(self.spec)
         if self.run_id is None and self.spec.run_id is not None:
             return self._local_environment()
-        record = self.storage.get_sweep(self.spec.sweep)
+        record = self.storage.sweeps.get(self.spec.sweep)
         experiment = None if record is None else record.mlflow_experiment_id
         return program_env(self.spec, self.run_id, experiment)
 
@@ -236,7 +236,7 @@ class ScriptRun:
     def _ended_elsewhere(self) -> bool:
         """The trial's record says this launch is over: its outcome recorded (by the node
         that runs rank 0, or the program), or the trial requeued or taken over."""
-        rec = self.storage.get_trial(self.spec.sweep, self.spec.number)
+        rec = self.storage.trials.get(self.spec.sweep, self.spec.number)
         if rec is None:
             return False
         if rec.outcome is not None:
