@@ -40,11 +40,22 @@ Builder: TypeAlias = Callable[["SweepConfig", "Storage", bool], Scheduler]
 
 def optuna_scheduler(cfg: SweepConfig, storage: Storage, create: bool) -> Scheduler:
     """An Optuna study's sampler and pruner (``schedulers/optuna/``)."""
+    from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, first_report
     from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler, open_study
 
+    study = open_study(
+        cfg.name,
+        storage.optuna,
+        cfg.scheduler,
+        space=cfg.space,
+        modes=[o.mode for o in cfg.all_objectives],
+        trials=cfg.budget.trials,
+        pruner=build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps),
+        create=create,
+    )
     return OptunaScheduler(
         cfg.scheduler,
-        open_study(cfg, storage.optuna, create=create),
+        study,
         space=cfg.space,
         metrics=[o.metric for o in cfg.all_objectives],
         steps=cfg.trial.steps,
@@ -110,10 +121,17 @@ def check_scheduler(cfg: SweepConfig) -> None:
     sampler and pruner; a population's checks are the sweep file's validation), so that
     what it refuses (``ConfigError``) is refused before any of the sweep is stored: by
     ``hyperfleet validate`` and by every door that runs or submits a sweep."""
-    if isinstance(cfg.scheduler, OPTUNA_CONFIGS):
-        from hyperfleet.platform.schedulers.optuna.scheduler import study_parts
+    if type(cfg.scheduler) in OPTUNA_CONFIGS:
+        from hyperfleet.platform.schedulers.optuna.samplers import build_pruner, first_report
+        from hyperfleet.platform.schedulers.optuna.scheduler import study_sampler
 
-        study_parts(cfg)
+        study_sampler(
+            cfg.scheduler,
+            space=cfg.space,
+            n_objectives=len(cfg.all_objectives),
+            trials=cfg.budget.trials,
+        )
+        build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
 
 
 __all__ = ["OPTUNA_CONFIGS", "SCHEDULERS", "Builder", "build_scheduler", "check_scheduler"]

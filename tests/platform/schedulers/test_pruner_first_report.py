@@ -68,7 +68,11 @@ def test_a_sweeps_pruner_starts_at_its_trials_first_report() -> None:
     for kind in ("asha", "hyperband"):
         cfg = SweepConfig.model_validate(minimal_sweep(pruner={"type": kind}, trial=trial))
         assert first_report(cfg.trial) == EVERY
-        study = open_study(cfg, optuna.storages.InMemoryStorage(), create=True)
+        pruner = build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
+        study = open_study(
+            cfg.name, optuna.storages.InMemoryStorage(), cfg.scheduler, space=cfg.space,
+            modes=["min"], trials=cfg.budget.trials, pruner=pruner, create=True,
+        )  # fmt: skip
         assert [0] in _rungs_judged(study.pruner, 1), kind  # Hyperband: its first bracket
 
 

@@ -32,16 +32,13 @@ from hyperfleet.platform.schedulers.optuna import batched, internals
 from hyperfleet.platform.schedulers.optuna import space as space_mod
 from hyperfleet.platform.schedulers.optuna.samplers import (
     TrialSeededSampler,
-    build_pruner,
     build_sampler,
-    first_report,
     learns_from_results,
 )
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-    from hyperfleet.platform.config import SweepConfig
     from hyperfleet.platform.config.schedulers import SchedulerConfig
     from hyperfleet.platform.config.space import Space
 
@@ -51,48 +48,63 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own log says what ha
 _COUNTED = (OptunaState.COMPLETE, OptunaState.PRUNED, OptunaState.FAIL, OptunaState.RUNNING)
 
 
-def _directions(cfg: SweepConfig) -> list[Literal["minimize", "maximize"]]:
-    return ["maximize" if o.mode == "max" else "minimize" for o in cfg.all_objectives]
-
-
-def study_parts(cfg: SweepConfig) -> tuple[optuna.samplers.BaseSampler, optuna.pruners.BasePruner]:
-    """The sweep's sampler and pruner, built from its configuration alone (``ConfigError``
-    for what they refuse): :func:`open_study` opens the study with them, and
-    ``registry.check_scheduler`` builds them before anything of a sweep is stored."""
-    conditional = is_conditional(cfg.space)
+def study_sampler(
+    scheduler: SchedulerConfig, *, space: Space, n_objectives: int, trials: int | None
+) -> optuna.samplers.BaseSampler:
+    """The study's sampler, built from ``scheduler`` over ``space`` for ``n_objectives`` and
+    the trial budget ``trials`` (``ConfigError`` for what it refuses): :func:`open_study` opens
+    the study with it, and ``registry.check_scheduler`` builds it before anything of a sweep is
+    stored."""
+    conditional = is_conditional(space)
     # Only a grid enumerates the space: an int dimension over [0, 2**40] is a list of 2**40
     # values, which another sampler never needs (and memory can't hold).
-    gridded = cfg.scheduler.type == "grid"
-    sampler = build_sampler(
-        cfg.scheduler,
-        grid=space_mod.grid(cfg.space) if gridded and not conditional else None,
-        n_objectives=len(cfg.all_objectives),
-        n_trials=cfg.budget.trials,
-        cells=((space_mod.cells(cfg.space) or []) if gridded else []) if conditional else None,
+    gridded = scheduler.type == "grid"
+    return build_sampler(
+        scheduler,
+        grid=space_mod.grid(space) if gridded and not conditional else None,
+        n_objectives=n_objectives,
+        n_trials=trials,
+        cells=((space_mod.cells(space) or []) if gridded else []) if conditional else None,
     )
-    return sampler, build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
 
 
-def open_study(cfg: SweepConfig, storage: Any, create: bool = False) -> optuna.Study:
-    sampler, pruner = study_parts(cfg)
+def open_study(
+    name: str,
+    storage: Any,
+    scheduler: SchedulerConfig,
+    *,
+    space: Space,
+    modes: Sequence[Literal["min", "max"]],
+    trials: int | None,
+    pruner: optuna.pruners.BasePruner,
+    create: bool = False,
+) -> optuna.Study:
+    """The study ``name`` on Optuna's ``storage`` (``create``: made if new), its sampler built
+    from ``scheduler`` over ``space`` for the objectives' ``modes`` (in the study's order) and
+    the trial budget ``trials`` (:func:`study_sampler`); ``pruner`` as :func:`.build_pruner`
+    builds it."""
+    sampler = study_sampler(scheduler, space=space, n_objectives=len(modes), trials=trials)
     storage = internals.lean_storage(storage)  # a claim re-reads running trials only if changed
     if create:
+        directions: list[Literal["minimize", "maximize"]] = [
+            "maximize" if mode == "max" else "minimize" for mode in modes
+        ]
         return optuna.create_study(
             storage=storage,
-            study_name=cfg.name,
+            study_name=name,
             sampler=sampler,
             pruner=pruner,
-            directions=_directions(cfg),
+            directions=directions,
             load_if_exists=True,
         )
-    return optuna.load_study(study_name=cfg.name, storage=storage, sampler=sampler, pruner=pruner)
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
 
 
 class OptunaScheduler(Scheduler):
     """tpe / random / grid / ... over ``space``, with Optuna's pruners.
 
     ``config`` is the scheduler's section (``config/schedulers.py``), ``study`` its study
-    (:func:`open_study`: the sampler and pruner built from the sweep), ``metrics`` the
+    (:func:`open_study`: its sampler and pruner), ``metrics`` the
     objectives' metrics in the study's order, ``steps`` a trial's last step (never pruned
     there), ``trials`` the trial budget (None: bounded by time only) and ``pruner`` the
     pruner's type, named in a pruned trial's reason."""
