@@ -13,17 +13,17 @@ out of the model (:mod:`hyperfleet.platform.credentials`): no dump of a config h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+import typing
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hyperfleet.platform.clock import DEFAULT_RETRY_S
-from hyperfleet.platform.config.pbt import PB2Config, PBTConfig
+from hyperfleet.platform.config.registry import SCHEDULERS, Builder, scheduler_union
 from hyperfleet.platform.config.schedulers import (
     POPULATION_TYPES,
     NoPrunerConfig,
     PrunerConfig,
-    SchedulerConfig,
     TPEConfig,
 )
 from hyperfleet.platform.config.space import ParamSpec
@@ -133,19 +133,10 @@ class TrackingConfig(_Frozen):
         return None if v is None else keep(v)  # kept for connections, off the stored config
 
 
-def _scheduler_union() -> Any:
-    """Optuna-based scheduler configs plus the population-based ones, by ``type``."""
-    import typing
-
-    optuna_based = typing.get_args(typing.get_args(SchedulerConfig)[0])
-    members = (*optuna_based, PBTConfig, PB2Config)
-    return Annotated[typing.Union[members], Field(discriminator="type")]  # noqa: UP007
-
-
 if TYPE_CHECKING:  # a union built at run time is opaque to a type checker
     AnyScheduler = Any
 else:
-    AnyScheduler = _scheduler_union()
+    AnyScheduler = scheduler_union()
 
 
 class SweepConfig(_Frozen):
@@ -249,3 +240,23 @@ class SweepConfig(_Frozen):
     def tracking_uri(self) -> str:
         """``tracking.uri``, else the default MLflow store in ``workdir``."""
         return self.tracking.uri or local_tracking(self.workdir)
+
+
+def register_scheduler(config: type[BaseModel], builder: str | Builder) -> None:
+    """Add a scheduler at run time (a plugin, a test): its configuration class (a frozen model
+    with ``type: Literal["name"]``) and its builder (``config/registry.py``); from now on the
+    sweep file accepts ``scheduler: {type: name, ...}`` and ``build_scheduler`` builds it."""
+    SCHEDULERS[config] = builder
+    _rebuild_scheduler_field()
+
+
+def unregister_scheduler(config: type[BaseModel]) -> None:
+    """Take a scheduler added by :func:`register_scheduler` out again."""
+    del SCHEDULERS[config]
+    _rebuild_scheduler_field()
+
+
+def _rebuild_scheduler_field() -> None:
+    union = typing.get_args(scheduler_union())[0]  # the field keeps its discriminator
+    SweepConfig.model_fields["scheduler"].annotation = union
+    SweepConfig.model_rebuild(force=True)

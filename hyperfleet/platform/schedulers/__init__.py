@@ -1,7 +1,8 @@
 """Schedulers: what to run next and whether a running trial goes on.
 
 ``build_scheduler`` rebuilds the sweep's scheduler from its config and storage in any process,
-through the one table of schedulers keyed by their configuration class (:mod:`.registry`).
+through the one table of schedulers keyed by their configuration class
+(``config/registry.py``; the builders and ``build_scheduler`` in :mod:`.registry`).
 """
 
 from __future__ import annotations

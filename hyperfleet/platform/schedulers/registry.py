@@ -1,41 +1,28 @@
-"""The one table of schedulers: each scheduler configuration class to the function that builds
-its scheduler from a validated sweep and its storage.
+"""The builders of the built-in schedulers and ``build_scheduler``, which builds the sweep's
+scheduler through the one table of schedulers keyed by their configuration class
+(``config/registry.py``'s ``SCHEDULERS``, re-exported here).
 
-A scheduler's configuration is a frozen pydantic model in ``config/`` (validating a sweep file
-loads no scheduling code); :data:`SCHEDULERS` maps that class to a builder here, the one place
-that reads a ``SweepConfig`` for a scheduler and hands it only the inputs it takes. The
-builders import their wing when called, so building PBT loads no Optuna sampler code and the
-other way round. ``build_scheduler`` (re-exported by the package) looks the sweep's scheduler
-configuration up by its class: the controller, each trial's rank 0, ``sweep enqueue`` and the
-contract suite build every scheduler through it.
-
-A new Optuna sampler is its configuration class in ``config/schedulers.py`` (a member of its
-``SchedulerConfig`` union, which gives it its row here) and its row of
-``schedulers/optuna/samplers.py``'s ``SAMPLERS`` (the sampler built from that configuration).
-A new kind of scheduler is its configuration in ``config/`` (joined to the sweep file's
-scheduler union in ``config/model.py``), its module in a wing of its own, and one row here.
-``tests/platform/schedulers/test_registry.py`` fails while a configuration class of the sweep
-file's union has no row.
+A builder is the one place that reads a ``SweepConfig`` for its scheduler and hands it only the
+inputs it takes. The builders import their wing when called, so building PBT loads no Optuna
+sampler code and the other way round. The controller, each trial's rank 0, ``sweep enqueue``
+and the contract suite build every scheduler through ``build_scheduler``. A new scheduler's
+builder lives in its own module, named by its row of the table (see ``config/registry.py``);
+``tests/platform/schedulers/test_registry.py`` fails while a row names no builder.
 """
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+import importlib
+from typing import TYPE_CHECKING, cast
 
 from hyperfleet.errors import ConfigError
-from hyperfleet.platform.config.pbt import PB2Config, PBTConfig
-from hyperfleet.platform.config.schedulers import SchedulerConfig
+from hyperfleet.platform.config.registry import OPTUNA_CONFIGS, SCHEDULERS, Builder
 from hyperfleet.platform.schedulers.base import Scheduler
 
 if TYPE_CHECKING:
     from hyperfleet.platform.config import SweepConfig
     from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
     from hyperfleet.platform.storage import Storage
-
-Builder: TypeAlias = Callable[["SweepConfig", "Storage", bool], Scheduler]
-"""``(sweep, storage, create)`` to the sweep's scheduler (``create``: a new sweep)."""
 
 
 def optuna_scheduler(cfg: SweepConfig, storage: Storage, create: bool) -> Scheduler:
@@ -93,27 +80,25 @@ def pb2_scheduler(cfg: SweepConfig, storage: Storage, create: bool) -> Scheduler
     return _population(PB2Scheduler, cfg, storage)
 
 
-OPTUNA_CONFIGS: tuple[type, ...] = typing.get_args(typing.get_args(SchedulerConfig)[0])
-"""The configurations of ``config/schedulers.py``'s ``SchedulerConfig`` union: each is an Optuna
-sampler (``schedulers/optuna/samplers.py``'s ``SAMPLERS`` builds it from its class)."""
-
-SCHEDULERS: dict[type, Builder] = {
-    **dict.fromkeys(OPTUNA_CONFIGS, optuna_scheduler),  # tpe, random, grid, cmaes, qmc, gp, ...
-    PBTConfig: pbt_scheduler,
-    PB2Config: pb2_scheduler,
-}
-"""Every scheduler, by its configuration class (the module docstring)."""
-
-
 def build_scheduler(cfg: SweepConfig, storage: Storage, create: bool = False) -> Scheduler:
     """The sweep's scheduler, its state in ``storage`` (``create``: make its state if new)."""
-    builder = SCHEDULERS.get(type(cfg.scheduler))
-    if builder is None:
+    row = SCHEDULERS.get(type(cfg.scheduler))
+    if row is None:
         raise ConfigError(
             f"scheduler.type: {cfg.scheduler.type!r} has no scheduler registered; add its "
-            f"configuration class to SCHEDULERS in hyperfleet/platform/schedulers/registry.py"
+            f"configuration class to SCHEDULERS in hyperfleet/platform/config/registry.py"
         )
-    return builder(cfg, storage, create)
+    builder = resolve(row)
+    return cast(Scheduler, builder(cfg, storage, create))
+
+
+def resolve(row: str | Builder) -> Builder:
+    """A row's builder: the function itself, or the one its ``"package.module:function"``
+    names, imported now."""
+    if callable(row):
+        return row
+    module, _, name = row.partition(":")
+    return cast(Builder, getattr(importlib.import_module(module), name))
 
 
 def check_scheduler(cfg: SweepConfig) -> None:
@@ -134,4 +119,11 @@ def check_scheduler(cfg: SweepConfig) -> None:
         build_pruner(cfg.pruner, first_report(cfg.trial), cfg.trial.steps)
 
 
-__all__ = ["OPTUNA_CONFIGS", "SCHEDULERS", "Builder", "build_scheduler", "check_scheduler"]
+__all__ = [
+    "OPTUNA_CONFIGS",
+    "SCHEDULERS",
+    "Builder",
+    "build_scheduler",
+    "check_scheduler",
+    "resolve",
+]

@@ -15,12 +15,12 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.config.model import AnyScheduler
 from hyperfleet.platform.config.space import FloatParam
-from hyperfleet.platform.schedulers import SCHEDULERS, build_scheduler
+from hyperfleet.platform.schedulers import SCHEDULERS, build_scheduler, registry
 from hyperfleet.platform.schedulers.optuna.samplers import SAMPLERS
 from hyperfleet.platform.schedulers.optuna.scheduler import OptunaScheduler
 from hyperfleet.platform.schedulers.pbt.pb2 import PB2Scheduler
 from hyperfleet.platform.schedulers.pbt.scheduler import PBTScheduler
-from hyperfleet.platform.schedulers.registry import OPTUNA_CONFIGS
+from hyperfleet.platform.schedulers.registry import OPTUNA_CONFIGS, resolve
 from hyperfleet.platform.storage import Storage
 from hyperfleet.spec.wire import DecisionKind
 from hyperfleet.testing.sweeps import minimal_sweep
@@ -31,6 +31,14 @@ def test_every_scheduler_configuration_of_the_sweep_file_has_a_row() -> None:
     assert len(accepted) >= 10
     assert accepted == set(SCHEDULERS), "a configuration class without a row, or a row too many"
     assert set(OPTUNA_CONFIGS) == set(SAMPLERS), "an Optuna-based configuration without a sampler"
+
+
+def test_every_row_names_a_builder_of_the_schedulers_package() -> None:
+    """The table is in ``config/`` (validating a file loads no scheduling code), so its rows
+    name their builders by path: each one imports, and each is in ``schedulers/``."""
+    for config, row in SCHEDULERS.items():
+        assert isinstance(row, str) and row.startswith("hyperfleet.platform.schedulers."), config
+        assert callable(resolve(row)), row
 
 
 @pytest.mark.parametrize(
@@ -58,7 +66,10 @@ def test_a_configuration_without_a_row_is_one_line_naming_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = parse_sweep(minimal_sweep(name="r"))
-    monkeypatch.delitem(SCHEDULERS, type(cfg.scheduler))
+    without = {
+        config: row for config, row in SCHEDULERS.items() if config is not type(cfg.scheduler)
+    }
+    monkeypatch.setattr(registry, "SCHEDULERS", without)  # the sweep file's union left as it is
     storage = Storage(f"sqlite:///{tmp_path / 'hf.db'}")
     try:
         with pytest.raises(ConfigError, match=r"scheduler\.type: 'random'.*registry\.py"):
