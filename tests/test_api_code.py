@@ -58,7 +58,7 @@ def _row(sweep: dict[str, Any]) -> Any:
 
     storage = Storage.open_readonly(sweep["storage"])
     try:
-        return storage.get_sweep(sweep["name"]), storage.trials(sweep["name"])
+        return storage.sweeps.get(sweep["name"]), storage.trials.of(sweep["name"])
     finally:
         storage.close()
 

@@ -57,7 +57,7 @@ def stored(tmp_path: Path, mlflow_template: Path) -> str:
     ))  # fmt: skip
     storage = Storage(url)
     try:
-        storage.create_sweep("served", cfg.model_dump(mode="json"))
+        storage.sweeps.create("served", cfg.model_dump(mode="json"))
     finally:
         storage.close()
     return url
