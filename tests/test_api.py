@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import hyperfleet
 from hyperfleet.spec.states import TrialState
-from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.sweeps import api_sweep
 from hyperfleet.testing.workloads import quadratic_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,16 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def sweep(runs_dir: Path) -> dict[str, Any]:
     """The minimal sweep with its stores under ``tmp_path/runs`` (MLflow's a migrated copy)
     and no trial.workload: each test gives its own."""
-    runs = runs_dir
-    data = minimal_sweep(
-        name="api",
-        budget={"trials": 3},
-        workdir=str(runs),
-        storage=f"sqlite:///{runs / 'hf.db'}",
-        tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
-    )
-    del data["trial"]["workload"]
-    return data
+    return api_sweep(runs_dir, name="api", budget={"trials": 3})
 
 
 def closure_workload(target: float) -> Any:

@@ -5,7 +5,6 @@ is the same for the same code in any process whatever file or line defined it.""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,26 +14,15 @@ import pytest
 
 import hyperfleet
 from hyperfleet.spec.states import TrialState
-from hyperfleet.testing.sweeps import minimal_sweep
+from hyperfleet.testing.sweeps import api_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def sweep(tmp_path: Path, mlflow_template: Path) -> dict[str, Any]:
+def sweep(runs_dir: Path) -> dict[str, Any]:
     """The minimal sweep with its stores under ``tmp_path/runs`` and no workload."""
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    shutil.copy(mlflow_template, runs / "mlflow.db")
-    data = minimal_sweep(
-        name="nb",
-        budget={"trials": 2},
-        workdir=str(runs),
-        storage=f"sqlite:///{runs / 'hf.db'}",
-        tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
-    )
-    del data["trial"]["workload"]
-    return data
+    return api_sweep(runs_dir, name="nb", budget={"trials": 2})
 
 
 def target_at(target: float) -> Any:

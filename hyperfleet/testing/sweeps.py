@@ -23,10 +23,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperfleet.platform.urls import TRACKING_FILE
+
 __all__ = [
     "DIGITS",
     "MINIMAL_SWEEP",
     "QUADRATIC",
+    "api_sweep",
     "deep_update",
     "digits_sweep",
     "minimal_sweep",
@@ -84,7 +87,7 @@ def write_sweep(data: Mapping[str, Any], directory: Path, **tracking: Any) -> Pa
     runs = directory / "runs"
     out = dict(data)
     out["storage"] = f"sqlite:///{runs / 'hf.db'}"
-    out["tracking"] = {"uri": f"sqlite:///{runs / 'mlflow.db'}", **tracking}
+    out["tracking"] = {"uri": f"sqlite:///{runs / TRACKING_FILE}", **tracking}
     out["workdir"] = str(runs)
     path = directory / f"{out['name']}.yaml"
     path.write_text(yaml.safe_dump(out, sort_keys=False))
@@ -105,3 +108,17 @@ def digits_sweep(**overrides: Any) -> dict[str, Any]:
     ``overrides`` merged in as there (``space`` and ``scheduler`` replaced whole)."""
     whole = {k: overrides.pop(k) for k in REPLACED if k in overrides}
     return minimal_sweep(**{**deep_update(DIGITS, overrides), **whole})
+
+
+def api_sweep(runs: Path, **overrides: Any) -> dict[str, Any]:
+    """:func:`minimal_sweep` with its stores under ``runs`` (SQLite ``hf.db``, MLflow's store,
+    the trials' files) and no ``trial.workload``: what a test of the Python API starts from,
+    handing ``hyperfleet.run`` its own function."""
+    data = minimal_sweep(
+        workdir=str(runs),
+        storage=f"sqlite:///{runs / 'hf.db'}",
+        tracking={"uri": f"sqlite:///{runs / TRACKING_FILE}", "log_model": False},
+        **overrides,
+    )
+    del data["trial"]["workload"]
+    return data

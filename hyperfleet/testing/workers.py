@@ -21,6 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+#: how long a stopped worker may take to end its trials and deregister before it is killed
+WORKER_STOP_GRACE_S = 30.0
+
 __all__ = ["running_worker", "start_worker", "stop_worker", "worker_command"]
 
 
@@ -73,7 +76,7 @@ def start_worker(
             out.close()  # the worker holds its own copy of the descriptor
 
 
-def stop_worker(proc: subprocess.Popen[str], grace: float = 30.0) -> int:
+def stop_worker(proc: subprocess.Popen[str], grace: float = WORKER_STOP_GRACE_S) -> int:
     """Stop a worker as an operator does (SIGTERM: it ends its trials and deregisters); killed
     if it has not exited after ``grace`` seconds. Its exit status."""
     if proc.poll() is None:
@@ -93,7 +96,7 @@ def running_worker(
     log: Path | None = None,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
-    grace: float = 30.0,
+    grace: float = WORKER_STOP_GRACE_S,
 ) -> Iterator[subprocess.Popen[str]]:
     """:func:`start_worker`, stopped by :func:`stop_worker` on exit whatever happened."""
     proc = start_worker(cmd, log=log, cwd=cwd, env=env)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import hyperfleet
+from hyperfleet.spec.processes import pid_alive
 from hyperfleet.testing.workloads import quadratic_loss, wait_for_file
 
 
@@ -29,24 +30,13 @@ def mark(ctx: hyperfleet.TrialContext, event: str, value: Any = "") -> None:
         f.write(f"{ctx.trial_number} {os.getpid()} {event} {value}\n")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"
-
-
 def _exclusive(ctx: hyperfleet.TrialContext) -> Path:
     lock = Path(f"{ctx.params['marks']}.trial-{ctx.trial_number}.lock")
     try:
         holder = int(lock.read_text())
     except (OSError, ValueError):
         holder = None
-    if holder is not None and holder != os.getpid() and _alive(holder):
+    if holder is not None and holder != os.getpid() and pid_alive(holder):
         mark(ctx, "DUPLICATE", holder)
     lock.write_text(str(os.getpid()))
     return lock

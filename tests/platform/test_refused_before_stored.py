@@ -190,8 +190,8 @@ def test_a_changed_space_is_refused_before_the_stored_sweep_is_opened(
     with pytest.raises(ConfigError) as err:
         hyperfleet.run(sweep(runs, space={"x": STEPPED_X}), progress=False)
     assert err.value.problems == [
-        f"space: differs from the stored sweep {NAME!r}; a continued sweep keeps its space, "
-        f"so use a new name"
+        f"space: differs from the stored sweep {NAME!r}, and a continued sweep keeps its space; "
+        f"give a new name, or overwrite=True to drop the stored sweep and start over"
     ]
     st = Storage.open_readonly(f"sqlite:///{runs / 'hf.db'}")
     try:

@@ -43,7 +43,8 @@ def test_a_pipeline_takes_its_share_first(tmp_path: Path) -> None:
     trial = {"workload": "charlm", "params": {"batch_size": 32}, "resources": {"devices": 4},
              "parallel": {"pipeline": 2, "microbatches": 2}}  # fmt: skip
     space = {"lr": BASE_SWEEP["space"]["lr"]}
-    cfg = load_sweep(_file(tmp_path, trial, space=space))
+    objective = {"metric": "val_loss", "mode": "min"}  # what charlm reports
+    cfg = load_sweep(_file(tmp_path, trial, space=space, objective=objective))
     assert (cfg.trial.parallel.data, cfg.trial.parallel.pipeline) == (2, 2)
 
 

@@ -16,17 +16,8 @@ from hyperfleet.platform.storage.part import Part
 from hyperfleet.platform.storage.records import TrialRecord
 from hyperfleet.platform.storage.retry import retried
 from hyperfleet.platform.storage.schema import TrialRow
+from hyperfleet.spec.processes import pid_alive
 from hyperfleet.spec.states import TrialState
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class StaleTrials(Part):

@@ -258,7 +258,7 @@ def test_asha_compares_a_report_with_the_rung_another_worker_reached(
         tid = internals.trial_id(trial)
         internals.set_intermediate_value(study, tid, 1, value)
         storage = internals.study_storage(study)
-        return study.pruner.prune(study, storage.trials.get(tid))
+        return study.pruner.prune(study, storage.get_trial(tid))
 
     assert not report(theirs, their_trial, 0.1)  # the first at the rung is promoted
     pruned = report(mine, my_trial, 0.9)
