@@ -138,10 +138,13 @@ class SweepDriver(SweepSeat):
     def try_launch(self, devices: LocalPool) -> bool:
         """Start one trial if devices and a suggestion are there; False if not."""
         pool, k = devices, self.devices_per_node()
-        if not self.wants_devices() or pool.size < k or self.halted() is not None:
+        if not self.wants_devices() or pool.size < k:
             return False
         lease = pool.try_acquire(k, self.cfg.trial.resources.per_device)
         if lease is None:
+            return False
+        if self.halted() is not None:  # asked only with devices free: a busy worker's ticks
+            pool.release(lease)  # read nothing (1,000 simulated workers: most of their CPU)
             return False
         try:
             suggestion = self._db(self._claim)

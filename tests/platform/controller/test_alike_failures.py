@@ -82,3 +82,31 @@ def test_the_number_is_settable(tmp_path: Path) -> None:
     assert s.states() == {TrialState.FAIL: 1}
     assert summary.stopped is not None
     assert summary.stopped.startswith("stopped: its first trial failed with ended fail (1)")
+
+
+def test_a_busy_worker_does_not_read_ended_trials_at_each_tick(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The rule is read before a claim, with a device free: a worker whose devices are all
+    busy ticks at each report without a query for it (a fleet of busy workers read it every
+    tick until three trials had ended: most of 1,000 simulated workers' CPU)."""
+    from hyperfleet.platform.storage import failures
+
+    reads: list[str] = []
+    real = failures.first_ended
+
+    def counted(storage: Any, sweep: str, n: int) -> Any:
+        reads.append(sweep)
+        return real(storage, sweep, n)
+
+    monkeypatch.setattr(failures, "first_ended", counted)
+
+    def long(t: SimTrial) -> SimScript:
+        reports = [SimReport(float(i), i, {"loss": 1.0 / i}) for i in range(1, 31)]
+        return SimScript(reports, end_at=31.0, exit_code=0)
+
+    changes = {"budget": {"trials": 2, "max_concurrent": 1}, "trial": {"steps": 30}}
+    s = Sim(tmp_path, long, changes, devices=1)
+    s.run(s.controller())
+    assert s.states() == {TrialState.COMPLETE: 2}
+    assert 1 <= len(reads) <= 4, f"{len(reads)} reads of the ended trials for 2 claims"
