@@ -44,24 +44,17 @@ class WorkerStore(Part):
         ``(sweep, trial)`` pairs still RUNNING under it (a trial requeued by another worker,
         which found this one silent, is missing: its copy here must stop). One statement on
         PostgreSQL (the worker's row updated in a ``WITH`` of the trials' update), two on
-        SQLite: every worker beats every few seconds, so a fleet's load grows with its size,
-        and each round trip counts (1,000 simulated workers' heartbeats were a third of their
-        CPU on 2 cores)."""
-        now = self.now()
-        workers, trials = cast(sa.Table, WorkerRow.__table__), cast(sa.Table, TrialRow.__table__)
-        me = sa.update(workers).where(workers.c.id == worker).values(heartbeat_at=now, state=state)
-        theirs = (
-            sa.update(trials)
-            .where(trials.c.worker == worker, trials.c.state == TrialState.RUNNING)
-            .values(heartbeat_at=now)
-            .returning(trials.c.sweep, trials.c.number)
-        )
-        with self.session() as s:
-            if s.get_bind().dialect.name == "postgresql":
-                owned = s.execute(theirs.add_cte(me.cte("beat_worker")))
+        SQLite, built once and run on a plain connection (no ORM session): every worker beats
+        every few seconds, so a fleet's load grows with its size and each beat's client CPU
+        counts (an ORM session's beat cost 0.58 ms of client CPU against 0.13 ms;
+        1,000 simulated workers on one machine beat 333 times a second)."""
+        values = {"b_now": self.now(), "b_state": state, "b_worker": worker}
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                owned = conn.execute(_BEAT_PG, values)
             else:
-                s.execute(me)
-                owned = s.execute(theirs)
+                conn.execute(_BEAT_WORKER, values)
+                owned = conn.execute(_BEAT_TRIALS, values)
             return {(str(name), int(number)) for name, number in owned}
 
     def all(self) -> list[WorkerRecord]:
@@ -107,3 +100,25 @@ class WorkerStore(Part):
                     row.heartbeat_at = self.now()
                     if ended or started:
                         row.state = WorkerState.STOPPED
+
+
+def _beat_statements() -> tuple[sa.Update, sa.Update]:
+    """A heartbeat's two updates, on bound parameters (``b_now``, ``b_state``,
+    ``b_worker``): the worker's row, and its RUNNING trials' returning their keys."""
+    workers, trials = cast(sa.Table, WorkerRow.__table__), cast(sa.Table, TrialRow.__table__)
+    me = (
+        sa.update(workers)
+        .where(workers.c.id == sa.bindparam("b_worker"))
+        .values(heartbeat_at=sa.bindparam("b_now"), state=sa.bindparam("b_state"))
+    )
+    theirs = (
+        sa.update(trials)
+        .where(trials.c.worker == sa.bindparam("b_worker"), trials.c.state == TrialState.RUNNING)
+        .values(heartbeat_at=sa.bindparam("b_now"))
+        .returning(trials.c.sweep, trials.c.number)
+    )
+    return me, theirs
+
+
+_BEAT_WORKER, _BEAT_TRIALS = _beat_statements()
+_BEAT_PG = _BEAT_TRIALS.add_cte(_BEAT_WORKER.cte("beat_worker"))
