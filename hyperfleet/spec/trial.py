@@ -17,38 +17,18 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from hyperfleet.spec.resources import Resources
+from hyperfleet.spec.sections import Seconds, Section
 
 MAX_STEP = 2**31 - 1
 """The largest step a trial may reach or report: PostgreSQL's ``integer``, the type of the
 platform's step columns (``hf_trials.last_step`` and the others) and of Optuna's
 ``trial_intermediate_values.step``."""
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
-def parse_duration(value: Any) -> Any:
-    """``90s``, ``30m``, ``2h``, ``1d`` or a number of seconds as seconds (other values as is,
-    for pydantic to reject with its own message)."""
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if not m:
-            raise ValueError(f"expected a duration such as 90s, 30m or 2h, got {value!r}")
-        return float(m.group(1)) * _UNITS[m.group(2)]
-    return value
-
-
-Seconds = Annotated[float, BeforeValidator(parse_duration)]
-"""A duration field: seconds, given as a number or as ``90s``, ``30m``, ``2h``, ``1d``."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
 
 Precision = Literal["fp32", "bf16", "fp16"]
 """Numeric precision of forward/backward: ``fp32`` (no autocast), ``bf16`` (autocast, no loss
@@ -58,7 +38,7 @@ CPU, where chips without native fp16 arithmetic emulate it)."""
 Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b"]
 
 
-class ParallelConfig(_Section):
+class ParallelConfig(Section):
     """Layout of the trial's ranks: ``data * pipeline`` must equal the trial's devices."""
 
     data: int = Field(
@@ -90,7 +70,7 @@ class ParallelConfig(_Section):
         return self.pipeline
 
 
-class CommConfig(_Section):
+class CommConfig(Section):
     """How DDP averages gradients across the data axis."""
 
     hook: Literal["allreduce", "ring", "fp16", "bf16", "powersgd"] = Field(
@@ -105,7 +85,7 @@ class CommConfig(_Section):
     )
 
 
-class SyncConfig(_Section):
+class SyncConfig(Section):
     """How data-parallel ranks combine their gradients (see :mod:`hyperfleet.trials.async_ps`)."""
 
     mode: Literal["allreduce", "async-ps"] = Field(
@@ -188,7 +168,7 @@ def replica_join(location: str, name: str) -> str:
     return str(replica_path(location) / name)
 
 
-class CheckpointConfig(_Section):
+class CheckpointConfig(Section):
     """Where and how often a trial keeps checkpoints (see :mod:`hyperfleet.trials.checkpoint`)."""
 
     every: int | None = Field(None, ge=1, description="steps between checkpoints")
@@ -214,52 +194,7 @@ class CheckpointConfig(_Section):
         return v
 
 
-class Resources(_Section):
-    devices: int = Field(
-        1, ge=0, description="processes of one trial (GPUs, or CPU slots); 0: in-process"
-    )
-    nodes: int = Field(
-        1, ge=1, description="hosts a trial spans (devices per node = devices / nodes)"
-    )
-    gang_timeout: Seconds = Field(
-        300.0, gt=0, description="a multi-node trial not joined by every node by then is let go"
-    )
-    pool: str | None = Field(
-        None, description="only workers started with --pool NAME run it; None: any worker"
-    )
-    per_device: int = Field(
-        1,
-        ge=1,
-        description="trials that may share one device (a GPU or a CPU slot); each holds a "
-        "share and, on a GPU, at most 1/per_device of its memory; for trials of devices: 1",
-    )
-
-    @model_validator(mode="after")
-    def _nodes_divide_devices(self) -> Resources:
-        if self.nodes > 1 and (self.devices == 0 or self.devices % self.nodes):
-            raise ValueError(
-                f"devices ({self.devices}) must be a positive multiple of nodes ({self.nodes}): "
-                f"each node runs devices / nodes processes"
-            )
-        if self.per_device > 1 and self.nodes > 1:
-            raise ValueError(
-                f"per_device ({self.per_device}) shares one device among small trials; a trial "
-                f"over {self.nodes} nodes needs whole devices: use per_device: 1"
-            )
-        if self.per_device > 1 and self.devices != 1:
-            what = (
-                "in-process trials (devices: 0) hold no device"
-                if self.devices == 0
-                else (f"a trial of {self.devices} processes needs whole devices")
-            )
-            raise ValueError(
-                f"per_device ({self.per_device}) shares one device among trials of one process; "
-                f"{what}: use devices: 1 or per_device: 1"
-            )
-        return self
-
-
-class MetricsConfig(_Section):
+class MetricsConfig(Section):
     """Where a script trial's reports come from (``trial.command``; see
     :mod:`hyperfleet.platform.launcher.script.sources`: a new source is a class and a row of
     its table, and its name here)."""
@@ -293,7 +228,7 @@ class MetricsConfig(_Section):
         return v
 
 
-class TrialConfig(_Section):
+class TrialConfig(Section):
     workload: str | None = Field(
         None, min_length=1, description="built-in name or 'package.module:function'"
     )
@@ -346,6 +281,13 @@ class TrialConfig(_Section):
         "module globals, threads or native libraries that outlive a trial",
     )
 
+    resizable: bool = Field(
+        False,
+        description="a script trial's program resumes at another size (from ${checkpoint_dir} "
+        "at any WORLD_SIZE): what resources.devices: {min, max} needs; a workload declares "
+        "it in hyperfleet_supports instead",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _data_parallel_by_default(cls, data: Any) -> Any:
@@ -361,6 +303,8 @@ class TrialConfig(_Section):
             devices: Any = resources.devices
         else:
             devices = resources.get("devices", 1) if isinstance(resources, dict) else None
+        if isinstance(devices, dict):  # an elastic trial: its layout at its first size
+            devices = devices.get("min")
         pipeline = parallel.get("pipeline", 1)
         if not (isinstance(devices, int) and isinstance(pipeline, int)) or pipeline < 1:
             return data  # left to the fields' own checks

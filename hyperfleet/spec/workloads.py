@@ -17,8 +17,10 @@ never needs to know a workload by name:
   validation, with the closest name). A custom workload declares them as a
   ``hyperfleet_supports`` attribute on its function (or in its module), a dict with any of the
   keys ``pipeline`` (bool), ``pipeline_layers`` (an int, or a function of the merged params
-  returning one; implies ``pipeline``), ``async_ps`` (bool), ``global_batch`` (bool) and
-  ``metrics`` (a list of names), or a :class:`WorkloadSupports`::
+  returning one; implies ``pipeline``), ``async_ps`` (bool), ``global_batch`` (bool),
+  ``resizable`` (bool: its state goes through ``ctx.state``/``ctx.restore``, so it resumes at
+  another size and may be an elastic trial) and ``metrics`` (a list of names), or a
+  :class:`WorkloadSupports`::
 
       main.hyperfleet_supports = {"pipeline_layers": lambda p: p["n_layer"] + 2,
                                   "metrics": ["loss", "val_loss"]}
@@ -57,6 +59,10 @@ class WorkloadSupports:
     """Runs the parameter-server loop of ``sync.mode: async-ps`` (ranks 1.. push gradients)."""
     global_batch: bool = False
     """``params.batch_size`` is split over data x grad_accum x micro-batches: it must divide."""
+    resizable: bool = False
+    """Resumes exactly at another number of devices: its whole state goes through
+    ``ctx.state``/``ctx.restore`` (saved at any size, loaded at any size), which an elastic
+    trial (``trial.resources.devices: {min, max}``) needs."""
     metrics: frozenset[str] | None = None
     """Every metric name its reports may carry (one report may carry fewer: ``loss_scale``
     with fp16 only); None: not declared, so an objective is not checked against it."""
@@ -118,6 +124,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
             pipeline=False,
             async_ps=True,
             global_batch=True,
+            resizable=True,
             metrics=frozenset({"loss", "val_loss", "val_accuracy", *_THROUGHPUT, *_FP16}),
         ),
         space={
@@ -162,6 +169,7 @@ BUILTIN: dict[str, WorkloadInfo] = {
         supports=WorkloadSupports(
             pipeline_layers=_gpt_layers,
             global_batch=True,
+            resizable=True,
             # tokens_per_s with every report, mfu on CUDA only
             metrics=frozenset({"loss", "val_loss", "tokens_per_s", "mfu", *_THROUGHPUT, *_FP16}),
         ),
@@ -239,6 +247,7 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "pipeline_layers": (_is_layers, "an int >= 1 or a function of the params returning one"),
     "async_ps": (_is_bool, "True or False"),
     "global_batch": (_is_bool, "True or False"),
+    "resizable": (_is_bool, "True or False"),
     "metrics": (_is_names, "a non-empty list of metric names (strings)"),
 }
 assert set(_EXPECTED) == {f.name for f in fields(WorkloadSupports)}

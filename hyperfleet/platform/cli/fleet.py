@@ -38,7 +38,7 @@ STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
 def _duration(value: str | None, option: str) -> float | None:
     if value is None:
         return None
-    from hyperfleet.spec.trial import parse_duration
+    from hyperfleet.spec.sections import parse_duration
 
     try:
         return float(parse_duration(value))

@@ -18,6 +18,7 @@ from typing import Any
 
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config.command import command_problems
+from hyperfleet.platform.config.elastic import elastic_layout_problems, resizable_problems
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, knob_problems
 from hyperfleet.platform.config.model import SweepConfig
 from hyperfleet.platform.config.objectives import pattern_metrics, undeclared_objectives
@@ -81,7 +82,9 @@ def _workload_problems(cfg: SweepConfig) -> list[str]:
         if entry is not None:
             return [entry]
     try:
-        metrics = workload_supports(trial.workload, fn).metrics
+        supports = workload_supports(trial.workload, fn)
+        metrics = supports.metrics
+        problems += resizable_problems(trial, supports)
     except ConfigError as exc:
         metrics, problems = None, problems + exc.problems
     if metrics is not None:
@@ -162,6 +165,9 @@ def layout_problems(cfg: SweepConfig, trial: TrialConfig | None = None) -> list[
     ]
     if "batch_size" not in cfg.dims:  # a searched batch size is checked when it is launched
         problems += _batch_problems(t, supports, params)
+    else:
+        params = {k: v for k, v in params.items() if k != "batch_size"}
+    problems += elastic_layout_problems(t, supports, params)
     if t.sync.mode == "async-ps":
         problems += _async_ps_problems(t, supports)
     return problems
@@ -354,6 +360,7 @@ def _script_problems(cfg: SweepConfig) -> list[str]:
     if cfg.trial.metrics.source == "stdout" and pattern is not None:
         reads = "trial.metrics.pattern reads (its named groups)"
         problems += undeclared_objectives(cfg, pattern_metrics(pattern), reads)
+    problems += resizable_problems(cfg.trial, None)
     return problems + command_problems(cfg.trial, cfg.space)
 
 

@@ -1,0 +1,80 @@
+"""What an elastic trial (``trial.resources.devices: {min, max}``) needs of the rest of the file.
+
+The range itself is checked where it is read (:mod:`hyperfleet.spec.resources`: 1 <= min <=
+max, one host, whole devices). Here, what needs the other fields: the trial must resume
+exactly at another size -- a function workload that declares ``resizable`` in its
+``hyperfleet_supports`` (its state goes through ``ctx.state``/``ctx.restore``; the built-ins
+do), or a script trial whose file says ``trial.resizable: true`` --, its ranks must form a
+plain data-parallel group (the data axis is what follows the size), and a global batch must
+split at both ends of the range. Each problem is one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hyperfleet.spec.trial import TrialConfig
+from hyperfleet.spec.workloads import WorkloadSupports
+
+_INT = "or give devices an int (a fixed size)"
+
+
+def _range(t: TrialConfig) -> str:
+    return f"{{min: {t.resources.devices}, max: {t.resources.max_devices}}}"
+
+
+def resizable_problems(t: TrialConfig, supports: WorkloadSupports | None) -> list[str]:
+    """``trial.resizable`` against the kind of trial, and an elastic trial's program or
+    workload against its declaration (``supports``: the workload's; None for a script)."""
+    if t.command is None and t.resizable:
+        return [
+            "trial.resizable: declares that a program (trial.command) resumes at another size; "
+            "a workload declares it as hyperfleet_supports = {'resizable': True}: remove it"
+        ]
+    if t.resources.max_devices is None:
+        return []
+    where = f"trial.resources.devices: {_range(t)}"
+    if t.command is not None and not t.resizable:
+        return [
+            f"{where} relaunches the program at other sizes, which it must resume at (from "
+            f"${{checkpoint_dir}}, at any WORLD_SIZE); say so with trial.resizable: true, {_INT}"
+        ]
+    if supports is not None and not supports.resizable:
+        return [
+            f"{where} needs a workload that resumes at another size; {t.workload!r} does not "
+            f"declare it: keep its state in ctx.state/ctx.restore and declare "
+            f"hyperfleet_supports = {{'resizable': True}}, {_INT}"
+        ]
+    return []
+
+
+def elastic_layout_problems(
+    t: TrialConfig, supports: WorkloadSupports, params: Mapping[str, Any]
+) -> list[str]:
+    """A function workload's elastic trial: a data-parallel group whose global batch, when the
+    workload splits one, divides at its largest size too (its smallest is checked as any
+    trial's is)."""
+    if not t.resources.elastic:
+        return []
+    where = f"trial.resources.devices: {_range(t)}"
+    if t.sync.mode == "async-ps":
+        return [f"{where}: async-ps gives its ranks fixed roles; use sync.mode allreduce, {_INT}"]
+    if t.parallel.pipeline > 1:
+        return [
+            f"{where}: an elastic trial's size is its data axis; use parallel.pipeline: 1, {_INT}"
+        ]
+    if not supports.global_batch or "batch_size" not in params:
+        return []
+    try:
+        batch = int(params["batch_size"])
+    except (TypeError, ValueError):
+        return []
+    parts = (t.resources.max_devices or 1) * t.grad_accum
+    if batch % parts:
+        return [
+            f"trial.params.batch_size: {batch} is not divisible by max devices x grad_accum = "
+            f"{parts} (an elastic trial's global batch splits at every size it runs at); use "
+            f"a multiple of {parts}"
+        ]
+    return []
