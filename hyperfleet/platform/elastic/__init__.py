@@ -1,5 +1,5 @@
 """Elastic pools: workers started by a cluster's batch scheduler as the queue of trials grows,
-and gone when it empties.
+and gone when it empties; and elastic trials, which grow and shrink within a pool.
 
 * :mod:`.demand` — the decision, pure: the queued work of a storage's sweeps (trials waiting or
   still to be suggested, their device needs, their pool, their priority) against the live and
@@ -8,6 +8,9 @@ and gone when it empties.
   pool's jobs with their states, submit one, cancel one.
 * :mod:`.slurm` — the first backend: Slurm's own commands through ``subprocess``
   (``sbatch --parsable``, ``squeue -o``, ``scancel``), nothing else of Slurm's.
+* :mod:`.resize` — elastic trials' policy, pure: idle devices to the best-ranked running
+  elastic trials, devices back from the lowest-ranked ones when a trial waits, at most one
+  resize per trial every few reports.
 * :mod:`.pool` — ``hyperfleet pool slurm``: reads storage and the backend's jobs, records each
   job in ``hf_workers`` (id, state, reason), submits what the decision asks for, and repeats.
 
