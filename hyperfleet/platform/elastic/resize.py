@@ -23,7 +23,8 @@ The rules, in order:
    it may run at within its ``max`` and the devices left.
 3. **No thrashing.** A trial resizes at most once per ``min_interval`` of its reports (counted
    since its launch or its last resize), and a trial whose resize is still pending is left
-   alone.
+   alone -- except that a pending growth may be enlarged by devices that fell idle since (it
+   is still one resize, made at the trial's next report).
 
 The rank of a trial is its rung first (the furthest rung of a successive-halving scheduler it
 reached: higher is better; 0 for a scheduler without rungs), then its latest value of the
@@ -73,6 +74,8 @@ class ElasticTrial:
     """Reports since its launch or its last resize."""
     pending: bool = False
     """A resize decided earlier is not made yet (it waits for the trial's next report)."""
+    growing: bool = False
+    """That pending resize grows the trial (``size`` is then the size it grows to)."""
     sizes: tuple[int, ...] = field(default=())
     """The sizes it may run at; empty: every size from ``low`` to ``high``."""
 
@@ -90,7 +93,8 @@ class ElasticTrial:
 
 @dataclass(frozen=True)
 class Resize:
-    """A decision: ``trial`` goes from ``before`` to ``after`` devices at its next report."""
+    """A decision: ``trial`` goes from ``before`` to ``after`` devices at its next report
+    (``before``: its size as the policy saw it, a pending growth's target included)."""
 
     trial: int
     before: int
@@ -169,4 +173,6 @@ def decide(
     donors = [t for t in reversed(eligible) if t.size > min(t.allowed(), default=t.size)]
     if waiting:
         return _serve_queue(free, waiting, donors)
-    return _grow(free, [t for t in eligible if t.size < t.high])
+    growing = [t for t in trials if t.pending and t.growing and t.size < t.high]
+    takers = sorted([*eligible, *growing], key=ElasticTrial.rank_key)
+    return _grow(free, [t for t in takers if t.size < t.high])

@@ -8,7 +8,8 @@ rules are thereby tested in milliseconds: its waits advance a
 :class:`~hyperfleet.platform.clock.VirtualClock` instead of sleeping.
 
 A script is a function of the trial (number, params, the step it resumes from, how many times
-it was launched) returning a :class:`SimScript`; :func:`curve` builds the common one.
+it was launched, the devices of its lease: an elastic trial's pace follows its size) returning
+a :class:`SimScript`; :func:`curve` builds the common one.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class SimTrial:
     params: Mapping[str, Any]
     start_step: int  # resumes after this step (0: a fresh start)
     launch: int  # 1 for the trial's first launch, 2 for its first resume, ...
+    devices: int = 1  # devices of its lease (an elastic trial's size at this launch)
 
 
 Script = Callable[[SimTrial], SimScript]
@@ -93,13 +95,13 @@ class SimulatedHandle(TrialHandle):
     script: SimScript | None = None
     code: int | None = None
     log: list[str] = field(default_factory=list)
+    devices: int = 1
 
     def _load(self, params: Mapping[str, Any], start_step: int) -> None:
         self.launcher.launches[self.spec.number] = self.launcher.launches.get(self.spec.number, 0)
         self.launcher.launches[self.spec.number] += 1
-        trial = SimTrial(
-            self.spec.number, dict(params), start_step, self.launcher.launches[self.spec.number]
-        )
+        launch = self.launcher.launches[self.spec.number]
+        trial = SimTrial(self.spec.number, dict(params), start_step, launch, self.devices)
         self.script = self.launcher.script(trial)
         self.started = self.launcher.clock.monotonic()
         self.pending = sorted(self.script.reports, key=lambda r: r.at)
@@ -123,8 +125,10 @@ class SimulatedHandle(TrialHandle):
         if self.code is not None:
             return self.code
         assert self.script is not None
-        elapsed = self.launcher.clock.monotonic() - self.started - self.script.starting
-        while self.pending and self.pending[0].at <= elapsed:
+        # due times as next_event_at computes them: the controller's wait to that time makes
+        # them due here whatever the rounding of the clock's floats
+        now, begun = self.launcher.clock.monotonic(), self.started + self.script.starting
+        while self.pending and begun + self.pending[0].at <= now:
             r = self.pending.pop(0)
             try:
                 d: Decision = self.recorder(r.step, dict(r.metrics))
@@ -145,7 +149,7 @@ class SimulatedHandle(TrialHandle):
             return None
         last = max((r.at for r in self.script.reports), default=0.0)
         end = last if self.script.end_at is None else self.script.end_at
-        if elapsed < end:
+        if now < begun + end:
             return None
         code = self.script.exit_code
         return self._end(Outcome.COMPLETE if code == 0 else Outcome.FAIL, code)
@@ -208,6 +212,7 @@ class SimulatedLauncher(Launcher):
 
     def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> SimulatedHandle:
         handle = SimulatedHandle(self, spec, self.recorder_factory(spec), self.clock.monotonic())
+        handle.devices = max(1, len(lease.devices))
         start = spec.reported_through or 0
         if spec.restore is not None and spec.restore.step is not None:
             start = spec.restore.step

@@ -91,3 +91,12 @@ def test_a_fixed_range_or_a_trial_at_its_bounds_is_left_alone() -> None:
     assert decide(0, [1], [trial(0, 1)]) == []  # at its min: nothing to give
     grown = decide(8, [], [trial(0, 1), trial(1, 8, score=1.0)])
     assert grown == [Resize(0, 1, 8)]  # the better one is at its max already
+
+
+def test_a_pending_growth_may_be_enlarged_but_a_pending_shrink_is_kept() -> None:
+    # trial 0 grows to 4 at its next report (pending); 3 more devices fell idle since
+    growing = trial(0, 4, score=1.0, pending=True, growing=True, reports_since_resize=0)
+    assert decide(3, [], [growing, trial(1, 1)]) == [Resize(0, 4, 7)]
+    assert decide(6, [], [growing, trial(1, 1)]) == [Resize(0, 4, 8), Resize(1, 1, 3)]
+    shrinking = trial(0, 2, score=1.0, pending=True, reports_since_resize=0)
+    assert decide(3, [], [shrinking, trial(1, 1)]) == [Resize(1, 1, 4)]
