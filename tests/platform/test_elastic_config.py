@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from hyperfleet.platform.cli import app
 from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.config.elastic import elastic_sizes
 from hyperfleet.spec.resources import Resources
+from hyperfleet.spec.workloads import WorkloadSupports, workload_supports
 from tests.conftest import BASE_SWEEP
 
 RESIZABLE = """
@@ -207,3 +209,16 @@ def test_a_trial_that_cannot_resume_at_another_size_is_refused_in_one_line(
     assert any(line.startswith("error: ") and expected in line for line in lines), lines
     assert len(lines) == 1, lines
     assert not (modules / "runs").exists()
+
+
+def test_the_sizes_an_elastic_trial_may_run_at_are_those_its_global_batch_splits_over(
+    tmp_path: Path,
+) -> None:
+    cfg = parse_sweep(_sweep(tmp_path, {"min": 1, "max": 8}))
+    supports = workload_supports("digits")
+    assert elastic_sizes(cfg.trial, supports, {"batch_size": 64}) == (1, 2, 4, 8)
+    assert elastic_sizes(cfg.trial, supports, {"batch_size": 48}) == (1, 2, 3, 4, 6, 8)
+    accum = parse_sweep(_sweep(tmp_path, {"min": 1, "max": 8}, grad_accum=4)).trial
+    assert elastic_sizes(accum, supports, {"batch_size": 48}) == (1, 2, 3, 4, 6)
+    # a workload without a global batch runs at every size of its range
+    assert elastic_sizes(cfg.trial, WorkloadSupports(), {"batch_size": 7}) == tuple(range(1, 9))

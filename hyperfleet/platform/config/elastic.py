@@ -7,6 +7,10 @@ exactly at another size -- a function workload that declares ``resizable`` in it
 do), or a script trial whose file says ``trial.resizable: true`` --, its ranks must form a
 plain data-parallel group (the data axis is what follows the size), and a global batch must
 split at both ends of the range. Each problem is one line naming the field and the fix.
+
+:func:`elastic_sizes` gives the sizes a trial may run at, what the resize policy
+(:mod:`hyperfleet.platform.elastic.resize`, ``ElasticTrial.sizes``) chooses among: every size of
+the range, less those a global batch does not split evenly over.
 """
 
 from __future__ import annotations
@@ -64,11 +68,8 @@ def elastic_layout_problems(
         return [
             f"{where}: an elastic trial's size is its data axis; use parallel.pipeline: 1, {_INT}"
         ]
-    if not supports.global_batch or "batch_size" not in params:
-        return []
-    try:
-        batch = int(params["batch_size"])
-    except (TypeError, ValueError):
+    batch = _batch(supports, params)
+    if batch is None:
         return []
     parts = (t.resources.max_devices or 1) * t.grad_accum
     if batch % parts:
@@ -78,3 +79,24 @@ def elastic_layout_problems(
             f"a multiple of {parts}"
         ]
     return []
+
+
+def _batch(supports: WorkloadSupports, params: Mapping[str, Any]) -> int | None:
+    if not supports.global_batch or "batch_size" not in params:
+        return None
+    try:
+        return int(params["batch_size"])
+    except (TypeError, ValueError):
+        return None
+
+
+def elastic_sizes(
+    t: TrialConfig, supports: WorkloadSupports, params: Mapping[str, Any]
+) -> tuple[int, ...]:
+    """The sizes the trial may run at for its merged ``params``: its range, less the sizes
+    ``s`` whose ``s x grad_accum`` does not divide a global ``batch_size``."""
+    batch = _batch(supports, params)
+    sizes = t.resources.sizes
+    if batch is None or t.command is not None:
+        return tuple(sizes)
+    return tuple(s for s in sizes if batch % (s * t.grad_accum) == 0)
