@@ -4,8 +4,11 @@ MFU (PaLM, appendix B) compares the FLOPs the model *needs* with what the device
 a dense transformer's forward + backward costs about ``6 * N`` FLOPs per token for ``N``
 parameters (2 for the forward's multiply-adds, 4 for the backward's two products), so
 ``mfu = 6 * N * tokens_per_s / (devices * peak_flops)``. Attention's ``T^2`` term is left out
-(small for short contexts). The peak is looked up by device name in ``PEAK_FLOPS`` (dense bf16
-tensor-core rates) or taken from ``HYPERFLEET_PEAK_FLOPS``; MFU is reported on CUDA only.
+(small for short contexts) unless the caller passes ``flops_per_token``, for example
+:func:`transformer_flops_per_token` (torchtitan's count: the attention term added, the
+embeddings' parameters left out), so an MFU can be compared with torchtitan's. The peak is
+looked up by device name in ``PEAK_FLOPS`` (dense bf16 tensor-core rates) or taken from
+``HYPERFLEET_PEAK_FLOPS``; MFU is reported on CUDA only.
 """
 
 from __future__ import annotations
@@ -43,15 +46,36 @@ def peak_flops(device: torch.device) -> float | None:
     return None
 
 
+def transformer_flops_per_token(
+    n_params: int, n_embedding_params: int, n_layer: int, n_head: int, head_dim: int, seq_len: int
+) -> float:
+    """Training FLOPs per token of a dense decoder as torchtitan counts them.
+
+    ``6 * (N - N_embedding)`` for the matrix products of forward and backward, plus
+    ``12 * L * H * Q * T`` for attention's score and value products over a causal context of
+    ``T`` (counted in full, as torchtitan and the PaLM paper do).
+    """
+    dense = 6.0 * (n_params - n_embedding_params)
+    return dense + 12.0 * n_layer * n_head * head_dim * seq_len
+
+
 class ThroughputMeter:
     """Times steps; ``stop`` returns the metrics of the steps since ``start``.
 
     ``samples`` and ``tokens`` are counted over the whole trial (all data replicas), and
-    ``devices`` is the trial's device count, so MFU is per device.
+    ``devices`` is the trial's device count, so MFU is per device. ``flops_per_token``
+    replaces the default ``6 * n_params`` (see :func:`transformer_flops_per_token`).
     """
 
-    def __init__(self, n_params: int, device: torch.device, devices: int = 1) -> None:
+    def __init__(
+        self,
+        n_params: int,
+        device: torch.device,
+        devices: int = 1,
+        flops_per_token: float | None = None,
+    ) -> None:
         self.n_params = n_params
+        self.flops_per_token = 6.0 * n_params if flops_per_token is None else flops_per_token
         self.device = torch.device(device)
         self.devices = devices
         self.peak = peak_flops(self.device)
@@ -88,7 +112,7 @@ class ThroughputMeter:
         if self._tokens:
             out["tokens_per_s"] = self._tokens / elapsed
             if self.peak:
-                flops = 6.0 * self.n_params * out["tokens_per_s"]
+                flops = self.flops_per_token * out["tokens_per_s"]
                 out["mfu"] = flops / (self.peak * self.devices)
         self.start()
         return out

@@ -10,6 +10,7 @@ from hyperfleet.errors import ConfigError
 from hyperfleet.spec.trial import CommConfig, ParallelConfig
 from hyperfleet.trials.parallel import Parallelism, ThroughputMeter
 from hyperfleet.trials.parallel.precision import MixedPrecision
+from hyperfleet.trials.parallel.throughput import transformer_flops_per_token
 from tests.dist import run_distributed
 from tests.trials.parallel.common import CFG, batch, gpt_loss, tiny_gpt
 
@@ -84,6 +85,18 @@ def test_throughput_meter_reports_mfu_from_the_peak_override(monkeypatch) -> Non
     assert m["tokens_per_s"] == pytest.approx(100 * m["samples_per_s"])
     assert m["mfu"] == pytest.approx(6 * 1000 * m["tokens_per_s"] / 2e12)
     assert m["step_time_s"] > 0
+
+
+def test_throughput_meter_counts_attention_as_torchtitan_does(monkeypatch) -> None:
+    monkeypatch.setenv("HYPERFLEET_PEAK_FLOPS", "1e12")
+    # GPT-2 small's shape: 12 layers, 12 heads of 64, context 1024
+    per_token = transformer_flops_per_token(1000, 200, 12, 12, 64, 1024)
+    assert per_token == 6 * 800 + 12 * 12 * 12 * 64 * 1024
+    meter = ThroughputMeter(n_params=1000, device=CPU, flops_per_token=per_token)
+    meter.start()
+    meter.step(samples=1, tokens=1024)
+    m = meter.stop()
+    assert m["mfu"] == pytest.approx(per_token * m["tokens_per_s"] / 1e12)
 
 
 def test_fp16_metrics_and_the_skip_count_survive_a_checkpoint() -> None:
