@@ -36,8 +36,10 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -162,6 +164,34 @@ def _serve_trials(conn: Connection, place: tuple[dict[str, str], str], guard: in
 # -- the launcher's side ---------------------------------------------------------------------
 
 
+_MAIN_FILE = threading.Lock()  # one worker at a time hides and restores __main__.__file__
+
+
+@contextlib.contextmanager
+def _main_file_if_real() -> Iterator[None]:
+    """Inside the block, ``__main__`` names its file only if it is a file.
+
+    multiprocessing starts each worker by running the script's file again (as ``__mp_main__``,
+    so that what ``__main__`` defines unpickles there); a program with no file of its own, given
+    on standard input (``python -``, whose ``__file__`` is ``<stdin>``) or whose file is gone,
+    would make every worker fail to start looking for it. Its workers start without it: a
+    trial needs nothing of ``__main__`` but its workload, which travels by value
+    (:mod:`hyperfleet.platform.sweeps.shipping`). ``python -c`` and a notebook kernel's
+    ``__main__`` have no ``__file__`` at all and need nothing hidden."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec = getattr(main, "__spec__", None)
+    if main is None or path is None or spec is not None or os.path.isfile(str(path)):
+        yield
+        return
+    with _MAIN_FILE:
+        del main.__file__
+        try:
+            yield
+        finally:
+            main.__file__ = path
+
+
 class _Worker:
     def __init__(self, threads: int) -> None:
         self.conn, child = _FORKS.Pipe()
@@ -169,7 +199,8 @@ class _Worker:
         place = (environ, os.getcwd())
         args = (child, os.getpid(), place)
         self.proc = _FORKS.Process(target=inprocess_worker, args=args, daemon=True)
-        self.proc.start()
+        with _main_file_if_real():
+            self.proc.start()
         child.close()
         self.busy = False
 
