@@ -122,8 +122,10 @@ def end_older_copies(spec: TrialSpec, rdzv_id: str | None = None) -> list[int]:
     """End any older copy of ``spec``'s trial still alive on this host (left by a controller
     that died): processes tagged with the trial, and those that announced running it. With
     ``rdzv_id`` (a launch that spans hosts), the nodes of that same launch on this host are
-    not older copies: they are left alone."""
-    if spec.storage is None:
+    not older copies: they are left alone. A trial's first attempt has no older copy (no
+    launch of it came before, on any host): its launch reads no process table, a cost each
+    quick trial would pay on the controller's path (``/proc`` of every process)."""
+    if spec.storage is None or spec.attempt == 1:
         return []
     siblings = set(tagged(RDZV_VAR, rdzv_id)) if rdzv_id else set()
     candidates = set(tagged(TRIAL_VAR, trial_tag(spec.storage, spec.sweep, spec.number)))
