@@ -138,6 +138,11 @@ SCENARIOS: dict[str, list[str]] = {
         "hyperfleet sweep run examples/transformers/sweep.yaml",
         "hyperfleet sweep run examples/pbt_charlm.yaml --devices cpu:4",
     ],
+    "elastic": [
+        "source .venv/bin/activate",
+        "python benchmarks/bench_elastic.py",
+        "python benchmarks/bench_elastic.py --quick",
+    ],
     "lifecycle": [
         "source .venv/bin/activate",
         "hyperfleet sweep run examples/quickstart.yaml --trials 2 --timeout 2m",
