@@ -9,7 +9,10 @@ trial's ``log.txt`` (:func:`report_line`: step, metrics, decision), so the log s
 trial reported without storage or MLflow. A trial's first report must carry its objective:
 one that lacks it raises :class:`~hyperfleet.spec.steps.ObjectiveMissingError` (every rank
 fails at that step, naming what it reported) rather than training to the end for a value it
-never reports. It is built from the trial's spec alone, so it works
+never reports. The launch's number of ranks (``spec.world_size``) goes with each report: as
+the ``world_size`` metric to MLflow, and to storage at the launch's first report
+(``hf_trials.sizes``), so an elastic trial's size is known at every step. It is built from the
+trial's spec alone, so it works
 the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated trial inside
 the controller (it imports no torch; a simulated trial prints nothing).
 
@@ -43,6 +46,7 @@ from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 HP_TAG_PREFIX = "hp."  # a PBT member's current hyperparameters: ``hp.lr`` tags of its run
+WORLD_SIZE_METRIC = "world_size"  # the ranks each reported step ran at, in MLflow
 
 _OPEN: dict[tuple[int, str, float], Storage] = {}
 
@@ -101,6 +105,8 @@ class RankZeroRecorder(Recorder):
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1 if self.sink is None else self.sink.through
         self.closed = False  # set by finish: later reports change nothing
+        self.world_size = spec.world_size  # this launch's ranks (None: an older controller's)
+        self._size_recorded = False  # at this launch's first accepted report
         self._hp_tags()
         self._log_adopted(spec)
 
@@ -127,7 +133,20 @@ class RankZeroRecorder(Recorder):
         """Log ``metrics`` and the hyperparameters at ``step`` if MLflow has no such step."""
         if self.sink is not None and step > self.logged_through:
             self.logged_through = step
-            self.sink.log_metrics(step, {**metrics, **self._hp_metrics()})
+            self.sink.log_metrics(step, {**metrics, **self._hp_metrics(), **self._size()})
+
+    def _size(self) -> dict[str, float]:
+        """This launch's ranks as the ``world_size`` metric (an elastic trial's size by step)."""
+        return {} if self.world_size is None else {WORLD_SIZE_METRIC: float(self.world_size)}
+
+    def _record_size(self, step: int) -> None:
+        """At the launch's first accepted report: its ranks from ``step`` on, in storage."""
+        if self._size_recorded or self.world_size is None:
+            return
+        self.storage.trials.record_size(
+            self.sweep, self.number, step, self.world_size, self.attempt
+        )
+        self._size_recorded = True
 
     def _log_adopted(self, spec: TrialSpec) -> None:
         """A member resumed on a donor's weights (an exploit before a pause) holds what the
@@ -182,6 +201,11 @@ class RankZeroRecorder(Recorder):
             self._keep_points()
             raise
         self.reported_through = step
+        try:
+            self._record_size(step)
+        except Superseded:
+            self._keep_points()
+            raise
         self._log(step, metrics)
         retry_s = self.storage.retry_s  # the trial waits out a storage outage, then goes on
         tries = 0

@@ -133,6 +133,12 @@ class TrialSpec(BaseModel):
     attempt: int | None = Field(
         None, ge=1, description="this launch's attempt: storage refuses writes of older ones"
     )
+    world_size: int | None = Field(
+        None,
+        ge=1,
+        description="the ranks this launch runs at (its lease's devices times its nodes), "
+        "recorded with its reports: an elastic trial's size changes between launches",
+    )
 
     @property
     def path(self) -> Path:

@@ -153,3 +153,6 @@ def test_sigint_stops_the_sweep_and_the_same_command_continues_it(
     assert run.info.status == "FINISHED"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
     assert sorted(steps) == list(range(10, 201, 10)), "a step was lost or reported twice"
+    sizes = client.get_metric_history(run.info.run_id, "world_size")
+    assert sorted((m.step, m.value) for m in sizes) == [(s, 2.0) for s in range(10, 201, 10)]
+    assert resumed.sizes == [[10, 2]], "both launches ran at 2 ranks: one size, from step 10"

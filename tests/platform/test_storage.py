@@ -12,6 +12,7 @@ import pytest
 
 from hyperfleet.platform.storage import Storage, TrialRecord, worker_identity
 from hyperfleet.platform.storage.records import TRIAL_FIELDS
+from hyperfleet.spec.states import TrialState
 
 
 def test_a_write_may_set_every_field_of_a_trial_record_but_its_key() -> None:
@@ -202,9 +203,12 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
 
     st = Storage(db_url)  # made as version 2 was: hf_leases without the share columns
     st.leases.open("s", 0, ["cuda:0"], "w1")
+    st.sweeps.create("s", {})
+    st.trials.upsert("s", 0, state=TrialState.RUNNING, last_step=3)
     with st.engine.begin() as conn:
         for column in ("share", "per_device"):
             conn.execute(sa.text(f"ALTER TABLE hf_leases DROP COLUMN {column}"))
+        conn.execute(sa.text("ALTER TABLE hf_trials DROP COLUMN sizes"))  # version 5's
         conn.execute(sa.text("DROP TABLE hf_ahead"))  # version 4's table
         conn.execute(sa.update(meta_table).values(value="2"))
     st.close()
@@ -212,12 +216,17 @@ def test_a_version_2_database_is_read_as_it_is_and_upgraded_in_place(db_url: str
     reader = Storage.open_readonly(db_url)
     (old,) = reader.leases.all("s")
     assert (old.devices, old.share, old.per_device) == (["cuda:0"], 0, 1)
+    trial = reader.trials.get("s", 0)
+    assert trial is not None and trial.last_step == 3 and trial.sizes is None
     reader.close()
 
     st = Storage(db_url)  # a writer opens it: the newest version, columns added, rows kept
     with st.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 4
+        assert schema_version(conn) == SCHEMA_VERSION == 5
         assert sa.inspect(conn).has_table("hf_ahead")
+    st.trials.record_size("s", 0, 4, 2)
+    trial = st.trials.get("s", 0)
+    assert trial is not None and trial.sizes == [[4, 2]] and trial.last_step == 3
     st.leases.open("s", 1, ["cuda:0"], "w1", share=2, per_device=4)
     assert [(x.trial, x.share, x.per_device) for x in st.leases.all("s")] == [(0, 0, 1), (1, 2, 4)]
     Storage(db_url).close()  # opening again changes nothing

@@ -68,7 +68,8 @@ def start(
     written, its gang opened when it spans hosts, its processes started."""
     adopt_donor_record(seat.session, p.number, p.spec.restore)
     attempt, row = record_launch(seat, p, lease)
-    spec = p.spec.model_copy(update={"attempt": attempt})
+    ranks = len(lease.devices) * seat.session.cfg.trial.resources.nodes
+    spec = p.spec.model_copy(update={"attempt": attempt, "world_size": max(1, ranks)})
     spec.write()
     devices = [str(d) for d in lease.devices]
     shared = f" (share {lease.share} of {lease.per_device})" if lease.per_device > 1 else ""

@@ -117,6 +117,13 @@ class TrialRecord:
     trial_dir: str | None
     log_path: str | None
     mlflow_run_id: str | None
+    # the ranks its reports ran at: ``[first step, ranks]`` pairs, by step (None: unrecorded)
+    sizes: list[list[int]] | None = None
+
+    def size_at(self, step: int) -> int | None:
+        """The number of ranks the report of ``step`` ran at; None when unrecorded."""
+        held = [ranks for first, ranks in self.sizes or [] if first <= step]
+        return held[-1] if held else None
 
     @classmethod
     def of(cls, row: Any) -> TrialRecord:
@@ -160,6 +167,7 @@ class TrialFields(TypedDict, total=False):
     retries: int
     notes: str | None
     attempts: int  # :meth:`.TrialStore.start_attempt` counts them; set only to reset
+    sizes: list[list[int]] | None  # :meth:`.TrialStore.record_size` adds to them
 
 
 TRIAL_FIELDS = frozenset(TrialFields.__annotations__)

@@ -5,7 +5,8 @@ the platform keeps what it must survive a crash with:
 
 * ``hf_sweeps`` — one row per sweep: its validated configuration, status and MLflow ids;
 * ``hf_trials`` — one row per trial: state, params, worker (host, pid), heartbeat, last report,
-  outcome, error tail, MLflow run, log and directory;
+  outcome, error tail, MLflow run, log and directory, and the number of ranks its reports ran
+  at (``sizes``: one ``[first step, ranks]`` pair per size, so an elastic trial's resizes);
 * ``hf_pbt_populations``, ``hf_pbt_members``, ``hf_lineage`` — population-based training: a
   lock row per sweep, one row per member, and every exploit/explore event
   (:mod:`hyperfleet.platform.storage.population` reads and writes them);
@@ -42,14 +43,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from hyperfleet.errors import StorageError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: hf_sweeps, hf_trials and the PBT tables without hf_meta; 2: hf_meta and hf_leases, then
 hf_workers, hf_gangs and hf_trials.worker, retries, notes and hf_leases.worker (added while
 version 2 was stamped: a version-2 database may lack them); 3: hf_leases.share and
 hf_leases.per_device (devices shared among small trials), hf_workers.job_id, job_state and
 job_reason (a batch job's worker; added on two branches, each stamping 3 without the other's);
 4: hf_ahead (an older hyperfleet would take its suggestions for phantoms and requeue them while
-newer workers take them: it must refuse the database)."""
+newer workers take them: it must refuse the database); 5: hf_trials.sizes (an elastic trial's
+number of ranks at each report)."""
 
 
 class Base(DeclarativeBase):
@@ -102,6 +104,9 @@ class TrialRow(Base):
     worker: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)  # hf_workers.id
     retries: Mapped[int] = mapped_column(sa.Integer, default=0)  # relaunches after losses/crashes
     notes: Mapped[str | None] = mapped_column(sa.Text, nullable=True)  # warnings for the user
+    # [[first step, ranks], ...]: the ranks its reports from each step on ran at (a resize adds
+    # one); None: never recorded (a row of an older schema, or no report yet)
+    sizes: Mapped[list[list[int]] | None] = mapped_column(sa.JSON, nullable=True)
 
 
 class WorkerRow(Base):
@@ -177,6 +182,7 @@ UPGRADES: dict[int, list[tuple[str, str, str]]] = {
         ("hf_workers", "job_state", "VARCHAR(32)"),
         ("hf_workers", "job_reason", "TEXT"),
     ],
+    5: [("hf_trials", "sizes", "JSON")],
 }
 
 _ADDED = [added for version in sorted(UPGRADES) for added in UPGRADES[version]]

@@ -170,6 +170,26 @@ class TrialStore(Part):
             self.check_attempt(sweep, number, attempt)  # raises: the UPDATE matched nothing
         self.upsert(sweep, number, fence=attempt, **fields)
 
+    @retried
+    def record_size(
+        self, sweep: str, number: int, step: int, ranks: int, attempt: int | None = None
+    ) -> None:
+        """The trial reports from ``step`` on at ``ranks`` ranks: called at the first report
+        of each launch (a launch runs at one size). Pairs from ``step`` on are dropped first
+        (a trial that starts over, or rewinds to a donor's earlier step, reports them again);
+        a size equal to the one before adds nothing. Fenced as :meth:`record_report`."""
+        with self.session() as s:
+            row = trial_row(s, sweep, number, lock=True)
+            if attempt is not None:
+                check_fence(row, number, attempt)
+            if row is None:
+                return
+            held = [pair for pair in row.sizes or [] if pair[0] < step]
+            if not held or held[-1][1] != ranks:
+                held.append([step, ranks])
+            if held != row.sizes:
+                row.sizes = held
+
 
 def _next_attempt(
     s: Session, row: TrialRow | None, sweep: str, number: int, fields: TrialFields
