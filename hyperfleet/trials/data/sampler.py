@@ -1,17 +1,19 @@
-"""Per-rank, resumable sampling: every epoch split into disjoint, equal parts, one per rank.
+"""Per-rank, resumable sampling: one stream of items, epoch after epoch, split among the ranks.
 
 An epoch is a permutation of the items (token windows or array rows) drawn from
 ``numpy.random.default_rng([seed, epoch])``, so every rank computes the same order without
-communicating. The sampler's position is one global number, ``consumed``: how many items of the
-epoch's order all ranks together have taken. Rank ``r`` of ``D`` takes
-``order[consumed + r]`` and the position advances by ``D``; so after ``i`` items per rank the
-ranks together have taken exactly ``order[:i * D]``, disjoint and balanced (every rank gets
-``(n - start) // D`` items of the epoch, at most ``D - 1`` items of an epoch are left out).
+communicating; the stream is the epochs' orders one after the other. The sampler's position
+is one global number, ``consumed``: how many items of the current epoch's order all ranks
+together have taken. Rank ``r`` of ``D`` takes the stream's item at ``consumed + r`` (in the
+next epoch's order when that passes the epoch's end) and the position advances by ``D``; so
+after ``i`` items per rank the ranks together have taken exactly the stream's next ``i * D``
+items, disjoint, and no item of an epoch is left out.
 
-Because the position doesn't mention ``D``, a state saved at ``D = 2`` resumes at any world
-size: the new ranks split what is left of the epoch among themselves. A resumed trial at the
-same ``D`` sees exactly the items it would have seen. ``state_dict()`` holds only ints, so it
-survives ``torch.load(weights_only=True)``.
+Neither the position nor the stream mentions ``D``: a state saved at ``D = 2`` resumes at any
+world size, and a step's global batch (``i * D`` items, the same number at every size) is the
+same items at every size, at an epoch's end too -- so an elastic trial's curve does not depend
+on the sizes it ran at. A resumed trial sees exactly the items it would have seen.
+``state_dict()`` holds only ints, so it survives ``torch.load(weights_only=True)``.
 
 Token windows are ``seq_len + 1`` tokens (inputs and shifted targets) starting every
 ``seq_len`` tokens, read from the shards as if concatenated.
@@ -58,24 +60,22 @@ class EpochSampler:
         return self._order[1]
 
     def remaining(self) -> int:
-        """Items this rank still gets in the current epoch."""
-        return (self.n_items - self.consumed) // self.world_size
+        """Items this rank still takes from the current epoch's order."""
+        return max(0, -(-(self.n_items - self.consumed - self.rank) // self.world_size))
 
     def epoch_indices(self, epoch: int, start: int = 0) -> np.ndarray:
         """What this rank takes of ``epoch`` from global position ``start`` (for inspection)."""
-        count = (self.n_items - start) // self.world_size
-        return self.order(epoch)[
-            start + self.rank : start + count * self.world_size : self.world_size
-        ]
+        return self.order(epoch)[start + self.rank :: self.world_size]
 
     def take(self, k: int) -> np.ndarray:
-        """This rank's next ``k`` indices, rolling into the next epoch when one runs out."""
+        """This rank's next ``k`` indices, rolling into the next epoch's order at one's end."""
         out = np.empty(k, dtype=np.int64)
         for i in range(k):
-            if self.remaining() == 0:
-                self.epoch, self.consumed = self.epoch + 1, 0
-            out[i] = self.order(self.epoch)[self.consumed + self.rank]
+            at = self.consumed + self.rank
+            out[i] = self.order(self.epoch + at // self.n_items)[at % self.n_items]
             self.consumed += self.world_size
+            if self.consumed >= self.n_items:
+                self.epoch, self.consumed = self.epoch + 1, self.consumed - self.n_items
         return out
 
     def state_dict(self) -> dict[str, int]:
