@@ -105,7 +105,7 @@ class RankZeroRecorder(Recorder):
         self.reported_through = -1 if prior is None else int(prior)
         self.logged_through = -1 if self.sink is None else self.sink.through
         self.closed = False  # set by finish: later reports change nothing
-        self.world_size = spec.world_size  # this launch's ranks (None: an older controller's)
+        self.world_size = _ranks(spec)  # this launch's ranks (None: an older controller's)
         self._size_recorded = False  # at this launch's first accepted report
         self._hp_tags()
         self._log_adopted(spec)
@@ -283,3 +283,14 @@ class RankZeroRecorder(Recorder):
         finally:  # refused (Superseded: requeued meanwhile) or not, its connections go back
             if not self.shared:
                 self.storage.close()
+
+
+def _ranks(spec: TrialSpec) -> int | None:
+    """The ranks of the process group this recorder's rank belongs to: torchrun's
+    ``WORLD_SIZE`` where it runs in a rank (a trial whose nodes are a range continues on fewer
+    after one is lost: its agents restart its ranks at the smaller size, under the same spec),
+    else the spec's (None: an older controller's)."""
+    given = os.environ.get("WORLD_SIZE")
+    if given is not None and given.isdigit() and spec.world_size is not None:
+        return int(given)
+    return spec.world_size

@@ -14,6 +14,13 @@ state goes through ``ctx.state``/``ctx.restore`` and that declares
 ``hyperfleet_supports = {"resizable": True}`` (the built-ins do), or a script trial whose sweep
 says ``trial.resizable: true`` (its program resumes from ``${checkpoint_dir}`` at any
 ``WORLD_SIZE``). :mod:`hyperfleet.platform.config.elastic` refuses the others in one line.
+
+A trial over several hosts may give its **nodes** as a range, ``nodes: {min: M, max: N}``: it is
+launched as a gang of ``N`` nodes (``devices / N`` processes each) and, when a node is lost
+(its host, its worker or its agent gone), continues on the nodes that survive as long as they
+are at least ``M``, from its checkpoint and without a requeue (torchrun's elastic rendezvous,
+``--nnodes M:N``). It is stored as ``nodes: N`` and ``min_nodes: M``, and needs the same
+resumable workload as a device range.
 """
 
 from __future__ import annotations
@@ -21,58 +28,68 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hyperfleet.spec.sections import Seconds, Section
 
 RANGE_KEYS = ("min", "max")
 FORM = "devices: {min: M, max: N} with 1 <= M <= N"
+NODES_FORM = "nodes: {min: M, max: N} with 1 <= M <= N"
+# the field given as a range -> (its other field, which end the field keeps, the other's end)
+_RANGES = {"devices": ("max_devices", "min", "max"), "nodes": ("min_nodes", "max", "min")}
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def range_problem(value: Mapping[Any, Any]) -> str | None:
-    """Why ``value`` is not a device range (one line, without the field's path), or None."""
+def range_problem(value: Mapping[Any, Any], what: str = "devices") -> str | None:
+    """Why ``value`` is not a range of ``what`` (devices or nodes; one line, without the
+    field's path), or None."""
+    form = FORM if what == "devices" else NODES_FORM
     unknown = [str(k) for k in value if k not in RANGE_KEYS]
     if unknown:
-        return f"unknown key {unknown[0]!r} in the range; give {FORM}"
+        return f"unknown key {unknown[0]!r} in the range; give {form}"
     missing = [k for k in RANGE_KEYS if k not in value]
     if missing:
-        return f"the range lacks {missing[0]}; give {FORM}"
+        return f"the range lacks {missing[0]}; give {form}"
     low, high = value["min"], value["max"]
     for key, v in (("min", low), ("max", high)):
         if not _is_count(v):
-            return f"{key} must be a whole number of devices (got {v!r}); give {FORM}"
+            return f"{key} must be a whole number of {what} (got {v!r}); give {form}"
     if low < 1:
-        return f"min ({low}) must be at least 1 (an elastic trial holds devices); give {FORM}"
+        return f"min ({low}) must be at least 1 (an elastic trial holds {what}); give {form}"
     if low > high:
-        return f"min ({low}) is above max ({high}); give {FORM}"
+        return f"min ({low}) is above max ({high}); give {form}"
     return None
 
 
 def split_range(data: Any) -> Any:
     """A ``resources`` mapping with a well-formed ``devices`` range as ``devices: min,
-    max_devices: max``; anything else as is (the field validators then name the problem)."""
+    max_devices: max``, and a ``nodes`` range as ``nodes: max, min_nodes: min``; anything
+    else as is (the field validators then name the problem)."""
     if not isinstance(data, Mapping):
         return data
-    devices = data.get("devices")
-    if not isinstance(devices, Mapping) or range_problem(devices) is not None:
-        return data
-    if "max_devices" in data:
-        return data  # given twice: refused by the devices field's own check
-    return {**data, "devices": devices["min"], "max_devices": devices["max"]}
+    for what, (other, keep, rest) in _RANGES.items():
+        value = data.get(what)
+        if not isinstance(value, Mapping) or range_problem(value, what) is not None:
+            continue
+        if other in data:
+            continue  # given twice: refused by the field's own check
+        data = {**data, what: value[keep], other: value[rest]}
+    return data
 
 
-def devices_problem(value: Any) -> str | None:
-    """Why a ``devices`` value still a mapping after :func:`split_range` is refused."""
+def devices_problem(value: Any, what: str = "devices") -> str | None:
+    """Why a ``devices`` (or ``nodes``) value still a mapping after :func:`split_range` is
+    refused."""
     if not isinstance(value, Mapping):
         return None
-    problem = range_problem(value)
+    problem = range_problem(value, what)
     if problem is not None:
         return problem
-    return "give the range either as devices: {min, max} or as devices and max_devices, not both"
+    other = _RANGES[what][0]
+    return f"give the range either as {what}: {{min, max}} or as {what} and {other}, not both"
 
 
 class Resources(Section):
@@ -90,7 +107,17 @@ class Resources(Section):
         "devices: {min: M, max: N}; None: a fixed size",
     )
     nodes: int = Field(
-        1, ge=1, description="hosts a trial spans (devices per node = devices / nodes)"
+        1,
+        ge=1,
+        description="hosts a trial spans (devices per node = devices / nodes); {min: M, max: "
+        "N}: launched on N, it continues on the nodes left after one is lost, down to M "
+        "(stored as nodes: N, min_nodes: M; see Elastic trials)",
+    )
+    min_nodes: int | None = Field(
+        None,
+        ge=1,
+        description="a multi-node trial's fewest nodes: it continues on the nodes that survive "
+        "the loss of others, down to this; written nodes: {min: M, max: N}; None: every node",
     )
     gang_timeout: Seconds = Field(
         300.0, gt=0, description="a multi-node trial not joined by every node by then is let go"
@@ -110,10 +137,10 @@ class Resources(Section):
     def _device_range(cls, data: Any) -> Any:
         return split_range(data)
 
-    @field_validator("devices", mode="before")
+    @field_validator("devices", "nodes", mode="before")
     @classmethod
-    def _devices_form(cls, value: Any) -> Any:
-        problem = devices_problem(value)
+    def _range_form(cls, value: Any, info: ValidationInfo) -> Any:
+        problem = devices_problem(value, str(info.field_name))
         if problem is not None:
             raise ValueError(problem)
         return value
@@ -122,6 +149,11 @@ class Resources(Section):
     def elastic(self) -> bool:
         """The trial may run at more than one size (``devices: {min, max}`` with min < max)."""
         return self.max_devices is not None and self.max_devices > self.devices
+
+    @property
+    def elastic_nodes(self) -> bool:
+        """The trial continues on fewer nodes after one is lost (``nodes: {min, max}``)."""
+        return self.min_nodes is not None and self.min_nodes < self.nodes
 
     @property
     def sizes(self) -> range:
@@ -143,6 +175,16 @@ class Resources(Section):
             raise ValueError(
                 f"{field} ({value}): an elastic trial (devices: {{min, max}}) runs on whole "
                 f"devices of one host for now; use {field}: 1 or give devices an int"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _node_range(self) -> Resources:
+        if self.min_nodes is None:
+            return self
+        if self.min_nodes > self.nodes:
+            raise ValueError(
+                f"min_nodes ({self.min_nodes}) is above nodes ({self.nodes}); give {NODES_FORM}"
             )
         return self
 

@@ -145,8 +145,13 @@ class TrialContext:
             from hyperfleet.trials.parallel.api import Parallelism
 
             cfg = self.config
+            parallel = cfg.parallel
+            if cfg.resources.elastic or cfg.resources.elastic_nodes:
+                # its data axis follows its size: a trial continued on the nodes left after
+                # one was lost runs at fewer ranks than its launch's config says
+                parallel = parallel.model_copy(update={"data": self.data_size})
             self._par = Parallelism(
-                cfg.parallel,
+                parallel,
                 cfg.comm,
                 cfg.precision,
                 self.device,

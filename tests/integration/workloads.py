@@ -9,6 +9,7 @@ workloads below are built-in ones that hold as the ``hold_*`` params ask.
 from __future__ import annotations
 
 import hyperfleet
+from hyperfleet.spec.workloads import BUILTIN
 from hyperfleet.testing.workloads import held_marker, quadratic, wait_for_file, with_hold
 
 __all__ = ["held_digits", "held_pbt_toy", "memory_share", "quadratic"]
@@ -21,6 +22,10 @@ def held_digits(ctx: hyperfleet.TrialContext) -> None:
 
     with_hold(ctx)
     main(ctx)
+
+
+# digits' own declaration: held, it still resumes at another size (an elastic trial)
+held_digits.hyperfleet_supports = BUILTIN["digits"].supports  # type: ignore[attr-defined]
 
 
 def held_pbt_toy(ctx: hyperfleet.TrialContext) -> None:

@@ -157,16 +157,15 @@ def render(
 
 def under_torchrun(argv: list[str], nproc: int, rendezvous: list[str], log_dir: Path) -> list[str]:
     """``argv`` as ``nproc`` ranks of torchrun on this host (``rendezvous``: torchrun's
-    rendezvous options), each line prefixed with its rank (``--tee 3``: the ranks' stdout and
-    stderr, also kept in ``log_dir``; the prefix: :data:`PREFIX_TEMPLATE` in the agent's
-    environment)."""
+    rendezvous and restart options, from ``launcher.torchrun.rendezvous_args``), each line
+    prefixed with its rank (``--tee 3``: the ranks' stdout and stderr, also kept in
+    ``log_dir``; the prefix: :data:`PREFIX_TEMPLATE` in the agent's environment)."""
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         f"--nproc-per-node={nproc}",
-        *rendezvous,
-        "--max-restarts=0",
+        *rendezvous,  # with its --max-restarts
         "--monitor-interval=0.2",
         "--tee=3",
         f"--log-dir={log_dir}",

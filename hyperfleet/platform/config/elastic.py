@@ -1,4 +1,5 @@
-"""What an elastic trial (``trial.resources.devices: {min, max}``) needs of the rest of the file.
+"""What an elastic trial (``trial.resources.devices: {min, max}``, or ``nodes: {min, max}``)
+needs of the rest of the file.
 
 The range itself is checked where it is read (:mod:`hyperfleet.spec.resources`: 1 <= min <=
 max, one host, whole devices). Here, what needs the other fields: the trial must resume
@@ -15,17 +16,26 @@ the range, less those a global batch does not split evenly over.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.workloads import WorkloadSupports
 
-_INT = "or give devices an int (a fixed size)"
 
-
-def _range(t: TrialConfig) -> str:
-    return f"{{min: {t.resources.devices}, max: {t.resources.max_devices}}}"
+def _where(t: TrialConfig) -> tuple[str, str]:
+    """The elastic field as the file gave it, and the fix that keeps the trial at one size."""
+    r = t.resources
+    if r.elastic_nodes:
+        return (
+            f"trial.resources.nodes: {{min: {r.min_nodes}, max: {r.nodes}}}",
+            "or give nodes an int (every node to the end)",
+        )
+    return (
+        f"trial.resources.devices: {{min: {r.devices}, max: {r.max_devices}}}",
+        "or give devices an int (a fixed size)",
+    )
 
 
 def resizable_problems(t: TrialConfig, supports: WorkloadSupports | None) -> list[str]:
@@ -36,19 +46,19 @@ def resizable_problems(t: TrialConfig, supports: WorkloadSupports | None) -> lis
             "trial.resizable: declares that a program (trial.command) resumes at another size; "
             "a workload declares it as hyperfleet_supports = {'resizable': True}: remove it"
         ]
-    if t.resources.max_devices is None:
+    if t.resources.max_devices is None and not t.resources.elastic_nodes:
         return []
-    where = f"trial.resources.devices: {_range(t)}"
+    where, fixed = _where(t)
     if t.command is not None and not t.resizable:
         return [
             f"{where} relaunches the program at other sizes, which it must resume at (from "
-            f"${{checkpoint_dir}}, at any WORLD_SIZE); say so with trial.resizable: true, {_INT}"
+            f"${{checkpoint_dir}}, at any WORLD_SIZE); say so with trial.resizable: true, {fixed}"
         ]
     if supports is not None and not supports.resizable:
         return [
             f"{where} needs a workload that resumes at another size; {t.workload!r} does not "
             f"declare it: keep its state in ctx.state/ctx.restore and declare "
-            f"hyperfleet_supports = {{'resizable': True}}, {_INT}"
+            f"hyperfleet_supports = {{'resizable': True}}, {fixed}"
         ]
     return []
 
@@ -59,19 +69,31 @@ def elastic_layout_problems(
     """A function workload's elastic trial: a data-parallel group whose global batch, when the
     workload splits one, divides at its largest size too (its smallest is checked as any
     trial's is)."""
-    if not t.resources.elastic:
+    r = t.resources
+    if not r.elastic and not r.elastic_nodes:
         return []
-    where = f"trial.resources.devices: {_range(t)}"
+    where, fixed = _where(t)
     if t.sync.mode == "async-ps":
-        return [f"{where}: async-ps gives its ranks fixed roles; use sync.mode allreduce, {_INT}"]
+        return [f"{where}: async-ps gives its ranks fixed roles; use sync.mode allreduce, {fixed}"]
     if t.parallel.pipeline > 1:
         return [
-            f"{where}: an elastic trial's size is its data axis; use parallel.pipeline: 1, {_INT}"
+            f"{where}: an elastic trial's size is its data axis; use parallel.pipeline: 1, {fixed}"
         ]
     batch = _batch(supports, params)
     if batch is None:
         return []
-    parts = (t.resources.max_devices or 1) * t.grad_accum
+    if r.elastic_nodes:
+        per_node = r.devices // r.nodes
+        sizes = [per_node * n for n in range(r.min_nodes or r.nodes, r.nodes + 1)]
+        bad = next((s for s in sizes if batch % (s * t.grad_accum)), None)
+        if bad is not None:
+            return [
+                f"trial.params.batch_size: {batch} is not divisible by {bad} ranks x grad_accum "
+                f"{t.grad_accum} (an elastic trial's global batch splits at every number of "
+                f"nodes it may run on); use a multiple of {math.lcm(*sizes) * t.grad_accum}"
+            ]
+        return []
+    parts = (r.max_devices or 1) * t.grad_accum
     if batch % parts:
         return [
             f"trial.params.batch_size: {batch} is not divisible by max devices x grad_accum = "

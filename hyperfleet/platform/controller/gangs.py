@@ -14,7 +14,12 @@ whichever node, records the reports). A gang not full by ``gang_timeout`` is let
 leader (its agent stopped, the trial requeued), and a joiner's agent gives up at the same
 deadline, so two half-filled gangs never wait on each other. A node lost mid-trial ends the
 others' collectives: every agent exits, and the trial is retried from its checkpoint like any
-lost trial.
+lost trial -- unless its nodes are a range (``nodes: {min: M, max: N}``): then the agents left
+meet again, and while they are at least ``M`` their ranks continue from the trial's checkpoint
+at the smaller size, the same attempt under the same leader (torchrun's elastic rendezvous,
+:func:`~hyperfleet.platform.launcher.torchrun.rendezvous_args`). The leader's own node is the
+rendezvous host: when it is the one lost, the others cannot meet again, and the trial is
+retried as before.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ class Gangs(SweepSeat):
             )
         )
         logger.info("trial %d leads a gang of %d nodes at %s", spec.number, r.nodes, endpoint)
-        return gang, Rendezvous(endpoint, rdzv_id, r.nodes, True, r.gang_timeout)
+        return gang, Rendezvous(endpoint, rdzv_id, r.nodes, True, r.gang_timeout, r.min_nodes)
 
     def join_open(self, devices: LocalPool) -> None:
         """Join the open gangs of the sweep this worker can hold a node of."""
@@ -116,7 +121,8 @@ class Gangs(SweepSeat):
             spec = TrialSpec.model_validate(gang.spec)
             spec.write()
             wait = max(1.0, gang.deadline - self.clock.time())
-            rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait)
+            low = spec.trial.resources.min_nodes
+            rdzv = Rendezvous(gang.endpoint, gang.rdzv_id, gang.nodes, False, wait, low)
             row = storage.leases.open(
                 name, gang.trial, [str(d) for d in lease.devices], self.worker
             )

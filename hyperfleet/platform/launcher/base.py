@@ -66,13 +66,15 @@ class Rendezvous:
     """How the nodes of a trial that spans hosts find each other (torchrun's c10d
     rendezvous): ``nodes`` agents meet at ``endpoint`` under ``rdzv_id``; the leader's agent
     (``is_host``) serves the rendezvous store; each waits at most ``join_timeout`` seconds
-    for the others."""
+    for the others. ``min_nodes`` (an elastic trial's ``nodes: {min, max}``): after a node is
+    lost, the agents left meet again and continue while they are at least this many."""
 
     endpoint: str
     rdzv_id: str
     nodes: int
     is_host: bool
     join_timeout: float
+    min_nodes: int | None = None
 
 
 class Launcher(ABC):

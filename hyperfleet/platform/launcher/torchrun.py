@@ -110,12 +110,22 @@ class TorchrunHandle(TrialHandle):
 
 
 def rendezvous_args(rdzv_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
-    """torchrun's rendezvous options: a c10d rendezvous on a free loopback port of this host's
-    own, or this host's node of a trial that spans hosts (``rendezvous``)."""
+    """torchrun's rendezvous and restart options: a c10d rendezvous on a free loopback port of
+    this host's own, or this host's node of a trial that spans hosts (``rendezvous``).
+
+    No restart, except for a trial whose nodes are a range (``min_nodes``): its agents meet as
+    ``--nnodes min:max`` and may restart their ranks once per node it may lose, so that after
+    a node is lost the agents left meet again (torchrun's elastic rendezvous: a membership
+    change, the lost node's absence once its last call is over) and their ranks continue from
+    the trial's checkpoint at the smaller size."""
+    restarts = 0
     if rendezvous is None:
-        nodes, endpoint, conf = 1, f"127.0.0.1:{free_port()}", []
+        nodes, endpoint, conf = "1", f"127.0.0.1:{free_port()}", []
     else:
-        nodes, endpoint, rdzv_id = rendezvous.nodes, rendezvous.endpoint, rendezvous.rdzv_id
+        endpoint, rdzv_id = rendezvous.endpoint, rendezvous.rdzv_id
+        nodes, low = str(rendezvous.nodes), rendezvous.min_nodes
+        if low is not None and low < rendezvous.nodes:
+            nodes, restarts = f"{low}:{rendezvous.nodes}", rendezvous.nodes - low
         is_host = "true" if rendezvous.is_host else "false"
         conf = [
             f"--rdzv-conf=is_host={is_host},join_timeout={max(1, int(rendezvous.join_timeout))}"
@@ -126,6 +136,7 @@ def rendezvous_args(rdzv_id: str, rendezvous: Rendezvous | None = None) -> list[
         f"--rdzv-endpoint={endpoint}",
         f"--rdzv-id={rdzv_id}",
         *conf,
+        f"--max-restarts={restarts}",
     ]
 
 
@@ -141,7 +152,6 @@ def torchrun_command(
         "--agent",  # torchrun itself: trial_entry.agent
         f"--nproc-per-node={nproc}",
         *rendezvous_args(rdzv_id, rendezvous),
-        "--max-restarts=0",
         "--monitor-interval=0.2",
         "-m",
         ENTRY,
