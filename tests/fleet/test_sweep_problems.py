@@ -91,7 +91,9 @@ def test_a_worker_without_a_sweeps_script_skips_it_and_serves_the_others(
     mine, other = _dirs(fleet)
     a, b = _sweeps(fleet, 2)
     fleet.submit(a)
-    w = fleet.start("elsewhere", "--exit-when-idle", "3s", cwd=other)
+    # idle long enough to be seen alive once sweep a is done (two storage reads on a busy
+    # machine outlasted 3 s), and still to exit by itself
+    w = fleet.start("elsewhere", "--exit-when-idle", "20s", cwd=other)
     fleet.wait(lambda: _held(fleet, 2), 180, "sweep a's trials running")
     _submit_from(fleet, b, mine, monkeypatch)
     _a_finishes_beside_b(fleet, 2, w)

@@ -222,11 +222,14 @@ def exits(ctx: TrialContext) -> None:
     raise SystemExit(0)
 
 
+RETURNED = threading.Event()  # set by the test once run_trial has returned
+
+
 def leaves_a_thread(ctx: TrialContext) -> None:
     ctx.report(1, {"loss": 0.25})
 
     def late() -> None:
-        time.sleep(0.2)
+        RETURNED.wait(30)  # reports only after the trial ended, however slow the machine
         ctx.report(2, {"loss": 999.0}, checkpoint={"step": 2})
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         (ctx.workdir / "late-done").touch()
@@ -276,9 +279,11 @@ def test_sys_exit_in_a_workload_is_a_named_failure(tmp_path: Path) -> None:
 
 def test_a_report_after_the_workload_returned_changes_nothing(tmp_path: Path) -> None:
     kept: list[Kept] = []
+    RETURNED.clear()
     outcome = run_trial(
         _spec(tmp_path, "leaves_a_thread"), lambda s: kept.append(Kept(s)) or kept[-1]
     )
+    RETURNED.set()
     assert outcome == "complete"
     deadline = time.monotonic() + 30
     while not (tmp_path / "trial-0000" / "late-done").exists():
