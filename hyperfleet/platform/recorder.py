@@ -11,7 +11,9 @@ one that lacks it raises :class:`~hyperfleet.spec.steps.ObjectiveMissingError` (
 fails at that step, naming what it reported) rather than training to the end for a value it
 never reports. The launch's number of ranks (``spec.world_size``) goes with each report: as
 the ``world_size`` metric to MLflow, and to storage at the launch's first report
-(``hf_trials.sizes``), so an elastic trial's size is known at every step. It is built from the
+(``hf_trials.sizes``), so an elastic trial's size is known at every step. An elastic trial the
+controller asked to resize (:mod:`hyperfleet.platform.elastic.requests`) is answered PAUSE at
+its next report with a checkpoint, and relaunched at its new size. It is built from the
 trial's spec alone, so it works
 the same in a torchrun trial's rank 0, in an in-process trial, and in a simulated trial inside
 the controller (it imports no torch; a simulated trial prints nothing).
@@ -34,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from hyperfleet.errors import StorageError, Superseded
 from hyperfleet.platform.config import SweepConfig
+from hyperfleet.platform.elastic import requests as resize_requests
 from hyperfleet.platform.schedulers import build_scheduler
 from hyperfleet.platform.schedulers.pbt.pinning import Pinned, PinsCheckpoints
 from hyperfleet.platform.storage import Storage
@@ -42,7 +45,7 @@ from hyperfleet.platform.tracking import MetricSink
 from hyperfleet.spec.recorder import Recorder
 from hyperfleet.spec.states import Outcome
 from hyperfleet.spec.steps import ObjectiveMissingError, missing_objective
-from hyperfleet.spec.wire import CONTINUE, Decision, TrialSpec
+from hyperfleet.spec.wire import CONTINUE, Decision, DecisionKind, TrialSpec
 
 logger = logging.getLogger("hyperfleet.trial")
 HP_TAG_PREFIX = "hp."  # a PBT member's current hyperparameters: ``hp.lr`` tags of its run
@@ -107,6 +110,10 @@ class RankZeroRecorder(Recorder):
         self.closed = False  # set by finish: later reports change nothing
         self.world_size = _ranks(spec)  # this launch's ranks (None: an older controller's)
         self._size_recorded = False  # at this launch's first accepted report
+        self.trial_dir = spec.trial_dir
+        self.elastic = spec.trial.resources.max_devices is not None  # may be asked to resize
+        self.checkpoint_every = spec.trial.checkpoint.every
+        self.last = spec.trial.steps  # a resize there would relaunch a trial that is done
         self._hp_tags()
         self._log_adopted(spec)
 
@@ -225,9 +232,25 @@ class RankZeroRecorder(Recorder):
             ), None
 
         decision, self._pinned = retrying(decide, retry_s)
+        decision = self._resize(step, decision)
         if self.shared:  # a trial process: its stdout is the trial's log.txt
             print(report_line(step, metrics, decision), flush=True)
         return decision
+
+    def _resize(self, step: int, decision: Decision) -> Decision:
+        """An elastic trial the controller asked to resize (:mod:`.elastic.requests`) ends at
+        this report, as a paused trial does, when it would continue and its checkpoint is
+        kept here: the controller relaunches it at its new size from that checkpoint."""
+        if not self.elastic or decision.kind != DecisionKind.CONTINUE:
+            return decision
+        done = self.last is not None and step >= self.last
+        if done or (self.checkpoint_every and step % self.checkpoint_every):
+            return decision  # its last step, or no checkpoint at this one: a later report
+        devices = resize_requests.pending(self.trial_dir, self.attempt)
+        if devices is None:
+            return decision
+        resize_requests.take(self.trial_dir)
+        return Decision(DecisionKind.PAUSE, reason=f"resize to {devices} devices")
 
     def pinned_steps(self) -> set[int] | None:
         """This trial's checkpoints another trial will still load: never pruned. None if the
