@@ -37,6 +37,7 @@ class Running:
     gang: int | None = None  # the hf_gangs row it leads (a trial that spans hosts)
     launched_at: float = 0.0  # clock.time() at launch (fencing compares heartbeats with it)
     attempt: int = 0  # its attempt number (hf_trials.attempts when it was launched)
+    from_step: int | None = None  # its last reported step when launched (None: none yet)
 
 
 def started_fields(p: PreparedTrial, worker: str | None, now: float) -> dict[str, Any]:
@@ -85,5 +86,6 @@ def start(
     run_id = p.spec.run_id or ""
     started = seat.clock.monotonic()
     return Running(
-        p.number, handle, lease, pool, run_id, row, started, gang, seat.clock.time(), attempt
-    )
+        p.number, handle, lease, pool, run_id, row, started, gang, seat.clock.time(), attempt,
+        p.spec.reported_through,
+    )  # fmt: skip

@@ -13,7 +13,8 @@ A sweep's driver closes when the sweep is over here and no trial of it runs anyw
 controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
 done; ``exit_when_idle``: nothing to run here and no trial of its sweeps running elsewhere to
 watch over; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
-stopped and requeued, not failed, and its devices released — a drain).
+stopped and requeued, not failed, and its devices released — a drain). Its elastic trials
+grow onto idle devices and give them back to waiting trials (:mod:`.resizing`).
 
 Its parts are injected — the sweeps (with their schedulers and storage), the device pool, the
 launchers, the clock — so the same loop runs torchrun trials, in-process trials and simulated
@@ -37,6 +38,7 @@ from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.lifecycle import Halts
 from hyperfleet.platform.controller.pace import LOOKERS, Timing, paced
 from hyperfleet.platform.controller.recovery import recover
+from hyperfleet.platform.controller.resizing import Resizer
 from hyperfleet.platform.controller.session import SweepSession, leave_session
 from hyperfleet.platform.controller.sources import Progress, SweepSource, Until
 from hyperfleet.platform.diskspace import disk_full_error, full_path
@@ -90,6 +92,7 @@ class Controller:
         self._look_again: dict[str, float] = {}  # sweep -> when _close_over looks at it again
         self._beat: Heartbeat | None = None
         self._halts = Halts(sweeps.catalog, self.timing.rescan_every)  # paused or stopped
+        self.resizer = Resizer()  # its elastic trials grow and shrink (:mod:`.resizing`)
 
     def request_stop(self) -> None:
         """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and
@@ -231,6 +234,8 @@ class Controller:
                 logger.warning("sweep %s: budget.timeout reached; stopping its trials", d.name)
                 d.stop_all()
         self._fill()
+        if not self._stop.is_set():  # devices left idle, trials left waiting by the launches
+            self.resizer.tick(self._ordered(), self.pool, self.clock.monotonic())
         for d in self._ordered():
             if not self._stop.is_set() and not self._timed_out(d):
                 d.refill_ahead()  # between launches: at most every TOP_UP_EVERY_S

@@ -1,0 +1,128 @@
+"""The controller's resizes of elastic trials on simulated trials (virtual clock, real storage
+and schedulers, the real recorder): a decision carried to the trial's next report, the trial
+relaunched at its new size as the same trial, devices reserved for a growth and handed to a
+waiting trial at a shrink. ``tests/integration/test_elastic_resize.py`` does it with real
+trial processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hyperfleet.platform.clock import VirtualClock
+from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller import SweepSession, open_session
+from hyperfleet.platform.controller.resizing import Resizer
+from hyperfleet.platform.elastic.resize import ElasticKnobs
+from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.storage import LeaseRecord, Storage
+from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.testing.controller import BASE, Sim
+from hyperfleet.testing.sweeps import deep_update
+
+STEPS = 30
+ELASTIC = {
+    "objective": {"metric": "loss", "mode": "min"},
+    "budget": {"trials": 1, "max_concurrent": 1},
+    "trial": {
+        "workload": "digits",  # declares it resumes at any size; the script stands for it
+        "params": {"batch_size": 64},  # sizes 1, 2 and 4 of the range
+        "steps": STEPS,
+        "resources": {"devices": {"min": 1, "max": 4}},
+    },
+}
+
+
+def _script() -> Any:
+    return curve(lambda params, step: 1.0 / step, steps=STEPS)
+
+
+def _data(tmp_path: Path, name: str = "sim", **changes: Any) -> dict[str, Any]:
+    """:data:`ELASTIC` over ``Sim``'s sweep, searching the digits workload's ``lr``."""
+    data = deep_update(deep_update(BASE, ELASTIC), changes)
+    data.update(name=name, space={"lr": {"type": "float", "low": 1e-3, "high": 1e-1}})
+    data.update(storage=f"sqlite:///{tmp_path / 'hf.db'}", workdir=str(tmp_path / "runs"))
+    return data
+
+
+def _sim(tmp_path: Path) -> Sim:
+    sim = Sim(tmp_path, _script(), devices=4)
+    sim.cfg = parse_sweep(_data(tmp_path))
+    return sim
+
+
+def _leases(storage: Storage, sweep: str) -> list[LeaseRecord]:
+    return sorted(storage.leases.all(sweep), key=lambda lease: lease.id)
+
+
+class Arrives:
+    """The sweep source of a controller that serves ``first`` from the start and ``later`` from
+    virtual second ``at`` on (another sweep submitted while the first runs)."""
+
+    catalog = None
+
+    def __init__(self, first: SweepSession, later: SweepSession, clock: VirtualClock, at: float):
+        self.pending = [first]
+        self.later, self.clock, self.at = later, clock, at
+        self.handed_at: float | None = None
+
+    def sessions(self, serving: set[str]) -> list[SweepSession]:
+        out, self.pending = self.pending, []
+        if self.handed_at is None and self.clock.monotonic() >= self.at:
+            out.append(self.later)
+            self.handed_at = self.clock.time()
+        return out
+
+
+def test_an_elastic_trial_alone_grows_to_its_max_at_its_next_report(tmp_path: Path) -> None:
+    sim = _sim(tmp_path)
+    summary = sim.run(sim.controller())
+    assert summary.state_counts["COMPLETE"] == 1
+    (trial,) = sim.trials()
+    # three reports at 1 (min_interval), the decision, the resize at the 4th report
+    assert trial.sizes == [[1, 1], [5, 4]]
+    assert trial.attempts == 2 and trial.last_step == STEPS
+    assert [len(lease.devices) for lease in _leases(sim.storage, "sim")] == [1, 4]
+    assert sim.launcher.launches == {0: 2}  # one trial, launched twice
+    assert sim.optuna_states() == {"COMPLETE": 1}  # its scheduler saw one trial, run once
+    assert sim.max_leased == 4
+
+
+def test_no_resize_when_the_policy_is_off(tmp_path: Path) -> None:
+    sim = _sim(tmp_path)
+    controller = sim.controller()
+    controller.resizer = Resizer(ElasticKnobs(enabled=False))
+    sim.run(controller)
+    (trial,) = sim.trials()
+    assert trial.sizes == [[1, 1]] and trial.attempts == 1
+
+
+def test_a_waiting_trial_gets_devices_back_at_the_elastic_trials_next_report(
+    tmp_path: Path,
+) -> None:
+    sim = _sim(tmp_path)
+    fixed = _data(tmp_path, "waiting", trial={"resources": {"devices": 1}})
+    storage = Storage(fixed["storage"], clock=sim.clock)
+    later = open_session(parse_sweep(fixed), storage, NullTracker(), None)
+    controller = sim.controller()
+    first = controller.sweeps.sessions(set())[0]
+    source = Arrives(first, later, sim.clock, at=12.0)
+    controller.sweeps = source
+    controller.run()
+
+    (grown,) = sim.trials()
+    waiting = sim.storage.trials.of("waiting")
+    assert [t.state for t in [grown, *waiting]] == ["COMPLETE", "COMPLETE"]
+    # grew to 4 at its 4th report, gave 2 back at its first report after the waiting
+    # trial's sweep was seen (it had reported min_interval times at 4 by then)
+    assert [ranks for _, ranks in grown.sizes or []] == [1, 4, 2]
+    leases = _leases(sim.storage, "sim")
+    assert [len(lease.devices) for lease in leases] == [1, 4, 2]
+    (theirs,) = _leases(sim.storage, "waiting")
+    assert source.handed_at is not None
+    # its sweep is first asked at the controller's next tick (the next report on the virtual
+    # clock, 1 s later), where its trial finds no device; it starts at the elastic trial's
+    # report after that, one report interval later, in the tick the elastic trial shrank
+    assert theirs.started_at - source.handed_at == 2.0
+    assert theirs.started_at == leases[2].started_at
+    assert not set(theirs.devices) & set(leases[2].devices)
