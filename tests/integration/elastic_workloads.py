@@ -1,0 +1,36 @@
+"""The workload of the elastic resize tests: the built-in ``digits``, each report followed by a
+wait of ``report_wait`` seconds on every rank (none by default).
+
+A digits step takes about a millisecond, so a trial would report faster than a controller
+ticks (every 0.1 s) and end before any resize could be decided; the wait spaces its reports
+as a real trial's are spaced, and changes nothing of what it computes (a resized trial's curve
+is compared with a fixed-size run's that waits for nothing). It declares what ``digits``
+declares: it resumes at another size, its ``batch_size`` is the global batch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import hyperfleet
+
+
+def paced_digits(ctx: hyperfleet.TrialContext) -> None:
+    from hyperfleet.trials.workloads.digits import main
+
+    wait = float(ctx.params.pop("report_wait", 0.0))
+    report = ctx.report
+
+    def report_then_wait(step: int, metrics: Any, checkpoint: Any = None) -> None:
+        report(step, metrics, checkpoint=checkpoint)  # a resize's pause raises here
+        time.sleep(wait)
+
+    ctx.report = report_then_wait  # type: ignore[method-assign]
+    main(ctx)
+
+
+paced_digits.hyperfleet_supports = {  # type: ignore[attr-defined]
+    "resizable": True,
+    "global_batch": True,
+}

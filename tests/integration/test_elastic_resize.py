@@ -1,0 +1,246 @@
+"""Elastic trials resized by a real worker: gloo trial processes under torch's launcher on four
+CPU slots, the worker's policy deciding, each resize made at the trial's next report.
+
+One scenario, run once for the module's tests:
+
+1. ``grow`` (``devices: {min: 1, max: 4}``, digits, ``batch_size: 32``: sizes 1, 2 and 4) and
+   ``filler`` (one device, half as many steps) start together. ``grow`` runs at 1, then grows
+   onto the 2 devices left idle (3 does not split its batch), then onto all 4 once ``filler``
+   ended.
+2. Once ``grow`` reported ``min_interval`` times at 4, ``fixed`` arrives: the same trial as
+   ``grow`` on one device, the reference curve. Its trial waits; ``grow`` gives 2 devices
+   back at its next report, and takes them again if ``fixed`` ends before it does.
+
+Tolerances: the loss within 1e-4 relative of the fixed-size run's, the validation accuracy
+equal (as ``tests/trials/test_resize_resume.py``: the mean over ranks of per-rank means
+reassociates float sums).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperfleet.platform.config import parse_sweep
+from hyperfleet.platform.controller.pace import Timing
+from hyperfleet.platform.controller.sources import Until
+from hyperfleet.platform.pool import LocalPool
+from hyperfleet.platform.storage import Storage
+from hyperfleet.platform.sweeps.run import submit_sweep
+from hyperfleet.platform.worker import run_worker
+from hyperfleet.testing.sweeps import digits_sweep
+
+pytestmark = pytest.mark.slow
+
+EVERY = 5  # steps between reports
+STEPS = 120  # of grow and fixed; filler runs half as many
+WAIT = 0.6  # seconds after each report of grow and filler (see elastic_workloads)
+WORKLOAD = "tests.integration.elastic_workloads:paced_digits"
+RESIZER = "hyperfleet.platform.controller.resizing"
+
+
+def _sweep(name: str, runs: Path, devices: Any, steps: int, wait: float) -> dict[str, Any]:
+    return digits_sweep(
+        name=name,
+        scheduler={"type": "random", "seed": 0},
+        space={"lr": {"type": "categorical", "choices": [0.01]}},
+        budget={"trials": 1, "max_concurrent": 1},
+        trial={
+            "workload": WORKLOAD, "steps": steps, "eval_every": EVERY,
+            "params": {"batch_size": 32, "hidden": 32, "report_wait": wait},
+            "resources": {"devices": devices},
+        },
+        storage=f"sqlite:///{runs / 'hf.db'}",
+        tracking={"uri": f"sqlite:///{runs / 'mlflow.db'}", "log_model": False},
+        workdir=str(runs),
+    )  # fmt: skip
+
+
+@dataclass
+class Scenario:
+    runs: Path
+    storage: Storage
+    decisions: list[logging.LogRecord] = field(default_factory=list)
+    fixed_submitted_at: float = 0.0
+    error: BaseException | None = None
+
+
+class _Decisions(logging.Handler):
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__(logging.INFO)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record)
+
+
+def _sizes(storage: Storage) -> list[list[int]]:
+    rec = storage.trials.get("grow", 0)
+    return (rec.sizes or []) if rec is not None else []
+
+
+def _wait_for(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _arrive(s: Scenario, cfgs: dict[str, Any], url: str) -> None:
+    """``fixed`` is submitted once ``grow`` has reported ``min_interval`` (3) times at 4."""
+    try:
+        _wait_for(lambda: any(r == 4 for _, r in _sizes(s.storage)), 240, "grow at 4 devices")
+        at4 = next(step for step, r in _sizes(s.storage) if r == 4)
+        rec = lambda: s.storage.trials.get("grow", 0)  # noqa: E731
+        _wait_for(lambda: (rec().last_step or 0) >= at4 + 2 * EVERY, 120, "3 reports at 4")
+        submit_sweep(cfgs["fixed"], url, cfgs["fixed"].tracking.uri)
+        s.fixed_submitted_at = time.time()
+    except BaseException as exc:  # noqa: BLE001 - the test reports it
+        s.error = exc
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    runs = tmp_path_factory.mktemp("elastic") / "runs"
+    runs.mkdir()
+    url = f"sqlite:///{runs / 'hf.db'}"
+    cfgs = {
+        "grow": parse_sweep(_sweep("grow", runs, {"min": 1, "max": 4}, STEPS, WAIT)),
+        "filler": parse_sweep(_sweep("filler", runs, 1, STEPS // 2, WAIT)),
+        "fixed": parse_sweep(_sweep("fixed", runs, 1, STEPS, 0.0)),
+    }
+    for name in ("grow", "filler"):
+        submit_sweep(cfgs[name], url, cfgs[name].tracking.uri)
+    s = Scenario(runs, Storage(url))
+    handler = _Decisions(s.decisions)
+    resizer = logging.getLogger(RESIZER)
+    resizer.addHandler(handler)
+    level = resizer.level
+    resizer.setLevel(logging.INFO)
+    arrival = threading.Thread(target=_arrive, args=(s, cfgs, url), daemon=True)
+    arrival.start()
+    try:
+        run_worker(
+            url, LocalPool.slots(4), tracking_uri=cfgs["grow"].tracking.uri,
+            until=Until(done=False, idle=3.0), timing=Timing(rescan_every=0.5),
+        )  # fmt: skip
+        arrival.join(timeout=5)
+        if s.error is not None:
+            raise s.error
+        yield s
+    finally:
+        resizer.removeHandler(handler)
+        resizer.setLevel(level)
+        s.storage.close()
+
+
+def _leases(storage: Storage, sweep: str) -> list[Any]:
+    return sorted(storage.leases.all(sweep), key=lambda lease: lease.id)
+
+
+def _history(runs: Path, sweep: str, metric: str) -> list[Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{runs / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(sweep)
+    assert exp is not None
+    children = [
+        r
+        for r in client.search_runs([exp.experiment_id])
+        if r.data.tags.get("hyperfleet.sweep") == sweep and "mlflow.parentRunId" in r.data.tags
+    ]
+    assert len(children) == 1, f"{sweep}: {len(children)} trial runs"
+    return sorted(client.get_metric_history(children[0].info.run_id, metric), key=lambda m: m.step)
+
+
+def test_a_trial_grows_1_2_4_then_shrinks_with_the_curve_of_a_fixed_size_run(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    for sweep in ("grow", "filler", "fixed"):
+        rec = s.storage.trials.get(sweep, 0)
+        assert (
+            rec is not None
+            and rec.state == "COMPLETE"
+            and rec.last_step == (STEPS // 2 if sweep == "filler" else STEPS)
+        ), (sweep, rec)
+    sizes = _sizes(s.storage)
+    assert [r for _, r in sizes] in ([1, 2, 4, 2], [1, 2, 4, 2, 4]), sizes
+    assert [step for step, _ in sizes] == sorted({step for step, _ in sizes})
+
+    # one MLflow run, each step once, its size at each step as storage says
+    world = _history(s.runs, "grow", "world_size")
+    steps = [m.step for m in world]
+    assert steps == list(range(EVERY, STEPS + 1, EVERY))
+    rec = s.storage.trials.get("grow", 0)
+    assert rec is not None
+    assert [int(m.value) for m in world] == [rec.size_at(step) for step in steps]
+
+    # the curve of the trial that stayed on one device
+    for metric, tolerance in (("loss", 1e-4), ("val_accuracy", 0.0)):
+        got = [(m.step, m.value) for m in _history(s.runs, "grow", metric)]
+        want = [(m.step, m.value) for m in _history(s.runs, "fixed", metric)]
+        assert [st for st, _ in got] == [st for st, _ in want] == steps
+        for (step, a), (_, b) in zip(got, want, strict=True):
+            assert a == pytest.approx(b, rel=tolerance, abs=0.0), (metric, step, a, b)
+    # every launch a lease of its size
+    assert [len(lease.devices) for lease in _leases(s.storage, "grow")] == [r for _, r in sizes]
+
+
+def test_a_waiting_trial_gets_devices_from_an_elastic_one_within_a_report_interval(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    shrink = [r for r in s.decisions if "resizes 4 -> 2" in r.getMessage()]
+    assert len(shrink) == 1, [r.getMessage() for r in s.decisions]
+    (fixed,) = _leases(s.storage, "fixed")
+    # grow's reports at 4 devices: the longest interval between two of them
+    world = _history(s.runs, "grow", "world_size")
+    at4 = [m.timestamp / 1000 for m in world if m.value == 4]
+    interval = max(b - a for a, b in itertools.pairwise(at4))
+    waited = fixed.started_at - shrink[0].created
+    # decided within a tick of the waiting trial being seen (its sweep found at a rescan)
+    assert shrink[0].created - s.fixed_submitted_at < 2.0
+    # its devices within one report interval, and the time grow's group takes to end
+    assert waited < interval + 5.0, (waited, interval)
+
+
+def test_what_each_resize_costs(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seconds from each decision to the trial's next report (where it stops), to its relaunch
+    at the new size, and to its first report there (its processes started, its checkpoint
+    loaded, ``EVERY`` steps trained); printed as the table of docs/elastic.md (run with -s).
+    Every resize here starts fresh processes: the warm launcher keeps no group across a change
+    of layout on the same devices."""
+    s = scenario
+    decided = [r for r in s.decisions if "at its next report" in r.getMessage()]
+    made = [r for r in s.decisions if "after the decision" in r.getMessage()]
+    assert len(decided) == len(made) == len(_sizes(s.storage)) - 1
+    world = _history(s.runs, "grow", "world_size")
+    rows = []
+    for decision, relaunch in zip(decided, made, strict=True):
+        before, after = (int(n) for n in relaunch.args[2:4])  # type: ignore[index]
+        at = int(relaunch.args[4])  # type: ignore[index]
+        first = next(m for m in world if m.step > at)
+        assert int(first.value) == after
+        stopped = next(m for m in world if m.step == at).timestamp / 1000
+        rows.append((before, after, stopped - decision.created,
+                     relaunch.created - decision.created,
+                     first.timestamp / 1000 - decision.created))  # fmt: skip
+    with capsys.disabled():
+        print("\n| resize | to its next report | to its relaunch | to its first report there |")
+        print("| --- | --- | --- | --- |")
+        for before, after, report, relaunch_s, first_s in rows:
+            print(
+                f"| {before} -> {after} | {report:.1f} s | {relaunch_s:.1f} s | {first_s:.1f} s |"
+            )
+    for _, _, report, relaunch_s, first_s in rows:
+        assert 0 <= report <= relaunch_s <= first_s < 120
