@@ -151,6 +151,11 @@ class Scheduler(ABC):
         """What the scheduler recorded about how it suggested the trial (for MLflow tags)."""
         return {}
 
+    def rung(self, trial_number: int) -> int:
+        """The furthest rung of successive halving the running trial reached (higher is
+        better; 0 without rungs): how a worker ranks its elastic trials."""
+        return 0
+
     def enqueue(self, params: Mapping[str, Any]) -> int:
         """Put user-chosen params first in the queue (warm start); returns the trial number.
         Only called when ``capabilities.enqueue``."""

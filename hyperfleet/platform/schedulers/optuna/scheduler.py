@@ -231,6 +231,12 @@ class OptunaScheduler(Scheduler):
         attrs = self._study_storage.get_trial(self._trial_id(trial_number)).user_attrs
         return {k: str(v) for k, v in attrs.items() if k.startswith("hyperfleet.")}
 
+    def rung(self, trial_number: int) -> int:
+        """The rungs ASHA's or Hyperband's pruner recorded the trial completing (its
+        ``completed_rung_*`` system attributes); 0 under the other pruners."""
+        attrs = self._study_storage.get_trial(self._trial_id(trial_number)).system_attrs
+        return sum(1 for key in attrs if key.startswith("completed_rung_"))
+
     def enqueue(self, params: Mapping[str, Any]) -> int:
         """Optuna's ``enqueue_trial``: a WAITING trial that the next ``ask()`` pops first.
 
