@@ -49,7 +49,7 @@ from hyperfleet.platform.controller.recovery import (
     requeue_phantoms_locked,
     requeue_unclaimed,
 )
-from hyperfleet.platform.controller.resizing import Pending, drop, relaunched
+from hyperfleet.platform.controller.resizing import Pending, relaunched
 from hyperfleet.platform.controller.session import close_session
 from hyperfleet.platform.diskspace import disk_full_error, trial_disk_full
 from hyperfleet.platform.launcher.base import NoProcess
@@ -82,8 +82,7 @@ class SweepDriver(SweepSeat):
     _orphans_at: float = field(default=-math.inf, init=False)  # the heartbeat last looked at
     pace: float = field(default=1.0, init=False)  # its worker's share of a large fleet (paced)
     alike: AlikeWatch = field(init=False)  # its first trials all failed alike: it stops
-    resizes: dict[int, Pending] = field(default_factory=dict, init=False)  # elastic trials'
-    blocked: bool = field(default=False, init=False)  # its last launch found no devices free
+    resizes: dict[int, Pending] = field(default_factory=dict, init=False)  # (:mod:`.resizing`)
 
     def __post_init__(self) -> None:
         self.gangs = Gangs(self.session, self.launcher, self.clock, self.worker, self.address)
@@ -144,7 +143,6 @@ class SweepDriver(SweepSeat):
         if not self.wants_devices() or pool.size < k:
             return False
         lease = pool.try_acquire(k, self.cfg.trial.resources.per_device)
-        self.blocked = lease is None  # its next trial waits: an elastic trial may shrink
         if lease is None:
             return False
         if self.halted() is not None:  # asked only with devices free: a busy worker's ticks
@@ -245,8 +243,7 @@ class SweepDriver(SweepSeat):
     def _end(
         self, r: Running, state: TrialState | None, values: list[float] | None, error: str
     ) -> None:
-        """Record how the trial's processes ended and give its devices back; an elastic
-        trial that ended for a resize is relaunched at its new size instead (:mod:`.resizing`)."""
+        """Record how the launch ended and give its devices back (a resize: relaunched)."""
         if relaunched(self, r, state):
             return
         scheduler, storage = self.session.scheduler, self.session.storage
@@ -267,10 +264,8 @@ class SweepDriver(SweepSeat):
             self._db(lambda: scheduler.on_trial_end(number, state, values, error or None))
             stored = tracked = state
             self.finished += 1
-        storage.trials.upsert(
-            self.name, number, state=stored, ended_at=self.clock.time(), error=error or None,
-            **extra,
-        )  # fmt: skip
+        storage.trials.upsert(self.name, number, state=stored, ended_at=self.clock.time(),
+                              error=error or None, **extra)  # fmt: skip
         metrics = [o.metric for o in self.cfg.all_objectives]
         final = dict(zip(metrics, values or [], strict=False))
         try:
@@ -285,7 +280,6 @@ class SweepDriver(SweepSeat):
         logger.info("trial %d ended %s %s", number, stored, values or "")
 
     def _release(self, r: Running) -> None:
-        drop(self, r.number)  # a resize it had pending is off, its reserved devices back
         if self.running.pop(r.number, None) is not None:
             r.pool.release(r.lease)
         self._next_ask = 0.0

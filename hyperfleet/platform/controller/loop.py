@@ -12,9 +12,8 @@ so any worker resumes them from their checkpoints.
 A sweep's driver closes when the sweep is over here and no trial of it runs anywhere (the last
 controller marks it ``done``). The controller ends when told to (``until_done``: its sweeps are
 done; ``exit_when_idle``: nothing to run here and no trial of its sweeps running elsewhere to
-watch over; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are
-stopped and requeued, not failed, and its devices released — a drain). Its elastic trials
-grow onto idle devices and give them back to waiting trials (:mod:`.resizing`).
+watch over; ``max_trials``) or stopped (SIGINT/SIGTERM: its running trials are stopped and
+requeued, not failed, and its devices released — a drain). Elastic trials: :mod:`.resizing`.
 
 Its parts are injected — the sweeps (with their schedulers and storage), the device pool, the
 launchers, the clock — so the same loop runs torchrun trials, in-process trials and simulated
@@ -194,9 +193,8 @@ class Controller:
 
     def _close_over(self) -> None:
         """Close the drivers whose sweep is over here and runs nowhere else. A sweep over here
-        whose trials still run elsewhere is looked at again after ``ask_every``, not every
-        tick: a fleet's idle workers would otherwise query the database ten times a second
-        each."""
+        whose trials still run elsewhere is looked at again after ``ask_every``, not every tick:
+        a fleet's idle workers would otherwise query the database ten times a second each."""
         now = self.clock.monotonic()
         for d in list(self.drivers.values()):
             if now < self._look_again.get(d.name, 0.0) or not d.over(self._timed_out(d)):
@@ -234,8 +232,7 @@ class Controller:
                 logger.warning("sweep %s: budget.timeout reached; stopping its trials", d.name)
                 d.stop_all()
         self._fill()
-        if not self._stop.is_set():  # devices left idle, trials left waiting by the launches
-            self.resizer.tick(self._ordered(), self.pool, self.clock.monotonic())
+        self.resizer.tick(self._ordered(), self.pool, self.clock.monotonic())  # after launches
         for d in self._ordered():
             if not self._stop.is_set() and not self._timed_out(d):
                 d.refill_ahead()  # between launches: at most every TOP_UP_EVERY_S

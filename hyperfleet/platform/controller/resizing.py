@@ -1,10 +1,11 @@
 """Elastic trials resized by their worker: the policy run over the worker's pool, each decision
 carried to the trial at its next report, the trial relaunched at its new size.
 
-Each tick the controller's :class:`Resizer` hands :func:`~hyperfleet.platform.elastic.resize.decide`
-the pool's free devices, the device needs of the sweeps whose next trial waits for devices
-(in the order the controller serves them: a sweep waits when its last launch found no devices
-free and its scheduler still has a trial for it) and the running elastic trials: their size,
+After each tick's launches the controller's :class:`Resizer` hands
+:func:`~hyperfleet.platform.elastic.resize.decide` the pool's free devices, the device needs
+of the sweeps whose next trial waits for devices (in the order the controller serves them: a
+sweep waits when its next trial does not fit in the free devices and its scheduler still has
+a trial for it) and the running elastic trials: their size,
 range and allowed sizes (:func:`~hyperfleet.platform.config.elastic.elastic_sizes`), rank
 (the furthest rung of an ASHA or Hyperband pruner, then the latest objective value) and the
 reports seen since their launch (a report is seen as a change of the trial's last step
@@ -27,14 +28,18 @@ way drops its pending resize and the devices reserved for it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from hyperfleet.errors import PoolError
+from hyperfleet.platform.clock import Clock
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.config.elastic import elastic_sizes
-from hyperfleet.platform.controller.launch import Running, start
+from hyperfleet.platform.controller.launch import Running
 from hyperfleet.platform.controller.outcomes import finite
 from hyperfleet.platform.controller.prepare import PreparedTrial
+from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.elastic import requests
 from hyperfleet.platform.elastic.resize import ElasticKnobs, ElasticTrial, Resize, decide
 from hyperfleet.platform.pool import Lease, LocalPool
@@ -43,10 +48,8 @@ from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import SPEC_FILE, TrialSpec, trial_dir
 
-if TYPE_CHECKING:
-    from hyperfleet.platform.controller.driver import SweepDriver
-
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 WORK_EVERY_S = 1.0
 """How long a sweep's answer to "has its scheduler a trial to launch" is kept (two reads),
@@ -62,6 +65,33 @@ class Pending:
     pool: LocalPool  # where the reserved devices go back to
     extra: list[Lease] = field(default_factory=list)  # devices reserved for a growth
     decided_at: float = 0.0  # clock.monotonic() of the first decision
+
+
+class SweepDriver(Protocol):
+    """What resizing uses of a sweep's driver (:class:`.driver.SweepDriver`)."""
+
+    session: SweepSession
+    clock: Clock
+    running: dict[int, Running]
+    resizes: dict[int, Pending]
+    launched: int
+    finished: int
+
+    def stopping(self) -> bool: ...
+
+    @property
+    def cfg(self) -> SweepConfig: ...
+    @property
+    def name(self) -> str: ...
+    def wants_devices(self) -> bool: ...
+    def devices_per_node(self) -> int: ...
+    def _db(self, fn: Callable[[], T]) -> T: ...
+    def _start(self, p: PreparedTrial, lease: Lease, pool: LocalPool) -> Running: ...
+    def _end(
+        self, r: Running, state: TrialState | None, values: list[float] | None, error: str
+    ) -> None: ...
+    def _release(self, r: Running) -> None: ...
+    def _abandon(self, number: int, lease: Lease, pool: LocalPool) -> None: ...
 
 
 @dataclass
@@ -97,9 +127,14 @@ class Resizer:
         self._sizes: dict[tuple[str, int], tuple[int, ...]] = {}
         self._work: dict[str, tuple[float, int, bool]] = {}  # sweep -> when, launches, has
 
-    def tick(self, drivers: list[SweepDriver], pool: LocalPool, now: float) -> list[Resize]:
-        """Decide over ``drivers`` (in the order the controller serves them) and request the
-        resizes decided; those it requested."""
+    def tick(self, drivers: Sequence[SweepDriver], pool: LocalPool, now: float) -> list[Resize]:
+        """Decide over ``drivers`` (in the order the controller serves them, after its launches)
+        and request the resizes decided; those it requested. None while the worker drains."""
+        for d in drivers:  # a launch that ended without passing through _end (taken over)
+            for number in [n for n in d.resizes if n not in d.running]:
+                drop(d, number)
+        if any(d.stopping() for d in drivers):
+            return []
         running = [
             (d, r)
             for d in drivers
@@ -113,7 +148,7 @@ class Resizer:
             return []
         ranked = len(running) > 1  # ranks matter between trials only
         trials = [self._view(i, d, r, ranked) for i, (d, r) in enumerate(running)]
-        waiting = [need for d in drivers if (need := self._waiting(d, now))]
+        waiting = [need for d in drivers if (need := self._waiting(d, pool, now))]
         made = []
         for resize in decide(pool.free, waiting, trials, self.knobs):
             d, r = running[resize.trial]
@@ -147,9 +182,10 @@ class Resizer:
             self._sizes[key] = _allowed_sizes(d.cfg.trial, rec.params if rec else {})
         return self._sizes[key]
 
-    def _waiting(self, d: SweepDriver, now: float) -> int:
-        """The devices the next trial of ``d`` waits for (0: none waits)."""
-        if not d.blocked or not d.wants_devices():
+    def _waiting(self, d: SweepDriver, pool: LocalPool, now: float) -> int:
+        """The devices the next trial of ``d`` waits for (0: none waits): after the tick's
+        launches, one that does not fit in the free devices while its scheduler has work."""
+        if d.devices_per_node() <= pool.free or not d.wants_devices():
             return 0
         looked, launched, has = self._work.get(d.name, (-WORK_EVERY_S, -1, False))
         if now - looked >= WORK_EVERY_S or launched != d.launched + d.finished:
@@ -167,7 +203,7 @@ def _has_work(d: SweepDriver) -> bool:
     return not s.scheduler.exhausted()
 
 
-def _allowed_sizes(trial: TrialConfig, params: dict[str, Any]) -> tuple[int, ...]:
+def _allowed_sizes(trial: TrialConfig, params: Mapping[str, Any]) -> tuple[int, ...]:
     from hyperfleet.spec.workloads import BUILTIN, load_workload, workload_supports
 
     if trial.command is not None:
@@ -192,18 +228,8 @@ def _score(d: SweepDriver, rec: TrialRecord | None) -> float | None:
 
 
 def _rung(d: SweepDriver, number: int) -> int:
-    """The furthest rung an ASHA or Hyperband pruner recorded for the trial (its Optuna
-    ``completed_rung_*`` attributes); 0 for other schedulers."""
-    study = getattr(d.session.scheduler, "study", None)
-    if study is None:
-        return 0
-    try:
-        storage = study._storage
-        trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
-        attrs = storage.get_trial_system_attrs(trial_id)
-    except Exception:  # noqa: BLE001 - not an Optuna trial of this study: no rung
-        return 0
-    return sum(1 for key in attrs if key.startswith("completed_rung_"))
+    """The furthest rung of successive halving the trial reached (ASHA, Hyperband)."""
+    return d._db(lambda: d.session.scheduler.rung(number))
 
 
 def request(d: SweepDriver, r: Running, after: int, pool: LocalPool, now: float) -> bool:
@@ -269,7 +295,7 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
     )
     p = PreparedTrial(r.number, spec, dict(rec.params), [], rec)
     try:
-        d.running[r.number] = start(d, d.gangs, p, lease, r.pool)
+        d.running[r.number] = d._start(p, lease, r.pool)
     except Exception:  # as a launch that failed to start: back in the queue
         logger.warning("trial %d could not be relaunched at %d devices", r.number, after,
                        exc_info=True)  # fmt: skip
