@@ -197,7 +197,7 @@ def test_a_trial_grows_1_2_4_then_shrinks_with_the_curve_of_a_fixed_size_run(
 
 
 def test_a_waiting_trial_gets_devices_from_an_elastic_one_within_a_report_interval(
-    scenario: Scenario,
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:
     s = scenario
     shrink = [r for r in s.decisions if "resizes 4 -> 2" in r.getMessage()]
@@ -208,6 +208,9 @@ def test_a_waiting_trial_gets_devices_from_an_elastic_one_within_a_report_interv
     at4 = [m.timestamp / 1000 for m in world if m.value == 4]
     interval = max(b - a for a, b in itertools.pairwise(at4))
     waited = fixed.started_at - shrink[0].created
+    with capsys.disabled():
+        print(f"\nwaiting trial started {waited:.1f} s after the decision (grow's longest "
+              f"report interval at 4 devices: {interval:.1f} s)")  # fmt: skip
     # decided within a tick of the waiting trial being seen (its sweep found at a rescan)
     assert shrink[0].created - s.fixed_submitted_at < 2.0
     # its devices within one report interval, and the time grow's group takes to end
