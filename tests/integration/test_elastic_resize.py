@@ -229,7 +229,7 @@ def test_what_each_resize_costs(scenario: Scenario, capsys: pytest.CaptureFixtur
     s = scenario
     decided = [r for r in s.decisions if "at its next report" in r.getMessage()]
     made = [r for r in s.decisions if "after the decision" in r.getMessage()]
-    assert len(decided) == len(made) == len(_sizes(s.storage)) - 1
+    assert len(decided) == len(made) == len(_sizes(s.storage)) - 1 >= 3
     world = _history(s.runs, "grow", "world_size")
     rows = []
     for decision, relaunch in zip(decided, made, strict=True):
