@@ -126,3 +126,24 @@ def test_a_waiting_trial_gets_devices_back_at_the_elastic_trials_next_report(
     assert theirs.started_at - source.handed_at == 2.0
     assert theirs.started_at == leases[2].started_at
     assert not set(theirs.devices) & set(leases[2].devices)
+
+
+def test_a_resize_waits_for_a_report_whose_checkpoint_is_kept(tmp_path: Path) -> None:
+    sim = Sim(tmp_path, _script(), devices=4)
+    sim.cfg = parse_sweep(_data(tmp_path, trial={"checkpoint": {"every": 3}}))
+    sim.run(sim.controller())
+    (trial,) = sim.trials()
+    # decided after 3 reports; steps 4 and 5 keep no checkpoint: it stops at 6
+    assert trial.sizes == [[1, 1], [7, 4]]
+
+
+def test_a_request_is_for_one_launch_and_taken_once(tmp_path: Path) -> None:
+    from hyperfleet.platform.elastic import requests
+
+    requests.request(tmp_path, 1, 4)
+    assert requests.pending(tmp_path, 2) is None  # a later launch's recorder ignores it
+    assert requests.pending(tmp_path, 1) == 4 and requests.taken(tmp_path, 1) is None
+    requests.take(tmp_path)
+    assert requests.pending(tmp_path, 1) is None and requests.taken(tmp_path, 1) == 4
+    requests.clear(tmp_path)
+    assert requests.taken(tmp_path, 1) is None and not list(tmp_path.iterdir())
