@@ -11,6 +11,8 @@ and gone when it empties; and elastic trials, which grow and shrink within a poo
 * :mod:`.resize` — elastic trials' policy, pure: idle devices to the best-ranked running
   elastic trials, devices back from the lowest-ranked ones when a trial waits, at most one
   resize per trial every few reports.
+* :mod:`.requests` — a resize decided by a worker (:mod:`hyperfleet.platform.controller.resizing`)
+  carried to the trial's rank 0 at its next report, through the trial's directory.
 * :mod:`.pool` — ``hyperfleet pool slurm``: reads storage and the backend's jobs, records each
   job in ``hf_workers`` (id, state, reason), submits what the decision asks for, and repeats.
 
