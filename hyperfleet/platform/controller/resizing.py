@@ -5,12 +5,12 @@ After each tick's launches the controller's :class:`Resizer` hands
 :func:`~hyperfleet.platform.elastic.resize.decide` the pool's free devices, the device needs
 of the sweeps whose next trial waits for devices (in the order the controller serves them: a
 sweep waits when its next trial does not fit in the free devices and its scheduler still has
-a trial for it) and the running elastic trials: their size,
-range and allowed sizes (:func:`~hyperfleet.platform.config.elastic.elastic_sizes`), rank
-(the furthest rung of an ASHA or Hyperband pruner, then the latest objective value) and the
-reports seen since their launch (a report is seen as a change of the trial's last step
-between two ticks: reports closer together than a tick count once, so a trial resizes after
-*at least* ``min_interval`` reports).
+a trial for it) and the running elastic trials: their size, range and allowed sizes
+(:func:`~hyperfleet.platform.config.elastic.elastic_sizes`), rank (the furthest rung of
+successive halving, ``Scheduler.rung``, then the latest objective value) and the reports seen
+since their launch (a report is seen as a change of the trial's last step between two ticks:
+reports closer together than a tick count once, so a trial resizes after *at least*
+``min_interval`` reports).
 
 A decision (:class:`Pending`) is carried to the trial through its directory
 (:mod:`hyperfleet.platform.elastic.requests`); a growth reserves the devices it will take at
@@ -18,9 +18,9 @@ once (leased from the pool, held idle until the resize), so no other trial takes
 trial's next report with a checkpoint its rank 0 answers PAUSE and its processes end; the
 driver (:func:`relaunched`, from ``SweepDriver._end``) then tells the resize from a PBT pause by
 the taken request and relaunches the trial at once, on a lease of its new size (unless the
-worker drains: then it is requeued, as a stopped trial is): the same trial
-(its record stays RUNNING, its scheduler is not told), the same MLflow run, a new attempt,
-from the checkpoint of that report. A shrink's freed devices are free before the controller's
+worker drains: then it is requeued, as a stopped trial is): the same trial (its record stays
+RUNNING, its scheduler is not told), the same MLflow run, a new attempt, from the checkpoint
+of that report. A shrink's freed devices are free before the controller's
 next launches, in the same tick: a waiting trial takes them then. A launch that ends any other
 way drops its pending resize and the devices reserved for it.
 """
