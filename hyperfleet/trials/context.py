@@ -36,19 +36,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
 from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import CONTINUE, Decision
-from hyperfleet.trials import reporting
+from hyperfleet.trials import distributed, reporting
 from hyperfleet.trials.checkpoint import CheckpointManager
 from hyperfleet.trials.distributed import DistEnv, broadcast_object
 from hyperfleet.trials.reporting import Exploit, Pause, Reporter, ScheduleChange
-from hyperfleet.trials.state import gather_state, restore_state
 
 if TYPE_CHECKING:
     import contextlib
+
+    import torch
+    from torch import nn
 
     from hyperfleet.trials.parallel.api import Parallelism
     from hyperfleet.trials.parallel.pipeline import PipelineRunner
@@ -120,7 +119,9 @@ class TrialContext:
 
     @property
     def device(self) -> torch.device:
-        return self.env.device
+        """This rank's device (imports torch on first use: a workload that never asks for it
+        runs without torch, see :func:`hyperfleet.trials.distributed.init`)."""
+        return distributed.torch_device(self.env)
 
     @property
     def is_main(self) -> bool:
@@ -227,6 +228,8 @@ class TrialContext:
         """
         if not (force or self._checkpoint_due(step)):
             return None
+        from hyperfleet.trials.state import gather_state
+
         scaler = scaler if scaler is not None else self._default_scaler()
         parts = {"scaler": scaler, "scheduler": scheduler, "loader": loader, "extra": extra}
         pipelined = self.pipelined and not local
@@ -258,6 +261,8 @@ class TrialContext:
         member's explored values must win. With an LR ``scheduler`` the checkpoint's are kept,
         since the scheduler owns them.
         """
+        from hyperfleet.trials.state import restore_state
+
         return restore_state(
             state,
             model=model,

@@ -11,16 +11,24 @@ process past ``1/K`` of the device's memory, with the same out-of-memory error a
 device, so the trial that over-allocates fails alone while the others on the device go on.
 (The cap covers what the allocator hands out; the CUDA context itself, a few hundred MB per
 process, comes on top of it.)
+
+**Without torch.** A process of one rank that can see no GPU (an in-process trial's worker:
+``CUDA_VISIBLE_DEVICES`` empty) and has not imported torch yet needs none of the above:
+``init`` then leaves torch unimported and names the device ``"cpu"``, a workload that never
+uses torch (a scikit-learn model, a test function) runs without importing it (seconds of CPU),
+and :func:`torch_device` imports it when the workload first asks for ``ctx.device``. torch
+reads ``OMP_NUM_THREADS`` itself when it is imported later.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,7 @@ class DistEnv:
     rank: int
     world_size: int
     local_rank: int
-    device: torch.device
+    device: torch.device | str  # "cpu": a process that has not imported torch (module docstring)
     backend: str
 
     @property
@@ -40,10 +48,28 @@ class DistEnv:
         return self.world_size > 1
 
 
+def torch_device(env: DistEnv) -> torch.device:
+    """``env``'s device as a ``torch.device`` (imports torch if ``init`` did not)."""
+    import torch
+
+    return env.device if isinstance(env.device, torch.device) else torch.device(env.device)
+
+
+def without_torch(world: int) -> bool:
+    """Whether this process can run its trial without importing torch (module docstring)."""
+    no_gpu = os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+    return world == 1 and no_gpu and "torch" not in sys.modules
+
+
 def init() -> DistEnv:
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
+    if without_torch(world):
+        return DistEnv(rank, world, local, "cpu", "gloo")
+    import torch
+    import torch.distributed as dist
+
     if torch.cuda.is_available():
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
@@ -62,19 +88,28 @@ def init() -> DistEnv:
 def cap_memory(env: DistEnv, per_device: int) -> None:
     """Cap this process's GPU memory at ``1/per_device`` of its device (every trial sets it:
     a warm process may have run a trial with another share). Nothing on CPU."""
-    if env.device.type == "cuda":
-        torch.cuda.set_per_process_memory_fraction(1.0 / per_device, env.device)
+    if isinstance(env.device, str) or env.device.type != "cuda":
+        return
+    import torch
+
+    torch.cuda.set_per_process_memory_fraction(1.0 / per_device, env.device)
 
 
 def broadcast_object(obj: Any, env: DistEnv) -> Any:
     """Rank 0's ``obj`` on every rank."""
     if not env.distributed:
         return obj
+    import torch.distributed as dist
+
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
 def teardown() -> None:
+    if "torch" not in sys.modules:  # never imported: no process group
+        return
+    import torch.distributed as dist
+
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -24,6 +24,13 @@ each fork starts clean; a worker takes the controller's environment and working 
 they are when it starts (a fork would otherwise have the server's). ``prestart`` starts them
 from a thread, so the controller goes on opening the sweep while the server imports.
 
+**Without torch.** A workload that never uses torch (a scikit-learn model, a test function)
+need not wait for it: the trial runtime imports torch only when a trial asks for it
+(:mod:`hyperfleet.trials.distributed`), so for such a sweep the server imports the runtime and
+the recorder only, and the workers import nothing ahead (:func:`needs_torch` decides: a
+function shipped by value whose pickle never names torch, called from a program that has not
+imported torch). A workload that imports torch after all imports it in each worker, once.
+
 Both halves live here: the worker's loop (:func:`inprocess_worker`, which runs in the worker
 process and runs each trial as :mod:`.trial_process` does) and the launcher's side that feeds
 it (:class:`InProcessLauncher`, :class:`InProcessHandle`), so their messages are one module's.
@@ -31,6 +38,8 @@ it (:class:`InProcessLauncher`, :class:`InProcessHandle`), so their messages are
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
@@ -44,6 +53,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from hyperfleet import startup
+from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.launcher.base import (
     LOG_TAIL_LINES,
     STOP_GRACE_S,
@@ -61,6 +71,7 @@ from hyperfleet.platform.launcher.procs import (
 )
 from hyperfleet.platform.launcher.torchrun import die_with_parent
 from hyperfleet.platform.launcher.trial_process import (
+    IMPORT_AHEAD_ENV,
     RECORDER_LAZY_IMPORTS,
     ahead_names,
     exit_now,
@@ -75,16 +86,34 @@ from hyperfleet.spec.wire import TrialSpec
 _FORKS = mp.get_context("forkserver")
 
 
-def _preload_in_server() -> None:
+def _preload_in_server(torch: bool = True) -> None:
     """What the fork server imports before its first fork (set before it starts): the trial
-    runtime, the recorder, and what workers would otherwise each import ahead on a thread of
-    their own (:func:`~.trial_process.import_ahead`, ``torch._dynamo``: about a second of CPU
-    per worker, which the first trials' first optimizers waited for); imported once here,
-    every worker has it."""
+    runtime, the recorder, and (``torch``) what workers would otherwise each import ahead on
+    a thread of their own (:func:`~.trial_process.import_ahead`, ``torch._dynamo``: about a
+    second of CPU per worker, which the first trials' first optimizers waited for) with torch
+    itself; imported once here, every worker has it."""
+    ahead = ["torch", *ahead_names()] if torch else []
     _FORKS.set_forkserver_preload(
         ["hyperfleet.platform.launcher.gc_paused", "hyperfleet.trials.runtime",
-         "hyperfleet.platform.recorder", *RECORDER_LAZY_IMPORTS, *ahead_names()]
+         "hyperfleet.platform.recorder", *RECORDER_LAZY_IMPORTS, *ahead]
     )  # fmt: skip
+
+
+def needs_torch(cfg: SweepConfig) -> bool:
+    """Whether ``cfg``'s workers import torch ahead: when the program running it has, or
+    :func:`names_torch` says so of its workload."""
+    return "torch" in sys.modules or names_torch(cfg.trial.code)
+
+
+def names_torch(code: str | None) -> bool:
+    """Whether a workload may use torch: one named by its import path (``code`` None) may; a
+    function shipped by value when its pickle (``code``) names torch (a global, an import)."""
+    if code is None:
+        return True
+    try:
+        return b"torch" in base64.b64decode(code)
+    except (binascii.Error, ValueError):  # validation refuses it; nothing to save here
+        return True
 
 
 # -- the worker: a process of its own, from the fork server ------------------------------
@@ -193,9 +222,11 @@ def _main_file_if_real() -> Iterator[None]:
 
 
 class _Worker:
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, torch: bool = True) -> None:
         self.conn, child = _FORKS.Pipe()
         environ = {**os.environ, **thread_cap(threads)}
+        if not torch:  # nothing imported ahead (module docstring), unless the user names it
+            environ.setdefault(IMPORT_AHEAD_ENV, "")
         place = (environ, os.getcwd())
         args = (child, os.getpid(), place)
         self.proc = _FORKS.Process(target=inprocess_worker, args=args, daemon=True)
@@ -285,12 +316,16 @@ class InProcessLauncher(Launcher):
     each other: a small model's step then costs many times its single-thread time.
     ``prestart``: start them all now, so that their start-up (an interpreter, torch, the
     platform's clients) overlaps the controller's own instead of delaying the first trials.
+    ``torch``: the server and the workers import torch ahead (:func:`needs_torch`).
     """
 
-    def __init__(self, workers: int, prestart: bool = False, threads: int = 1) -> None:
-        _preload_in_server()  # before the server starts (a later call changes nothing)
+    def __init__(
+        self, workers: int, prestart: bool = False, threads: int = 1, torch: bool = True
+    ) -> None:
+        _preload_in_server(torch)  # before the server starts (a later call changes nothing)
         self.max_workers = workers
         self.threads = threads
+        self.torch = torch
         self._workers: list[_Worker] = []
         self._starting: threading.Thread | None = None
         if prestart:
@@ -300,7 +335,7 @@ class InProcessLauncher(Launcher):
             self._starting.start()
 
     def _start(self, n: int) -> None:
-        self._workers += [_Worker(self.threads) for _ in range(n)]
+        self._workers += [_Worker(self.threads, self.torch) for _ in range(n)]
 
     def _started(self, timeout: float | None = None) -> bool:
         """Whether the workers of ``prestart`` are started (waiting ``timeout`` for them)."""
@@ -332,7 +367,7 @@ class InProcessLauncher(Launcher):
                 return w
         if len(self._workers) >= self.max_workers:
             raise RuntimeError("every in-process worker is busy")  # the pool's leases prevent it
-        worker = _Worker(self.threads)
+        worker = _Worker(self.threads, self.torch)
         self._workers.append(worker)
         return worker
 

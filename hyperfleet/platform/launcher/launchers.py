@@ -62,12 +62,14 @@ class Launchers:
                 self._script = ScriptLauncher(self.pool.threads_per_process())
             return self._script
         if r.devices == 0:
-            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+            from hyperfleet.platform.launcher.inprocess import InProcessLauncher, needs_torch
 
             if cfg.name not in self._inprocess:
                 most = min(cfg.budget.max_concurrent, self.pool.size)
                 threads = self.pool.threads_per_process()
-                self._inprocess[cfg.name] = InProcessLauncher(most, threads=threads)
+                self._inprocess[cfg.name] = InProcessLauncher(
+                    most, threads=threads, torch=needs_torch(cfg)
+                )
             return cast(Launcher, self._inprocess[cfg.name])
         if r.nodes > 1:
             if self._torchrun is None:
@@ -95,11 +97,13 @@ class Launchers:
         if cfg.trial.command is not None:  # a program starts with its trial
             return
         if r.devices == 0:
-            from hyperfleet.platform.launcher.inprocess import InProcessLauncher
+            from hyperfleet.platform.launcher.inprocess import InProcessLauncher, needs_torch
 
             most = min(cfg.budget.max_concurrent, self.pool.size)
             threads = self.pool.threads_per_process()
-            self._inprocess[cfg.name] = InProcessLauncher(most, prestart=True, threads=threads)
+            self._inprocess[cfg.name] = InProcessLauncher(
+                most, prestart=True, threads=threads, torch=needs_torch(cfg)
+            )
             return
         launcher = self(cfg)
         if r.nodes == 1:  # the first trials' leases, one node each
