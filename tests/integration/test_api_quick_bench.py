@@ -22,7 +22,7 @@ def test_the_quick_run_prints_a_row_per_objective_and_contender() -> None:
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| ")]
     assert [c.strip() for c in rows[0]] == [
         "objective", "trials", "contender", "wall s", "to first trial s", "per trial s",
-        "/ study.optimize",
+        "caller's CPU s", "/ study.optimize",
     ]  # fmt: skip
     body = [[c.strip() for c in row] for row in rows[1:] if not row[0].startswith(" ---")]
     assert [(r[0], r[1], r[2]) for r in body] == [
@@ -33,5 +33,5 @@ def test_the_quick_run_prints_a_row_per_objective_and_contender() -> None:
     for row in body:
         wall, first = float(row[3]), float(row[4])
         assert 0 < first < wall, row  # the first trial started inside the timed call
-        assert row[5].endswith(" ms") and float(row[6]) > 0
-    assert [row[6] for row in body if row[2] == "study.optimize"] == ["1.00", "1.00"]
+        assert row[5].endswith(" ms") and float(row[6]) > 0 and float(row[7]) > 0
+    assert [row[7] for row in body if row[2] == "study.optimize"] == ["1.00", "1.00"]
