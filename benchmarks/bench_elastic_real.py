@@ -16,8 +16,8 @@ claim to its release), so a resize shows as a trial's launches at different size
 
 Runs alternate (fixed, elastic, fixed, ...) within each round.
 
-    python benchmarks/bench_elastic_real.py              # 12 trials of 300 steps, 4 slots, 2 rounds
-    python benchmarks/bench_elastic_real.py --quick      # 6 trials of 60 steps, 1 round
+    python benchmarks/bench_elastic_real.py            # 12 trials of 6,000 steps, 4 slots, 2 rounds
+    python benchmarks/bench_elastic_real.py --quick    # 6 trials of 300 steps, 1 round
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from hyperfleet.platform.storage import Storage
 OBJECTIVE = "val_accuracy"  # maximised
 
 
-def sweep(trials: int, steps: int, slots: int, elastic: bool) -> dict[str, Any]:
+def sweep(trials: int, steps: int, slots: int, elastic: bool, batch: int) -> dict[str, Any]:
     devices: Any = {"min": 1, "max": slots} if elastic else 1
     return {
         "objective": {"metric": OBJECTIVE, "mode": "max"},
@@ -47,9 +47,9 @@ def sweep(trials: int, steps: int, slots: int, elastic: bool) -> dict[str, Any]:
         "space": {"lr": {"type": "float", "low": 3e-3, "high": 3e-2, "log": True}},
         "trial": {
             "workload": "digits",
-            "params": {"batch_size": 64},
+            "params": {"batch_size": batch, "hidden": 256},
             "steps": steps,
-            "eval_every": max(1, steps // 6),
+            "eval_every": max(1, steps // 10),
             "resources": {"devices": devices},
         },
     }
@@ -94,26 +94,31 @@ def measure(workdir: str, name: str, slots: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="6 trials of 60 steps, one round")
+    ap.add_argument("--quick", action="store_true", help="6 trials of 300 steps, one round")
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--rounds", type=int)
+    ap.add_argument("--trials", type=int)
+    ap.add_argument("--steps", type=int, help="each trial's steps (reports every tenth)")
+    ap.add_argument(
+        "--batch", type=int, default=64, help="the global batch (a multiple of the slots)"
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
-    trials, steps, rounds = (6, 60, 1) if args.quick else (12, 300, 2)
-    rounds = args.rounds or rounds
+    trials, steps, rounds = (6, 300, 1) if args.quick else (12, 6000, 2)
+    trials, steps, rounds = args.trials or trials, args.steps or steps, args.rounds or rounds
     results: dict[str, list[dict[str, Any]]] = {"fixed": [], "elastic": []}
     with tempfile.TemporaryDirectory(prefix="hf-elastic-real-") as scratch:
         for r in range(rounds):
             for mode in ("fixed", "elastic"):
                 name = f"{mode}-{r}"
-                data = sweep(trials, steps, args.slots, mode == "elastic")
+                data = sweep(trials, steps, args.slots, mode == "elastic", args.batch)
                 run = hyperfleet_sweep(Path(scratch), name, data, f"cpu:{args.slots}")
                 figures = {"wall_s": run.wall, **measure(run.out["workdir"], name, args.slots)}
                 results[mode].append(figures)
                 print(f"round {r} {mode}: {json.dumps(figures)}", flush=True)
     keys = ("utilisation", "tail_utilisation", "best_done_s", "wall_s", "best", "sizes")
-    print(f"\n{trials} digits trials of {steps} steps, ASHA, cpu:{args.slots}, {rounds} rounds "
-          f"(medians)")  # fmt: skip
+    print(f"\n{trials} digits trials of {steps} steps (batch {args.batch}), ASHA, "
+          f"cpu:{args.slots}, {rounds} rounds (medians)")  # fmt: skip
     print("| mode | " + " | ".join(keys) + " |")
     print("| --- |" + " --- |" * len(keys))
     medians = {

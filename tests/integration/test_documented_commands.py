@@ -142,6 +142,7 @@ SCENARIOS: dict[str, list[str]] = {
         "source .venv/bin/activate",
         "python benchmarks/bench_elastic.py",
         "python benchmarks/bench_elastic.py --quick",
+        "python benchmarks/bench_elastic_real.py --quick",
     ],
     "lifecycle": [
         "source .venv/bin/activate",
