@@ -310,10 +310,13 @@ class RankZeroRecorder(Recorder):
 
 def _ranks(spec: TrialSpec) -> int | None:
     """The ranks of the process group this recorder's rank belongs to: torchrun's
-    ``WORLD_SIZE`` where it runs in a rank (a trial whose nodes are a range continues on fewer
-    after one is lost: its agents restart its ranks at the smaller size, under the same spec),
-    else the spec's (None: an older controller's)."""
+    ``WORLD_SIZE`` where it runs in a rank that torchrun's agent started (a trial whose nodes
+    are a range continues on fewer after one is lost: its agents restart its ranks at the
+    smaller size, under the same spec), else the spec's (None: an older controller's). A
+    ``WORLD_SIZE`` that the controller's own environment happens to hold (a job scheduler's)
+    is not the trial's."""
     given = os.environ.get("WORLD_SIZE")
-    if given is not None and given.isdigit() and spec.world_size is not None:
+    in_a_rank = "TORCHELASTIC_RESTART_COUNT" in os.environ
+    if in_a_rank and given is not None and given.isdigit() and spec.world_size is not None:
         return int(given)
     return spec.world_size
