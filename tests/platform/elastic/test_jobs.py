@@ -39,7 +39,7 @@ def test_a_version_2_database_is_read_as_it_is_and_gains_the_job_columns(
     Storage(url).close()  # a writer: columns added (idempotently: twice)
     st = Storage(url)
     with st.engine.connect() as conn:
-        assert schema_version(conn) == SCHEMA_VERSION == 4
+        assert schema_version(conn) == SCHEMA_VERSION == 5  # upgraded to the current version
     (old,) = st.workers.all()
     assert (old.id, old.job_id, old.job_state) == ("w", None, None)
     st.close()
