@@ -111,7 +111,9 @@ class RankZeroRecorder(Recorder):
         self.world_size = _ranks(spec)  # this launch's ranks (None: an older controller's)
         self._size_recorded = False  # at this launch's first accepted report
         self.trial_dir = spec.trial_dir
-        self.elastic = spec.trial.resources.max_devices is not None  # may be asked to resize
+        # may be asked to resize: a range, even one its launch is at the top of (its spec then
+        # says devices == max_devices, and Resources.elastic is false)
+        self.elastic = spec.trial.resources.max_devices is not None
         self.checkpoint_every = spec.trial.checkpoint.every
         self.last = spec.trial.steps  # a resize there would relaunch a trial that is done
         self._hp_tags()

@@ -104,8 +104,7 @@ class _Seen:
 def elastic(d: SweepDriver) -> bool:
     """The sweep's trials are resized: a range of devices, and a function workload (a script
     trial's runner cannot follow the recorder's PAUSE yet: it stays at its ``min``)."""
-    r = d.cfg.trial.resources
-    return r.max_devices is not None and r.max_devices > r.devices and d.cfg.trial.command is None
+    return d.cfg.trial.resources.elastic and d.cfg.trial.command is None
 
 
 def resized_trial(trial: TrialConfig, devices: int) -> TrialConfig:
