@@ -87,6 +87,16 @@ def test_log_tail_is_one_line_of_the_last_lines(tmp_path: Path) -> None:
     assert log_tail(log, lines=1, since=len("one\n\ntwo\n  three  \n")) == "four"
 
 
+def test_log_tail_keeps_the_error_that_shutdown_lines_follow(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    bind = "ERROR:    [Errno 98] error while attempting to bind: address already in use"
+    shutdown = ["INFO: Waiting for application shutdown.", "INFO: Application shutdown complete."]
+    log.write_text("\n".join(["INFO: Started", bind, *shutdown, "Running the server failed"]))
+    assert log_tail(log) == " | ".join([bind, *shutdown, "Running the server failed"])
+    log.write_text("\n".join(["INFO: Started", "ERROR: earlier", bind, *shutdown]))
+    assert log_tail(log) == " | ".join([bind, *shutdown])  # in the tail: nothing added
+
+
 def test_listened_by_names_the_holder_of_the_listening_socket(held_port: int) -> None:
     import os
 

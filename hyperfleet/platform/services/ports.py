@@ -70,12 +70,24 @@ def log_text(log: Path, since: int = 0) -> str:
 
 def log_tail(log: Path, lines: int = 3, since: int = 0) -> str:
     """The last ``lines`` non-blank lines of ``log`` (from byte ``since``), joined by `` | ``:
-    one line that says why a server did not start, in its own words."""
+    one line that says why a server did not start, in its own words. A server that logs more
+    after its error (uvicorn's shutdown, MLflow's "server failed" line) would push the reason
+    out of the tail: the last line before the tail that says a port was taken or names an
+    error comes first."""
     if not log.exists():
         return f"no server log at {log}"
     text = log_text(log, since)
-    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    tail = kept[-lines:]
+    before = kept[: len(kept) - len(tail)]
+    if not any(_says_why(line) for line in tail):
+        cause = next((line for line in reversed(before) if _says_why(line)), None)
+        tail = [cause, *tail] if cause else tail
     return " | ".join(tail) or f"{log} is empty"
+
+
+def _says_why(line: str) -> bool:
+    return says_taken(line) or "error" in line.lower()
 
 
 def says_taken(text: str) -> bool:
