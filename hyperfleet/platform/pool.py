@@ -200,6 +200,18 @@ class LocalPool:
                 self._holders[d][lease.lease_id] = lease
             return lease
 
+    def try_acquire_these(self, devices: tuple[Device, ...]) -> Lease | None:
+        """A whole-device lease of exactly ``devices`` (those a process group was started on
+        ahead), or None if one of them is held."""
+        with self._lock:
+            if any(self._holders[d] for d in devices):
+                return None
+            self._next_id += 1
+            lease = Lease(tuple(sorted(devices)), self._next_id)
+            for d in lease.devices:
+                self._holders[d][lease.lease_id] = lease
+            return lease
+
     def release(self, lease: Lease) -> None:
         with self._lock:
             gone = [d for d in lease.devices if lease.lease_id not in self._holders[d]]

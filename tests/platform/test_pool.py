@@ -19,6 +19,21 @@ def test_leases_are_disjoint_and_returned() -> None:
     assert c is not None and c.devices == a.devices  # lowest indices first
 
 
+def test_a_lease_of_named_devices_only_when_all_of_them_are_free() -> None:
+    pool = LocalPool.from_spec("cpu:4")
+    cpu = [Device("cpu", i) for i in range(4)]
+    held = pool.try_acquire(1)
+    assert held is not None and held.devices == (cpu[0],)
+    assert pool.try_acquire_these((cpu[0], cpu[2])) is None  # cpu:0 is held
+    assert pool.free == 3
+    got = pool.try_acquire_these((cpu[3], cpu[1]))
+    assert got is not None and got.devices == (cpu[1], cpu[3])
+    assert pool.free == 1 and pool.try_acquire(2) is None
+    pool.release(got)
+    pool.release(held)
+    assert pool.free == 4
+
+
 def test_lease_context_manager_releases_on_error() -> None:
     pool = LocalPool.from_spec("cpu:2")
     with pytest.raises(RuntimeError), pool.lease(2):
