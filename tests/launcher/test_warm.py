@@ -163,3 +163,35 @@ def test_stop_ends_the_trial_and_its_group(warm: WarmTorchrunLauncher, tmp_path:
         warm.wait(1.0)
     assert handle.stop(grace=5.0) != 0
     assert not group.alive
+
+
+def test_a_group_started_ahead_runs_the_relaunch_and_the_old_size_leaves(
+    warm: WarmTorchrunLauncher, tmp_path: Path
+) -> None:
+    """A resize 1 -> 2 as the controller makes it: the trial runs on cpu:0, a group of two
+    ranks is started ahead on cpu:0 and cpu:1, and the relaunch at 2 runs in it; the group
+    of one rank leaves then (not when a later trial of its layout would have come)."""
+    one = spec(tmp_path, 0, 1)
+    handle = warm.launch(one, lease(1))
+    two = spec(tmp_path, 1, 2)
+    assert warm.start_ahead(lease(2), two.trial)
+    assert warm.start_ahead(lease(2), two.trial)  # asked again (a growth enlarged): one group
+    assert warm.started == 2
+    ahead = warm.groups[1]
+    assert ahead.ahead and ahead.key.devices == ("cpu:0", "cpu:1")
+    assert not warm.ready_ahead(lease(2), two.trial)  # its interpreters are starting
+    deadline = time.monotonic() + 120
+    while not warm.ready_ahead(lease(2), two.trial):  # both ranks joined and said hello
+        assert ahead.alive and time.monotonic() < deadline, ahead.log_path.read_text()
+        time.sleep(0.1)
+    assert sorted(ahead.channel.ranks) == [0, 1]
+    assert finish(warm, handle) == 0
+    old = warm.groups[0]
+    relaunch = warm.launch(two, lease(2))
+    assert relaunch.group is ahead and warm.started == 2
+    assert old.leaving and not old.idle
+    assert finish(warm, relaunch) == 0
+    assert "2 rank(s) on cpu:0, cpu:1, started ahead), trial 1 in it" in two.log_path.read_text()
+    gpus = Lease((Device("cuda", 0), Device("cuda", 1)), 0)
+    assert not warm.start_ahead(gpus, two.trial)  # a rank would bind a device the trial uses
+    assert warm.started == 2

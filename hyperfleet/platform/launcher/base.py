@@ -79,9 +79,9 @@ class Rendezvous:
 
 class Launcher(ABC):
     """Starts trials and hands back their handles. Subclass it: ``launch`` and ``close`` are
-    required; ``prestart``, ``wait`` and ``next_event_in`` are optional capabilities whose
-    defaults do nothing (the controller calls them on every launcher, never asking which kind
-    it has).
+    required; ``prestart``, ``start_ahead`` (and ``ready_ahead``), ``wait`` and
+    ``next_event_in`` are optional capabilities whose defaults do nothing (the controller calls
+    them on every launcher, never asking which kind it has).
     :mod:`hyperfleet.testing.launchers` is the contract suite every launcher passes."""
 
     @abstractmethod
@@ -107,6 +107,17 @@ class Launcher(ABC):
         """Start now the processes the first trials (of ``trial``, on ``leases``) will most
         likely run in, so their start-up overlaps the controller's (default: nothing)."""
         return None
+
+    def start_ahead(self, lease: Lease, trial: TrialConfig) -> bool:
+        """Start now the processes a launch of ``trial`` on exactly ``lease``'s devices will
+        run in (an elastic trial's relaunch at its new size, decided before its current
+        launch ends); True when it did. Default: nothing started (False), the launch is cold."""
+        return False
+
+    def ready_ahead(self, lease: Lease, trial: TrialConfig) -> bool:
+        """Whether the processes :meth:`start_ahead` started for ``trial`` on ``lease`` are
+        ready to run it (True when none is starting: nothing to wait for)."""
+        return True
 
     def wait(self, timeout: float) -> bool:
         """Block until one of this launcher's trials may have something to say (it ended),

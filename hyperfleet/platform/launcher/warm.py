@@ -59,6 +59,11 @@ from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.spec.wire import TrialSpec
 
 
+def _ahead_key(lease: Lease, trial: TrialConfig) -> GroupKey:
+    return GroupKey(tuple(str(d) for d in lease.devices), trial.parallel.data,
+                    trial.parallel.pipeline)  # fmt: skip
+
+
 class WarmHandle(TrialHandle):
     """One trial in a warm group (the :class:`~.base.TrialHandle` contract)."""
 
@@ -142,6 +147,8 @@ class WarmTorchrunLauncher(Launcher):
         if spec.trial.reuse or forking:
             for group in self.groups:
                 if group.idle and group.key == key:
+                    if lease.per_device == 1:  # the lease holds these devices whole
+                        self._release_beside(group)
                     return group
         mine = set(key.devices)
         leaving = [g for g in self.groups if g.idle and mine.intersection(g.key.devices)]
@@ -151,6 +158,14 @@ class WarmTorchrunLauncher(Launcher):
         self._wait_for(leaving)
         self.reap()
         return self._new_group(key, lease, one_shot=not (spec.trial.reuse or forking))
+
+    def _release_beside(self, group: WarmGroup) -> None:
+        """Other idle groups on ``group``'s devices leave (not waited for): a resized trial's
+        group of its former size, or one started ahead for a size it did not take."""
+        mine = set(group.key.devices)
+        for other in self.groups:
+            if other is not group and other.idle and mine.intersection(other.key.devices):
+                other.release()
 
     def launch(self, spec: TrialSpec, lease: Lease, rendezvous: object = None) -> WarmHandle:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,6 +183,27 @@ class WarmTorchrunLauncher(Launcher):
             key = GroupKey(tuple(str(d) for d in lease.devices), trial.parallel.data,
                            trial.parallel.pipeline, share=lease.share)  # fmt: skip
             self._new_group(key, lease, one_shot=False)
+
+    def start_ahead(self, lease: Lease, trial: TrialConfig) -> bool:
+        """Start a group for a launch of ``trial`` on exactly ``lease``'s devices (a resize's
+        relaunch: devices the trial holds now, and those reserved for its growth), so its
+        start-up overlaps the trial's last steps at its old size. Not on GPUs: a rank binds
+        its device when it starts (a CUDA context, NCCL's communicator), on devices the
+        trial's running ranks use; nor for ``reuse: false``. False when none was started."""
+        if not trial.reuse or lease.kind != "cpu" or lease.per_device != 1:
+            return False
+        self.reap()
+        if any(g.idle and g.key == _ahead_key(lease, trial) for g in self.groups):
+            return True
+        self._new_group(_ahead_key(lease, trial), lease, one_shot=False).ahead = True
+        return True
+
+    def ready_ahead(self, lease: Lease, trial: TrialConfig) -> bool:
+        """Every rank of the idle group for ``trial`` on ``lease`` said hello: it joined its
+        process group and imported what a trial needs (True also when there is no such group
+        starting: a group that died is not waited for)."""
+        key = _ahead_key(lease, trial)
+        return all(g.ready for g in self.groups if g.idle and g.key == key)
 
     def wait(self, timeout: float) -> bool:
         """Return when a rank of any group answers, or after ``timeout`` seconds: the

@@ -108,12 +108,20 @@ class WarmGroup:
             raise LaunchError(f"cannot start a warm group: {exc}") from None
         self.task: Task | None = None
         self.trials_run = 0
+        self.ahead = False  # started ahead of a resize's relaunch (``start_ahead``)
         self.leaving = False  # a rank failed: the group is ending by itself
         self._leaving_since = 0.0
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    @property
+    def ready(self) -> bool:
+        """Every rank said hello (called on an idle group: it reads nothing else)."""
+        if self.task is None:
+            self.channel.pump()
+        return len(self.channel.ranks) == self.nproc
 
     @property
     def idle(self) -> bool:
@@ -128,7 +136,8 @@ class WarmGroup:
         with spec.log_path.open("ab") as log:
             log.write(
                 f"# hyperfleet launch: warm group {self.index} (pid {self.proc.pid}, {self.nproc} "
-                f"rank(s) on {', '.join(self.key.devices)}), trial {self.trials_run} in it\n"
+                f"rank(s) on {', '.join(self.key.devices)}{', started ahead' * self.ahead}), "
+                f"trial {self.trials_run} in it\n"
                 .encode()
             )  # fmt: skip
         self.copy_output(spec.log_path)  # the group's start-up, or what it said between trials
