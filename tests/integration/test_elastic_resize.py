@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -41,10 +42,15 @@ from hyperfleet.testing.sweeps import digits_sweep
 pytestmark = pytest.mark.slow
 
 EVERY = 5  # steps between reports
-STEPS = 120  # of grow and fixed; filler runs half as many
-WAIT = 0.6  # seconds after each report of grow and filler (see elastic_workloads)
+STEPS = 600  # of grow and fixed; filler runs half as many
+WAIT = 0.4  # seconds after each report of grow and filler (see elastic_workloads)
 WORKLOAD = "tests.integration.elastic_workloads:paced_digits"
 RESIZER = "hyperfleet.platform.controller.resizing"
+LAUNCHED = re.compile(  # a warm launch's first line in the trial's log (warm_group.py)
+    r"^# hyperfleet launch: warm group (\d+) \(pid \d+, (\d+) rank\(s\) on ([^,)]+(?:, "
+    r"[a-z]+:\d+)*)(, started ahead)?\), trial \d+ in it$",
+    re.M,
+)
 
 
 def _sweep(name: str, runs: Path, devices: Any, steps: int, wait: float) -> dict[str, Any]:
@@ -220,35 +226,74 @@ def test_a_waiting_trial_gets_devices_from_an_elastic_one_within_a_report_interv
     assert waited < interval + 5.0, (waited, interval)
 
 
-def test_what_each_resize_costs(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seconds from each decision to the trial's next report (where it stops), to its relaunch
-    at the new size, and to its first report there (its processes started, its checkpoint
-    loaded, ``EVERY`` steps trained); printed as the table of docs/elastic.md (run with -s).
-    Every resize here starts fresh processes: the warm launcher keeps no group across a change
-    of layout on the same devices."""
-    s = scenario
+def _resizes(s: Scenario) -> list[tuple[logging.LogRecord, logging.LogRecord | None, Any]]:
+    """Each relaunch's first decision (a pending growth may be enlarged before it is made),
+    the log record saying its processes were ready (a growth's), and the relaunch."""
     decided = [r for r in s.decisions if "at its next report" in r.getMessage()]
-    made = [r for r in s.decisions if "after the decision" in r.getMessage()]
-    assert len(decided) == len(made) == len(_sizes(s.storage)) - 1 >= 3
+    ready = [r for r in s.decisions if "after the decision" in r.getMessage() and "ready" in
+             r.getMessage()]  # fmt: skip
+    made = [r for r in s.decisions if "s after the decision;" in r.getMessage()]
+    out, since = [], 0.0
+    for relaunch in made:
+        first = next(r for r in decided if since <= r.created <= relaunch.created)
+        said = [r for r in ready if first.created <= r.created <= relaunch.created]
+        out.append((first, said[-1] if said else None, relaunch))
+        since = relaunch.created
+    return out
+
+
+def test_each_relaunch_runs_in_processes_started_at_the_decision(scenario: Scenario) -> None:
+    """A growth is carried to the trial once the warm group of its new size, started at the
+    decision on the devices it will hold, is ready; a shrink at once; every relaunch runs in
+    the group started for it (the trial's log names each launch's group)."""
+    s = scenario
+    resizes = _resizes(s)
+    assert len(resizes) == len(_sizes(s.storage)) - 1 >= 3
+    for _, ready, relaunch in resizes:
+        assert "its processes started ahead" in relaunch.getMessage(), relaunch.getMessage()
+        before, after = (int(n) for n in relaunch.args[2:4])  # type: ignore[index]
+        if after > before:
+            assert ready is not None and "not ready" not in ready.getMessage(), ready
+        else:
+            assert ready is None
+    rec = s.storage.trials.get("grow", 0)
+    assert rec is not None and rec.trial_dir
+    groups = LAUNCHED.findall((Path(rec.trial_dir) / "log.txt").read_text())
+    leases = _leases(s.storage, "grow")
+    assert len(groups) == len(leases)
+    assert [ahead for *_, ahead in groups] == ["", *([", started ahead"] * (len(leases) - 1))]
+    assert [(int(n), on.split(", ")) for _, n, on, _ in groups] == [
+        (len(lease.devices), lease.devices) for lease in leases
+    ]
+    assert len({index for index, *_ in groups}) == len(groups)  # a group of its own each
+
+
+def test_what_each_resize_costs(scenario: Scenario, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seconds from each decision to the processes of the new size ready (a growth waits for
+    them), to the trial's next report (where it stops), to its relaunch at the new size, and
+    to its first report there (its checkpoint loaded, ``EVERY`` steps trained); and the
+    trial's pause, from the report where it stopped to its first at the new size. Printed as
+    the table of docs/elastic.md (run with -s)."""
+    s = scenario
     world = _history(s.runs, "grow", "world_size")
     rows = []
-    for decision, relaunch in zip(decided, made, strict=True):
+    for decision, ready, relaunch in _resizes(s):
         before, after = (int(n) for n in relaunch.args[2:4])  # type: ignore[index]
         at = int(relaunch.args[4])  # type: ignore[index]
         first = next(m for m in world if m.step > at)
         assert int(first.value) == after
         stopped = next(m for m in world if m.step == at).timestamp / 1000
-        rows.append((before, after, stopped - decision.created,
-                     relaunch.created - decision.created,
-                     first.timestamp / 1000 - decision.created))  # fmt: skip
-    first = _leases(s.storage, "grow")[0].started_at
+        since = [x - decision.created for x in (stopped, relaunch.created,
+                                                 first.timestamp / 1000)]  # fmt: skip
+        assert 0 <= since[0] <= since[1] <= since[2] < 120, since
+        ready_s = "-" if ready is None else f"{ready.created - decision.created:.1f} s"
+        rows.append(f"| {before} -> {after} | {ready_s} | {since[0]:.1f} s | {since[1]:.1f} s "
+                    f"| {since[2]:.1f} s | {since[2] - since[0]:.1f} s |")  # fmt: skip
+    first_launch = _leases(s.storage, "grow")[0].started_at
     with capsys.disabled():
-        print(f"\nfirst launch: {world[0].timestamp / 1000 - first:.1f} s to its first report")
-        print("| resize | to its next report | to its relaunch | to its first report there |")
-        print("| --- | --- | --- | --- |")
-        for before, after, report, relaunch_s, first_s in rows:
-            print(
-                f"| {before} -> {after} | {report:.1f} s | {relaunch_s:.1f} s | {first_s:.1f} s |"
-            )
-    for _, _, report, relaunch_s, first_s in rows:
-        assert 0 <= report <= relaunch_s <= first_s < 120
+        print(f"\nfirst launch: {world[0].timestamp / 1000 - first_launch:.1f} s to its first "
+              "report")  # fmt: skip
+        print("| resize | processes ready | to its next report | to its relaunch "
+              "| to its first report there | paused |")  # fmt: skip
+        print("| --- | --- | --- | --- | --- | --- |")
+        print("\n".join(rows))

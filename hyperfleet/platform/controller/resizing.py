@@ -23,6 +23,15 @@ RUNNING, its scheduler is not told), the same MLflow run, a new attempt, from th
 of that report. A shrink's freed devices are free before the controller's
 next launches, in the same tick: a waiting trial takes them then. A launch that ends any other
 way drops its pending resize and the devices reserved for it.
+
+The relaunch's devices are chosen at the decision (a growth: the trial's own and those
+reserved; a shrink: its first ones), and the launcher is asked to start the processes of the
+new size there at once (``Launcher.start_ahead``: the warm launcher starts a warm group on CPU
+slots). A growth whose processes were started is carried to the trial only once they are
+ready (``Launcher.ready_ahead``, checked each tick; ``AHEAD_WAIT_S`` at most): the trial
+trains at its old size during their start-up instead of waiting for it; a shrink is carried
+at once (a waiting trial takes its devices at its next report). The relaunch runs in the
+processes started ahead, or in fresh ones where none were started (the launcher cannot).
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ from hyperfleet.platform.controller.prepare import PreparedTrial
 from hyperfleet.platform.controller.session import SweepSession
 from hyperfleet.platform.elastic import requests
 from hyperfleet.platform.elastic.resize import ElasticKnobs, ElasticTrial, Resize, decide
-from hyperfleet.platform.pool import Lease, LocalPool
+from hyperfleet.platform.launcher.base import Launcher
+from hyperfleet.platform.pool import Device, Lease, LocalPool
 from hyperfleet.platform.storage import TrialRecord
 from hyperfleet.spec.states import TrialState
 from hyperfleet.spec.trial import TrialConfig
@@ -50,6 +60,10 @@ from hyperfleet.spec.wire import SPEC_FILE, TrialSpec, trial_dir
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+AHEAD_WAIT_S = 30.0
+"""How long a growth waits at most for the processes started ahead for it before it is carried
+to the trial (a growth whose processes are ready, or were not started, is carried at once)."""
 
 WORK_EVERY_S = 1.0
 """How long a sweep's answer to "has its scheduler a trial to launch" is kept (two reads),
@@ -65,12 +79,16 @@ class Pending:
     pool: LocalPool  # where the reserved devices go back to
     extra: list[Lease] = field(default_factory=list)  # devices reserved for a growth
     decided_at: float = 0.0  # clock.monotonic() of the first decision
+    devices: tuple[Device, ...] = ()  # where it relaunches (its processes may start ahead)
+    ahead: bool = False  # the launcher started them at the decision
+    requested: bool = True  # carried to the trial (a growth waits for its processes)
 
 
 class SweepDriver(Protocol):
     """What resizing uses of a sweep's driver (:class:`.driver.SweepDriver`)."""
 
     session: SweepSession
+    launcher: Launcher
     clock: Clock
     running: dict[int, Running]
     resizes: dict[int, Pending]
@@ -134,6 +152,10 @@ class Resizer:
                 drop(d, number)
         if any(d.stopping() for d in drivers):
             return []
+        for d in drivers:
+            for number, pending in d.resizes.items():
+                if not pending.requested:
+                    carry(d, d.running[number], pending, now)
         running = [
             (d, r)
             for d in drivers
@@ -242,13 +264,42 @@ def request(d: SweepDriver, r: Running, after: int, pool: LocalPool, now: float)
         if lease is None:
             return False
         extra.append(lease)
-    requests.request(trial_dir(d.session.workdir, d.name, r.number), r.attempt, after)
-    d.resizes[r.number] = Pending(after, pool, extra, pending.decided_at if pending else now)
+    devices = tuple(sorted([*r.lease.devices, *(x for lease in extra for x in lease.devices)]))
+    devices = devices[:after]  # a shrink keeps its first devices
+    ahead = d.launcher.start_ahead(Lease(devices, 0), resized_trial(d.cfg.trial, after))
+    decided_at = pending.decided_at if pending else now
+    # a growth is carried to the trial once its processes are ready: it trains at its size
+    # meanwhile; a shrink at once (its devices go to a waiting trial at its next report)
+    growth = after > len(r.lease.devices) and ahead and (pending is None or not pending.requested)
+    d.resizes[r.number] = new = Pending(after, pool, extra, decided_at, devices, ahead, False)
+    if not growth:
+        carry(d, r, new, now, at_once=True)
     logger.info(
-        "sweep %s trial %d: resizes %d -> %d devices at its next report",
+        "sweep %s trial %d: resizes %d -> %d devices at its next report%s",
         d.name, r.number, len(r.lease.devices), after,
+        " once its processes at that size are ready" if growth else "",
     )  # fmt: skip
     return True
+
+
+def carry(d: SweepDriver, r: Running, p: Pending, now: float, at_once: bool = False) -> None:
+    """Write the resize request for the trial's next report: ``at_once``, else once the
+    processes started ahead for it are ready or it waited ``AHEAD_WAIT_S``."""
+    trial = resized_trial(d.cfg.trial, p.after)
+    if (
+        at_once
+        or now - p.decided_at >= AHEAD_WAIT_S
+        or d.launcher.ready_ahead(Lease(p.devices, 0), trial)
+    ):
+        requests.request(trial_dir(d.session.workdir, d.name, r.number), r.attempt, p.after)
+        p.requested = True
+        if not at_once:
+            logger.info(
+                "sweep %s trial %d: its processes at %d devices %s %.1f s after the decision",
+                d.name, r.number, p.after,
+                "not ready" if now - p.decided_at >= AHEAD_WAIT_S else "ready",
+                now - p.decided_at,
+            )  # fmt: skip
 
 
 def drop(d: SweepDriver, number: int) -> None:
@@ -280,8 +331,9 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
     if r.lease_row is not None:
         storage.leases.close(r.lease_row, TrialState.PAUSED)
     before = len(r.lease.devices)
-    d._release(r)  # its devices, then a lease of the new size from them (and those reserved)
-    lease = r.pool.try_acquire(after)
+    d._release(r)  # its devices, then a lease of the new size from them (and those reserved):
+    # those its processes were started on ahead, else any
+    lease = r.pool.try_acquire_these(pending.devices) or r.pool.try_acquire(after)
     if lease is None:  # cannot happen: what it held and reserved was just released
         raise PoolError(f"trial {r.number}: {after} devices for its resize are not free")
     spec = TrialSpec.read(tdir / SPEC_FILE)
@@ -301,8 +353,10 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
         d._abandon(r.number, lease, r.pool)
         return True
     waited = d.clock.monotonic() - pending.decided_at
+    ahead = pending.ahead and lease.devices == pending.devices
     logger.info(
-        "sweep %s trial %d resized %d -> %d devices at step %s (%.1f s after the decision)",
+        "sweep %s trial %d resized %d -> %d devices at step %s (%.1f s after the decision; %s)",
         d.name, r.number, before, after, rec.last_step, waited,
+        "its processes started ahead" if ahead else "fresh processes",
     )  # fmt: skip
     return True

@@ -15,8 +15,10 @@ from hyperfleet.platform.controller import SweepSession, open_session
 from hyperfleet.platform.controller.resizing import Resizer
 from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.storage import LeaseRecord, Storage
 from hyperfleet.platform.tracking import NullTracker
+from hyperfleet.spec.trial import TrialConfig
 from hyperfleet.testing.controller import BASE, Sim
 from hyperfleet.testing.sweeps import deep_update
 
@@ -88,6 +90,28 @@ def test_an_elastic_trial_alone_grows_to_its_max_at_its_next_report(tmp_path: Pa
     assert sim.max_leased == 4
 
 
+def test_a_growth_waits_for_its_processes_started_ahead(tmp_path: Path) -> None:
+    sim = _sim(tmp_path)
+    started: list[float] = []  # when the controller asked for processes at the new size
+
+    def start_ahead(lease: Lease, trial: TrialConfig) -> bool:
+        started.append(sim.clock.monotonic())
+        return True
+
+    def ready_ahead(lease: Lease, trial: TrialConfig) -> bool:  # 3.5 virtual s to start
+        return sim.clock.monotonic() >= started[0] + 3.5
+
+    sim.launcher.start_ahead = start_ahead  # type: ignore[method-assign]
+    sim.launcher.ready_ahead = ready_ahead  # type: ignore[method-assign]
+    sim.run(sim.controller())
+    (trial,) = sim.trials()
+    # decided after 3 reports (as without processes started ahead: at 5), carried to the
+    # trial once they were ready: it trained at 1 meanwhile, and grew at its next report
+    assert len(started) == 1
+    assert trial.sizes == [[1, 1], [9, 4]]
+    assert trial.attempts == 2 and trial.last_step == STEPS
+
+
 def test_no_resize_when_the_policy_is_off(tmp_path: Path) -> None:
     sim = _sim(tmp_path)
     controller = sim.controller()
@@ -101,6 +125,13 @@ def test_a_waiting_trial_gets_devices_back_at_the_elastic_trials_next_report(
     tmp_path: Path,
 ) -> None:
     sim = _sim(tmp_path)
+    ahead: list[tuple[list[str], int]] = []  # what the controller asked to start ahead
+
+    def start_ahead(lease: Lease, trial: TrialConfig) -> bool:
+        ahead.append(([str(d) for d in lease.devices], trial.parallel.data))
+        return True
+
+    sim.launcher.start_ahead = start_ahead  # type: ignore[method-assign]
     fixed = _data(tmp_path, "waiting", trial={"resources": {"devices": 1}})
     storage = Storage(fixed["storage"], clock=sim.clock)
     later = open_session(parse_sweep(fixed), storage, NullTracker(), None)
@@ -126,6 +157,10 @@ def test_a_waiting_trial_gets_devices_back_at_the_elastic_trials_next_report(
     assert theirs.started_at - source.handed_at == 2.0
     assert theirs.started_at == leases[2].started_at
     assert not set(theirs.devices) & set(leases[2].devices)
+    # each relaunch on the devices its processes were asked to start on at the decision: a
+    # growth on its own and those reserved, a shrink on its first ones
+    assert ahead == [(leases[1].devices, 4), (leases[2].devices, 2)]
+    assert leases[2].devices == leases[1].devices[:2]
 
 
 def test_a_resize_waits_for_a_report_whose_checkpoint_is_kept(tmp_path: Path) -> None:
