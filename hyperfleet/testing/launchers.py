@@ -20,7 +20,8 @@ with :class:`QuietRecorder`). What is checked:
 * a trial that cannot start (its workload does not import) ends with a non-zero code, and its
   log's tail says why;
 * ``stop`` and ``kill`` end a running trial and every process it started;
-* ``wait`` returns within its timeout, False only at once; ``prestart`` may be called.
+* ``wait`` returns within its timeout, False only at once; ``prestart`` may be called;
+* a trial launched on what ``start_ahead`` started (once ``ready_ahead``) runs to its end.
 """
 
 from __future__ import annotations
@@ -240,3 +241,17 @@ class LauncherContract:
             {"workload": KINDS["completes"], "steps": 1, "resources": {"devices": self.devices}}
         )
         launcher.prestart([], config)  # nothing to start: it returns, and breaks nothing
+
+    def test_a_launch_on_processes_started_ahead_runs_as_any(
+        self, launcher: Launcher, clock: Clock, trial: TrialMaker
+    ) -> None:
+        spec = trial("completes")
+        ahead = launcher.start_ahead(self.lease(), spec.trial)  # may start nothing: False
+        assert isinstance(ahead, bool)
+        deadline = time.monotonic() + self.timeout
+        while not launcher.ready_ahead(self.lease(), spec.trial):  # True once nothing starts
+            assert ahead, "ready_ahead is False while start_ahead started nothing"
+            assert time.monotonic() < deadline, "what start_ahead started was never ready"
+            time.sleep(self.tick)
+        handle = launcher.launch(spec, self.lease())
+        assert self.run_to_end(launcher, handle, clock) == 0, handle.log_tail()

@@ -19,6 +19,15 @@ ranks (a single process without an agent when the trial has one device), started
 * the group is idle when every rank answered 0, and the next trial that needs the same layout
   (same devices, same ``data x pipeline``, hence the same backend) runs in it.
 
+An elastic trial's resize asks for its relaunch's group ahead
+(:meth:`WarmTorchrunLauncher.start_ahead`): an idle group of the new layout on exactly the
+devices the relaunch will lease (the trial's own and those reserved for it), started while
+the trial still runs, so its start-up overlaps the trial's last steps at its old size; the
+controller carries a growth to the trial once its ranks all said hello
+(:meth:`~WarmTorchrunLauncher.ready_ahead`). The relaunch runs in it, and the other idle
+groups on its devices (the former size's) leave. On CPU slots only: a rank binds its GPU
+when it starts, on devices the trial's ranks use.
+
 A group is torn down, and the next trial gets a fresh one, when a trial fails (a rank answers
 non-zero and leaves; torchrun's agent ends the others), is stopped or killed (SIGTERM, then
 SIGKILL, to the group's session, as for a cold trial), or when its devices are leased for
