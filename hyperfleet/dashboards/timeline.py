@@ -19,6 +19,10 @@ and gets a new lease when it resumes, so it has several.
   so an idle device reads low. An **idle gap** is a stretch of the window no bar covers, longer
   than ``IDLE_MIN_S`` and ``IDLE_MIN_FRACTION`` of the window (scheduling latency between two
   trials is not idleness worth reading).
+* A **resize** of an elastic trial is a relaunch at another number of devices
+  (:mod:`~hyperfleet.dashboards.sizes`): each bar's hover says its launch's size
+  (``2 devices (resized from 1)``), and a marker at the start of each bar of a resized launch
+  says which way it went (▲ grew, ▼ shrank).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from hyperfleet.dashboards.sizes import devices_text, launches
 from hyperfleet.platform.storage import LeaseRecord
 from hyperfleet.spec.states import TrialState
 
@@ -45,6 +50,8 @@ COLOURS = {
     TrialState.WAITING: "#bb6bd9",
     "paused": "#fcd9b6",
 }
+RESIZE_COLOUR = "#1f2933"
+RESIZE_MARKERS = {"grew": "triangle-up", "shrank": "triangle-down"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,13 @@ class Bar:
     worker: str = ""  # the worker's label on a host with several workers, else ""
     share: int = 0  # the lane's share of a device shared ``of`` ways (0 of 1: held whole)
     of: int = 1
+    devices: int = 0  # the devices of the bar's launch (0 for a pause)
+    resized_from: int | None = None  # the trial's devices before, when this launch resized it
+
+    @property
+    def size(self) -> str:
+        """The launch's size as the hover says it; "" for a pause."""
+        return devices_text(self.devices, self.resized_from) if self.devices else ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,7 @@ def _shared_hosts(leases: Sequence[LeaseRecord]) -> set[str]:
 def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
     """One bar per device of each lease; an open lease runs until ``now``."""
     shared = _shared_hosts(leases)
+    launch = {lease: x for x in launches(leases) for lease in x.leases}
     out = []
     for lease in leases:
         end = lease.ended_at if lease.ended_at is not None else now
@@ -102,6 +117,7 @@ def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
         worker = worker_label(lease) if lease.host in shared else ""
         prefix = f"{lease.host} · {worker}" if worker else lease.host
         suffix = f" · share {lease.share}" if lease.per_device > 1 else ""
+        size = launch[lease.id]
         for device in lease.devices or ["(no device)"]:
             out.append(
                 Bar(
@@ -115,6 +131,8 @@ def bars(leases: Sequence[LeaseRecord], now: float) -> list[Bar]:
                     worker,
                     lease.share,
                     lease.per_device,
+                    size.devices,
+                    size.before if size.resized else None,
                 )
             )
     return out
@@ -198,10 +216,12 @@ def figure(device_bars: Sequence[Bar], pause_bars: Sequence[Bar]) -> go.Figure:
             "trial": f"t{b.trial}",
             "state": b.state,
             "seconds": round(b.end - b.start, 2),
+            "size": b.size,
         }
         for b in [*device_bars, *pause_bars]
     ]
-    frame = pd.DataFrame(rows, columns=["lane", "start", "end", "trial", "state", "seconds"])
+    columns = ["lane", "start", "end", "trial", "state", "seconds", "size"]
+    frame = pd.DataFrame(rows, columns=columns)
     lanes = sorted({b.lane for b in device_bars}) + sorted(
         {b.lane for b in pause_bars}, key=lambda lane: int(lane.rsplit(" ", 1)[-1])
     )
@@ -212,11 +232,13 @@ def figure(device_bars: Sequence[Bar], pause_bars: Sequence[Bar]) -> go.Figure:
         y="lane",
         color="state",
         text="trial",
-        hover_data={"trial": True, "seconds": True, "state": True, "lane": False},
+        hover_data={"trial": True, "size": True, "seconds": True, "state": True, "lane": False},
         color_discrete_map=COLOURS,
         category_orders={"lane": lanes},
     )
     fig.update_traces(textposition="inside", insidetextanchor="middle")
+    for trace in resize_markers(device_bars):
+        fig.add_trace(trace)
     fig.update_layout(
         title={"text": "Device timeline", "x": 0.0},
         height=max(260, 34 * len(lanes) + 140),
@@ -226,3 +248,25 @@ def figure(device_bars: Sequence[Bar], pause_bars: Sequence[Bar]) -> go.Figure:
         legend_title_text="lease ended",
     )
     return fig
+
+
+def resize_markers(device_bars: Sequence[Bar]) -> list[go.Scatter]:
+    """A marker at the start of each bar of a resized launch, on its lane: ▲ where the trial
+    grew, ▼ where it shrank (one trace each, none without a resize)."""
+    found: dict[str, list[Bar]] = {"grew": [], "shrank": []}
+    for b in device_bars:
+        if b.resized_from is not None:
+            found["grew" if b.devices > b.resized_from else "shrank"].append(b)
+    return [
+        go.Scatter(
+            x=[dt.datetime.fromtimestamp(b.start) for b in bs],
+            y=[b.lane for b in bs],
+            mode="markers",
+            name=f"resize: {way}",
+            marker={"symbol": RESIZE_MARKERS[way], "size": 11, "color": RESIZE_COLOUR},
+            text=[f"trial {b.trial} {way}: {b.resized_from} → {b.devices} devices" for b in bs],
+            hovertemplate="%{text}<br>%{x}<extra></extra>",
+        )
+        for way, bs in found.items()
+        if bs
+    ]

@@ -23,6 +23,7 @@ from hyperfleet.dashboards.format import (
     run_link,
 )
 from hyperfleet.dashboards.queries import SweepData
+from hyperfleet.dashboards.sizes import sizes_text
 from hyperfleet.dashboards.tables import METRIC, PARAM, STATE_ORDER, number_format
 from hyperfleet.platform.storage.results import TrialSummary
 from hyperfleet.spec.states import TrialState
@@ -176,7 +177,8 @@ def _system_metrics(found: dict[str, Curve]) -> None:
 
 
 def trial_details(data: SweepData, uri: str) -> None:
-    """A trial's params, metrics, where it ran, its MLflow run, error and log tail."""
+    """A trial's params, metrics, where it ran, its sizes (an elastic trial's), its MLflow run,
+    error and log tail."""
     trials = {t.number: t for t in data.summary.trials}
     numbers = list(trials)
     pick = st.selectbox(
@@ -194,6 +196,9 @@ def trial_details(data: SweepData, uri: str) -> None:
         f"**state** {t.state} · **duration** {duration(t.duration_s)} · "
         f"**attempts** {record.attempts if record else '-'}"
     )
+    size = sizes_text(record, data.config)
+    if size:
+        right.markdown(f"**size** {size}")
     link = run_link(mlflow_ui(uri), data.experiment_id, record.mlflow_run_id if record else None)
     if link:
         right.markdown(f"**MLflow** [{record.mlflow_run_id}]({link})" if record else "")

@@ -1,7 +1,7 @@
 """Devices: a timeline of which trial held which device when, per host (and per worker where
 several workers shared a host), with each device's utilisation and idle gaps, the stretches
-PBT members spent paused (see :mod:`hyperfleet.dashboards.timeline`), and the workers that ran
-the sweep's trials."""
+PBT members spent paused and the resizes of elastic trials (see
+:mod:`hyperfleet.dashboards.timeline`), and the workers that ran the sweep's trials."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from hyperfleet.dashboards import load, state, timeline
+from hyperfleet.dashboards import load, sizes, state, timeline
 from hyperfleet.dashboards.format import duration, known_run
 from hyperfleet.dashboards.queries import SweepData
 from hyperfleet.platform.storage import LeaseRecord, WorkerRecord
@@ -78,6 +78,20 @@ def _load(data: SweepData, now: float) -> str:
     return "not recorded" if found is None else f"{found:.0%}"
 
 
+def _resize_line(resized: list[sizes.Launch]) -> str:
+    """``3 resizes of 1 elastic trial, …: trial 0 1 → 2 → 4 → 2 devices``: under the timeline."""
+    paths: dict[int, list[int]] = {}
+    for x in resized:
+        paths.setdefault(x.trial, [x.before or 0]).append(x.devices)
+    trials = "; ".join(f"trial {n} {' → '.join(map(str, p))}" for n, p in sorted(paths.items()))
+    count, many = len(resized), len(paths) > 1
+    return (
+        f"{count} resize{'s' if count > 1 else ''} of {len(paths)} elastic "
+        f"trial{'s' if many else ''}, marked where each was relaunched at its new size "
+        f"(▲ grew, ▼ shrank; a resized launch's lease ends PAUSED): {trials} devices"
+    )
+
+
 def body(url: str, name: str) -> None:
     data = state.sweep(url, name)
     st.title(f"Devices of {name}")
@@ -103,6 +117,9 @@ def body(url: str, name: str) -> None:
     e.metric("device load", _load(data, now), help=LOAD_HELP)
     f.metric("paused stretches", len(pause_bars))
     st.plotly_chart(timeline.figure(device_bars, pause_bars), width="stretch", key="timeline")
+    resized = sizes.resizes(data.leases)
+    if resized:
+        st.caption(_resize_line(resized))
     st.subheader("Utilisation")
     st.caption(
         f"busy: leased time (held by a trial, working or not), over the sweep's window of "
