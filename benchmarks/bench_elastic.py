@@ -12,6 +12,8 @@ wall time: the full size runs in seconds to a minute.
 
     python benchmarks/bench_elastic.py            # 64 devices, 500 trials
     python benchmarks/bench_elastic.py --quick    # 8 devices, 40 trials
+    python benchmarks/bench_elastic.py --share 1  # the policy giving the best-ranked all
+    python benchmarks/bench_elastic.py --seed 3   # another draw of the sweep
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def table(case: Case, results: dict[str, Result]) -> str:
         f"ASHA sweep, {case.trials} trials of {case.steps} steps (eta {case.eta}), "
         f"{case.devices} devices; fixed: {case.low} device(s) a trial; elastic: "
         f"{{min: {case.low}, max: {case.high}}}, min_interval {case.min_interval} reports, "
+        f"share {case.share:g}, seed {case.seed}, "
         f"{case.launch_s:g} s a relaunch (virtual time)"
     )
     rows = [
@@ -70,10 +73,13 @@ def main() -> None:
     parser.add_argument("--devices", type=int, help="devices in the pool")
     parser.add_argument("--trials", type=int, help="trials of the sweep")
     parser.add_argument("--high", type=int, help="an elastic trial's max devices")
+    parser.add_argument("--share", type=float, help="the policy's share (1: all to the best)")
+    parser.add_argument("--seed", type=int, help="the sampler's seed (default 0)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     case = QUICK if args.quick else FULL
-    changes = {k: v for k, v in vars(args).items() if k in ("devices", "trials", "high") and v}
+    names = ("devices", "trials", "high", "share", "seed")
+    changes = {k: v for k, v in vars(args).items() if k in names and v is not None}
     case = replace(case, **changes)
     started = time.perf_counter()
     results = compare(case)

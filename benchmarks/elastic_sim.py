@@ -62,6 +62,7 @@ class Case:
     low: int = 1
     high: int = 64
     min_interval: int = 3
+    share: float = 0.5
     seed: int = 0
 
 
@@ -153,7 +154,7 @@ class ElasticSim:
             ),
         )
         self.config = TrialConfig(workload="sim:main", steps=c.steps, eval_every=1)
-        self.knobs = ElasticKnobs(min_interval=c.min_interval)
+        self.knobs = ElasticKnobs(min_interval=c.min_interval, share=c.share)
         self.started = self.finished = self.resizes = self.reserved = 0
         self.held_s = self.tail_held_s = 0.0
         self.tail_start: float | None = None

@@ -18,9 +18,15 @@ The rules, in order:
    together would not make it fit, none gives any: devices taken back that no trial can use
    would only idle. The queue is served in order: a trial that cannot be made to fit stops the
    decision there, and no trial grows while any waits.
-2. **Idle devices to the best.** With no trial waiting, the free devices are offered to
-   elastic trials below their ``max``, **best-ranked first**: each grows to the largest size
-   it may run at within its ``max`` and the devices left.
+2. **Idle devices to the best, shared.** With no trial waiting, the free devices are offered
+   to elastic trials below their ``max``, **best-ranked first**: each grows to the largest size
+   it may run at within its ``max`` and its share of the devices left -- ``share`` of them
+   (rounded up) while a trial after it could take some too, all of them for the last. With
+   the default share of one half the best-ranked takes half, the next a quarter, and so on:
+   the survivors of a sweep's tail are spread wider, so each reports sooner and devices that
+   fall idle later reach one of them sooner (devices promised to a trial idle until its next
+   report), and the ranks, a noisy guide early on, are hedged. ``share: 1`` gives every
+   device the best-ranked trial may take to it.
 3. **No thrashing.** A trial resizes at most once per ``min_interval`` of its reports (counted
    since its launch or its last resize), and a trial whose resize is still pending is left
    alone -- except that a pending growth may be enlarged by devices that fell idle since (it
@@ -36,6 +42,7 @@ at any size between its ``min`` and ``max``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -48,10 +55,15 @@ class ElasticKnobs:
     """False: no resize is ever decided (elastic trials stay at the size they launched at)."""
     min_interval: int = 3
     """Reports a trial makes between two of its resizes (at least 1)."""
+    share: float = 0.5
+    """Of the idle devices offered, the most one trial grows by while a lower-ranked trial
+    could take some too (rounded up; above 0, at most 1: 1 gives the best-ranked all)."""
 
     def __post_init__(self) -> None:
         if self.min_interval < 1:
             raise ValueError(f"min_interval must be at least 1 (got {self.min_interval})")
+        if not 0 < self.share <= 1:
+            raise ValueError(f"share must be above 0 and at most 1 (got {self.share})")
 
 
 @dataclass(frozen=True)
@@ -142,13 +154,16 @@ def _serve_queue(free: int, waiting: Sequence[int], donors: list[ElasticTrial]) 
     return [Resize(t.trial, t.size, kept[t.trial]) for t in donors if kept[t.trial] < t.size]
 
 
-def _grow(free: int, takers: list[ElasticTrial]) -> list[Resize]:
-    """Rule 2: the free devices to the best-ranked trials below their max."""
+def _grow(free: int, takers: list[ElasticTrial], share: float) -> list[Resize]:
+    """Rule 2: the free devices to the best-ranked trials below their max, each its share of
+    those left while a trial after it could take some."""
     resizes: list[Resize] = []
-    for t in takers:
+    for i, t in enumerate(takers):
         if free <= 0:
             break
-        larger = [s for s in t.allowed() if t.size < s <= t.size + free]
+        last = i == len(takers) - 1
+        offered = free if last else max(1, math.ceil(free * share))
+        larger = [s for s in t.allowed() if t.size < s <= t.size + offered]
         if larger:
             resizes.append(Resize(t.trial, t.size, max(larger)))
             free -= max(larger) - t.size
@@ -175,4 +190,4 @@ def decide(
         return _serve_queue(free, waiting, donors)
     growing = [t for t in trials if t.pending and t.growing and t.size < t.high]
     takers = sorted([*eligible, *growing], key=ElasticTrial.rank_key)
-    return _grow(free, [t for t in takers if t.size < t.high])
+    return _grow(free, [t for t in takers if t.size < t.high], knobs.share)

@@ -15,18 +15,43 @@ def trial(number: int, size: int, **kw: Any) -> ElasticTrial:
     return ElasticTrial(number, size, **{**values, **kw})
 
 
+ALL = ElasticKnobs(share=1.0)
+"""The best-ranked trial takes every idle device it may (no sharing): the rank order alone."""
+
+
 def test_idle_devices_go_to_the_best_ranked_trial_first_rung_then_value() -> None:
     trials = [
         trial(0, 1, rung=1, score=-0.2),
         trial(1, 1, rung=2, score=-0.9),  # the furthest rung wins over a better value
         trial(2, 1, rung=1, score=-0.1),
     ]
-    assert decide(4, [], trials) == [Resize(1, 1, 5)]
-    assert decide(9, [], trials) == [Resize(1, 1, 8), Resize(2, 1, 3)]
+    assert decide(4, [], trials, ALL) == [Resize(1, 1, 5)]
+    assert decide(9, [], trials, ALL) == [Resize(1, 1, 8), Resize(2, 1, 3)]
     # within a rung, the better value; a trial without a value yet comes last
     same_rung = [trial(0, 1, score=None), trial(1, 1, score=-0.5), trial(2, 1, score=-0.4)]
-    assert decide(7, [], same_rung) == [Resize(2, 1, 8)]
-    assert decide(14, [], same_rung) == [Resize(2, 1, 8), Resize(1, 1, 8)]
+    assert decide(7, [], same_rung, ALL) == [Resize(2, 1, 8)]
+    assert decide(14, [], same_rung, ALL) == [Resize(2, 1, 8), Resize(1, 1, 8)]
+
+
+def test_idle_devices_are_shared_down_the_ranks_by_default() -> None:
+    trials = [trial(0, 1, score=-0.3), trial(1, 1, score=-0.1), trial(2, 1, score=-0.2)]
+    # one half (rounded up) of those left to each while a trial after it could take some:
+    # 8 -> 4 to the best, 2 of the 4 left to the next, the last 2 to the last
+    assert decide(8, [], trials) == [Resize(1, 1, 5), Resize(2, 1, 3), Resize(0, 1, 3)]
+    assert decide(1, [], trials) == [Resize(1, 1, 2)]  # one device: the best-ranked's
+    # a trial alone takes all it may; the share is of the devices, within each one's max
+    assert decide(8, [], [trial(0, 1)]) == [Resize(0, 1, 8)]
+    capped = [trial(0, 1, high=2, score=1.0), trial(1, 1, high=8)]
+    assert decide(10, [], capped) == [Resize(0, 1, 2), Resize(1, 1, 8)]
+    # another share: two thirds of those left; a size the batch does not split is skipped
+    third = ElasticKnobs(share=2 / 3)
+    assert decide(9, [], trials, third) == [Resize(1, 1, 7), Resize(2, 1, 3), Resize(0, 1, 2)]
+    powers = [trial(0, 1, score=1.0, sizes=(1, 2, 4, 8)), trial(1, 1)]
+    assert decide(6, [], powers) == [Resize(0, 1, 4), Resize(1, 1, 4)]
+    with pytest.raises(ValueError, match="share must be above 0 and at most 1"):
+        ElasticKnobs(share=0)
+    with pytest.raises(ValueError, match="share must be above 0 and at most 1"):
+        ElasticKnobs(share=1.5)
 
 
 def test_a_trial_grows_no_further_than_its_max_and_only_to_sizes_it_may_run_at() -> None:
@@ -96,7 +121,8 @@ def test_a_fixed_range_or_a_trial_at_its_bounds_is_left_alone() -> None:
 def test_a_pending_growth_may_be_enlarged_but_a_pending_shrink_is_kept() -> None:
     # trial 0 grows to 4 at its next report (pending); 3 more devices fell idle since
     growing = trial(0, 4, score=1.0, pending=True, growing=True, reports_since_resize=0)
-    assert decide(3, [], [growing, trial(1, 1)]) == [Resize(0, 4, 7)]
-    assert decide(6, [], [growing, trial(1, 1)]) == [Resize(0, 4, 8), Resize(1, 1, 3)]
+    assert decide(3, [], [growing, trial(1, 1)], ALL) == [Resize(0, 4, 7)]
+    assert decide(6, [], [growing, trial(1, 1)], ALL) == [Resize(0, 4, 8), Resize(1, 1, 3)]
+    assert decide(6, [], [growing, trial(1, 1)]) == [Resize(0, 4, 7), Resize(1, 1, 4)]
     shrinking = trial(0, 2, score=1.0, pending=True, reports_since_resize=0)
     assert decide(3, [], [shrinking, trial(1, 1)]) == [Resize(1, 1, 4)]
