@@ -31,6 +31,7 @@ from typing import Any
 from hyperfleet.errors import ConfigError
 from hyperfleet.platform.config import SweepConfig, parse_sweep
 from hyperfleet.platform.controller import Controller, SweepSession, Timing, Until, open_session
+from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.launcher.launchers import Launchers
 from hyperfleet.platform.pool import LocalPool
 from hyperfleet.platform.storage import Storage, WorkerRecord
@@ -234,6 +235,7 @@ def run_worker(
     launchers: Launchers | None = None,
     retry_s: float = DEFAULT_RETRY_S,
     counts_only: bool = False,
+    elastic: ElasticKnobs | None = None,
 ) -> tuple[dict[str, SweepSummary], bool]:
     """Serve the storage's sweeps on ``pool`` until stopped or ``until``; the summaries of the
     sweeps closed meanwhile and whether a signal stopped it. ``launchers``: ones already
@@ -241,7 +243,8 @@ def run_worker(
     how long the worker's own storage waits out an outage until it serves a sweep (then the
     sweeps' ``storage_retry``). ``counts_only``: the summary of a sweep that others ran to its
     end holds its counts only (one of a fleet's workers: each reading every trial of a sweep
-    as it ends is the fleet's size times the sweep's table)."""
+    as it ends is the fleet's size times the sweep's table). ``elastic``: the resize policy's
+    knobs over ``pool`` (every sweep it serves)."""
     launchers = launchers or Launchers(pool)
     registry = Storage(storage_url, retry_s=retry_s)  # creates the schema of a new database
     record = worker_record(pool, pool_name, address, sweeps, time.time())
@@ -250,8 +253,12 @@ def run_worker(
     controller = Controller(
         pool, source, launchers, timing=timing, worker=record, registry=registry,
         until=until or Until(done=False), on_progress=on_progress, counts_only=counts_only,
+        elastic=elastic,
     )  # fmt: skip
-    logger.info("worker %s serves %s on %s", record.id, sweeps or "every sweep", record.devices)
+    logger.info(
+        "worker %s serves %s on %s; resizes elastic trials by %s",
+        record.id, sweeps or "every sweep", record.devices, controller.resizer.knobs,
+    )  # fmt: skip
     with draining_on_signals(controller.request_stop) as signalled:
         summaries = controller.run()
     registry.close()

@@ -82,6 +82,7 @@ class Sim:
             clock=self.clock,
             timing=Timing(**timing),
             until=until or Until(done=True),
+            elastic=self.cfg.elastic.knobs(),  # the sweep file's, as sweep run takes them
         )
         controller.on_progress = lambda p: self._watch(controller, p)
         return controller

@@ -144,6 +144,21 @@ CASES: list[tuple[str, str, str]] = [
         "remove budget.ahead",
     ),
     (
+        "elastic-min-interval-zero",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"elastic": {"min_interval": 0}})),
+        "elastic.min_interval: Input should be greater than or equal to 1 (got 0)",
+    ),
+    (
+        "elastic-share-above-one",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"elastic": {"share": 1.5}})),
+        "elastic.share: Input should be less than or equal to 1 (got 1.5)",
+    ),
+    (
+        "elastic-misspelled-knob",
+        yaml.safe_dump(deep_update(BASE_SWEEP, {"elastic": {"min_intreval": 2}})),
+        "elastic.min_intreval: unknown key; did you mean 'min_interval'?",
+    ),
+    (
         "unknown-scheduler",
         yaml.safe_dump(deep_update(BASE_SWEEP, {"scheduler": {"type": "magic"}})),
         "scheduler.type: unknown type 'magic'; expected one of tpe, random,",

@@ -30,6 +30,7 @@ from hyperfleet.platform.credentials import masked
 from hyperfleet.platform.urls import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
+    from hyperfleet.platform.elastic.resize import ElasticKnobs
     from hyperfleet.platform.storage.results import SweepSummary
 
 STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
@@ -44,6 +45,20 @@ def _duration(value: str | None, option: str) -> float | None:
         return float(parse_duration(value))
     except ValueError as exc:
         raise ConfigError(f"{option}: {exc}") from None
+
+
+def elastic_knobs(enabled: bool, min_interval: int, share: float) -> ElasticKnobs:
+    """The worker's resize policy from its options; ``ConfigError`` naming the option."""
+    from hyperfleet.platform.elastic.resize import ElasticKnobs
+
+    if min_interval < 1:
+        raise ConfigError(f"--elastic-min-interval: must be at least 1 (got {min_interval})")
+    if not 0 < share <= 1:
+        raise ConfigError(
+            f"--elastic-share: must be above 0 and at most 1 (got {share:g}); 0.5 shares "
+            f"idle devices down the ranks, 1 gives them all to the best-ranked trial"
+        )
+    return ElasticKnobs(enabled=enabled, min_interval=min_interval, share=share)
 
 
 def worker(
@@ -71,6 +86,19 @@ def worker(
     stale_after: Annotated[
         str, typer.Option(help="A worker silent this long is gone; its trials are requeued.")
     ] = f"{STALE_AFTER_S:g}s",
+    elastic_resize: Annotated[
+        bool, typer.Option(help="Grow and shrink elastic trials (off: they stay at their min).")
+    ] = True,
+    elastic_min_interval: Annotated[
+        int, typer.Option(help="Reports an elastic trial makes between two of its resizes.")
+    ] = 3,
+    elastic_share: Annotated[
+        float,
+        typer.Option(
+            help="Of the idle devices, the most one elastic trial grows by while another "
+            "could take some (1: all to the best-ranked)."
+        ),
+    ] = 0.5,
 ) -> None:
     """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
     from hyperfleet.platform.controller import Timing, Until
@@ -80,6 +108,7 @@ def worker(
     from hyperfleet.platform.worker import run_worker
 
     def start() -> tuple[dict[str, SweepSummary], bool]:
+        knobs = elastic_knobs(elastic_resize, elastic_min_interval, elastic_share)
         check_urls(storage, tracking_uri)
         check_env()
         check_storage(storage)
@@ -95,6 +124,7 @@ def worker(
         return run_worker(
             storage, local, sweeps=sweep or None, pool_name=pool, address=advertise_address,
             tracking_uri=tracking_uri, until=until, timing=timing, counts_only=True,
+            elastic=knobs,
         )  # fmt: skip
 
     summaries, signalled = _guard(start)

@@ -21,7 +21,13 @@ from __future__ import annotations
 from hyperfleet.platform.config.checks import layout_problems, semantic_problems
 from hyperfleet.platform.config.knobs import KNOB_PREFIX, apply_overrides, split_params
 from hyperfleet.platform.config.loading import load_sweep, parse_sweep, read_yaml
-from hyperfleet.platform.config.model import Budget, Objective, SweepConfig, TrackingConfig
+from hyperfleet.platform.config.model import (
+    Budget,
+    ElasticPolicyConfig,
+    Objective,
+    SweepConfig,
+    TrackingConfig,
+)
 from hyperfleet.platform.config.space import (
     CategoricalParam,
     Choice,
@@ -38,6 +44,7 @@ __all__ = [
     "Budget",
     "CategoricalParam",
     "Choice",
+    "ElasticPolicyConfig",
     "FloatParam",
     "IntParam",
     "Objective",

@@ -30,6 +30,7 @@ from hyperfleet.platform.config.space import ParamSpec
 from hyperfleet.platform.config.space import dims as space_dims
 from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
 from hyperfleet.platform.credentials import keep
+from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.urls import (
     DEFAULT_WORKDIR,
     local_storage,
@@ -133,6 +134,31 @@ class TrackingConfig(_Frozen):
         return None if v is None else keep(v)  # kept for connections, off the stored config
 
 
+class ElasticPolicyConfig(_Frozen):
+    """The resize policy of elastic trials (``platform/elastic/resize.py``'s ``ElasticKnobs``):
+    a worker's, over every sweep it serves. ``sweep run`` takes it from the sweep's file;
+    ``hyperfleet worker`` from its options (``--elastic-*``)."""
+
+    enabled: bool = Field(
+        True, description="false: no resize is decided (elastic trials stay at their min)"
+    )
+    min_interval: int = Field(
+        3, ge=1, description="reports a trial makes between two of its resizes (at least 1)"
+    )
+    share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="of the idle devices offered, the most one trial grows by while a "
+        "lower-ranked one could take some too (above 0, at most 1: 1 gives the best all)",
+    )
+
+    def knobs(self) -> ElasticKnobs:
+        """The policy's settings as :func:`~hyperfleet.platform.elastic.resize.decide` takes
+        them."""
+        return ElasticKnobs(enabled=self.enabled, min_interval=self.min_interval, share=self.share)
+
+
 if TYPE_CHECKING:  # a union built at run time is opaque to a type checker
     AnyScheduler = Any
 else:
@@ -156,6 +182,7 @@ class SweepConfig(_Frozen):
     )
     tracking: TrackingConfig = Field(default_factory=lambda: TrackingConfig())
     workdir: str = Field(DEFAULT_WORKDIR, description="logs, checkpoints, default stores")
+    elastic: ElasticPolicyConfig = Field(default_factory=lambda: ElasticPolicyConfig())
 
     @field_validator("storage")
     @classmethod

@@ -37,7 +37,7 @@ from hyperfleet.platform.controller.heartbeat import Heartbeat
 from hyperfleet.platform.controller.lifecycle import Halts
 from hyperfleet.platform.controller.pace import LOOKERS, Timing, paced
 from hyperfleet.platform.controller.recovery import recover
-from hyperfleet.platform.controller.resizing import Resizer
+from hyperfleet.platform.controller.resizing import ElasticKnobs, Resizer
 from hyperfleet.platform.controller.session import SweepSession, leave_session
 from hyperfleet.platform.controller.sources import Progress, SweepSource, Until
 from hyperfleet.platform.diskspace import disk_full_error, full_path
@@ -67,10 +67,10 @@ class Controller:
         until: Until | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         counts_only: bool = False,
+        elastic: ElasticKnobs | None = None,
     ) -> None:
-        """``counts_only``: a sweep it leaves that runs elsewhere or that another worker
-        ended is summarised by its counts, not read whole (a fleet's worker:
-        :func:`.session.close_session`)."""
+        """``counts_only``: a sweep it leaves that runs elsewhere or that another worker ended
+        is summarised by its counts, not read whole (:func:`.session.close_session`)."""
         self.pool = pool
         self.sweeps = sweeps
         self.launcher_for = launcher_for
@@ -91,7 +91,7 @@ class Controller:
         self._look_again: dict[str, float] = {}  # sweep -> when _close_over looks at it again
         self._beat: Heartbeat | None = None
         self._halts = Halts(sweeps.catalog, self.timing.rescan_every)  # paused or stopped
-        self.resizer = Resizer()  # its elastic trials grow and shrink (:mod:`.resizing`)
+        self.resizer = Resizer(elastic)  # elastic trials resized, pool-wide (:mod:`.resizing`)
 
     def request_stop(self) -> None:
         """Drain: stop running trials, requeue them, and end :meth:`run` (thread- and

@@ -165,6 +165,7 @@ class SweepRunner:
             self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.cfg.tracking.uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
             launchers=launchers, retry_s=self.cfg.storage_retry,
+            elastic=self.cfg.elastic.knobs(),  # the file's: its pool serves this sweep alone
         )  # fmt: skip
         if self.cfg.name in summaries:
             return summaries[self.cfg.name]

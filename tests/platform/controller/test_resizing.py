@@ -121,6 +121,21 @@ def test_no_resize_when_the_policy_is_off(tmp_path: Path) -> None:
     assert trial.sizes == [[1, 1]] and trial.attempts == 1
 
 
+def test_the_sweep_files_elastic_section_sets_the_workers_policy(tmp_path: Path) -> None:
+    sim = _sim(tmp_path)
+    sim.cfg = parse_sweep(_data(tmp_path, elastic={"min_interval": 6, "share": 1}))
+    controller = sim.controller()  # as sweep run builds it: the file's knobs
+    assert controller.resizer.knobs == ElasticKnobs(min_interval=6, share=1.0)
+    sim.run(controller)
+    (trial,) = sim.trials()
+    assert trial.sizes == [[1, 1], [8, 4]]  # six reports at 1, then the resize at the 7th
+    off = _sim(tmp_path / "off")
+    off.cfg = parse_sweep(_data(tmp_path / "off", elastic={"enabled": False}))
+    off.run(off.controller())
+    (trial,) = off.trials()
+    assert trial.sizes == [[1, 1]] and trial.attempts == 1
+
+
 def test_a_waiting_trial_gets_devices_back_at_the_elastic_trials_next_report(
     tmp_path: Path,
 ) -> None:
