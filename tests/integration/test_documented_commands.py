@@ -142,6 +142,8 @@ SCENARIOS: dict[str, list[str]] = {
         "source .venv/bin/activate",
         "python benchmarks/bench_elastic.py",
         "python benchmarks/bench_elastic.py --quick",
+        "python benchmarks/bench_elastic.py --share 1",
+        "python benchmarks/bench_elastic.py --seed 3",
         "python benchmarks/bench_elastic_real.py --quick",
     ],
     "lifecycle": [
