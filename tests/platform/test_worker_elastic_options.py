@@ -14,7 +14,7 @@ from tests.integration.cli import invoke
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--elastic-min-interval", "0"], "--elastic-min-interval: must be at least 1 (got 0)"),
+        (["--elastic-interval", "0"], "--elastic-interval: must be at least 1 (got 0)"),
         (["--elastic-share", "1.5"], "--elastic-share: must be above 0 and at most 1 (got 1.5)"),
         (["--elastic-share", "0"], "--elastic-share: must be above 0 and at most 1 (got 0)"),
     ],
@@ -35,7 +35,7 @@ def test_the_options_reach_the_workers_resizer(
 ) -> None:
     caplog.set_level(logging.INFO, logger="hyperfleet.platform.worker")
     args = ["--devices", "cpu:1", "--exit-when-idle", "0s"]
-    policy = ["--elastic-min-interval", "5", "--elastic-share", "1", "--no-elastic-resize"]
+    policy = ["--elastic-interval", "5", "--elastic-share", "1", "--no-elastic"]
     r = invoke("worker", "--storage", f"sqlite:///{tmp_path / 'hf.db'}", *args, *policy)
     assert r.exit_code == 0, r.output
     said = [m for m in caplog.messages if "resizes elastic trials by" in m]

@@ -52,7 +52,7 @@ def elastic_knobs(enabled: bool, min_interval: int, share: float) -> ElasticKnob
     from hyperfleet.platform.elastic.resize import ElasticKnobs
 
     if min_interval < 1:
-        raise ConfigError(f"--elastic-min-interval: must be at least 1 (got {min_interval})")
+        raise ConfigError(f"--elastic-interval: must be at least 1 (got {min_interval})")
     if not 0 < share <= 1:
         raise ConfigError(
             f"--elastic-share: must be above 0 and at most 1 (got {share:g}); 0.5 shares "
@@ -86,10 +86,10 @@ def worker(
     stale_after: Annotated[
         str, typer.Option(help="A worker silent this long is gone; its trials are requeued.")
     ] = f"{STALE_AFTER_S:g}s",
-    elastic_resize: Annotated[
-        bool, typer.Option(help="Grow and shrink elastic trials (off: they stay at their min).")
-    ] = True,
-    elastic_min_interval: Annotated[
+    no_elastic: Annotated[
+        bool, typer.Option("--no-elastic", help="Resize no elastic trial (each stays at its min).")
+    ] = False,
+    elastic_interval: Annotated[
         int, typer.Option(help="Reports an elastic trial makes between two of its resizes.")
     ] = 3,
     elastic_share: Annotated[
@@ -108,7 +108,7 @@ def worker(
     from hyperfleet.platform.worker import run_worker
 
     def start() -> tuple[dict[str, SweepSummary], bool]:
-        knobs = elastic_knobs(elastic_resize, elastic_min_interval, elastic_share)
+        knobs = elastic_knobs(not no_elastic, elastic_interval, elastic_share)
         check_urls(storage, tracking_uri)
         check_env()
         check_storage(storage)
