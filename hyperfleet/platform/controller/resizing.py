@@ -120,9 +120,10 @@ class _Seen:
 
 
 def elastic(d: SweepDriver) -> bool:
-    """The sweep's trials are resized: a range of devices, and a function workload (a script
-    trial's runner cannot follow the recorder's PAUSE yet: it stays at its ``min``)."""
-    return d.cfg.trial.resources.elastic and d.cfg.trial.command is None
+    """The sweep's trials are resized: a range of devices (validation took it only for a
+    workload or a program that resumes at another size; a script trial's runner ends its
+    program as paused at the resize's report, :mod:`hyperfleet.platform.launcher.script.runner`)."""
+    return d.cfg.trial.resources.elastic
 
 
 def resized_trial(trial: TrialConfig, devices: int) -> TrialConfig:

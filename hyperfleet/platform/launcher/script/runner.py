@@ -17,6 +17,7 @@ the leader's worker, which reaps its own runner, reads it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -29,6 +30,7 @@ from hyperfleet.errors import Superseded
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.config.command import PUSH_FILE, RESTART_FILE, SPEC_VAR
+from hyperfleet.platform.elastic import requests as resize_requests
 from hyperfleet.platform.launcher.base import Rendezvous
 from hyperfleet.platform.launcher.procs import hold_descendants
 from hyperfleet.platform.launcher.script.program import (
@@ -280,6 +282,14 @@ class ScriptRun:
                 f"decision",
                 flush=True,
             )
+        elif self._resized():  # a pause for a resize: relaunched at its new size
+            self.outcome = Outcome.PAUSED
+            print(
+                f"hyperfleet: {decision.reason} at step {step}; the program ended {took:.2f} s "
+                f"after the decision",
+                flush=True,
+            )
+            self._record_rest(program)
         else:  # exploit or pause: a population method, which a program takes part in
             print(  # through hyperfleet.trial() (validation refuses it otherwise)
                 f"ScriptError: the scheduler decided {decision.kind.value} at step {step}, "
@@ -287,6 +297,32 @@ class ScriptRun:
                 flush=True,
             )
         return True
+
+    def _resized(self) -> bool:
+        """The recorder's PAUSE was this launch's resize (it took the controller's request):
+        the controller relaunches the trial at its new size, the program resuming from
+        ``${checkpoint_dir}``."""
+        return resize_requests.taken(self.spec.trial_dir, self.spec.attempt) is not None
+
+    def _record_rest(self, program: Program) -> None:
+        """Record what the stopped program reported after the resize's report: it saved its
+        checkpoint before each report it printed, so its relaunch resumes after a step that
+        is recorded (the steps it reports again are skipped) and no step goes unrecorded.
+        Their decisions are not followed: the program has ended."""
+        program.finish_output()
+        reports: list[Report] = []
+        with contextlib.suppress(queue.Empty):
+            while (line := program.lines.get_nowait()) is not None:
+                reports += self.source.read_line(line)
+        if self.source.poll_s is not None:
+            reports += self.source.poll()
+        for step, metrics in reports:
+            with contextlib.suppress(ReportValueError):
+                check_step(step, "the program's report")
+                self.recorder(step, metrics)
+        last = self.spec.trial.steps
+        if last is not None and self.recorder.reported_through >= last:
+            self.outcome = Outcome.COMPLETE  # it reported its last step: nothing to resume
 
     def _ended(self, program: Program, code: int) -> int:
         """The program ended by itself: COMPLETE if it exited 0 having reported, else FAIL
