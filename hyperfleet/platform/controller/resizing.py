@@ -254,6 +254,13 @@ def _rung(d: SweepDriver, number: int) -> int:
     return d._db(lambda: d.session.scheduler.rung(number))
 
 
+def current_params(launched: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The params a relaunch trains on: those of its launch, as its record has them now (a
+    PBT member that exploited in its processes took the explored params there; its spec
+    file still holds those it was launched with)."""
+    return {name: recorded.get(name, value) for name, value in launched.items()}
+
+
 def request(d: SweepDriver, r: Running, after: int, pool: LocalPool, now: float) -> bool:
     """Ask launch ``r`` of ``d`` to resize to ``after`` devices at its next report; a growth
     reserves its extra devices now. False when they are not free."""
@@ -341,6 +348,7 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
     spec = spec.model_copy(
         update={
             "trial": resized_trial(spec.trial, after),
+            "params": current_params(spec.params, rec.params),
             "restore": None,  # its own latest checkpoint: the one of the report it ended at
             "reported_through": rec.last_step,
         }

@@ -6,6 +6,7 @@ trial processes."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hyperfleet.platform.config import parse_sweep
 from hyperfleet.platform.controller import SweepSession, open_session
 from hyperfleet.platform.controller.resizing import Resizer
 from hyperfleet.platform.elastic.resize import ElasticKnobs
-from hyperfleet.platform.launcher.simulated import curve
+from hyperfleet.platform.launcher.simulated import SimTrial, curve
 from hyperfleet.platform.pool import Lease
 from hyperfleet.platform.storage import LeaseRecord, Storage
 from hyperfleet.platform.tracking import NullTracker
@@ -197,3 +198,43 @@ def test_a_request_is_for_one_launch_and_taken_once(tmp_path: Path) -> None:
     assert requests.pending(tmp_path, 1) is None and requests.taken(tmp_path, 1) == 4
     requests.clear(tmp_path)
     assert requests.taken(tmp_path, 1) is None and not list(tmp_path.iterdir())
+
+
+def test_pbt_members_grow_best_first_and_a_resize_keeps_an_exploits_params(
+    tmp_path: Path,
+) -> None:
+    """Two PBT members on four devices: after three reports each grows to 2. The worse one
+    exploited at step 2, in its processes: its relaunch at 2 devices trains on the explored
+    params (its record's), not on those it was launched with."""
+    loads: list[SimTrial] = []
+    script = curve(lambda params, step: float(params["lr"]) / step, steps=12)
+
+    def watched(t: SimTrial) -> Any:
+        loads.append(t)
+        return script(t)
+
+    sim = Sim(tmp_path, watched, devices=4)
+    sim.cfg = parse_sweep(
+        _data(
+            tmp_path,
+            scheduler={"type": "pbt", "population": 2, "perturbation_interval": 2,
+                       "quantile_fraction": 0.5, "seed": 0,
+                       "initial": [{"lr": 0.01}, {"lr": 0.09}]},
+            budget={"trials": None, "max_concurrent": 2},
+            trial={"steps": 12},
+        )
+    )  # fmt: skip
+    summary = sim.run(sim.controller())
+    assert summary.state_counts["COMPLETE"] == 2
+    members = {t.number: t for t in sim.trials()}
+    assert [r for _, r in members[0].sizes or []] == [1, 2]
+    assert [r for _, r in members[1].sizes or []] == [1, 2]
+    exploits = [e for e in sim.storage.population.lineage(sim.cfg.name) if e.kind == "exploit"]
+    assert exploits and exploits[0].member == 1  # the worse member, before the resize
+    for number in (0, 1):
+        mine = [t for t in loads if t.number == number]
+        for before, after in itertools.pairwise(mine):
+            if after.devices != before.devices:  # a resize: the params it trained on go on
+                assert after.params["lr"] == before.params["lr"], (number, before, after)
+    grown = [t for t in loads if t.number == 1 and t.devices == 2]
+    assert grown and grown[0].params["lr"] != 0.09  # explored from the better member's
