@@ -6,6 +6,9 @@ ticks (every 0.1 s) and end before any resize could be decided; the wait spaces 
 as a real trial's are spaced, and changes nothing of what it computes (a resized trial's curve
 is compared with a fixed-size run's that waits for nothing). It declares what ``digits``
 declares: it resumes at another size, its ``batch_size`` is the global batch.
+
+``paced_pbt_toy`` is the PBT paper's toy (``examples/pbt_toy.py``) paced the same way: its whole
+state (theta, the step) goes through its checkpoint, so it resumes at any size too.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ from typing import Any
 import hyperfleet
 
 
-def paced_digits(ctx: hyperfleet.TrialContext) -> None:
-    from hyperfleet.trials.workloads.digits import main
-
+def _paced(ctx: hyperfleet.TrialContext) -> None:
+    """Each ``ctx.report`` of the workload followed by a wait of ``report_wait`` seconds."""
     wait = float(ctx.params.pop("report_wait", 0.0))
     report = ctx.report
 
@@ -27,6 +29,12 @@ def paced_digits(ctx: hyperfleet.TrialContext) -> None:
         time.sleep(wait)
 
     ctx.report = report_then_wait  # type: ignore[method-assign]
+
+
+def paced_digits(ctx: hyperfleet.TrialContext) -> None:
+    from hyperfleet.trials.workloads.digits import main
+
+    _paced(ctx)
     main(ctx)
 
 
@@ -34,3 +42,13 @@ paced_digits.hyperfleet_supports = {  # type: ignore[attr-defined]
     "resizable": True,
     "global_batch": True,
 }
+
+
+def paced_pbt_toy(ctx: hyperfleet.TrialContext) -> None:
+    from examples.pbt_toy import main
+
+    _paced(ctx)
+    main(ctx)
+
+
+paced_pbt_toy.hyperfleet_supports = {"resizable": True}  # type: ignore[attr-defined]
