@@ -7,11 +7,14 @@ size. Its state (the last step, the running total) is saved by rank 0 *before* i
 step's report, written whole (a temporary file renamed), and read by every rank at its start:
 a program stopped at any point resumes after a step it reported. Rank 0 prints
 ``step=N val_loss=... world=W``, then every rank waits ``--wait`` seconds (a real step's time).
+With ``--finish-on-sigterm`` a SIGTERM lets it finish the next step (saved, reported) and exit
+0, as a program that stops gracefully does: it reports after the step it was stopped at.
 """
 
 import argparse
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -20,7 +23,11 @@ parser.add_argument("--x", type=float, required=True)
 parser.add_argument("--steps", type=int, required=True)
 parser.add_argument("--checkpoint-dir", type=Path, required=True)
 parser.add_argument("--wait", type=float, default=0.0)
+parser.add_argument("--finish-on-sigterm", action="store_true")
 args = parser.parse_args()
+stopping = []
+if args.finish_on_sigterm:
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
 world = int(os.environ.get("WORLD_SIZE", "1"))
 rank = int(os.environ.get("RANK", "0"))
 if world > 1:
@@ -45,6 +52,8 @@ for step in range(state["step"] + 1, args.steps + 1):
         os.replace(partial, saved)
         loss = args.x + state["total"] / (78 * step * step)  # x + 1 / step
         print(f"step={step} val_loss={loss:.6f} world={world}", flush=True)
+    if stopping:
+        break
     time.sleep(args.wait)
 if world > 1:
     dist.destroy_process_group()

@@ -36,8 +36,11 @@ What the runner guarantees:
    worker is), so a daemon that left the program's session (``setsid``, a double fork) is ended
    too, and a child that still holds the program's output pipe does not hold the trial;
 3. the outcome is COMPLETE when the program exits 0 having reported its objective, PRUNED,
-   else FAIL, its failure line the last exception in the log: the program's own (its stderr's
-   last lines are quoted last, so ``RuntimeError: loss diverged`` is the trial's reason), else
+   PAUSED when the controller resized the trial at a report (the program is stopped as a
+   pruned one is, the reports it printed before it ended are recorded, and the trial is
+   relaunched at its new size to resume from ``${checkpoint_dir}``), else FAIL, its failure
+   line the last exception in the log: the program's own (its stderr's last lines are quoted
+   last, so ``RuntimeError: loss diverged`` is the trial's reason), else
    ``ScriptError:`` with the exit code, or with what its metric source looked for when no
    objective came.
 

@@ -4,7 +4,11 @@ Started as ``python -m hyperfleet.platform.launcher.script.runner SPEC`` by
 :mod:`.launcher`: it runs the trial's program (:class:`~.program.Program`), reads its reports
 through the trial's metric source (:mod:`.sources`), records each through rank 0's recorder as
 a function trial's rank 0 does, ends the program on a decision that stops it, and records the
-outcome. The runner imports no torch: the program alone does.
+outcome. A PAUSE that is an elastic trial's resize (the recorder took the controller's request,
+:mod:`hyperfleet.platform.elastic.requests`) ends the program as a prune does and the launch
+as paused, after recording what it reported while it ended: the controller relaunches it at
+its new size, where it resumes from ``${checkpoint_dir}``. The runner imports no torch: the
+program alone does.
 
 A trial that spans hosts (``resources.nodes`` > 1) has a runner on each node of its gang, each
 running this node's ranks of the program. The runner that sees global rank 0's lines (or,
