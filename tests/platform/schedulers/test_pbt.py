@@ -269,13 +269,26 @@ def test_synchronous_exploits_at_common_barriers() -> None:
 def test_population_of_6_on_2_slots_finishes_every_member() -> None:
     sched = toy_scheduler(population=6, initial=(), max_steps=60)
     sched.max_concurrent = 2
+    assert not sched.exhausted()  # members to start
     backend = run_toy(sched, slots=2, speeds={0: 1.0, 1: 1.3, 2: 0.8, 3: 1.1, 4: 0.9, 5: 1.2})
     members = sched.members()
     assert len(members) == 6
     assert all(m.state == MemberState.DONE and m.step == 60 for m in members.values())
     assert backend.max_running == 2
     assert sum(d.kind == DecisionKind.PAUSE for _, _, d in backend.decisions) >= 4
-    assert sched.budget_left() == 0
+    assert sched.budget_left() == 0 and sched.exhausted()
+
+
+def test_exhausted_while_no_member_waits_or_is_paused() -> None:
+    """What a worker asks before it counts the sweep as waiting for devices (elastic trials)."""
+    store = MemoryPopulationStore()
+    sched = toy_scheduler(store, population=2, initial=())
+    _put(store, (0, MemberState.RUNNING, 4, 0.5, 4))
+    assert not sched.exhausted()  # member 1 is still to start
+    _put(store, (1, MemberState.PAUSED, 4, 0.4, 4))
+    assert not sched.exhausted()  # member 1 waits to be resumed
+    _put(store, (1, MemberState.RUNNING, 4, 0.4, 4))
+    assert sched.exhausted()
 
 
 def _put(store: MemoryPopulationStore, *rows: tuple[int, MemberState, int, float, int]) -> None:

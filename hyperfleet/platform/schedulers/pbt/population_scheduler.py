@@ -237,6 +237,11 @@ class PopulationScheduler(Scheduler, PinsCheckpoints):
         )
         return self.config.population - len(members) + waiting
 
+    def exhausted(self) -> bool:
+        """No member to start or resume (one read of the population): a worker then counts
+        no trial of the sweep as waiting for devices, so elastic members keep theirs."""
+        return self.budget_left() == 0
+
     def finished(self) -> bool:
         members = self.members()
         return len(members) == self.config.population and all(
