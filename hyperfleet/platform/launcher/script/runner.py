@@ -262,8 +262,14 @@ class ScriptRun:
 
     def _recorded(self, program: Program, reports: list[Report], final: bool) -> bool:
         """Record the source's reports in order; True when a decision ended the program (then
-        the rest are left, unless ``final``: the program has ended, every report counts)."""
-        return any(self._record(program, step, m) and not final for step, m in reports)
+        the rest are left, unless ``final``: the program has ended, every report counts; or
+        the decision was a resize: what the program reported before it ended counts too)."""
+        for i, (step, metrics) in enumerate(reports):
+            if self._record(program, step, metrics) and not final:
+                if self.outcome == Outcome.PAUSED:  # a resize: what it reported as it ended
+                    self._record_rest(program, reports[i + 1 :])
+                return True
+        return False
 
     def _record(self, program: Program, step: int, metrics: dict[str, float]) -> bool:
         """Record one report; True when its decision ended the program."""
@@ -293,7 +299,6 @@ class ScriptRun:
                 f"after the decision",
                 flush=True,
             )
-            self._record_rest(program)
         else:  # exploit or pause: a population method, which a program takes part in
             print(  # through hyperfleet.trial() (validation refuses it otherwise)
                 f"ScriptError: the scheduler decided {decision.kind.value} at step {step}, "
@@ -308,13 +313,14 @@ class ScriptRun:
         ``${checkpoint_dir}``."""
         return resize_requests.taken(self.spec.trial_dir, self.spec.attempt) is not None
 
-    def _record_rest(self, program: Program) -> None:
-        """Record what the stopped program reported after the resize's report: it saved its
-        checkpoint before each report it printed, so its relaunch resumes after a step that
-        is recorded (the steps it reports again are skipped) and no step goes unrecorded.
-        Their decisions are not followed: the program has ended."""
+    def _record_rest(self, program: Program, rest: list[Report]) -> None:
+        """Record what the stopped program reported after the resize's report (``rest``:
+        those read with it): it saved its checkpoint before each report it printed, so its
+        relaunch resumes after a step that is recorded (the steps it reports again are
+        skipped) and no step goes unrecorded. Their decisions are not followed: the program
+        has ended."""
         program.finish_output()
-        reports: list[Report] = []
+        reports = list(rest)
         with contextlib.suppress(queue.Empty):
             while (line := program.lines.get_nowait()) is not None:
                 reports += self.source.read_line(line)
