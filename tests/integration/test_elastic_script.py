@@ -28,7 +28,7 @@ from tests.integration.cli import cli
 
 pytestmark = pytest.mark.slow
 PROGRAMS = Path(__file__).resolve().parents[1] / "launcher" / "programs"
-STEPS = 24
+STEPS = 30
 
 
 def _grown(tmp_path: Path, mlflow_template: Path, name: str, **trial: Any) -> TrialRecord:
@@ -88,7 +88,7 @@ def test_a_program_reporting_on_its_output_grows_from_its_checkpoint_dir(
     tmp_path: Path, mlflow_template: Path
 ) -> None:
     command = ["python", str(PROGRAMS / "resumable.py"), "--steps", "${steps}",
-               "--checkpoint-dir", "${checkpoint_dir}", "--wait", "0.4", "--finish-on-sigterm",
+               "--checkpoint-dir", "${checkpoint_dir}", "--wait", "0.3", "--finish-on-sigterm",
                "${args}"]  # fmt: skip
     rec = _grown(tmp_path, mlflow_template, "stdout", command=command)
     client = MlflowClient(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}")
@@ -116,7 +116,7 @@ def test_a_program_reporting_on_its_output_grows_from_its_checkpoint_dir(
 def test_a_program_reporting_through_hyperfleet_trial_grows(
     tmp_path: Path, mlflow_template: Path
 ) -> None:
-    command = ["python", str(PROGRAMS / "push.py"), "--wait", "0.4"]
+    command = ["python", str(PROGRAMS / "push.py"), "--wait", "0.3"]
     rec = _grown(tmp_path, mlflow_template, "push", command=command, metrics={"from": "push"})
     log = (Path(rec.trial_dir) / "log.txt").read_text()
     assert "at WORLD_SIZE=1" in log and "[rank0]:reported step" in log

@@ -7,8 +7,9 @@ size. Its state (the last step, the running total) is saved by rank 0 *before* i
 step's report, written whole (a temporary file renamed), and read by every rank at its start:
 a program stopped at any point resumes after a step it reported. Rank 0 prints
 ``step=N val_loss=... world=W``, then every rank waits ``--wait`` seconds (a real step's time).
-With ``--finish-on-sigterm`` a SIGTERM lets it finish the next step (saved, reported) and exit
-0, as a program that stops gracefully does: it reports after the step it was stopped at.
+With ``--finish-on-sigterm`` a SIGTERM lets it finish one more step (saved, reported) and
+exit 0, as a program that stops gracefully does: it always reports a step after the last one
+it had reported when the signal came.
 """
 
 import argparse
@@ -25,9 +26,10 @@ parser.add_argument("--checkpoint-dir", type=Path, required=True)
 parser.add_argument("--wait", type=float, default=0.0)
 parser.add_argument("--finish-on-sigterm", action="store_true")
 args = parser.parse_args()
-stopping = []
+reporting = [0]  # the step rank 0 reports (set before its line is printed)
+signalled: list[int] = []  # that step when SIGTERM came
 if args.finish_on_sigterm:
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGTERM, lambda *_: signalled.append(reporting[0]))
 world = int(os.environ.get("WORLD_SIZE", "1"))
 rank = int(os.environ.get("RANK", "0"))
 if world > 1:
@@ -51,8 +53,9 @@ for step in range(state["step"] + 1, args.steps + 1):
         partial.write_text(json.dumps(state))
         os.replace(partial, saved)
         loss = args.x + state["total"] / (78 * step * step)  # x + 1 / step
+        reporting[0] = step
         print(f"step={step} val_loss={loss:.6f} world={world}", flush=True)
-    if stopping:
+    if signalled and step > signalled[0]:  # a step reported after the signal: it ends
         break
     time.sleep(args.wait)
 if world > 1:
