@@ -8,7 +8,7 @@ slots, the worker's policy deciding, each resize made at the trial's next report
   it at its ready step, 60, and so leaves ``Q = -0.42``: an exploit of a member that was
   relaunched at another size (the donor's checkpoint is the one of its latest report, written
   at 1 or 2 ranks as the timing of the growth has it).
-* skopt (``sweep run --devices cpu:3``): three trials of a script program
+* skopt, GP and TPE (``sweep run --devices cpu:3``): three trials of a script program
   (``tests/launcher/programs/resumable.py``), two at a time: the idle slot makes a trial grow,
   the relaunch is the same Optuna trial (RUNNING throughout, a pending point of the optimizer),
   so the study holds three trials, three distinct points, each value told once.
@@ -151,8 +151,17 @@ def test_pbt_the_better_member_gets_the_idle_slot_and_exploits_go_on(
         assert len(steps) == len(set(steps)), steps
 
 
-def test_skopt_a_resized_trial_is_one_point_in_flight(
-    tmp_path: Path, mlflow_template: Path
+@pytest.mark.parametrize(
+    "scheduler",
+    [
+        {"type": "skopt", "seed": 0, "n_initial_points": 2},
+        {"type": "gp", "seed": 0, "n_startup_trials": 2},
+        {"type": "tpe", "seed": 0, "n_startup_trials": 2},
+    ],
+    ids=["skopt", "gp", "tpe"],
+)
+def test_bayesian_a_resized_trial_is_one_point_in_flight(
+    scheduler: dict[str, Any], tmp_path: Path, mlflow_template: Path
 ) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -160,7 +169,7 @@ def test_skopt_a_resized_trial_is_one_point_in_flight(
     data = minimal_sweep(
         name="bo",
         objective={"metric": "val_loss", "mode": "min"},
-        scheduler={"type": "skopt", "seed": 0, "n_initial_points": 2},
+        scheduler=scheduler,
         space={"x": {"type": "float", "low": 0.0, "high": 1.0}},
         budget={"trials": 3, "max_concurrent": 2},
         trial={
