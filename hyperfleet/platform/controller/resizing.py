@@ -265,6 +265,12 @@ def request(d: SweepDriver, r: Running, after: int, pool: LocalPool, now: float)
     """Ask launch ``r`` of ``d`` to resize to ``after`` devices at its next report; a growth
     reserves its extra devices now. False when they are not free."""
     pending = d.resizes.get(r.number)
+    if (
+        pending is not None
+        and pending.requested
+        and requests.taken(trial_dir(d.session.workdir, d.name, r.number), r.attempt) is not None
+    ):
+        return False  # the trial took the request and is ending for it: nothing to change
     extra = list(pending.extra) if pending else []
     held = len(r.lease.devices) + sum(len(lease.devices) for lease in extra)
     if after > held:
@@ -341,7 +347,8 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
     before = len(r.lease.devices)
     d._release(r)  # its devices, then a lease of the new size from them (and those reserved):
     # those its processes were started on ahead, else any
-    lease = r.pool.try_acquire_these(pending.devices) or r.pool.try_acquire(after)
+    ahead = pending.devices if len(pending.devices) == after else ()
+    lease = (r.pool.try_acquire_these(ahead) if ahead else None) or r.pool.try_acquire(after)
     if lease is None:  # cannot happen: what it held and reserved was just released
         raise PoolError(f"trial {r.number}: {after} devices for its resize are not free")
     spec = TrialSpec.read(tdir / SPEC_FILE)

@@ -16,7 +16,7 @@ from hyperfleet.platform.controller import SweepSession, open_session
 from hyperfleet.platform.controller.resizing import Resizer
 from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.launcher.simulated import SimTrial, curve
-from hyperfleet.platform.pool import Lease
+from hyperfleet.platform.pool import Lease, LocalPool
 from hyperfleet.platform.storage import LeaseRecord, Storage
 from hyperfleet.platform.tracking import NullTracker
 from hyperfleet.spec.trial import TrialConfig
@@ -238,3 +238,29 @@ def test_pbt_members_grow_best_first_and_a_resize_keeps_an_exploits_params(
                 assert after.params["lr"] == before.params["lr"], (number, before, after)
     grown = [t for t in loads if t.number == 1 and t.devices == 2]
     assert grown and grown[0].params["lr"] != 0.09  # explored from the better member's
+
+
+def test_a_request_the_trial_took_is_not_changed_before_its_relaunch(tmp_path: Path) -> None:
+    """Between a trial's taking its request (it is ending, to relaunch at 2) and the worker's
+    reaping it, another decision (say a device falling idle) leaves the resize as it was: the
+    relaunch is at the size the trial ended for, on the devices started for it."""
+    from types import SimpleNamespace
+
+    from hyperfleet.platform.controller.resizing import Pending, request
+    from hyperfleet.platform.elastic import requests
+    from hyperfleet.spec.wire import trial_dir
+
+    pool = LocalPool.slots(4)
+    own, reserved = pool.try_acquire(1), pool.try_acquire(1)
+    assert own is not None and reserved is not None
+    devices = tuple(sorted([*own.devices, *reserved.devices]))
+    pending = Pending(2, pool, [reserved], 0.0, devices, True, True)
+    d = SimpleNamespace(resizes={0: pending}, session=SimpleNamespace(workdir=tmp_path), name="s")
+    r = SimpleNamespace(number=0, attempt=1, lease=own)
+    tdir = trial_dir(tmp_path, "s", 0)
+    tdir.mkdir(parents=True)
+    requests.request(tdir, 1, 2)
+    requests.take(tdir)
+    assert not request(d, r, 4, pool, 1.0)  # type: ignore[arg-type]
+    assert d.resizes[0] is pending and pending.after == 2 and pending.devices == devices
+    assert pool.free == 2  # nothing more reserved
