@@ -13,20 +13,28 @@ state (theta, the step) goes through its checkpoint, so it resumes at any size t
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import hyperfleet
+from hyperfleet.testing.workloads import with_hold
 
 
 def _paced(ctx: hyperfleet.TrialContext) -> None:
-    """Each ``ctx.report`` of the workload followed by a wait of ``report_wait`` seconds."""
+    """Each ``ctx.report`` of the workload followed by a wait of ``report_wait`` seconds, until
+    the file ``paced_until`` names exists (a test ends the pacing once it saw what it waits
+    for, so that a loaded machine cannot make the trial end first; then it runs to its end);
+    and held at a report as ``hyperfleet.testing.workloads.with_hold``'s params ask."""
     wait = float(ctx.params.pop("report_wait", 0.0))
+    until = str(ctx.params.pop("paced_until", "") or "")
+    with_hold(ctx)
     report = ctx.report
 
     def report_then_wait(step: int, metrics: Any, checkpoint: Any = None) -> None:
         report(step, metrics, checkpoint=checkpoint)  # a resize's pause raises here
-        time.sleep(wait)
+        if not (until and os.path.exists(until)):
+            time.sleep(wait)
 
     ctx.report = report_then_wait  # type: ignore[method-assign]
 

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 RESIZER = "hyperfleet.platform.controller.resizing"
 TOY = "tests.integration.elastic_workloads:paced_pbt_toy"
 PROGRAM = Path(__file__).resolve().parents[1] / "launcher" / "programs" / "resumable.py"
-PBT_STEPS = 80
+PBT_STEPS = 160  # 80 reports 0.5 s apart: room for a growth's group to start under load
 
 
 def _stores(runs: Path) -> dict[str, Any]:
@@ -175,7 +175,7 @@ def test_bayesian_a_resized_trial_is_one_point_in_flight(
         trial={
             "workload": None,
             "command": ["python", str(PROGRAM), "--steps", "${steps}", "--checkpoint-dir",
-                        "${checkpoint_dir}", "--wait", "0.3", "${args}"],
+                        "${checkpoint_dir}", "--wait", "0.3", "--finish-on-sigterm", "${args}"],
             "steps": 24,
             "resizable": True,
             "resources": {"devices": {"min": 1, "max": 2}},

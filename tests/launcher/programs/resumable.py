@@ -57,6 +57,8 @@ for step in range(state["step"] + 1, args.steps + 1):
         print(f"step={step} val_loss={loss:.6f} world={world}", flush=True)
     if signalled and step > signalled[0]:  # a step reported after the signal: it ends
         break
-    time.sleep(args.wait)
+    waited_until = time.monotonic() + args.wait
+    while time.monotonic() < waited_until and not signalled:  # a SIGTERM ends the wait:
+        time.sleep(0.01)  # its one more step comes within the runner's grace on a busy machine
 if world > 1:
     dist.destroy_process_group()
