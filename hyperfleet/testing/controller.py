@@ -31,6 +31,7 @@ from hyperfleet.platform.controller import (
     Until,
     open_session,
 )
+from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.launcher.simulated import Script, SimulatedLauncher
 from hyperfleet.platform.pool import Device, LocalPool
 from hyperfleet.platform.storage import Storage, TrialRecord
@@ -82,7 +83,7 @@ class Sim:
             clock=self.clock,
             timing=Timing(**timing),
             until=until or Until(done=True),
-            elastic=self.cfg.elastic.knobs(),  # the sweep file's, as sweep run takes them
+            elastic=ElasticKnobs.of(self.cfg.elastic),  # the sweep file's, as sweep run takes them
         )
         controller.on_progress = lambda p: self._watch(controller, p)
         return controller

@@ -30,7 +30,6 @@ from hyperfleet.platform.config.space import ParamSpec
 from hyperfleet.platform.config.space import dims as space_dims
 from hyperfleet.platform.config.values import SWEEP_NAME, control_problem, key_problem
 from hyperfleet.platform.credentials import keep
-from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.urls import (
     DEFAULT_WORKDIR,
     local_storage,
@@ -137,7 +136,8 @@ class TrackingConfig(_Frozen):
 class ElasticPolicyConfig(_Frozen):
     """The resize policy of elastic trials (``platform/elastic/resize.py``'s ``ElasticKnobs``):
     a worker's, over every sweep it serves. ``sweep run`` takes it from the sweep's file;
-    ``hyperfleet worker`` from its options (``--elastic-*``)."""
+    ``hyperfleet worker`` from its options (``--elastic-*``); ``ElasticKnobs.of`` makes the
+    policy's settings of it."""
 
     enabled: bool = Field(
         True, description="false: no resize is decided (elastic trials stay at their min)"
@@ -152,11 +152,6 @@ class ElasticPolicyConfig(_Frozen):
         description="of the idle devices offered, the most one trial grows by while a "
         "lower-ranked one could take some too (above 0, at most 1: 1 gives the best all)",
     )
-
-    def knobs(self) -> ElasticKnobs:
-        """The policy's settings as :func:`~hyperfleet.platform.elastic.resize.decide` takes
-        them."""
-        return ElasticKnobs(enabled=self.enabled, min_interval=self.min_interval, share=self.share)
 
 
 if TYPE_CHECKING:  # a union built at run time is opaque to a type checker

@@ -61,9 +61,11 @@ from hyperfleet.spec.wire import SPEC_FILE, TrialSpec, trial_dir
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-AHEAD_WAIT_S = 30.0
+AHEAD_WAIT_S = 60.0
 """How long a growth waits at most for the processes started ahead for it before it is carried
-to the trial (a growth whose processes are ready, or were not started, is carried at once)."""
+to the trial (a growth whose processes are ready, or were not started, is carried at once):
+several times a group's start on CPU slots (4-9 s on an idle machine, up to four times that
+on a loaded one)."""
 
 WORK_EVERY_S = 1.0
 """How long a sweep's answer to "has its scheduler a trial to launch" is kept (two reads),
@@ -347,8 +349,8 @@ def relaunched(d: SweepDriver, r: Running, state: TrialState | None) -> bool:
     before = len(r.lease.devices)
     d._release(r)  # its devices, then a lease of the new size from them (and those reserved):
     # those its processes were started on ahead, else any
-    ahead = pending.devices if len(pending.devices) == after else ()
-    lease = (r.pool.try_acquire_these(ahead) if ahead else None) or r.pool.try_acquire(after)
+    started = pending.devices if len(pending.devices) == after else ()
+    lease = (r.pool.try_acquire_these(started) if started else None) or r.pool.try_acquire(after)
     if lease is None:  # cannot happen: what it held and reserved was just released
         raise PoolError(f"trial {r.number}: {after} devices for its resize are not free")
     spec = TrialSpec.read(tdir / SPEC_FILE)

@@ -45,6 +45,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hyperfleet.platform.config.model import ElasticPolicyConfig
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,11 @@ class ElasticKnobs:
     share: float = 0.5
     """Of the idle devices offered, the most one trial grows by while a lower-ranked trial
     could take some too (rounded up; above 0, at most 1: 1 gives the best-ranked all)."""
+
+    @classmethod
+    def of(cls, policy: ElasticPolicyConfig) -> ElasticKnobs:
+        """The settings a sweep file's ``elastic:`` section gives."""
+        return cls(enabled=policy.enabled, min_interval=policy.min_interval, share=policy.share)
 
     def __post_init__(self) -> None:
         if self.min_interval < 1:

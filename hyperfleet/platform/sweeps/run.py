@@ -17,6 +17,7 @@ from hyperfleet.errors import StorageError
 from hyperfleet.platform.clock import STALE_AFTER_S
 from hyperfleet.platform.config import SweepConfig
 from hyperfleet.platform.controller import Progress, Timing, Until
+from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.launcher.launchers import Launchers, build_pool
 from hyperfleet.platform.schedulers import check_scheduler
 from hyperfleet.platform.storage import Storage
@@ -165,7 +166,7 @@ class SweepRunner:
             self.storage_url, self.pool, sweeps=[self.cfg.name], tracking_uri=self.cfg.tracking.uri,
             until=Until(done=True), timing=self.timing, on_progress=self.on_progress,
             launchers=launchers, retry_s=self.cfg.storage_retry,
-            elastic=self.cfg.elastic.knobs(),  # the file's: its pool serves this sweep alone
+            elastic=ElasticKnobs.of(self.cfg.elastic),  # the file's: its pool serves this sweep
         )  # fmt: skip
         if self.cfg.name in summaries:
             return summaries[self.cfg.name]
