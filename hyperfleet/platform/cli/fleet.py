@@ -27,13 +27,14 @@ from hyperfleet.platform.cli.common import (
 )
 from hyperfleet.platform.clock import HEARTBEAT_EVERY_S, STALE_AFTER_S
 from hyperfleet.platform.credentials import masked
+from hyperfleet.platform.elastic.resize import ElasticKnobs
 from hyperfleet.platform.urls import DEFAULT_STORAGE
 
 if TYPE_CHECKING:
-    from hyperfleet.platform.elastic.resize import ElasticKnobs
     from hyperfleet.platform.storage.results import SweepSummary
 
 STORAGE_HELP = "Storage URL (PostgreSQL for many hosts)."
+POLICY = ElasticKnobs()  # the resize policy's defaults, as a worker's options give them
 
 
 def _duration(value: str | None, option: str) -> float | None:
@@ -49,8 +50,6 @@ def _duration(value: str | None, option: str) -> float | None:
 
 def elastic_knobs(enabled: bool, min_interval: int, share: float) -> ElasticKnobs:
     """The worker's resize policy from its options; ``ConfigError`` naming the option."""
-    from hyperfleet.platform.elastic.resize import ElasticKnobs
-
     if min_interval < 1:
         raise ConfigError(f"--elastic-interval: must be at least 1 (got {min_interval})")
     if not 0 < share <= 1:
@@ -91,14 +90,14 @@ def worker(
     ] = False,
     elastic_interval: Annotated[
         int, typer.Option(help="Reports an elastic trial makes between two of its resizes.")
-    ] = 3,
+    ] = POLICY.min_interval,
     elastic_share: Annotated[
         float,
         typer.Option(
             help="Of the idle devices, the most one elastic trial grows by while another "
             "could take some (1: all to the best-ranked)."
         ),
-    ] = 0.5,
+    ] = POLICY.share,
 ) -> None:
     """Serve the sweeps of a storage with this host's devices until stopped (SIGTERM drains)."""
     from hyperfleet.platform.controller import Timing, Until
